@@ -1,0 +1,14 @@
+#pragma once
+// The learning-rate Schedule extension point: any callable from an update's index to a factor.
+#include <concepts>
+#include <cstdint>
+
+namespace flotilla {
+
+/// `s(step)` is the factor applied to the base learning rate at update `step` (0 for the first).
+template <class S>
+concept Schedule = requires(const S& s, std::uint64_t step) {
+  { s(step) } -> std::convertible_to<double>;
+};
+
+}  // namespace flotilla

@@ -1,0 +1,49 @@
+#pragma once
+// The exceptions flotilla throws. Every message names the problem and the place (file and offset,
+// layer, peer, flag) so that a user can act on it without a debugger.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace flotilla {
+
+/// Base of every exception flotilla throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A data file (IDX, gzip) is missing, malformed or inconsistent.
+class DataError : public Error {
+ public:
+  DataError(std::string file, std::uint64_t offset, const std::string& what)
+      : Error(file + " (byte " + std::to_string(offset) + "): " + what),
+        file_(std::move(file)),
+        offset_(offset) {}
+  const std::string& file() const noexcept { return file_; }
+  std::uint64_t offset() const noexcept { return offset_; }
+
+ private:
+  std::string file_;
+  std::uint64_t offset_;
+};
+
+/// A checkpoint cannot be written, or what was read back does not verify.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A run was configured with values that cannot work (batch size 0, missing file, bad flag).
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Tensors passed to a layer, loss or optimizer disagree in shape.
+class ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace flotilla

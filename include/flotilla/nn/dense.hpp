@@ -1,0 +1,68 @@
+#pragma once
+// Dense<N>: a fully connected layer, y = W x + b, with W of shape (N x inputs).
+#include <array>
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+#include "flotilla/concepts/initializer.hpp"
+#include "flotilla/core/gemm.hpp"
+#include "flotilla/core/shape.hpp"
+#include "flotilla/core/tensor.hpp"
+#include "flotilla/nn/init.hpp"
+#include "flotilla/nn/layer_args.hpp"
+
+namespace flotilla {
+
+template <std::size_t Outputs, class Init = init::Glorot>
+struct Dense {
+  static_assert(Outputs > 0, "Dense<N>: the number of outputs N must be > 0");
+
+  template <class In, class T>
+  struct layer {
+    static_assert(AnyShape<In>, "Dense<N>: input_shape must be a flotilla::Shape");
+    static_assert(VectorShape<In>,
+                  "Dense<N>: its input is an image (Shape<C, H, W>); put Flatten before Dense");
+    static_assert(Initializer<Init, T>, "Dense<N, Init>: Init must be an initialiser (see nn/init.hpp)");
+
+    using scalar_type = T;
+    using input_shape = In;
+    using output_shape = Shape<Outputs>;
+    static constexpr std::string_view name = "Dense";
+    static constexpr std::size_t inputs = In::size;
+    static constexpr std::array<TensorSpec, 2> tensors{{
+        {"weight", Outputs * inputs, TensorRole::weight},
+        {"bias", Outputs, TensorRole::bias},
+    }};
+    static constexpr std::size_t parameter_count = Outputs * inputs + Outputs;
+
+    void initialize(std::span<T> params, Generator& g) const {
+      Init::fill(params.first(Outputs * inputs), inputs, Outputs, g);
+      for (auto& b : params.subspan(Outputs * inputs)) b = T(0);
+    }
+
+    void forward(const ForwardArgs<T>& a) {
+      const auto w = weight(a.params);
+      const auto b = bias(a.params);
+      a.output.colwise() = b;
+      detail::gemm(a.output, w, a.input, /*accumulate=*/true);
+    }
+
+    void backward(const BackwardArgs<T>& a) {
+      const auto w = weight(std::span<const T>(a.params));
+      auto dw = MatrixView<T>(a.param_grads.data(), Outputs, inputs);
+      auto db = VectorView<T>(a.param_grads.data() + Outputs * inputs, Outputs);
+      detail::gemm(dw, a.output_grad, a.input.transpose(), /*accumulate=*/true);
+      db += a.output_grad.rowwise().sum();
+      if (a.wants_input_grad()) detail::gemm(a.input_grad, w.transpose(), a.output_grad, /*accumulate=*/false);
+    }
+
+   private:
+    static ConstMatrixView<T> weight(std::span<const T> p) { return ConstMatrixView<T>(p.data(), Outputs, inputs); }
+    static ConstVectorView<T> bias(std::span<const T> p) {
+      return ConstVectorView<T>(p.data() + Outputs * inputs, Outputs);
+    }
+  };
+};
+
+}  // namespace flotilla

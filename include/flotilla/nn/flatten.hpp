@@ -1,0 +1,29 @@
+#pragma once
+// Flatten: an image Shape<C, H, W> becomes the vector Shape<C*H*W>, in the channels-last order it
+// is stored in. The values are copied unchanged.
+#include <cstddef>
+#include <string_view>
+
+#include "flotilla/core/shape.hpp"
+#include "flotilla/nn/layer_args.hpp"
+
+namespace flotilla {
+
+struct Flatten {
+  template <class In, class T>
+  struct layer {
+    static_assert(AnyShape<In>, "Flatten: input_shape must be a flotilla::Shape");
+    using scalar_type = T;
+    using input_shape = In;
+    using output_shape = Shape<In::size>;
+    static constexpr std::string_view name = "Flatten";
+    static constexpr std::size_t parameter_count = 0;
+
+    void forward(const ForwardArgs<T>& a) { a.output = a.input; }
+    void backward(const BackwardArgs<T>& a) {
+      if (a.wants_input_grad()) a.input_grad = a.output_grad;
+    }
+  };
+};
+
+}  // namespace flotilla

@@ -1,0 +1,77 @@
+// Every built-in layer's and loss's gradient against central finite differences, in double.
+#include <doctest/doctest.h>
+
+#include "flotilla/loss/mse.hpp"
+#include "flotilla/loss/softmax_cross_entropy.hpp"
+#include "flotilla/nn/activation.hpp"
+#include "flotilla/nn/conv2d.hpp"
+#include "flotilla/nn/dense.hpp"
+#include "flotilla/nn/dropout.hpp"
+#include "flotilla/nn/flatten.hpp"
+#include "flotilla/nn/maxpool2d.hpp"
+#include "flotilla/testing/gradient_check.hpp"
+
+using namespace flotilla;
+using flotilla::testing::check_layer;
+using flotilla::testing::check_loss;
+
+#define CHECK_GRADIENTS(result)            \
+  do {                                     \
+    const auto r_ = (result);              \
+    INFO(r_.report());                     \
+    CHECK(r_.passed());                    \
+    CHECK(r_.tensors.size() > 0);          \
+  } while (0)
+
+TEST_CASE("Dense gradients") {
+  CHECK_GRADIENTS((check_layer<Dense<7>, Shape<5>>()));
+  CHECK_GRADIENTS((check_layer<Dense<1>, Shape<1>>()));
+}
+
+TEST_CASE("activation gradients") {
+  CHECK_GRADIENTS((check_layer<ReLU, Shape<11>>()));
+  CHECK_GRADIENTS((check_layer<Tanh, Shape<11>>()));
+  CHECK_GRADIENTS((check_layer<Sigmoid, Shape<2, 3, 3>>()));
+}
+
+TEST_CASE("Conv2D gradients") {
+  CHECK_GRADIENTS((check_layer<Conv2D<4, 3>, Shape<2, 6, 5>>()));
+  CHECK_GRADIENTS((check_layer<Conv2D<3, 3, 2, 1>, Shape<2, 7, 6>>()));  // stride 2, padding 1
+  CHECK_GRADIENTS((check_layer<Conv2D<2, 5, 1, 2>, Shape<1, 6, 6>>()));  // "same" padding
+  CHECK_GRADIENTS((check_layer<Conv2D<5, 1>, Shape<3, 4, 4>>()));        // 1x1
+}
+
+TEST_CASE("MaxPool2D, Flatten, Dropout gradients") {
+  CHECK_GRADIENTS((check_layer<MaxPool2D<2>, Shape<3, 6, 6>>()));
+  CHECK_GRADIENTS((check_layer<MaxPool2D<3, 2>, Shape<2, 7, 7>>()));  // overlapping windows
+  CHECK_GRADIENTS((check_layer<MaxPool2D<2>, Shape<1, 5, 5>>()));     // odd size: last row dropped
+  CHECK_GRADIENTS((check_layer<Flatten, Shape<2, 3, 4>>()));
+  CHECK_GRADIENTS((check_layer<Dropout<30>, Shape<40>>()));
+}
+
+TEST_CASE("loss gradients") {
+  CHECK_GRADIENTS((check_loss<SoftmaxCrossEntropy>(10)));
+  CHECK_GRADIENTS((check_loss<MSE>(4)));
+}
+
+namespace {
+// A layer whose backward is off by a few percent: the checker must catch it.
+struct WrongScale {
+  template <class In, class T>
+  struct layer {
+    using scalar_type = T;
+    using input_shape = In;
+    using output_shape = In;
+    static constexpr std::string_view name = "WrongScale";
+    static constexpr std::size_t parameter_count = 0;
+    void forward(const ForwardArgs<T>& a) { a.output = a.input * T(3); }
+    void backward(const BackwardArgs<T>& a) { a.input_grad = a.output_grad * T(2.9); }
+  };
+};
+}  // namespace
+
+TEST_CASE("the checker catches a wrong gradient") {
+  const auto r = check_layer<WrongScale, Shape<4>>();
+  CHECK_FALSE(r.passed());
+  CHECK(r.max_relative_error() > 0.01);
+}
