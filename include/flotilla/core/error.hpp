@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace flotilla {
 
@@ -36,6 +37,14 @@ class CheckpointError : public Error {
 
 /// A run was configured with values that cannot work (batch size 0, missing file, bad flag).
 class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Communication failed: a peer closed or timed out, sent a malformed or unexpected message, or
+/// the job was aborted because another rank failed. The message names this rank, the peer, and
+/// the operation in flight.
+class TransportError : public Error {
  public:
   using Error::Error;
 };

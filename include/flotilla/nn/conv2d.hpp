@@ -5,15 +5,30 @@
 // Images are channels-last in memory, so one row of a K x K patch is K*C contiguous input values:
 // im2col is a sequence of contiguous copies, and the product W (F x K*K*C) * cols (K*K*C x pixels)
 // writes the output channels-last too, with no transposition anywhere.
+//
+// In float, where flotilla has its own GEMM kernel (core/sgemm.hpp), the cols matrix is never
+// built: the GEMM's B packers copy patch values straight from the image into the packed slivers
+// (implicit im2col), both for the forward product and for the weight gradient dW = dY cols^T.
+// Building cols first and having GEMM pack it again would move every value twice more through
+// memory (cols is about K*K times the size of the image). The bias is added inside the forward
+// product, and db comes out of the dW product as one more column (a column of ones in B), so
+// neither costs a pass of its own over y or dY. The input gradient still forms dcols = W^T dY,
+// one image at a time, so that it is still in L2 when col2im folds it into dx (the alternative,
+// a full correlation of dY with the flipped filters, costs (H+K-1)(W+K-1)/(OH OW) times the
+// multiplies: 2.25 times for 5 x 5 filters on 12 x 12 images).
+// Double (used by the gradient checks) takes the plain im2col + gemm path.
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstring>
 #include <span>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include "flotilla/concepts/initializer.hpp"
 #include "flotilla/core/gemm.hpp"
+#include "flotilla/core/sgemm.hpp"
 #include "flotilla/core/shape.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/nn/init.hpp"
@@ -61,34 +76,231 @@ struct Conv2D {
     }
 
     void forward(const ForwardArgs<T>& a) {
-      const auto batch = static_cast<std::size_t>(a.input.cols());
-      cols_.resize(patch * pixels * batch);
-      for (std::size_t s = 0; s < batch; ++s) im2col(a.input.col(static_cast<Eigen::Index>(s)).data(), cols_.data() + s * patch * pixels);
-      const auto cols = ConstMatrixView<T>(cols_.data(), patch, static_cast<Eigen::Index>(pixels * batch));
-      auto y = MatrixView<T>(a.output.data(), Filters, static_cast<Eigen::Index>(pixels * batch));
-      y.colwise() = ConstVectorView<T>(a.params.data() + Filters * patch, Filters);
-      detail::gemm(y, weight(a.params), cols, /*accumulate=*/true);
+      if constexpr (implicit_im2col) {
+        forward_implicit(a);
+      } else {
+        const auto batch = static_cast<std::size_t>(a.input.cols());
+        cols_.resize(patch * pixels * batch);
+        for (std::size_t s = 0; s < batch; ++s) im2col(a.input.col(static_cast<Eigen::Index>(s)).data(), cols_.data() + s * patch * pixels);
+        const auto cols = ConstMatrixView<T>(cols_.data(), patch, static_cast<Eigen::Index>(pixels * batch));
+        auto y = MatrixView<T>(a.output.data(), Filters, static_cast<Eigen::Index>(pixels * batch));
+        detail::gemm_bias(y, weight(a.params), cols, ConstVectorView<T>(a.params.data() + Filters * patch, Filters));
+      }
     }
 
     void backward(const BackwardArgs<T>& a) {
-      const auto batch = static_cast<std::size_t>(a.input.cols());
-      const auto n = static_cast<Eigen::Index>(pixels * batch);
-      const auto dy = ConstMatrixView<T>(a.output_grad.data(), Filters, n);
-      const auto cols = ConstMatrixView<T>(cols_.data(), patch, n);
-      auto dw = MatrixView<T>(a.param_grads.data(), Filters, patch);
-      auto db = VectorView<T>(a.param_grads.data() + Filters * patch, Filters);
-      detail::gemm(dw, dy, cols.transpose(), /*accumulate=*/true);
-      db += dy.rowwise().sum();
-      if (!a.wants_input_grad()) return;
-      dcols_.resize(patch * pixels * batch);
-      auto dcols = MatrixView<T>(dcols_.data(), patch, n);
-      detail::gemm(dcols, weight(a.params).transpose(), dy, /*accumulate=*/false);
-      for (std::size_t s = 0; s < batch; ++s)
-        col2im(dcols_.data() + s * patch * pixels, a.input_grad.col(static_cast<Eigen::Index>(s)).data());
+      if constexpr (implicit_im2col) {
+        backward_implicit(a);
+      } else {
+        const auto batch = static_cast<std::size_t>(a.input.cols());
+        const auto n = static_cast<Eigen::Index>(pixels * batch);
+        const auto dy = ConstMatrixView<T>(a.output_grad.data(), Filters, n);
+        const auto cols = ConstMatrixView<T>(cols_.data(), patch, n);
+        auto dw = MatrixView<T>(a.param_grads.data(), Filters, patch);
+        detail::gemm(dw, dy, cols.transpose(), /*accumulate=*/true);
+        detail::add_row_sums(dy.data(), static_cast<Eigen::Index>(Filters), n, a.param_grads.data() + Filters * patch);
+        if (!a.wants_input_grad()) return;
+        dcols_.resize(patch * pixels * batch);
+        auto dcols = MatrixView<T>(dcols_.data(), patch, n);
+        detail::gemm(dcols, weight(a.params).transpose(), dy, /*accumulate=*/false);
+        for (std::size_t s = 0; s < batch; ++s)
+          col2im(dcols_.data() + s * patch * pixels, a.input_grad.col(static_cast<Eigen::Index>(s)).data());
+      }
     }
 
    private:
     static ConstMatrixView<T> weight(std::span<const T> p) { return ConstMatrixView<T>(p.data(), Filters, patch); }
+
+    // ---- implicit im2col (float with an sgemm kernel) ----------------------------------------
+    static constexpr bool implicit_im2col = std::is_same_v<T, float> && detail::sgemm_has_kernel;
+    using index = detail::sgemm_index;
+    // The patches are read from a zero-padded copy of the image when Padding > 0, so that the
+    // packers never test bounds: HP x WP x C per image.
+    static constexpr std::size_t HP = H + 2 * Padding, WP = W + 2 * Padding;
+    static constexpr std::size_t image_size = HP * WP * C;
+    static constexpr std::size_t row_len = Kernel * C;  // one kernel row of a patch, contiguous in the image
+
+    /// Whether a packed sliver holds runs of a patch's kernel row (K*C values contiguous in the
+    /// image), or runs of a row of output pixels: with one channel and stride 1, the values that
+    /// consecutive output pixels take at the same patch position are contiguous too, and an
+    /// output row (OW) is longer than a kernel row (a first layer on grey images: 24 against 5).
+    /// The layout of each packer follows, so that its copies are as long as possible.
+    static constexpr bool pixel_runs = C == 1 && Stride == 1 && OW > row_len;
+    static constexpr auto n_pixels = static_cast<index>(pixels), out_w = static_cast<index>(OW);
+    static constexpr auto kernel_row = static_cast<index>(row_len), image_stride = static_cast<index>(image_size);
+
+    /// Offset, in its (padded) image, of the first value of output pixel q's patch.
+    static index patch_base(index q) {
+      const index oy = q / out_w, ox = q % out_w;
+      return (oy * static_cast<index>(Stride * WP) + ox * static_cast<index>(Stride)) * static_cast<index>(C);
+    }
+    /// Offset of patch value p = (ky, kx, c) from its patch's first value.
+    static index patch_offset(index p) { return p / kernel_row * static_cast<index>(WP * C) + p % kernel_row; }
+
+    /// Consecutive output pixels [at, at + len) of a range, all in one output row of one image,
+    /// whose patches start at `offset` in the images.
+    struct PixelRun {
+      index at, offset, len;
+    };
+    /// Splits the batch-wide output pixels [g0, g0 + count) into runs; returns how many.
+    static int split_pixels(index g0, index count, PixelRun* runs) {
+      int r = 0;
+      for (index at = 0; at < count; ++r) {
+        const index g = g0 + at, q = g % n_pixels;
+        const index len = std::min(out_w - q % out_w, count - at);
+        runs[r] = {at, g / n_pixels * image_stride + patch_base(q), len};
+        at += len;
+      }
+      return r;
+    }
+
+    /// B = cols (k: patch value, n: output pixel) of the forward product.
+    struct PatchColumns {
+      static constexpr detail::BLayout layout = pixel_runs ? detail::BLayout::k_major : detail::BLayout::n_major;
+      const float* images;
+      void operator()(float* buf, index j0, index nc, index p0, index kc) const {
+        if constexpr (pixel_runs) {
+          // Per patch value, the sliver's NR pixels: one run of an output row, or a few.
+          index offset[detail::sgemm_kc];
+          for (index p = 0; p < kc; ++p) offset[p] = patch_offset(p0 + p);
+          for (index jr = 0; jr < nc; jr += detail::sgemm_nr) {
+            PixelRun runs[detail::sgemm_nr];
+            const int count = split_pixels(j0 + jr, std::min<index>(detail::sgemm_nr, nc - jr), runs);
+            float* dst = buf + jr / detail::sgemm_nr * detail::sgemm_b_sliver<layout>(kc);
+            if (count == 1 && runs[0].len == detail::sgemm_nr) {
+              const float* src = images + runs[0].offset;
+              for (index p = 0; p < kc; ++p) detail::sgemm_copy_n<detail::sgemm_nr>(dst + p * detail::sgemm_nr, src + offset[p]);
+              continue;
+            }
+            for (int r = 0; r < count; ++r)
+              for (index p = 0; p < kc; ++p)
+                detail::sgemm_copy(dst + p * detail::sgemm_nr + runs[r].at, images + runs[r].offset + offset[p], runs[r].len);
+          }
+        } else {
+          // Per pixel, the k range of its patch, kernel row by kernel row.
+          index s = j0 / n_pixels, q = j0 % n_pixels;
+          for (index j = 0; j < nc; ++j) {
+            const float* src = images + s * image_stride + patch_base(q);
+            float* dst = buf + j / detail::sgemm_nr * detail::sgemm_b_sliver<layout>(kc) + j % detail::sgemm_nr * detail::sgemm_kcs;
+            for (index p = p0; p < p0 + kc;) {
+              const index len = std::min(kernel_row - p % kernel_row, p0 + kc - p);
+              detail::sgemm_copy(dst + (p - p0), src + patch_offset(p), len);
+              p += len;
+            }
+            if (++q == n_pixels) q = 0, ++s;
+          }
+        }
+      }
+    };
+
+    /// B = [cols^T 1] (k: output pixel, n: patch value, then a column of ones) of the weight and
+    /// bias gradients [dW db] = dY [cols^T 1]: the parameter buffer holds db right after dW, as
+    /// one more column of it, so the bias gradient comes out of the same pass over dY.
+    struct PatchRows {
+      static constexpr detail::BLayout layout = pixel_runs ? detail::BLayout::n_major : detail::BLayout::k_major;
+      const float* images;
+      void operator()(float* buf, index j0, index nc, index p0, index kc) const {
+        if constexpr (pixel_runs) {
+          // Per patch value, the block's kc pixels: a run per output row.
+          PixelRun runs[detail::sgemm_kc];
+          const int count = split_pixels(p0, kc, runs);
+          for (index j = 0; j < nc; ++j) {
+            float* dst = buf + j / detail::sgemm_nr * detail::sgemm_b_sliver<layout>(kc) + j % detail::sgemm_nr * detail::sgemm_kcs;
+            if (j0 + j == static_cast<index>(patch)) {
+              std::fill(dst, dst + kc, 1.0f);
+              continue;
+            }
+            const float* src = images + patch_offset(j0 + j);
+            for (int r = 0; r < count; ++r) detail::sgemm_copy(dst + runs[r].at, src + runs[r].offset, runs[r].len);
+          }
+        } else {
+          // Pixel by pixel: its patch is read once, in order, and dealt out to the slivers in
+          // pieces of up to NR values (split where a kernel row ends), planned once per call.
+          struct Piece {
+            index to, from, len;  // offset in the packed block, offset in the patch, count
+          };
+          const auto at = [kc](index j) {  // where column j of this block goes in a packed row
+            return j / detail::sgemm_nr * detail::sgemm_b_sliver<layout>(kc) + j % detail::sgemm_nr;
+          };
+          const index values = std::min(nc, static_cast<index>(patch) - j0);  // the rest: the ones column
+          std::vector<Piece> pieces;
+          pieces.reserve(static_cast<std::size_t>(values / detail::sgemm_nr + Kernel + 2));
+          for (index j = 0; j < values;) {
+            const index v = j0 + j;
+            const index len = std::min({detail::sgemm_nr - j % detail::sgemm_nr, kernel_row - v % kernel_row, values - j});
+            pieces.push_back({at(j), patch_offset(v), len});
+            j += len;
+          }
+          float* const ones = values < nc ? buf + at(values) : nullptr;
+          for (index p = 0, s = p0 / n_pixels, q = p0 % n_pixels; p < kc; ++p) {
+            const float* src = images + s * image_stride + patch_base(q);
+            float* dst = buf + p * detail::sgemm_nr;
+            for (const Piece& piece : pieces) {
+              if (piece.len == detail::sgemm_nr) {
+                detail::sgemm_copy_n<detail::sgemm_nr>(dst + piece.to, src + piece.from);
+              } else {
+                detail::sgemm_copy(dst + piece.to, src + piece.from, piece.len);
+              }
+            }
+            if (ones) ones[p * detail::sgemm_nr] = 1.0f;  // the last column: db
+            if (++q == n_pixels) q = 0, ++s;
+          }
+        }
+      }
+    };
+
+    /// The images the patches are read from: the input itself, or its zero-padded copy.
+    const float* patch_source(const ConstMatrixView<T>& input) {
+      if constexpr (Padding == 0) {
+        return input.data();
+      } else {
+        const auto batch = static_cast<std::size_t>(input.cols());
+        // Only the interior is ever written, so the border stays zero from the first resize.
+        if (padded_.size() < image_size * batch) padded_.resize(image_size * batch);
+        for (std::size_t s = 0; s < batch; ++s)
+          for (std::size_t y = 0; y < H; ++y)
+            std::memcpy(padded_.data() + s * image_size + ((y + Padding) * WP + Padding) * C,
+                        input.data() + s * In::size + y * W * C, W * C * sizeof(T));
+        return padded_.data();
+      }
+    }
+
+    void forward_implicit(const ForwardArgs<T>& a) {
+      const auto n = static_cast<index>(pixels) * a.input.cols();
+      detail::sgemm_packed(static_cast<index>(Filters), n, static_cast<index>(patch),
+                           detail::SgemmPackA{a.params.data(), 1, static_cast<index>(Filters)}, PatchColumns{patch_source(a.input)},
+                           a.output.data(), static_cast<index>(Filters), /*accumulate=*/false,
+                           a.params.data() + Filters * patch);
+    }
+
+    void backward_implicit(const BackwardArgs<T>& a) {
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      if (batch == 0) return;
+      const auto n = static_cast<index>(pixels * batch);
+      const float* dy = a.output_grad.data();
+      // The patches come from the image the forward pass read (the padded copy it made, when
+      // padded), as the explicit path's backward reuses the forward's cols.
+      const float* images = Padding == 0 ? a.input.data() : padded_.data();
+      detail::sgemm_packed(static_cast<index>(Filters), static_cast<index>(patch + 1), n,
+                           detail::SgemmPackA{dy, 1, static_cast<index>(Filters)}, PatchRows{images},
+                           a.param_grads.data(), static_cast<index>(Filters), /*accumulate=*/true);
+      if (!a.wants_input_grad()) return;
+
+      // dx: dcols = W^T dY for a chunk of whole images at a time (at most 256 KiB of dcols, or one
+      // image, which stays in L2 for col2im), with W^T packed once for all chunks.
+      const auto wt = detail::sgemm_prepack_a(wt_, static_cast<index>(patch), static_cast<index>(Filters),
+                                              detail::SgemmPackA{a.params.data(), static_cast<index>(Filters), 1});
+      const std::size_t chunk = std::clamp<std::size_t>((std::size_t{1} << 16) / (patch * pixels), 1, batch);
+      if (dcols_.size() < patch * pixels * chunk) dcols_.resize(patch * pixels * chunk);
+      for (std::size_t s0 = 0; s0 < batch; s0 += chunk) {
+        const std::size_t count = std::min(chunk, batch - s0);
+        detail::sgemm_packed(static_cast<index>(patch), static_cast<index>(pixels * count), static_cast<index>(Filters), wt,
+                             detail::SgemmPackB{dy + s0 * pixels * Filters, static_cast<index>(Filters)},
+                             dcols_.data(), static_cast<index>(patch), /*accumulate=*/false);
+        for (std::size_t s = 0; s < count; ++s)
+          col2im(dcols_.data() + s * patch * pixels, a.input_grad.col(static_cast<Eigen::Index>(s0 + s)).data());
+      }
+    }
 
     // Visits every (output pixel, kernel row) pair: `run(col, x_offset, kx_begin, kx_end)` for the
     // in-bounds part of the row; the caller handles the out-of-bounds rest (padding).
@@ -131,12 +343,19 @@ struct Conv2D {
       for_each_patch_row([&](std::size_t col, std::size_t xo, std::size_t kb, std::size_t ke) {
         const T* src = cols + col + kb * C;
         T* dst = dx + xo;
-        for (std::size_t i = 0, n = (ke > kb ? ke - kb : 0) * C; i < n; ++i) dst[i] += src[i];
+        const std::size_t n = (ke > kb ? ke - kb : 0) * C;
+        if constexpr (std::is_same_v<T, float>) {
+          detail::sgemm_add(dst, src, static_cast<index>(n));  // vector adds with a masked tail
+        } else {
+          for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+        }
       });
     }
 
-    Buffer<T> cols_;
-    Buffer<T> dcols_;
+    Buffer<T> cols_;     // explicit path: the im2col matrix of the last forward pass
+    Buffer<T> dcols_;    // W^T dY (explicit path: whole batch; implicit path: one chunk)
+    Buffer<T> padded_;   // implicit path, Padding > 0: the zero-padded input images
+    Buffer<float> wt_;   // implicit path: W^T packed for the input gradient
   };
 };
 

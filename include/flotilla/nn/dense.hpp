@@ -42,18 +42,15 @@ struct Dense {
     }
 
     void forward(const ForwardArgs<T>& a) {
-      const auto w = weight(a.params);
-      const auto b = bias(a.params);
-      a.output.colwise() = b;
-      detail::gemm(a.output, w, a.input, /*accumulate=*/true);
+      detail::gemm_bias(a.output, weight(a.params), a.input, bias(a.params));
     }
 
     void backward(const BackwardArgs<T>& a) {
       const auto w = weight(std::span<const T>(a.params));
       auto dw = MatrixView<T>(a.param_grads.data(), Outputs, inputs);
-      auto db = VectorView<T>(a.param_grads.data() + Outputs * inputs, Outputs);
       detail::gemm(dw, a.output_grad, a.input.transpose(), /*accumulate=*/true);
-      db += a.output_grad.rowwise().sum();
+      detail::add_row_sums(a.output_grad.data(), static_cast<Eigen::Index>(Outputs), a.output_grad.cols(),
+                           a.param_grads.data() + Outputs * inputs);
       if (a.wants_input_grad()) detail::gemm(a.input_grad, w.transpose(), a.output_grad, /*accumulate=*/false);
     }
 

@@ -67,6 +67,27 @@ struct MaxPool2D {
     void backward(const BackwardArgs<T>& a) {
       if (!a.wants_input_grad()) return;
       const auto batch = static_cast<std::size_t>(a.input.cols());
+      if constexpr (Stride == Kernel && H % Kernel == 0 && W % Kernel == 0) {
+        // Windows tile the image exactly: every input value belongs to one window, so each can be
+        // written once (the gradient or zero) instead of zeroing the whole gradient first.
+        for (std::size_t s = 0; s < batch; ++s) {
+          const T* dy = a.output_grad.data() + s * output_shape::size;
+          T* dx = a.input_grad.data() + s * In::size;
+          const std::uint32_t* arg = argmax_.data() + s * output_shape::size;
+          for (std::size_t oy = 0; oy < OH; ++oy) {
+            for (std::size_t ox = 0; ox < OW; ++ox) {
+              const std::size_t o = (oy * OW + ox) * C;
+              for (std::size_t ky = 0; ky < Kernel; ++ky) {
+                for (std::size_t kx = 0; kx < Kernel; ++kx) {
+                  const std::size_t i = ((oy * Stride + ky) * W + ox * Stride + kx) * C;
+                  for (std::size_t c = 0; c < C; ++c) dx[i + c] = arg[o + c] == i + c ? dy[o + c] : T(0);
+                }
+              }
+            }
+          }
+        }
+        return;
+      }
       a.input_grad.setZero();
       for (std::size_t s = 0; s < batch; ++s) {
         const T* dy = a.output_grad.data() + s * output_shape::size;

@@ -203,12 +203,15 @@ class Network {
     for_each_index_reverse([&]<std::size_t I>() {
       using L = layer_type<I>;
       const auto b = static_cast<Eigen::Index>(batch_);
-      MatrixView<T> din = empty_view<T>();
+      // Layer I writes d(input) into one ping-pong buffer while reading d(output) from the other.
+      // (An Eigen Map cannot be re-pointed after construction: assignment copies values.)
+      T* din_data = nullptr;
       if constexpr (I > 0) {
-        din = MatrixView<T>((I % 2 ? grad_a_ : grad_b_).data(), static_cast<Eigen::Index>(input_sizes[I]), b);
+        din_data = (I % 2 ? grad_a_ : grad_b_).data();
       } else {
-        if (input_grad) din = *input_grad;
+        din_data = input_grad ? input_grad->data() : nullptr;
       }
+      MatrixView<T> din(din_data, din_data ? static_cast<Eigen::Index>(input_sizes[I]) : 0, din_data ? b : 0);
       BackwardArgs<T> a{layer_input<I>(),
                         ConstMatrixView<T>(activation<I>().data(), static_cast<Eigen::Index>(output_sizes[I]), b),
                         ConstMatrixView<T>(upstream, static_cast<Eigen::Index>(output_sizes[I]), b),

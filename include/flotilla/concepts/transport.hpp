@@ -1,0 +1,111 @@
+#pragma once
+// The Transport extension point: how ranks of a job exchange bytes. See docs/concepts/transport.md.
+//
+// flotilla needs little from a transport: point-to-point messages matched by (peer, tag) in order,
+// a simultaneous send-and-receive (the step of a ring, which must not deadlock when both
+// neighbours send at once), a receive from any peer (a parameter server answering whichever worker
+// pushed first), and a barrier. Collectives (ring allreduce) and topologies (parameter servers) are
+// built on these, so a new transport gets all of them. A transport that has a faster collective of
+// its own (MPI_Allreduce) offers it through NativeAllreduce and the ring topology uses it.
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+
+namespace flotilla {
+
+/// Matches a receive to its send, together with the peer. Tags at or above
+/// `tags::reserved_begin` belong to flotilla's own protocols.
+using Tag = std::uint32_t;
+
+/// Bytes and messages a rank has moved. Payload and framing are counted apart, so that bytes on
+/// the wire can be compared with the theory (ring allreduce: 2(N-1)/N * P per worker).
+struct TrafficCounters {
+  std::uint64_t payload_bytes_sent = 0;
+  std::uint64_t payload_bytes_received = 0;
+  std::uint64_t header_bytes_sent = 0;
+  std::uint64_t header_bytes_received = 0;
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+
+  TrafficCounters& operator+=(const TrafficCounters& o) noexcept {
+    payload_bytes_sent += o.payload_bytes_sent;
+    payload_bytes_received += o.payload_bytes_received;
+    header_bytes_sent += o.header_bytes_sent;
+    header_bytes_received += o.header_bytes_received;
+    messages_sent += o.messages_sent;
+    messages_received += o.messages_received;
+    return *this;
+  }
+  friend TrafficCounters operator-(TrafficCounters a, const TrafficCounters& b) noexcept {
+    a.payload_bytes_sent -= b.payload_bytes_sent;
+    a.payload_bytes_received -= b.payload_bytes_received;
+    a.header_bytes_sent -= b.header_bytes_sent;
+    a.header_bytes_received -= b.header_bytes_received;
+    a.messages_sent -= b.messages_sent;
+    a.messages_received -= b.messages_received;
+    return a;
+  }
+  friend bool operator==(const TrafficCounters&, const TrafficCounters&) = default;
+};
+
+/// One rank's endpoint of a job. Requirements:
+///  - `rank()` in [0, size()), `size()` the number of ranks;
+///  - `send(peer, tag, bytes)` returns once `bytes` may be reused;
+///  - `recv(peer, tag, buffer)` waits for the next message from `peer` with `tag` and copies it into
+///    `buffer`, whose size must equal the message's (else TransportError naming both sizes);
+///    messages between two ranks with the same tag arrive in the order sent;
+///  - `sendrecv(to, tag, out, from, in)` sends `out` to `to` and receives `in` from `from` at once
+///    (neither waits for the other to finish first);
+///  - `recv_any(tag, buffer)` receives the next message with `tag` from any peer; returns the peer;
+///  - `barrier()` returns once every rank has entered it;
+///  - `counters()` the traffic so far.
+/// Every wait ends with TransportError after the endpoint's timeout, naming the rank, the peer and
+/// the operation. An endpoint is used by one thread at a time.
+template <class E>
+concept Transport = requires(E& e, const E& ce, std::size_t peer, Tag tag, std::span<const std::byte> out,
+                             std::span<std::byte> in) {
+  { ce.rank() } -> std::same_as<std::size_t>;
+  { ce.size() } -> std::same_as<std::size_t>;
+  e.send(peer, tag, out);
+  e.recv(peer, tag, in);
+  e.sendrecv(peer, tag, out, peer, in);
+  { e.recv_any(tag, in) } -> std::same_as<std::size_t>;
+  e.barrier();
+  { ce.counters() } -> std::convertible_to<TrafficCounters>;
+};
+
+/// A transport with a sum-allreduce of its own, used instead of flotilla's ring when present.
+template <class E>
+concept NativeAllreduce = Transport<E> && requires(E& e, std::span<float> f) { e.allreduce_sum(f); };
+
+/// What goes in Trainer<Model, Policy, Backend>: a transport *backend* that starts the ranks of a
+/// job and hands each its endpoint.
+///  - `B::name`;
+///  - `B::options`: its settings (addresses, timeouts; for in-process, how many ranks to start);
+///  - `B::endpoint`: a Transport;
+///  - `B::run(options, ranks, body)`: calls `body(endpoint&)` for the ranks this process hosts
+///    (every rank on a thread of its own in-process; this process's one rank for TCP and MPI),
+///    returns when they have returned, and rethrows the first failure after the others have been
+///    stopped. `ranks` is the number of ranks the job needs: the in-process backend starts that
+///    many; the others check that the job was launched with that many, or take the job as
+///    launched when `ranks` is 0 (which the in-process backend refuses).
+///  - `B::in_process`: whether all ranks share this process (and so the data set in memory).
+template <class B>
+concept TransportBackend =
+    requires { { B::name } -> std::convertible_to<std::string_view>; typename B::options; typename B::endpoint; } &&
+    Transport<typename B::endpoint> &&
+    requires(const typename B::options& o, std::size_t ranks, const std::function<void(typename B::endpoint&)>& body) {
+      B::run(o, ranks, body);
+      { B::in_process } -> std::convertible_to<bool>;
+    };
+
+namespace tags {
+/// User code may use tags below this value; flotilla's collectives and topologies use the rest.
+inline constexpr Tag reserved_begin = 0x80000000u;
+}  // namespace tags
+
+}  // namespace flotilla

@@ -1,0 +1,107 @@
+#pragma once
+// flotilla's umbrella header: `#include <flotilla/flotilla.hpp>` gives the whole library.
+//
+// It includes every public header under include/flotilla/ except the optional ones that need a
+// dependency beyond Eigen and the standard library, which you include yourself when you use them:
+//   flotilla/transport/tcp*   (sockets)
+//   flotilla/transport/mpi*   (an MPI implementation; CMake option FLOTILLA_WITH_MPI)
+//   flotilla/cuda/*           (the CUDA toolkit; CMake option FLOTILLA_WITH_CUDA)
+// The pattern list lives in tests/cmake/optional_headers.cmake.
+//
+// Keep this list complete when you add a header: the `umbrella_header_complete` test fails while a
+// header exists that this file does not reach (directly or through another header). Then run
+// `python3 scripts/amalgamate.py` to regenerate single_include/flotilla.hpp, the single-header
+// form of this file (the `single_include_up_to_date` test checks that too).
+
+#include "flotilla/version.hpp"
+
+// Core: shapes, tensor views, random numbers, errors, threads.
+#include "flotilla/core/crc32.hpp"
+#include "flotilla/core/error.hpp"
+#include "flotilla/core/gemm.hpp"
+#include "flotilla/core/random.hpp"
+#include "flotilla/core/sgemm.hpp"
+#include "flotilla/core/shape.hpp"
+#include "flotilla/core/tensor.hpp"
+#include "flotilla/core/thread_pool.hpp"
+
+// Extension points (concepts).
+#include "flotilla/concepts/architecture.hpp"
+#include "flotilla/concepts/initializer.hpp"
+#include "flotilla/concepts/layer.hpp"
+#include "flotilla/concepts/loss.hpp"
+#include "flotilla/concepts/optimizer.hpp"
+#include "flotilla/concepts/schedule.hpp"
+#include "flotilla/concepts/transport.hpp"
+
+// Layers and networks.
+#include "flotilla/nn/activation.hpp"
+#include "flotilla/nn/conv2d.hpp"
+#include "flotilla/nn/dense.hpp"
+#include "flotilla/nn/dropout.hpp"
+#include "flotilla/nn/flatten.hpp"
+#include "flotilla/nn/init.hpp"
+#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/nn/maxpool2d.hpp"
+#include "flotilla/nn/network.hpp"
+#include "flotilla/nn/sequential.hpp"
+
+// Losses.
+#include "flotilla/loss/mse.hpp"
+#include "flotilla/loss/softmax_cross_entropy.hpp"
+#include "flotilla/loss/targets.hpp"
+
+// Optimizers and learning-rate schedules.
+#include "flotilla/optim/adam.hpp"
+#include "flotilla/optim/schedule.hpp"
+#include "flotilla/optim/sgd.hpp"
+
+// Data sets and their file formats.
+#include "flotilla/data/dataset.hpp"
+#include "flotilla/data/fashion_mnist.hpp"
+#include "flotilla/data/gzip.hpp"
+#include "flotilla/data/idx.hpp"
+#include "flotilla/data/loader.hpp"
+
+// Models and training.
+#include "flotilla/model.hpp"
+#include "flotilla/train/checkpoint_format.hpp"
+#include "flotilla/train/confusion.hpp"
+#include "flotilla/train/history.hpp"
+#include "flotilla/train/metrics_log.hpp"
+#include "flotilla/train/plot.hpp"
+#include "flotilla/train/progress.hpp"
+#include "flotilla/train/trainer.hpp"
+
+#include "flotilla/train/engine.hpp"
+#include "flotilla/train/ready_runner.hpp"
+#include "flotilla/train/timeline.hpp"
+
+// Distributed training. Transports between ranks (TCP and MPI need their own includes:
+// flotilla/transport/tcp.hpp, flotilla/transport/mpi.hpp), the collectives built on any of them,
+// what goes on the wire, how workers are arranged, and how their updates combine.
+#include "flotilla/concepts/codec.hpp"
+#include "flotilla/concepts/transport.hpp"
+#include "flotilla/concepts/update_policy.hpp"
+#include "flotilla/transport/group.hpp"
+#include "flotilla/transport/in_process.hpp"
+#include "flotilla/collective/allreduce_small.hpp"
+#include "flotilla/collective/broadcast.hpp"
+#include "flotilla/collective/ring_allreduce.hpp"
+#include "flotilla/codec/bf16.hpp"
+#include "flotilla/codec/error_feedback.hpp"
+#include "flotilla/codec/fp16.hpp"
+#include "flotilla/codec/fp32.hpp"
+#include "flotilla/topology/parameter_server.hpp"
+#include "flotilla/topology/ring.hpp"
+#include "flotilla/topology/topology.hpp"
+#include "flotilla/policy/accumulate.hpp"
+#include "flotilla/policy/asynchronous.hpp"
+#include "flotilla/policy/compressed.hpp"
+#include "flotilla/policy/synchronous.hpp"
+
+// Command-line flags for training programs.
+#include "flotilla/cli/flags.hpp"
+
+// Testing helpers (finite-difference gradient checks for user-written layers and losses).
+#include "flotilla/testing/gradient_check.hpp"

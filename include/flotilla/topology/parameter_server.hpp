@@ -1,0 +1,310 @@
+#pragma once
+// The parameter-server topology's runtime: how the flat parameter buffer is cut into shards, what
+// a server does with the pushes it receives, and the worker's side of the protocol.
+//
+// Ranks [0, W) are workers and ranks [W, W + S) servers; server s holds shard s. Messages:
+//   worker -> server, tag ps_push:       Header{kind, version_used} + Codec(gradient shard)
+//   server -> worker, tag ps_reply:      Header{reply, version, steps_ahead, staleness} + Codec(params shard)
+//   server -> worker, tag ps_full_reply: Header + the params shard in full precision (after hello/done)
+// Every message of a tag has one size, known to both sides in advance; the 32-byte header is part of
+// the payload as the transport sees it (its own framing is counted apart).
+//
+// A server either aggregates (synchronous: one push from every worker, summed in worker order so
+// the result does not depend on arrival order, then one update) or applies each push as it comes
+// (asynchronous), replying to a worker only while it is at most `staleness_bound` pushes ahead of
+// the slowest worker still training (stale synchronous parallel).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flotilla/concepts/codec.hpp"
+#include "flotilla/concepts/optimizer.hpp"
+#include "flotilla/concepts/transport.hpp"
+#include "flotilla/core/error.hpp"
+#include "flotilla/core/tensor.hpp"
+#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/topology/ring.hpp"
+
+namespace flotilla::detail {
+
+/// Contiguous shards of nearly equal size (by elements, hence by bytes), one per server.
+inline std::vector<Range> balanced_shards(std::size_t parameters, std::size_t servers) {
+  std::vector<Range> shards(servers);
+  for (std::size_t s = 0; s < servers; ++s) {
+    const std::size_t base = parameters / servers, extra = parameters % servers;
+    const std::size_t begin = s * base + std::min(s, extra);
+    shards[s] = {begin, begin + base + (s < extra ? 1 : 0)};
+  }
+  return shards;
+}
+
+/// The parts of `tensors` inside `r`, with offsets relative to r.begin: what an optimizer serving
+/// only that shard needs to know.
+inline std::vector<TensorInfo> tensors_within(std::span<const TensorInfo> tensors, Range r) {
+  std::vector<TensorInfo> out;
+  for (const auto& t : tensors) {
+    const std::size_t b = std::max(t.offset, r.begin), e = std::min(t.offset + t.size, r.end);
+    if (b >= e) continue;
+    TensorInfo part = t;
+    part.offset = b - r.begin;
+    part.size = e - b;
+    out.push_back(part);
+  }
+  return out;
+}
+
+struct PsHeader {
+  enum Kind : std::uint32_t { push = 1, done = 2, hello = 3, reply = 4 };
+  std::uint32_t kind = 0;
+  std::uint32_t flags = 0;
+  std::uint64_t version = 0;      ///< push: the version the gradient was computed on; reply: the shard's version
+  std::uint64_t steps_ahead = 0;  ///< reply: how far this worker was ahead of the slowest when released
+  std::uint64_t staleness = 0;    ///< reply: updates applied between the worker's pull and its push
+
+  static constexpr std::size_t size = 32;
+  void write(std::byte* out) const {
+    std::memcpy(out, &kind, 4);
+    std::memcpy(out + 4, &flags, 4);
+    std::memcpy(out + 8, &version, 8);
+    std::memcpy(out + 16, &steps_ahead, 8);
+    std::memcpy(out + 24, &staleness, 8);
+  }
+  static PsHeader read(const std::byte* in) {
+    PsHeader h;
+    std::memcpy(&h.kind, in, 4);
+    std::memcpy(&h.flags, in + 4, 4);
+    std::memcpy(&h.version, in + 8, 8);
+    std::memcpy(&h.steps_ahead, in + 16, 8);
+    std::memcpy(&h.staleness, in + 24, 8);
+    return h;
+  }
+};
+
+/// One server's shard of the parameters with its optimizer state, and the loop that serves it.
+/// The state outlives a fit() call, so a second call continues where the first stopped.
+template <class T, class Optimizer, class Codec>
+class ParameterServerShard {
+ public:
+  using optimizer_state = typename Optimizer::template state<T>;
+
+  ParameterServerShard(Range shard, std::span<const T> initial, std::vector<TensorInfo> tensors)
+      : shard_(shard), params_(initial.begin(), initial.end()), state_(shard.size()), tensors_(std::move(tensors)) {}
+
+  Range shard() const noexcept { return shard_; }
+  std::span<T> parameters() noexcept { return params_; }
+  optimizer_state& optimizer_buffers() noexcept { return state_; }
+  /// Updates applied so far (the learning-rate schedule's step on this shard).
+  std::uint64_t updates() const noexcept { return updates_; }
+
+  static std::size_t push_size(std::size_t n) { return PsHeader::size + Codec::encoded_size(n); }
+  static std::size_t full_size(std::size_t n) { return PsHeader::size + n * sizeof(T); }
+
+  /// Serves `workers` workers (job ranks 0..workers-1) until each has said it is done.
+  /// `aggregate` and `staleness_bound` come from the policy.
+  template <Transport E>
+  void serve(E& e, std::size_t workers, bool aggregate, std::size_t staleness_bound, const Optimizer& optimizer,
+             const std::function<double(std::uint64_t)>& schedule) {
+    const std::size_t n = shard_.size();
+    std::vector<std::byte> in(push_size(n)), reply(push_size(n)), full(full_size(n));
+    Buffer<T> sum(n, T(0));
+    std::vector<Buffer<T>> slots(aggregate ? workers : 0, Buffer<T>(n));
+    std::vector<char> pushed(workers, 0), done(workers, 0), pending(workers, 0);
+    std::vector<std::uint64_t> clock(workers, 0), staleness(workers, 0);
+    std::size_t done_count = 0;
+
+    auto apply = [&](std::span<const T> gradient) {
+      optimizer.update(std::span<T>(params_), gradient, state_, std::span<const TensorInfo>(tensors_),
+                       StepInfo{updates_ + 1, optimizer.learning_rate * schedule(updates_)});
+      ++updates_;
+    };
+    auto send_reply = [&](std::size_t w, std::uint64_t ahead) {
+      PsHeader h{PsHeader::reply, 0, updates_, ahead, staleness[w]};
+      h.write(reply.data());
+      Codec::encode(std::span<const T>(params_), std::span<std::byte>(reply).subspan(PsHeader::size));
+      e.send(w, protocol_tags::ps_reply, reply);
+    };
+    auto send_full = [&](std::size_t w) {
+      PsHeader h{PsHeader::reply, 0, updates_, 0, 0};
+      h.write(full.data());
+      if (n) std::memcpy(full.data() + PsHeader::size, params_.data(), n * sizeof(T));
+      e.send(w, protocol_tags::ps_full_reply, full);
+    };
+    auto slowest = [&] {
+      std::uint64_t m = std::numeric_limits<std::uint64_t>::max();
+      for (std::size_t w = 0; w < workers; ++w)
+        if (!done[w]) m = std::min(m, clock[w]);
+      return m;
+    };
+    // Releases the waiting workers that are within the bound of the slowest one still training.
+    auto release = [&] {
+      const std::uint64_t low = slowest();
+      for (std::size_t w = 0; w < workers; ++w) {
+        if (!pending[w]) continue;
+        const std::uint64_t ahead = low == std::numeric_limits<std::uint64_t>::max() ? 0 : clock[w] - std::min(clock[w], low);
+        if (ahead <= staleness_bound) {
+          pending[w] = 0;
+          send_reply(w, ahead);
+        }
+      }
+    };
+    auto aggregate_if_complete = [&] {
+      std::size_t expected = 0, have = 0;
+      for (std::size_t w = 0; w < workers; ++w) {
+        if (done[w]) continue;
+        ++expected;
+        have += pushed[w] ? 1 : 0;
+      }
+      if (expected == 0 || have < expected) return;
+      std::fill(sum.begin(), sum.end(), T(0));
+      auto total = VectorView<T>(sum.data(), static_cast<Eigen::Index>(n));
+      for (std::size_t w = 0; w < workers; ++w)
+        if (pushed[w]) total += ConstVectorView<T>(slots[w].data(), static_cast<Eigen::Index>(n));
+      apply(std::span<const T>(sum));
+      for (std::size_t w = 0; w < workers; ++w) {
+        if (!pushed[w]) continue;
+        pushed[w] = 0;
+        send_reply(w, 0);
+      }
+    };
+
+    while (done_count < workers) {
+      const std::size_t w = e.recv_any(protocol_tags::ps_push, in);
+      if (w >= workers)
+        throw TransportError("parameter server " + std::to_string(e.rank()) + ": push from rank " + std::to_string(w) +
+                             ", which is not a worker");
+      const PsHeader h = PsHeader::read(in.data());
+      const auto payload = std::span<const std::byte>(in).subspan(PsHeader::size);
+      switch (h.kind) {
+        case PsHeader::hello:
+          send_full(w);
+          break;
+        case PsHeader::done:
+          if (!done[w]) {
+            done[w] = 1;
+            ++done_count;
+          }
+          send_full(w);
+          if (aggregate) {
+            aggregate_if_complete();
+          } else {
+            release();
+          }
+          break;
+        case PsHeader::push:
+          if (done[w])
+            throw TransportError("parameter server " + std::to_string(e.rank()) + ": push from worker " + std::to_string(w) +
+                                 " after it said it was done");
+          if (aggregate) {
+            if (pushed[w])
+              throw TransportError("parameter server " + std::to_string(e.rank()) + ": worker " + std::to_string(w) +
+                                   " pushed twice in one synchronous step");
+            Codec::decode(payload, std::span<T>(slots[w]));
+            pushed[w] = 1;
+            aggregate_if_complete();
+          } else {
+            staleness[w] = updates_ - std::min(updates_, h.version);
+            Codec::decode(payload, std::span<T>(sum));
+            apply(std::span<const T>(sum));
+            ++clock[w];
+            pending[w] = 1;
+            release();
+          }
+          break;
+        default:
+          throw TransportError("parameter server " + std::to_string(e.rank()) + ": message of unknown kind " +
+                               std::to_string(h.kind) + " from worker " + std::to_string(w));
+      }
+    }
+  }
+
+ private:
+  Range shard_;
+  Buffer<T> params_;
+  optimizer_state state_;
+  std::vector<TensorInfo> tensors_;
+  std::uint64_t updates_ = 0;
+};
+
+/// A worker's side of the protocol with every server.
+template <class T, class Codec>
+class ParameterServerClient {
+ public:
+  struct PullInfo {
+    std::uint64_t steps_ahead = 0, staleness = 0;
+  };
+
+  ParameterServerClient(std::vector<Range> shards, std::size_t first_server_rank)
+      : shards_(std::move(shards)), first_server_(first_server_rank), versions_(shards_.size(), 0) {
+    std::size_t widest = 0;
+    for (const auto& s : shards_) widest = std::max(widest, s.size());
+    out_.resize(PsHeader::size + Codec::encoded_size(widest));
+    in_.resize(std::max(PsHeader::size + Codec::encoded_size(widest), PsHeader::size + widest * sizeof(T)));
+  }
+
+  const std::vector<Range>& shards() const noexcept { return shards_; }
+
+  /// Pushes shard s of `gradients` (the whole buffer) to its server.
+  template <Transport E>
+  void push(E& e, std::size_t s, std::span<const T> gradients) {
+    const Range r = shards_[s];
+    const std::size_t size = PsHeader::size + Codec::encoded_size(r.size());
+    PsHeader{PsHeader::push, 0, versions_[s], 0, 0}.write(out_.data());
+    Codec::encode(gradients.subspan(r.begin, r.size()), std::span<std::byte>(out_).subspan(PsHeader::size, size - PsHeader::size));
+    e.send(first_server_ + s, protocol_tags::ps_push, std::span<const std::byte>(out_).first(size));
+  }
+
+  /// Receives shard s of the parameters after a push (as the policy's codec carries them).
+  template <Transport E>
+  PullInfo pull(E& e, std::size_t s, std::span<T> parameters) {
+    const Range r = shards_[s];
+    const std::size_t size = PsHeader::size + Codec::encoded_size(r.size());
+    e.recv(first_server_ + s, protocol_tags::ps_reply, std::span<std::byte>(in_).first(size));
+    const PsHeader h = PsHeader::read(in_.data());
+    expect_reply(h, e.rank(), s);
+    versions_[s] = h.version;
+    Codec::decode(std::span<const std::byte>(in_).subspan(PsHeader::size, size - PsHeader::size),
+                  parameters.subspan(r.begin, r.size()));
+    return {h.steps_ahead, h.staleness};
+  }
+
+  /// hello (at the start of a fit) or done (at its end): every server answers with its shard in
+  /// full precision, so a worker starts from, and ends with, exactly the servers' parameters.
+  template <Transport E>
+  void exchange_full(E& e, PsHeader::Kind kind, std::span<T> parameters) {
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const std::size_t size = PsHeader::size + Codec::encoded_size(shards_[s].size());
+      std::fill(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(size), std::byte{0});
+      PsHeader{kind, 0, 0, 0, 0}.write(out_.data());
+      e.send(first_server_ + s, protocol_tags::ps_push, std::span<const std::byte>(out_).first(size));
+    }
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const Range r = shards_[s];
+      const std::size_t size = PsHeader::size + r.size() * sizeof(T);
+      e.recv(first_server_ + s, protocol_tags::ps_full_reply, std::span<std::byte>(in_).first(size));
+      const PsHeader h = PsHeader::read(in_.data());
+      expect_reply(h, e.rank(), s);
+      versions_[s] = h.version;
+      if (r.size()) std::memcpy(parameters.data() + r.begin, in_.data() + PsHeader::size, r.size() * sizeof(T));
+    }
+  }
+
+ private:
+  void expect_reply(const PsHeader& h, std::size_t rank, std::size_t s) const {
+    if (h.kind != PsHeader::reply)
+      throw TransportError("worker " + std::to_string(rank) + ": server " + std::to_string(first_server_ + s) +
+                           " answered with a message of kind " + std::to_string(h.kind));
+  }
+
+  std::vector<Range> shards_;
+  std::size_t first_server_;
+  std::vector<std::uint64_t> versions_;
+  std::vector<std::byte> out_, in_;
+};
+
+}  // namespace flotilla::detail

@@ -1,0 +1,265 @@
+#pragma once
+// The compute engine of one rank: a model's flat parameter and gradient buffers, one Network
+// replica per core, and the forward/backward pass over a batch split across those cores.
+//
+// It does not update parameters: where the optimizer runs (on this rank after an allreduce, or on
+// a parameter server) is the update policy's business. It does tell the policy, while backward is
+// still running, which gradients are final: `on_ready(offset)` means that [offset, P) of the
+// gradient buffer will not change again in this step. Layers finish last-first, so `offset` only
+// decreases, and a policy can start sending the end of the buffer while the start is still being
+// computed (the overlap of communication with backward that Horovod and PyTorch DDP do).
+//
+// With several cores, each core's replica writes its gradients into a buffer of its own; when the
+// last core finishes a layer, that core adds the other cores' contributions for the layer into the
+// main buffer, in core order (so the sum does not depend on timing), and then reports it ready.
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "flotilla/core/tensor.hpp"
+#include "flotilla/core/thread_pool.hpp"
+#include "flotilla/data/dataset.hpp"
+#include "flotilla/data/loader.hpp"
+#include "flotilla/loss/targets.hpp"
+#include "flotilla/model.hpp"
+#include "flotilla/train/confusion.hpp"
+
+namespace flotilla {
+
+/// The outcome of one forward and backward pass.
+struct StepResult {
+  double loss = 0;          ///< mean loss of the batch part this rank computed
+  std::size_t correct = 0;  ///< samples whose arg-max output is their label (classifiers)
+  std::size_t samples = 0;
+};
+
+namespace detail {
+
+/// Loss sum, sample count and confusion counts over part of a data set, to be added across ranks.
+struct EvaluationPart {
+  double loss_sum = 0;
+  std::size_t samples = 0;
+  std::vector<std::uint64_t> confusion;  ///< classes x classes counts, row = actual (classifiers)
+};
+
+/// on_ready callback that does nothing: the engine then sums the cores' gradients after backward,
+/// in parallel, instead of layer by layer.
+struct NoReadyCallback {
+  void operator()(std::size_t /*offset*/) const noexcept {}
+};
+
+template <ModelType M>
+class Engine {
+ public:
+  using T = typename M::scalar_type;
+  using network_type = typename M::network;
+  static constexpr std::size_t parameter_count = M::parameter_count;
+  static constexpr bool classifier = M::loss::target == TargetKind::labels;
+  static constexpr std::size_t input_size = M::input_shape::size;
+  static constexpr std::size_t output_size = M::output_shape::size;
+
+  Engine(std::size_t threads, std::size_t eval_batch_size, std::uint64_t seed)
+      : pool_(std::max<std::size_t>(threads, 1)),
+        eval_batch_(std::max<std::size_t>(eval_batch_size, 1)),
+        seed_(seed),
+        params_(parameter_count),
+        grads_(parameter_count, T(0)),
+        replicas_(pool_.size()),
+        thread_grads_(pool_.size()),
+        output_grads_(pool_.size()),
+        partial_(pool_.size()),
+        pending_(std::make_unique<std::atomic<std::size_t>[]>(network_type::depth)) {
+    for (std::size_t i = 1; i < pool_.size(); ++i) thread_grads_[i].assign(parameter_count, T(0));
+    replicas_[0].initialize(params_, seed);
+  }
+
+  std::span<T> parameters() noexcept { return params_; }
+  std::span<const T> parameters() const noexcept { return params_; }
+  std::span<T> gradients() noexcept { return grads_; }
+  std::span<const T> gradients() const noexcept { return grads_; }
+  std::size_t threads() const noexcept { return pool_.size(); }
+  std::uint64_t seed() const noexcept { return seed_; }
+  /// Keys the dropout masks; restored from checkpoints.
+  void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
+
+  /// Forward and backward over `batch`, split across the cores. Adds `scale` times the gradient of
+  /// the batch's summed loss to gradients() (which are zeroed first unless `accumulate`).
+  template <class OnReady = NoReadyCallback>
+  StepResult compute_gradients(const data::Batch<T>& batch, T scale, bool accumulate = false, OnReady&& on_ready = {}) {
+    constexpr bool report = !std::is_same_v<std::remove_cvref_t<OnReady>, NoReadyCallback>;
+    const std::size_t n = batch.size(), cores = pool_.size();
+    if (!accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
+    if constexpr (report) {
+      for (std::size_t l = 0; l < network_type::depth; ++l) pending_[l].store(cores, std::memory_order_relaxed);
+    }
+    pool_.run([&](std::size_t k) {
+      const auto [begin, end] = split_range(n, cores, k);
+      std::span<T> g = k == 0 ? std::span<T>(grads_) : std::span<T>(thread_grads_[k]);
+      if (k != 0) std::fill(g.begin(), g.end(), T(0));
+      partial_[k] = {};
+      auto hook = [&](std::size_t layer, std::size_t offset, std::size_t count) {
+        if constexpr (report) layer_done(layer, offset, count, on_ready);
+      };
+      if (end == begin) {
+        // No samples for this core: it still counts as done with every layer, last first.
+        if constexpr (report) {
+          for (std::size_t l = network_type::depth; l-- > 0;)
+            if (network_type::parameter_counts[l] > 0)
+              hook(l, network_type::parameter_offsets[l], network_type::parameter_counts[l]);
+        }
+        return;
+      }
+      partial_[k] = run_part(k, batch, begin, end, scale, g, hook);
+    });
+    if constexpr (!report) {
+      if (cores > 1) {
+        pool_.run([&](std::size_t k) {
+          const auto [begin, end] = split_range(parameter_count, cores, k);
+          add_thread_gradients(begin, end - begin);
+        });
+      }
+    }
+    StepResult r;
+    double loss_sum = 0;
+    for (const auto& p : partial_) {
+      loss_sum += p.loss;
+      r.correct += p.correct;
+    }
+    r.samples = n;
+    r.loss = n ? loss_sum / static_cast<double>(n) : 0.0;
+    return r;
+  }
+
+  /// Loss sum and confusion counts of samples [first, first + count) of `data`, in evaluation mode.
+  EvaluationPart evaluate(const data::Dataset<T>& data, std::size_t first, std::size_t count) {
+    const std::size_t cores = pool_.size();
+    std::vector<EvaluationPart> parts(cores);
+    pool_.run([&](std::size_t k) {
+      auto& part = parts[k];
+      if constexpr (classifier) part.confusion.assign(output_size * output_size, 0);
+      const auto [b, e] = split_range(count, cores, k);
+      for (std::size_t at = first + b; at < first + e; at += eval_batch_) {
+        const std::size_t m = std::min(eval_batch_, first + e - at);
+        const auto out = replicas_[k].forward(columns(data.inputs, at, m), params_, RunInfo{});
+        const Targets<T> t = targets(data, at, m);
+        part.loss_sum += static_cast<double>(M::loss::value(out, t));
+        part.samples += m;
+        if constexpr (classifier) {
+          for (std::size_t s = 0; s < m; ++s)
+            ++part.confusion[static_cast<std::size_t>(t.labels[s]) * output_size +
+                             static_cast<std::size_t>(argmax(out.col(static_cast<Eigen::Index>(s))))];
+        }
+      }
+    });
+    EvaluationPart all;
+    if constexpr (classifier) all.confusion.assign(output_size * output_size, 0);
+    for (const auto& p : parts) {
+      all.loss_sum += p.loss_sum;
+      all.samples += p.samples;
+      for (std::size_t i = 0; i < p.confusion.size(); ++i) all.confusion[i] += p.confusion[i];
+    }
+    return all;
+  }
+
+  /// The model's outputs ((output size) x samples) for `inputs`.
+  Matrix<T> predict(ConstMatrixView<T> inputs) {
+    const auto n = static_cast<std::size_t>(inputs.cols());
+    Matrix<T> out(static_cast<Eigen::Index>(output_size), inputs.cols());
+    pool_.run([&](std::size_t k) {
+      const auto [begin, end] = split_range(n, pool_.size(), k);
+      for (std::size_t first = begin; first < end; first += eval_batch_) {
+        const std::size_t count = std::min(eval_batch_, end - first);
+        out.middleCols(static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(count)) =
+            replicas_[k].forward(columns(inputs, first, count), params_, RunInfo{});
+      }
+    });
+    return out;
+  }
+
+  static ConstMatrixView<T> columns(ConstMatrixView<T> m, std::size_t first, std::size_t count) {
+    return ConstMatrixView<T>(m.data() + static_cast<std::size_t>(m.rows()) * first, m.rows(),
+                              static_cast<Eigen::Index>(count));
+  }
+  static ConstMatrixView<T> columns(const Matrix<T>& m, std::size_t first, std::size_t count) {
+    return columns(ConstMatrixView<T>(m.data(), m.rows(), m.cols()), first, count);
+  }
+
+ private:
+  struct Partial {
+    double loss = 0;
+    std::size_t correct = 0;
+  };
+
+  template <class OnReady>
+  void layer_done(std::size_t layer, std::size_t offset, std::size_t count, OnReady& on_ready) {
+    if (pending_[layer].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    add_thread_gradients(offset, count);
+    on_ready(offset);
+  }
+
+  void add_thread_gradients(std::size_t offset, std::size_t count) {
+    if (count == 0) return;
+    auto dst = VectorView<T>(grads_.data() + offset, static_cast<Eigen::Index>(count));
+    for (std::size_t j = 1; j < pool_.size(); ++j)
+      dst += ConstVectorView<T>(thread_grads_[j].data() + offset, static_cast<Eigen::Index>(count));
+  }
+
+  template <class Hook>
+  Partial run_part(std::size_t k, const data::Batch<T>& batch, std::size_t begin, std::size_t end, T scale,
+                   std::span<T> g, Hook& hook) {
+    const std::size_t count = end - begin;
+    const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, count),
+                       seed_, batch.epoch};
+    auto& net = replicas_[k];
+    const auto out = net.forward(columns(batch.inputs, begin, count), params_, info);
+    auto& dout = output_grads_[k];
+    dout.resize(output_size * count);
+    auto grad = MatrixView<T>(dout.data(), static_cast<Eigen::Index>(output_size), static_cast<Eigen::Index>(count));
+    const Targets<T> t = classifier ? Targets<T>{batch.targets.labels.subspan(begin, count)}
+                                    : Targets<T>{{}, columns(batch.targets.values, begin, count)};
+    Partial p;
+    p.loss = static_cast<double>(M::loss::value_and_gradient(out, t, grad, scale));
+    if constexpr (classifier) {
+      for (std::size_t s = 0; s < count; ++s)
+        p.correct += argmax(out.col(static_cast<Eigen::Index>(s))) == t.labels[s] ? 1 : 0;
+    }
+    net.backward(ConstMatrixView<T>(dout.data(), grad.rows(), grad.cols()), params_, g, hook);
+    return p;
+  }
+
+  template <class Col>
+  static std::int32_t argmax(const Col& c) {
+    Eigen::Index i = 0;
+    c.maxCoeff(&i);
+    return static_cast<std::int32_t>(i);
+  }
+
+  static Targets<T> targets(const data::Dataset<T>& d, std::size_t first, std::size_t count) {
+    // (A view cannot be re-pointed after construction, so each kind is built whole.)
+    if constexpr (classifier) {
+      return Targets<T>{std::span<const std::int32_t>(d.labels).subspan(first, count)};
+    } else {
+      return Targets<T>{{}, columns(d.targets, first, count)};
+    }
+  }
+
+  ThreadPool pool_;
+  std::size_t eval_batch_;
+  std::uint64_t seed_;
+  Buffer<T> params_;
+  Buffer<T> grads_;
+  std::vector<network_type> replicas_;
+  std::vector<Buffer<T>> thread_grads_;
+  std::vector<Buffer<T>> output_grads_;
+  std::vector<Partial> partial_;
+  std::unique_ptr<std::atomic<std::size_t>[]> pending_;
+};
+
+}  // namespace detail
+}  // namespace flotilla

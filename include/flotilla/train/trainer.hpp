@@ -1,0 +1,834 @@
+#pragma once
+// Trainer<Model, Policy, Backend>: trains a Model on one worker or many.
+//
+//   Trainer<Model>                                                    one worker, this process
+//   Trainer<Model, policy::Synchronous<>, transport::InProcess>       N workers as threads (options.workers)
+//   Trainer<Model, policy::Synchronous<>, transport::Tcp>             one process per worker (flotilla-launch)
+//   Trainer<Model, policy::Asynchronous<topology::ParameterServer>, transport::Mpi>   ... under mpirun
+//
+// The same network trains everywhere; only the two template arguments change. Every rank of a job
+// runs fit(): ranks [0, workers) are workers, the rest (parameter-server topologies) servers.
+// Each worker trains on its shard of every global batch (batch_size samples of batch_size x workers),
+// and what the workers' gradients become is the policy's business (see concepts/update_policy.hpp).
+// Worker 0 reports: progress, metrics, plots, checkpoints; every worker returns the same history.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flotilla/codec/error_feedback.hpp"
+#include "flotilla/codec/fp32.hpp"
+#include "flotilla/collective/allreduce_small.hpp"
+#include "flotilla/collective/broadcast.hpp"
+#include "flotilla/collective/ring_allreduce.hpp"
+#include "flotilla/concepts/transport.hpp"
+#include "flotilla/concepts/update_policy.hpp"
+#include "flotilla/core/error.hpp"
+#include "flotilla/core/tensor.hpp"
+#include "flotilla/data/dataset.hpp"
+#include "flotilla/data/loader.hpp"
+#include "flotilla/model.hpp"
+#include "flotilla/optim/schedule.hpp"
+#include "flotilla/policy/synchronous.hpp"
+#include "flotilla/topology/parameter_server.hpp"
+#include "flotilla/topology/ring.hpp"
+#include "flotilla/train/checkpoint_format.hpp"
+#include "flotilla/train/confusion.hpp"
+#include "flotilla/train/engine.hpp"
+#include "flotilla/train/history.hpp"
+#include "flotilla/train/metrics_log.hpp"
+#include "flotilla/train/plot.hpp"
+#include "flotilla/train/progress.hpp"
+#include "flotilla/train/ready_runner.hpp"
+#include "flotilla/train/timeline.hpp"
+#include "flotilla/transport/group.hpp"
+#include "flotilla/transport/in_process.hpp"
+
+namespace flotilla {
+
+/// A worker made artificially slow, to study stragglers: after computing each step's gradients it
+/// sleeps (factor - 1) times as long as the computation took.
+struct Straggler {
+  std::size_t worker = std::numeric_limits<std::size_t>::max();
+  double factor = 1.0;
+};
+
+/// How a Trainer is set up: optimizer settings, schedule, batch, threads, seed, workers.
+template <ModelType M>
+struct TrainerOptions {
+  typename M::optimizer optimizer{};
+  /// Factor on the optimizer's learning rate as a function of the update index (0 first).
+  std::function<double(std::uint64_t)> schedule = schedule::Constant{};
+  /// Samples per worker per step; a step of W workers consumes batch_size * W samples.
+  std::size_t batch_size = 64;
+  /// Cores of each worker that share its batch. Results are the same for any value up to float
+  /// rounding of the gradient sum (and bit for bit for a fixed value).
+  std::size_t threads = 1;
+  /// Fixes the initial parameters, the data order and the dropout masks.
+  std::uint64_t seed = 1;
+  bool shuffle = true;
+  /// Batches gathered ahead on a background thread (0: gather on the training thread).
+  std::size_t prefetch = 2;
+  /// Batch size used by evaluate() and predict(); larger is faster, memory permitting.
+  std::size_t eval_batch_size = 1000;
+  /// In-process jobs: the number of worker threads. Other backends take the number of workers from
+  /// the launched job (its size less the servers); a non-zero value here must then agree with it.
+  std::size_t workers = 1;
+  /// Parameter-server topologies: the number of server ranks (each holds one shard).
+  std::size_t servers = 1;
+  /// For experiments with slow workers.
+  Straggler straggler{};
+};
+
+/// What one call of fit() does besides training.
+struct FitOptions {
+  /// Epochs to run in this call (a resumed trainer continues from its epoch()).
+  std::size_t epochs = 1;
+  /// Per-epoch metrics as JSON lines (.jsonl, .json) or CSV (.csv); empty: none.
+  std::filesystem::path metrics_file;
+  /// An SVG plot of loss and accuracy per epoch, rewritten after each epoch; empty: none.
+  std::filesystem::path plot_file;
+  std::string plot_title = "flotilla training";
+  /// A checkpoint written after each epoch, atomically; empty: none.
+  std::filesystem::path checkpoint_file;
+  /// Per-step counters of every worker (compute, exposed communication, update times, bytes,
+  /// staleness) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
+  std::filesystem::path step_log_file;
+  /// A Chrome-trace timeline of compute and communication per rank; empty: none. Processes other
+  /// than rank 0's add ".rank<k>".
+  std::filesystem::path trace_file;
+  /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
+  ProgressBar::Style progress = ProgressBar::Style::automatic;
+  /// Where worker 0 writes progress and epoch summaries; nullptr for silence.
+  std::ostream* log = &std::cerr;
+  /// Stop after this many updates in this call (0: no limit); for quick runs and benchmarks.
+  std::uint64_t max_steps = 0;
+};
+
+/// Loss, accuracy and (for classifiers) the confusion matrix of a model on a data set.
+struct Evaluation {
+  double loss = 0;
+  double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN for regression
+  std::size_t samples = 0;
+  std::optional<ConfusionMatrix> confusion;
+};
+
+template <class M, class Policy = policy::Synchronous<>, class Backend = transport::InProcess>
+class Trainer {
+  static_assert(ModelType<M>, "Trainer<Model, Policy, Backend>: Model must be flotilla::Model<Net, Loss, Optimizer, T>");
+  static_assert(UpdatePolicy<Policy>,
+                "Trainer<Model, Policy, Backend>: Policy is not an update policy (see docs/concepts/update_policy.md); "
+                "built-in: policy::Synchronous<>, policy::Asynchronous<topology::ParameterServer>, "
+                "policy::BoundedStaleness<S>, policy::Accumulate<K, P>, policy::Compressed<Codec, P>");
+  static_assert(TransportBackend<Backend>,
+                "Trainer<Model, Policy, Backend>: Backend is not a transport backend (see docs/concepts/transport.md); "
+                "built-in: transport::InProcess, transport::Tcp, transport::Mpi");
+
+ public:
+  using model_type = M;
+  using policy_type = Policy;
+  using backend_type = Backend;
+  using T = typename M::scalar_type;
+  using scalar_type = T;
+  using network_type = typename M::network;
+  using optimizer_type = typename M::optimizer;
+  using optimizer_state = typename optimizer_type::template state<T>;
+  using codec_type = codec::for_value_t<typename policy_codec<Policy>::type, T>;
+  using endpoint_type = typename Backend::endpoint;
+  static constexpr std::size_t parameter_count = M::parameter_count;
+  static constexpr bool classifier = M::loss::target == TargetKind::labels;
+  static constexpr bool parameter_server = ParameterServerPolicy<Policy>;
+  static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
+  static_assert(Codec<codec_type, T>, "Trainer: the policy's codec cannot encode the model's scalar type");
+
+  explicit Trainer(TrainerOptions<M> options = {}, Policy policy = {}, typename Backend::options transport = {})
+      : options_(std::move(options)), policy_(std::move(policy)), transport_(std::move(transport)) {
+    if (options_.batch_size == 0) throw ConfigError("TrainerOptions::batch_size must be > 0");
+    if (options_.eval_batch_size == 0) throw ConfigError("TrainerOptions::eval_batch_size must be > 0");
+    if (Backend::in_process && options_.workers == 0) throw ConfigError("TrainerOptions::workers must be > 0");
+    if (parameter_server && options_.servers == 0) throw ConfigError("TrainerOptions::servers must be > 0");
+    workers_.push_back(std::make_unique<WorkerState>(options_));
+  }
+
+  // ---- training ---------------------------------------------------------------------------
+
+  /// Trains for `fit.epochs` epochs over `train`, evaluating on `validation` after each epoch when
+  /// given. Every rank of the job calls it. Returns one record per epoch, the same on every worker
+  /// (empty on servers), also written to the metrics file when set.
+  History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
+    check_dataset(train, "fit: training set");
+    if (validation) check_dataset(*validation, "fit: validation set");
+    const std::size_t servers = parameter_server ? options_.servers : 0;
+    const std::size_t ranks = Backend::in_process ? options_.workers + servers : 0;
+    Shared shared(fit);
+    // Where this call starts; workers count from here on their own, and the position is written
+    // back only by the worker that owns it (worker 0 in-process), so no thread reads a member
+    // another writes.
+    shared.start_epoch = epoch_;
+    shared.start_batch = batch_in_epoch_;
+    if (Backend::in_process && !fit.step_log_file.empty()) shared.step_log = open_step_log(fit.step_log_file, local().step > 0);
+    Backend::run(transport_, ranks, [&](endpoint_type& e) {
+      const std::size_t world = e.size();
+      if (world <= servers)
+        throw ConfigError("Trainer: a job of " + std::to_string(world) + " ranks has no room for workers besides " +
+                          std::to_string(servers) + " parameter server(s)");
+      const std::size_t workers = world - servers;
+      if (!Backend::in_process && options_.workers > 1 && options_.workers != workers)
+        throw ConfigError("Trainer: TrainerOptions::workers is " + std::to_string(options_.workers) + " but the job has " +
+                          std::to_string(workers) + " workers (" + std::to_string(world) + " ranks, " +
+                          std::to_string(servers) + " servers)");
+      if (e.rank() < workers) {
+        run_worker(e, workers, train, validation, fit, shared);
+      } else {
+        run_server(e, workers, e.rank() - workers);
+      }
+    });
+    if (shared.timeline.enabled() && (Backend::in_process || shared.reporting_rank))
+      shared.timeline.write(fit.trace_file);
+    return shared.history;
+  }
+
+  // ---- evaluation -------------------------------------------------------------------------
+
+  /// Mean loss, accuracy and confusion matrix over the whole data set, with this process's model
+  /// (worker 0's in-process), on all its cores.
+  Evaluation evaluate(const data::Dataset<T>& data) {
+    check_dataset(data, "evaluate: data set");
+    return to_evaluation(local().engine.evaluate(data, 0, data.size()));
+  }
+
+  /// The model's outputs ((output size) x samples) for `inputs` ((input size) x samples).
+  Matrix<T> predict(ConstMatrixView<T> inputs) {
+    if (inputs.rows() != static_cast<Eigen::Index>(M::input_shape::size))
+      throw ShapeError("Trainer::predict: inputs have " + std::to_string(inputs.rows()) + " rows, the model expects " +
+                       std::to_string(M::input_shape::size));
+    return local().engine.predict(inputs);
+  }
+
+  // ---- checkpoints ------------------------------------------------------------------------
+
+  /// Writes parameters, optimizer state, step, seed and data position to `path` atomically.
+  /// With parameter servers in another process, the optimizer state lives there and is not saved.
+  void save(const std::filesystem::path& path) const {
+    const WorkerState& s = local();
+    checkpoint::Writer w;
+    w.add_string("model", signature());
+    w.add_string("optimizer", std::string(optimizer_type::name));
+    w.add_u64("step", s.step);
+    w.add_u64("epoch", epoch_);
+    w.add_u64("batch_in_epoch", batch_in_epoch_);
+    w.add_u64("seed", s.engine.seed());
+    w.add_array<T>("parameters", s.engine.parameters());
+    const bool have_state = !parameter_server || !servers_.empty();
+    w.add_u64("has_optimizer_state", have_state ? 1 : 0);
+    if (have_state) {
+      auto buffers = optimizer_buffers_copy();
+      for (std::size_t i = 0; i < buffers.size(); ++i)
+        w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
+    }
+    w.commit(path);
+  }
+
+  /// Restores what save() wrote, seed included. The checkpoint must come from the same model and
+  /// optimizer types; nothing is changed unless the whole checkpoint verifies and matches.
+  void load(const std::filesystem::path& path) {
+    const checkpoint::Reader r(path);
+    const std::string model = r.string("model");
+    if (model != signature())
+      throw CheckpointError(path.string() + ": the checkpoint is of another model.\n  checkpoint: " + model +
+                            "\n  this model: " + signature());
+    const std::string opt = r.string("optimizer");
+    if (opt != optimizer_type::name)
+      throw CheckpointError(path.string() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
+                            std::string(optimizer_type::name));
+    Buffer<T> params(parameter_count);
+    r.array_into<T>("parameters", std::span<T>(params));
+    optimizer_state state(parameter_count);
+    const bool has_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
+    if (has_state) {
+      auto buffers = state.buffers();
+      for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
+    }
+    const std::uint64_t step = r.u64("step"), epoch = r.u64("epoch"), batch = r.u64("batch_in_epoch");
+    const std::uint64_t seed = r.u64("seed");
+    // Verified: now change state. Every worker and server of this process starts from it.
+    workers_.resize(1);
+    WorkerState& s = *workers_[0];
+    std::copy(params.begin(), params.end(), s.engine.parameters().begin());
+    s.opt = std::move(state);
+    s.step = step;
+    // The seed keys the data order and the dropout masks: the resumed run continues the saved
+    // run's sequence, whatever seed this trainer was built with.
+    s.engine.set_seed(seed);
+    options_.seed = seed;
+    epoch_ = epoch;
+    batch_in_epoch_ = batch;
+    servers_.clear();
+    server_rebuild_ = true;
+  }
+
+  // ---- state ------------------------------------------------------------------------------
+
+  std::span<T> parameters() noexcept { return local().engine.parameters(); }
+  std::span<const T> parameters() const noexcept { return local().engine.parameters(); }
+  std::span<const T> gradients() const noexcept { return local().engine.gradients(); }
+  static constexpr std::span<const TensorInfo> tensors() noexcept { return network_type::tensors; }
+  /// Updates this process's worker has taken part in.
+  std::uint64_t step() const noexcept { return local().step; }
+  /// Epochs completed so far.
+  std::uint64_t epoch() const noexcept { return epoch_; }
+  const TrainerOptions<M>& options() const noexcept { return options_; }
+  const Policy& policy() const noexcept { return policy_; }
+  /// Every epoch record of every fit() call on this trainer (what the plot shows).
+  const History& history() const noexcept { return history_; }
+  /// Worker 0's per-step counters of the last fit() call (this process's worker, out of process).
+  const std::vector<StepCounters>& step_counters() const noexcept { return counters_; }
+  /// The learning rate of the next update.
+  double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(local().step); }
+
+  /// A one-line description of the architecture's parameter tensors, stored in checkpoints.
+  static std::string signature() {
+    std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(parameter_count) + ":";
+    for (const auto& t : network_type::tensors)
+      s += " " + std::to_string(t.layer) + "." + std::string(t.layer_name) + "." + std::string(t.name) + "[" +
+           std::to_string(t.size) + "]";
+    return s;
+  }
+
+ private:
+  /// Everything one worker rank owns.
+  struct WorkerState {
+    explicit WorkerState(const TrainerOptions<M>& o)
+        : engine(o.threads, o.eval_batch_size, o.seed), opt(parameter_count) {}
+    WorkerState(const TrainerOptions<M>& o, const WorkerState& from) : WorkerState(o) {
+      std::copy(from.engine.parameters().begin(), from.engine.parameters().end(), engine.parameters().begin());
+      auto dst = opt.buffers();
+      auto src = const_cast<optimizer_state&>(from.opt).buffers();
+      for (std::size_t i = 0; i < dst.size(); ++i) std::copy(src[i].begin(), src[i].end(), dst[i].begin());
+      step = from.step;
+      engine.set_seed(from.engine.seed());
+    }
+    detail::Engine<M> engine;
+    optimizer_state opt;
+    std::uint64_t step = 0;
+    /// Error feedback: what the codec's rounding left out, one stream per bucket or shard.
+    std::vector<codec::ErrorFeedback<T>> feedback;
+    codec::ErrorFeedback<T>& feedback_for(std::size_t stream) {
+      if (feedback.size() <= stream) feedback.resize(stream + 1);
+      return feedback[stream];
+    }
+  };
+  using Shard = detail::ParameterServerShard<T, optimizer_type, codec_type>;
+
+  /// What the ranks of one fit() call share in this process.
+  struct Shared {
+    explicit Shared(const FitOptions& f) : timeline(!f.trace_file.empty()) {}
+    Timeline timeline;
+    History history;
+    std::optional<std::ofstream> step_log;
+    bool reporting_rank = false;
+    std::uint64_t start_epoch = 0, start_batch = 0;
+    std::mutex step_log_mutex;
+  };
+
+  WorkerState& local() noexcept { return *workers_[0]; }
+  const WorkerState& local() const noexcept { return *workers_[0]; }
+
+  /// The state of worker `w` hosted here, created as a copy of worker 0 when missing.
+  WorkerState& worker_state(std::size_t w) {
+    if (!Backend::in_process) return local();
+    const std::lock_guard lock(states_mutex_);
+    if (workers_.size() <= w) workers_.resize(w + 1);
+    if (!workers_[w]) workers_[w] = std::make_unique<WorkerState>(options_, *workers_[0]);
+    return *workers_[w];
+  }
+
+  Shard& server_state(std::size_t s, std::size_t servers) {
+    const std::lock_guard lock(states_mutex_);
+    if (server_rebuild_ || servers_.size() != servers) {
+      servers_.clear();
+      server_rebuild_ = false;
+    }
+    if (servers_.empty()) servers_.resize(servers);
+    if (!servers_[s]) {
+      const auto shards = detail::balanced_shards(parameter_count, servers);
+      const auto all = workers_[0]->engine.parameters();
+      servers_[s] = std::make_unique<Shard>(shards[s], all.subspan(shards[s].begin, shards[s].size()),
+                                            detail::tensors_within(network_type::tensors, shards[s]));
+      // A restored checkpoint's optimizer state belongs on the shards that serve it.
+      auto dst = servers_[s]->optimizer_buffers().buffers();
+      auto src = workers_[0]->opt.buffers();
+      for (std::size_t i = 0; i < dst.size(); ++i)
+        std::copy_n(src[i].begin() + static_cast<std::ptrdiff_t>(shards[s].begin), shards[s].size(), dst[i].begin());
+    }
+    return *servers_[s];
+  }
+
+  /// The optimizer's buffers for the whole model: worker 0's, or assembled from the shards.
+  std::vector<std::vector<T>> optimizer_buffers_copy() const {
+    std::vector<std::vector<T>> out;
+    auto own = const_cast<optimizer_state&>(local().opt).buffers();
+    for (const auto& b : own) out.emplace_back(b.begin(), b.end());
+    if (parameter_server && !servers_.empty()) {
+      for (const auto& shard : servers_) {
+        if (!shard) continue;
+        auto buffers = shard->optimizer_buffers().buffers();
+        for (std::size_t i = 0; i < buffers.size(); ++i)
+          std::copy(buffers[i].begin(), buffers[i].end(), out[i].begin() + static_cast<std::ptrdiff_t>(shard->shard().begin));
+      }
+    }
+    return out;
+  }
+
+  // ---- a worker's fit ------------------------------------------------------------------------
+
+  template <class E>
+  void run_worker(E& e, std::size_t workers, const data::Dataset<T>& train, const data::Dataset<T>* validation,
+                  const FitOptions& fit, Shared& shared) {
+    const std::size_t w = e.rank();
+    WorkerState& s = worker_state(w);
+    const bool reporter = w == 0;
+    if (reporter) shared.reporting_rank = true;
+    std::vector<std::size_t> members(workers);
+    for (std::size_t i = 0; i < workers; ++i) members[i] = i;
+    transport::Group<E> group(e, members, detail::protocol_tags::group_barrier);
+    Timeline& timeline = shared.timeline;
+
+    // Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint).
+    std::optional<detail::ParameterServerClient<T, codec_type>> client;
+    if constexpr (parameter_server) {
+      client.emplace(detail::balanced_shards(parameter_count, options_.servers), workers);
+      client->exchange_full(e, detail::PsHeader::hello, s.engine.parameters());
+    } else if (workers > 1) {
+      collective::broadcast(group, s.engine.parameters(), 0, detail::protocol_tags::broadcast);
+      for (auto b : s.opt.buffers()) collective::broadcast(group, b, 0, detail::protocol_tags::broadcast);
+      std::uint64_t step = s.step;
+      collective::broadcast(group, std::span<std::uint64_t>(&step, 1), 0, detail::protocol_tags::broadcast);
+      s.step = step;
+    }
+
+    data::LoaderOptions lo;
+    lo.batch_size = options_.batch_size;
+    lo.shuffle = options_.shuffle;
+    lo.seed = options_.seed;
+    lo.prefetch = options_.prefetch;
+    lo.shard_index = w;
+    lo.shard_count = workers;
+    data::Loader<T> loader(train, lo);
+
+    // What runs during backward: bucket allreduces (ring) or shard pushes (parameter server).
+    std::unique_ptr<detail::ReadyRunner> runner;
+    if constexpr (parameter_server) {
+      std::vector<detail::Range> order(client->shards().rbegin(), client->shards().rend());
+      runner = std::make_unique<detail::ReadyRunner>(order, [&, servers = order.size()](std::size_t i, detail::Range) {
+        const auto t0 = Timeline::clock::now();
+        push_shard(e, *client, servers - 1 - i, s);
+        timeline.record("push shard " + std::to_string(servers - 1 - i), "communication", w, 1, t0, Timeline::clock::now());
+      });
+    } else if (workers > 1 && Policy::reduce_gradients_in_backward) {
+      runner = std::make_unique<detail::ReadyRunner>(
+          detail::make_buckets(network_type::parameter_offsets, network_type::parameter_counts,
+                               std::max<std::size_t>(bucket_bytes() / sizeof(T), 1)),
+          [&](std::size_t i, detail::Range r) {
+            const auto t0 = Timeline::clock::now();
+            reduce_bucket(group, s, i, r, detail::protocol_tags::bucket_base + static_cast<Tag>(i));
+            timeline.record("allreduce bucket " + std::to_string(i), "communication", w, 1, t0, Timeline::clock::now());
+          });
+    }
+
+    std::optional<MetricsLog> metrics;
+    if (reporter && !fit.metrics_file.empty())
+      metrics.emplace(fit.metrics_file, MetricsLog::Format::from_extension,
+                      s.step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
+    // The step log: one file for every worker in-process (opened by fit()), one per process else.
+    std::optional<std::ofstream> own_step_log;
+    std::ofstream* step_log = shared.step_log ? &*shared.step_log : nullptr;
+    if (!fit.step_log_file.empty() && !Backend::in_process) {
+      own_step_log = open_step_log(w == 0 ? fit.step_log_file
+                                          : std::filesystem::path(fit.step_log_file.string() + ".rank" + std::to_string(w)),
+                                   s.step > 0);
+      step_log = &*own_step_log;
+    }
+    if (reporter) counters_.clear();
+
+    // Worker 0 in-process, and every worker out of process, owns this process's position.
+    const bool owns_position = reporter || !Backend::in_process;
+    std::uint64_t epoch = shared.start_epoch, first_batch = shared.start_batch;
+    std::uint64_t steps_this_call = 0;
+    bool stop = false;
+    for (std::size_t epoch_index = 0; epoch_index < fit.epochs && !stop; ++epoch_index) {
+      const auto started = std::chrono::steady_clock::now();
+      loader.start_epoch(epoch, first_batch);
+      std::optional<ProgressBar> bar;
+      if (reporter && fit.log)
+        bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(epoch + 1), fit.progress);
+      double loss_sum = 0;
+      std::size_t correct = 0, seen = 0, micro = 0, position = first_batch;
+      CounterTotals totals;
+      StepCounters counters;
+      TrafficCounters before = e.counters();
+      while (const data::Batch<T>* batch = loader.next()) {
+        // Micro-batches of one update: K, or what is left of the epoch.
+        const std::size_t remaining = loader.batches_per_epoch() - (batch->index - micro);
+        const std::size_t group_size = std::min(micro_batches, remaining);
+        const bool last = micro + 1 == group_size;
+        const StepResult r = worker_step(e, group, s, *batch, micro, group_size, last, runner.get(), client, counters,
+                                         timeline, w);
+        loss_sum += r.loss * static_cast<double>(r.samples);
+        correct += r.correct;
+        seen += r.samples;
+        ++position;
+        micro = last ? 0 : micro + 1;
+        if (last) {
+          const TrafficCounters now = e.counters();
+          counters.traffic = now - before;
+          before = now;
+          counters.step = s.step;
+          totals.add(counters);
+          if (reporter) counters_.push_back(counters);
+          if (step_log) write_step_log(*step_log, w, counters, shared);
+          counters = {};
+          if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
+        }
+        // The bar shows the job's rate: every worker takes an equal share of each global batch.
+        if (bar)
+          bar->update(position, seen * workers, loss_sum / static_cast<double>(std::max<std::size_t>(seen, 1)),
+                      classifier ? static_cast<double>(correct) / static_cast<double>(std::max<std::size_t>(seen, 1))
+                                 : std::numeric_limits<double>::quiet_NaN());
+        if (stop && last) break;
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s);
+      if (stop) {
+        first_batch = position;  // a stopped epoch resumes where it stopped
+      } else {
+        ++epoch;
+        first_batch = 0;
+      }
+      rec.epoch = epoch;
+      if (owns_position) {
+        epoch_ = epoch;
+        batch_in_epoch_ = first_batch;
+        history_.push_back(rec);
+        shared.history.push_back(rec);
+      }
+      if (reporter) {
+        if (bar) bar->finish(summary(rec));
+        if (metrics) metrics->write(rec);
+        if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, history_, fit.plot_title);
+      }
+      if (!fit.checkpoint_file.empty()) {
+        group.barrier();  // servers are idle while every worker waits here
+        if (reporter) save(fit.checkpoint_file);
+        group.barrier();
+      }
+    }
+    if constexpr (parameter_server) client->exchange_full(e, detail::PsHeader::done, s.engine.parameters());
+  }
+
+  /// One micro-batch: gradients, and on the last micro-batch of an update, the policy's update.
+  template <class E, class G>
+  StepResult worker_step(E& e, G& group, WorkerState& s, const data::Batch<T>& batch, std::size_t micro,
+                         std::size_t group_size, bool last, detail::ReadyRunner* runner,
+                         std::optional<detail::ParameterServerClient<T, codec_type>>& client, StepCounters& counters,
+                         Timeline& timeline, std::size_t w) {
+    // Sum of scaled gradients = mean over the update's samples: of all workers' when the trainer
+    // sums them (servers that aggregate, rings that reduce in backward), else of this worker's own
+    // (asynchronous servers; a peer-to-peer policy that combines gradients itself averages them).
+    bool summed_by_trainer = false;
+    if constexpr (parameter_server) {
+      summed_by_trainer = Policy::aggregate;
+    } else {
+      summed_by_trainer = Policy::reduce_gradients_in_backward;
+    }
+    const std::size_t denominator = summed_by_trainer && batch.global_size ? batch.global_size : batch.size();
+    const T scale = denominator ? T(1) / static_cast<T>(denominator * group_size) : T(0);
+    const bool overlap = last && runner != nullptr;
+    const auto t0 = Timeline::clock::now();
+    if (overlap) runner->start(parameter_count);
+    const StepResult r = overlap ? s.engine.compute_gradients(batch, scale, micro > 0,
+                                                              [runner](std::size_t offset) { runner->ready(offset); })
+                                 : s.engine.compute_gradients(batch, scale, micro > 0);
+    const auto t1 = Timeline::clock::now();
+    timeline.record("forward+backward", "compute", w, 0, t0, t1);
+    const double compute = std::chrono::duration<double>(t1 - t0).count();
+    counters.compute_seconds += compute;
+    if (w == options_.straggler.worker && options_.straggler.factor > 1)
+      std::this_thread::sleep_for(std::chrono::duration<double>(compute * (options_.straggler.factor - 1)));
+    if (!last) return r;
+
+    const auto t2 = Timeline::clock::now();
+    if (overlap) counters.exposed_comm_seconds += runner->finish();
+    const auto t3 = Timeline::clock::now();
+    if (overlap) timeline.record("wait for communication", "wait", w, 0, t2, t3);
+    if constexpr (parameter_server) {
+      for (std::size_t k = 0; k < client->shards().size(); ++k) {
+        const auto info = client->pull(e, k, s.engine.parameters());
+        counters.steps_ahead = std::max(counters.steps_ahead, info.steps_ahead);
+        counters.staleness = std::max(counters.staleness, info.staleness);
+      }
+      ++s.step;
+      const auto t4 = Timeline::clock::now();
+      timeline.record("pull parameters", "communication", w, 0, t3, t4);
+      counters.exposed_comm_seconds += std::chrono::duration<double>(t4 - t3).count();
+    } else {
+      PeerContext ctx{*this, group, s};
+      policy_.step(ctx);
+      const auto t4 = Timeline::clock::now();
+      timeline.record("update", "update", w, 0, t3, t4);
+      counters.update_seconds += std::chrono::duration<double>(t4 - t3).count();
+    }
+    return r;
+  }
+
+  template <class E>
+  void push_shard(E& e, detail::ParameterServerClient<T, codec_type>& client, std::size_t k, WorkerState& s) {
+    if constexpr (policy_error_feedback<Policy> && !codec_type::lossless) {
+      // Send the gradient plus what rounding dropped last step; keep what it drops now.
+      const detail::Range r = client.shards()[k];
+      s.feedback_for(k).round_trip(codec_type{}, s.engine.gradients().subspan(r.begin, r.size()));
+    }
+    client.push(e, k, std::span<const T>(s.engine.gradients()));
+  }
+
+  template <class G>
+  void reduce_bucket(G& group, WorkerState& s, std::size_t bucket, detail::Range r, Tag tag) {
+    auto g = s.engine.gradients().subspan(r.begin, r.size());
+    if constexpr (policy_error_feedback<Policy> && !codec_type::lossless) {
+      // This worker's contribution is rounded once on its way out; carry that rounding forward.
+      s.feedback_for(bucket).round_trip(codec_type{}, g);
+    }
+    collective::RingOptions o;
+    o.tag = tag;
+    collective::ring_allreduce<codec_type>(group, g, o);
+  }
+
+  std::size_t bucket_bytes() const {
+    if constexpr (requires { policy_.bucket_bytes; }) {
+      return policy_.bucket_bytes;
+    } else {
+      return std::size_t{256} * 1024;
+    }
+  }
+
+  /// The context a peer-to-peer policy's step() works with (see concepts/update_policy.hpp).
+  template <class G>
+  class PeerContext {
+   public:
+    PeerContext(Trainer& t, G& group, WorkerState& s) : t_(t), g_(group), s_(s) {}
+    std::size_t rank() const { return g_.rank(); }
+    std::size_t workers() const { return g_.size(); }
+    std::uint64_t step() const { return s_.step; }
+    std::span<T> parameters() { return s_.engine.parameters(); }
+    std::span<T> gradients() { return s_.engine.gradients(); }
+    /// Sums (or averages) `values` over the workers, with the policy's codec on the wire.
+    void allreduce(std::span<T> values, bool average = false) {
+      if (g_.size() == 1) return;
+      collective::RingOptions o;
+      o.tag = detail::protocol_tags::policy_collective;
+      o.average = average;
+      collective::ring_allreduce<codec_type>(g_, values, o);
+    }
+    void broadcast(std::span<T> values, std::size_t root = 0) {
+      if (g_.size() > 1) collective::broadcast(g_, values, root, detail::protocol_tags::policy_collective);
+    }
+    /// One optimizer step on this worker with gradients(), at the scheduled learning rate.
+    void apply_optimizer() {
+      const auto& o = t_.options_;
+      o.optimizer.update(s_.engine.parameters(), std::span<const T>(s_.engine.gradients()), s_.opt,
+                         std::span<const TensorInfo>(network_type::tensors),
+                         StepInfo{s_.step + 1, o.optimizer.learning_rate * o.schedule(s_.step)});
+      ++s_.step;
+    }
+
+   private:
+    Trainer& t_;
+    G& g_;
+    WorkerState& s_;
+  };
+
+  // ---- a server's fit ----------------------------------------------------------------------
+
+  template <class E>
+  void run_server(E& e, std::size_t workers, std::size_t index) {
+    if constexpr (parameter_server) {
+      Shard& shard = server_state(index, options_.servers);
+      shard.serve(e, workers, Policy::aggregate, Policy::staleness_bound, options_.optimizer, options_.schedule);
+    } else {
+      (void)e, (void)workers, (void)index;
+    }
+  }
+
+  // ---- epoch bookkeeping --------------------------------------------------------------------
+
+  /// The epoch's record, with every number summed or maximised over the workers.
+  template <class G>
+  EpochRecord epoch_record(G& group, double loss_sum, std::size_t correct, std::size_t seen, double seconds,
+                           const CounterTotals& totals, std::size_t workers, const data::Dataset<T>* validation,
+                           WorkerState& s) {
+    std::vector<double> sums = {loss_sum,
+                                static_cast<double>(correct),
+                                static_cast<double>(seen),
+                                static_cast<double>(totals.steps),
+                                totals.compute_seconds,
+                                totals.exposed_comm_seconds,
+                                totals.update_seconds,
+                                static_cast<double>(totals.traffic.payload_bytes_sent),
+                                static_cast<double>(totals.traffic.payload_bytes_received),
+                                static_cast<double>(totals.traffic.header_bytes_sent),
+                                static_cast<double>(totals.traffic.header_bytes_received)};
+    std::vector<double> maxima = {seconds, static_cast<double>(totals.max_steps_ahead),
+                                  static_cast<double>(totals.max_staleness)};
+    if (workers > 1) {
+      collective::allreduce_sum(group, std::span<double>(sums), detail::protocol_tags::metrics);
+      // max(x) as -min(-x) would need another collective; maxima are few: gather them as sums of
+      // one-hot vectors instead.
+      std::vector<double> spread(maxima.size() * workers, 0.0);
+      for (std::size_t i = 0; i < maxima.size(); ++i) spread[i * workers + group.rank()] = maxima[i];
+      collective::allreduce_sum(group, std::span<double>(spread), detail::protocol_tags::metrics);
+      for (std::size_t i = 0; i < maxima.size(); ++i)
+        maxima[i] = *std::max_element(spread.begin() + static_cast<std::ptrdiff_t>(i * workers),
+                                      spread.begin() + static_cast<std::ptrdiff_t>((i + 1) * workers));
+    }
+    EpochRecord rec;
+    rec.step = s.step;
+    const double samples = std::max(sums[2], 1.0);
+    rec.train_loss = sums[0] / samples;
+    rec.train_accuracy = classifier ? sums[1] / samples : std::numeric_limits<double>::quiet_NaN();
+    rec.seconds = maxima[0];
+    rec.samples_per_second = sums[2] / std::max(maxima[0], 1e-9);
+    rec.learning_rate = options_.optimizer.learning_rate * options_.schedule(s.step);
+    if (validation) {
+      const auto [first, last] = detail::split_range(validation->size(), workers, group.rank());
+      detail::EvaluationPart part = s.engine.evaluate(*validation, first, last - first);
+      if (workers > 1) {
+        std::vector<double> v(2 + part.confusion.size());
+        v[0] = part.loss_sum;
+        v[1] = static_cast<double>(part.samples);
+        for (std::size_t i = 0; i < part.confusion.size(); ++i) v[2 + i] = static_cast<double>(part.confusion[i]);
+        collective::allreduce_sum(group, std::span<double>(v), detail::protocol_tags::metrics);
+        part.loss_sum = v[0];
+        part.samples = static_cast<std::size_t>(v[1]);
+        for (std::size_t i = 0; i < part.confusion.size(); ++i) part.confusion[i] = static_cast<std::uint64_t>(v[2 + i]);
+      }
+      const Evaluation ev = to_evaluation(part);
+      rec.val_loss = ev.loss;
+      if (classifier) rec.val_accuracy = ev.accuracy;
+    }
+    const double steps = std::max(sums[3], 1.0);  // worker-steps
+    rec.extra = {{"workers", static_cast<double>(workers)},
+                 {"compute_ms_per_step", 1e3 * sums[4] / steps},
+                 {"exposed_comm_ms_per_step", 1e3 * sums[5] / steps},
+                 {"update_ms_per_step", 1e3 * sums[6] / steps},
+                 {"payload_bytes_sent_per_step", sums[7] / steps},
+                 {"payload_bytes_received_per_step", sums[8] / steps},
+                 {"header_bytes_sent_per_step", sums[9] / steps},
+                 {"header_bytes_received_per_step", sums[10] / steps},
+                 {"max_steps_ahead", maxima[1]},
+                 {"max_staleness", maxima[2]}};
+    return rec;
+  }
+
+  static std::ofstream open_step_log(const std::filesystem::path& path, bool append) {
+    std::ofstream out(path, append ? std::ios::app : std::ios::trunc);
+    if (!out) throw ConfigError("cannot write the step log " + path.string());
+    return out;
+  }
+
+  void write_step_log(std::ofstream& out, std::size_t rank, const StepCounters& c, Shared& shared) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"rank\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f,"
+                  "\"payload_bytes_sent\":%llu,\"payload_bytes_received\":%llu,\"header_bytes_sent\":%llu,"
+                  "\"header_bytes_received\":%llu,\"steps_ahead\":%llu,\"staleness\":%llu}\n",
+                  rank, static_cast<unsigned long long>(c.step), 1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds,
+                  1e3 * c.update_seconds, static_cast<unsigned long long>(c.traffic.payload_bytes_sent),
+                  static_cast<unsigned long long>(c.traffic.payload_bytes_received),
+                  static_cast<unsigned long long>(c.traffic.header_bytes_sent),
+                  static_cast<unsigned long long>(c.traffic.header_bytes_received),
+                  static_cast<unsigned long long>(c.steps_ahead), static_cast<unsigned long long>(c.staleness));
+    const std::lock_guard lock(shared.step_log_mutex);
+    out << line;
+    out.flush();
+  }
+
+  Evaluation to_evaluation(const detail::EvaluationPart& part) const {
+    Evaluation ev;
+    ev.samples = part.samples;
+    ev.loss = part.samples ? part.loss_sum / static_cast<double>(part.samples) : 0.0;
+    if constexpr (classifier) {
+      constexpr std::size_t k = M::output_shape::size;
+      ConfusionMatrix c(k);
+      for (std::size_t a = 0; a < k; ++a)
+        for (std::size_t p = 0; p < k; ++p)
+          if (const auto n = part.confusion[a * k + p]) c.add(static_cast<std::int32_t>(p), static_cast<std::int32_t>(a), n);
+      ev.accuracy = c.accuracy();
+      ev.confusion = std::move(c);
+    }
+    return ev;
+  }
+
+  static void check_dataset(const data::Dataset<T>& d, const char* what) {
+    const std::string name = std::string("Trainer::") + what + " '" + d.name + "'";
+    if (d.feature_size() != M::input_shape::size)
+      throw ShapeError(name + " has " + std::to_string(d.feature_size()) + " features per sample, the model's input is " +
+                       std::to_string(M::input_shape::size));
+    if constexpr (classifier) {
+      if (d.labels.size() != d.size())
+        throw ShapeError(name + " has " + std::to_string(d.labels.size()) + " labels for " + std::to_string(d.size()) +
+                         " samples; the model's loss (" + std::string(M::loss::name) + ") needs one label per sample");
+      if (d.classes > M::output_shape::size)
+        throw ShapeError(name + " has " + std::to_string(d.classes) + " classes, the model has " +
+                         std::to_string(M::output_shape::size) + " outputs");
+    } else {
+      if (static_cast<std::size_t>(d.targets.rows()) != M::output_shape::size ||
+          static_cast<std::size_t>(d.targets.cols()) != d.size())
+        throw ShapeError(name + " has targets of " + std::to_string(d.targets.rows()) + "x" +
+                         std::to_string(d.targets.cols()) + ", the model needs " + std::to_string(M::output_shape::size) +
+                         "x" + std::to_string(d.size()));
+    }
+  }
+
+  static std::string summary(const EpochRecord& r) {
+    auto fixed = [](double v, int digits) {
+      if (std::isnan(v)) return std::string("-");
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+      return std::string(buf);
+    };
+    std::string s = "loss " + fixed(r.train_loss, 4);
+    if (!std::isnan(r.train_accuracy)) s += ", accuracy " + fixed(100 * r.train_accuracy, 2) + "%";
+    if (r.val_loss) s += " | validation loss " + fixed(*r.val_loss, 4);
+    if (r.val_accuracy) s += ", accuracy " + fixed(100 * *r.val_accuracy, 2) + "%";
+    s += " | " + fixed(r.samples_per_second, 0) + " samples/s, " + fixed(r.seconds, 1) + " s";
+    return s;
+  }
+
+  TrainerOptions<M> options_;
+  Policy policy_;
+  typename Backend::options transport_;
+  std::vector<std::unique_ptr<WorkerState>> workers_;
+  std::vector<std::unique_ptr<Shard>> servers_;
+  bool server_rebuild_ = false;
+  std::mutex states_mutex_;
+  History history_;
+  std::vector<StepCounters> counters_;
+  std::uint64_t epoch_ = 0;
+  std::uint64_t batch_in_epoch_ = 0;
+};
+
+}  // namespace flotilla

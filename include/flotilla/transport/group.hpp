@@ -1,0 +1,76 @@
+#pragma once
+// A subset of a job's ranks seen as a job of its own: the workers of a parameter-server job run
+// their collectives (metrics, evaluation) among themselves through it, without the servers.
+//
+// Group rank i is job rank members[i]. It satisfies Transport, so every collective works on it.
+// Its messages use the tags of the endpoint beneath, so groups that overlap must use different
+// tags; recv_any only ever returns a member (a non-member that sends with a group's tag breaks
+// that group's protocol, and is reported as such).
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flotilla/concepts/transport.hpp"
+#include "flotilla/core/error.hpp"
+
+namespace flotilla::transport {
+
+template <Transport E>
+class Group {
+ public:
+  /// `members` are job ranks in group order; this endpoint's rank must be one of them.
+  Group(E& endpoint, std::vector<std::size_t> members, Tag barrier_tag)
+      : e_(&endpoint), members_(std::move(members)), barrier_tag_(barrier_tag) {
+    const auto it = std::find(members_.begin(), members_.end(), endpoint.rank());
+    if (it == members_.end())
+      throw ConfigError("transport::Group: rank " + std::to_string(endpoint.rank()) + " is not a member of the group");
+    rank_ = static_cast<std::size_t>(it - members_.begin());
+  }
+
+  std::size_t rank() const noexcept { return rank_; }
+  std::size_t size() const noexcept { return members_.size(); }
+  TrafficCounters counters() const { return e_->counters(); }
+  /// The job rank of group rank `r`.
+  std::size_t job_rank(std::size_t r) const { return members_.at(r); }
+  E& endpoint() noexcept { return *e_; }
+
+  void send(std::size_t peer, Tag tag, std::span<const std::byte> bytes) { e_->send(job(peer), tag, bytes); }
+  void recv(std::size_t peer, Tag tag, std::span<std::byte> buffer) { e_->recv(job(peer), tag, buffer); }
+  void sendrecv(std::size_t to, Tag tag, std::span<const std::byte> out, std::size_t from, std::span<std::byte> in) {
+    e_->sendrecv(job(to), tag, out, job(from), in);
+  }
+  std::size_t recv_any(Tag tag, std::span<std::byte> buffer) {
+    const std::size_t from = e_->recv_any(tag, buffer);
+    const auto it = std::find(members_.begin(), members_.end(), from);
+    if (it == members_.end())
+      throw TransportError("rank " + std::to_string(e_->rank()) + ": message with tag " + std::to_string(tag) +
+                           " from rank " + std::to_string(from) + ", which is not in this group");
+    return static_cast<std::size_t>(it - members_.begin());
+  }
+
+  /// A dissemination barrier: log2(size) rounds of one message each way.
+  void barrier() {
+    const std::size_t n = size();
+    std::byte token{};
+    for (std::size_t d = 1; d < n; d *= 2)
+      sendrecv((rank_ + d) % n, barrier_tag_, std::span<const std::byte>(&token, 1), (rank_ + n - d) % n,
+               std::span<std::byte>(&token, 1));
+  }
+
+ private:
+  std::size_t job(std::size_t peer) const {
+    if (peer >= members_.size())
+      throw TransportError("rank " + std::to_string(e_->rank()) + ": group rank " + std::to_string(peer) +
+                           " is outside a group of " + std::to_string(members_.size()));
+    return members_[peer];
+  }
+
+  E* e_;
+  std::vector<std::size_t> members_;
+  Tag barrier_tag_;
+  std::size_t rank_ = 0;
+};
+
+}  // namespace flotilla::transport

@@ -1,0 +1,1501 @@
+#pragma once
+// The TCP transport: one process per rank, on one host or several. flotilla/flotilla.hpp does not
+// include it (it needs POSIX sockets); include it yourself and link flotilla::tcp.
+//
+//   flotilla-launch -n 4 -- ./train          # on one machine: see tcp_launch.hpp
+//   transport::Tcp::run(transport::TcpOptions::from_environment(), 4, [](transport::TcpEndpoint& e) { ... });
+//
+// Design, in short (docs/concepts/transport.md has the long form):
+//  - Rendezvous: rank 0 listens at the coordinator's host:port; every other rank listens on an
+//    ephemeral port of its bind address, registers (rank, host, port) with rank 0 and receives the
+//    table of every rank's address. Rank 0's registration connections are its links; between the
+//    other ranks the lower rank connects to the higher. Each connection starts with a hello both
+//    ways (protocol version, world size, rank, job id), checked on both sides.
+//  - Frames (tcp_wire.hpp): a 48-byte header with a CRC, then the payload. A header and its payload
+//    go out in one gather write, straight from the caller's memory.
+//  - Receiving: a frame whose receive is already posted, and whose size matches, is read straight
+//    into the caller's buffer; other frames are read into memory of their own (after their length
+//    has been checked) and queued per peer, so that tags can be received in any order.
+//  - One thread, non-blocking sockets, poll(): sendrecv writes and reads at once, alternating
+//    quanta of 256 KiB so that both directions flow together and what arrives is read while it is
+//    still in cache (about a third faster at 64 MiB than writing all the socket takes). Links that the
+//    operation in progress does not need are left unread (their data waits in the kernel, where it
+//    costs no copy) until poll() has seen no progress for a moment; then everything pending is
+//    read, so that two ranks that both send large messages before receiving cannot deadlock.
+//  - Every wait ends by the timeout with a TransportError naming this rank, the peer, its host:port
+//    and the operation. A peer whose connection ends is reported at once, whatever this rank was
+//    waiting for. A rank whose body throws tells its peers why (an abort frame) before it closes.
+//  - Shutdown: every rank sends a goodbye on each connection and closes only once it has a goodbye
+//    from every peer, so that no rank closes a connection that another still reads.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "flotilla/cli/flags.hpp"
+#include "flotilla/concepts/transport.hpp"
+#include "flotilla/core/error.hpp"
+#include "flotilla/transport/tcp_socket.hpp"
+#include "flotilla/transport/tcp_wire.hpp"
+
+namespace flotilla::transport {
+
+/// The settings of a TCP job. Each one can come from an environment variable (from_environment())
+/// or a command-line flag (TcpFlags); flotilla-launch sets the first three for every rank.
+struct TcpOptions {
+  /// This process's rank, 0 to world_size - 1. FLOTILLA_RANK, --rank.
+  std::size_t rank = 0;
+  /// How many processes the job has. 1 (the default) is this process alone, with no network.
+  /// FLOTILLA_WORLD_SIZE, --world-size.
+  std::size_t world_size = 1;
+  /// host:port where rank 0 listens for the other ranks to register; required when world_size > 1.
+  /// FLOTILLA_COORDINATOR, --coordinator.
+  std::string coordinator;
+  /// The address this rank listens on for its peers. Loopback by default, so that a job is
+  /// reachable from another machine only when asked: an interface's address, or 0.0.0.0 for every
+  /// interface (peers are then told the address this rank reaches the coordinator from).
+  /// FLOTILLA_BIND, --bind.
+  std::string bind = "127.0.0.1";
+  /// The longest any wait may last: send, recv, sendrecv, recv_any, barrier and shutdown.
+  /// FLOTILLA_TIMEOUT_MS, --timeout-ms.
+  std::chrono::milliseconds timeout{30'000};
+  /// How long the rendezvous may take: connecting to the coordinator (retried while it is not
+  /// listening yet), waiting for every rank to register, connecting to the peers.
+  /// FLOTILLA_CONNECT_TIMEOUT_MS, --connect-timeout-ms.
+  std::chrono::milliseconds connect_timeout{30'000};
+  /// SO_SNDBUF and SO_RCVBUF of every connection, in bytes; 0 leaves them to the kernel, whose
+  /// automatic tuning (Linux: up to net.ipv4.tcp_rmem/tcp_wmem's maximum) is usually best.
+  /// FLOTILLA_SOCKET_BUFFER, --socket-buffer.
+  std::size_t socket_buffer_bytes = 0;
+  /// The largest message accepted from a peer before a receive for it is posted (it must then be
+  /// held in memory of its own). A header announcing more is a protocol error, refused before
+  /// anything is allocated. Messages read into a posted receive are bounded by its buffer instead.
+  std::uint64_t max_message_bytes = std::uint64_t{1} << 32;
+
+  /// The options from FLOTILLA_RANK, FLOTILLA_WORLD_SIZE, FLOTILLA_COORDINATOR, FLOTILLA_BIND,
+  /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS and FLOTILLA_SOCKET_BUFFER; unset variables
+  /// keep the defaults above. A value that cannot be used is a ConfigError naming the variable and
+  /// the text.
+  static TcpOptions from_environment();
+};
+
+namespace detail {
+
+/// One setting's text, when it was given, and how to name it in a message.
+struct TcpSettingText {
+  std::optional<std::string> text;
+  std::string name;
+};
+struct TcpSettingTexts {
+  TcpSettingText rank, world_size, coordinator, bind, timeout_ms, connect_timeout_ms, socket_buffer;
+};
+
+inline std::uint64_t tcp_parse_number(const TcpSettingText& s, const char* what, std::uint64_t max) {
+  const std::string& t = *s.text;
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec == std::errc::invalid_argument || end != t.data() + t.size())
+    throw ConfigError(s.name + ": '" + t + "' is not " + what);
+  if (ec == std::errc::result_out_of_range || v > max)
+    throw ConfigError(s.name + ": '" + t + "' is out of range (at most " + std::to_string(max) + ")");
+  return v;
+}
+
+inline void tcp_validate(const TcpOptions& o) {
+  if (o.world_size == 0) throw ConfigError("tcp: the world size (FLOTILLA_WORLD_SIZE) must be at least 1");
+  if (o.rank >= o.world_size)
+    throw ConfigError("tcp: rank " + std::to_string(o.rank) + " (FLOTILLA_RANK) is not below the world size " +
+                      std::to_string(o.world_size) + " (FLOTILLA_WORLD_SIZE): ranks are 0 to " +
+                      std::to_string(o.world_size - 1));
+  if (o.world_size > 0xFFFFFFFFu) throw ConfigError("tcp: the world size is too large");
+  if (o.timeout.count() <= 0) throw ConfigError("tcp: the timeout (FLOTILLA_TIMEOUT_MS) must be positive");
+  if (o.connect_timeout.count() <= 0)
+    throw ConfigError("tcp: the connect timeout (FLOTILLA_CONNECT_TIMEOUT_MS) must be positive");
+  if (o.world_size > 1) {
+    if (o.coordinator.empty())
+      throw ConfigError("tcp: a job of " + std::to_string(o.world_size) +
+                        " ranks needs the coordinator's host:port (FLOTILLA_COORDINATOR; rank 0 listens there)");
+    const auto hp = parse_host_port(o.coordinator);
+    if (!hp || hp->port == 0)
+      throw ConfigError("tcp: the coordinator (FLOTILLA_COORDINATOR) '" + o.coordinator +
+                        "' is not host:port with a port from 1 to 65535 (e.g. 127.0.0.1:29500)");
+    if (o.bind.empty()) throw ConfigError("tcp: the bind address (FLOTILLA_BIND) is empty");
+  }
+}
+
+inline TcpOptions tcp_options_from(const TcpSettingTexts& t) {
+  TcpOptions o;
+  constexpr std::uint64_t max_ranks = 0xFFFFFFFFu;
+  if (t.world_size.text) {
+    o.world_size = static_cast<std::size_t>(tcp_parse_number(t.world_size, "a number of ranks", max_ranks));
+    if (o.world_size == 0) throw ConfigError(t.world_size.name + ": '" + *t.world_size.text + "' must be at least 1");
+  }
+  if (t.rank.text) {
+    o.rank = static_cast<std::size_t>(tcp_parse_number(t.rank, "a rank (a whole number from 0)", max_ranks));
+    if (!t.world_size.text)
+      throw ConfigError(t.world_size.name + " is not set, but " + t.rank.name + " is " + *t.rank.text +
+                        ": a rank needs the world size");
+    if (o.rank >= o.world_size)
+      throw ConfigError(t.rank.name + " is " + *t.rank.text + ", but " + t.world_size.name + " is " +
+                        *t.world_size.text + ": ranks are 0 to " + std::to_string(o.world_size - 1));
+  } else if (o.world_size > 1) {
+    throw ConfigError(t.rank.name + " is not set, but " + t.world_size.name + " is " + *t.world_size.text +
+                      ": every process of a job needs its rank (0 to " + std::to_string(o.world_size - 1) + ")");
+  }
+  if (t.coordinator.text) {
+    const auto hp = parse_host_port(*t.coordinator.text);
+    if (!hp || hp->port == 0)
+      throw ConfigError(t.coordinator.name + ": '" + *t.coordinator.text +
+                        "' is not host:port with a port from 1 to 65535 (e.g. 127.0.0.1:29500)");
+    o.coordinator = *t.coordinator.text;
+  } else if (o.world_size > 1) {
+    throw ConfigError(t.coordinator.name + " is not set, but " + t.world_size.name + " is " + *t.world_size.text +
+                      ": the ranks need the coordinator's host:port (rank 0 listens there)");
+  }
+  if (t.bind.text) {
+    if (t.bind.text->empty()) throw ConfigError(t.bind.name + ": '' is not an address");
+    o.bind = *t.bind.text;
+  }
+  constexpr std::uint64_t max_ms = 7ull * 24 * 3600 * 1000;  // a week: anything longer is a typo
+  if (t.timeout_ms.text) {
+    o.timeout = std::chrono::milliseconds(tcp_parse_number(t.timeout_ms, "a number of milliseconds", max_ms));
+    if (o.timeout.count() == 0) throw ConfigError(t.timeout_ms.name + ": '0' must be a positive number of milliseconds");
+  }
+  if (t.connect_timeout_ms.text) {
+    o.connect_timeout =
+        std::chrono::milliseconds(tcp_parse_number(t.connect_timeout_ms, "a number of milliseconds", max_ms));
+    if (o.connect_timeout.count() == 0)
+      throw ConfigError(t.connect_timeout_ms.name + ": '0' must be a positive number of milliseconds");
+  }
+  if (t.socket_buffer.text)
+    o.socket_buffer_bytes = static_cast<std::size_t>(tcp_parse_number(t.socket_buffer, "a number of bytes", 1u << 30));
+  return o;
+}
+
+}  // namespace detail
+
+inline TcpOptions TcpOptions::from_environment() {
+  auto env = [](const char* name) {
+    detail::TcpSettingText s;
+    s.name = name;
+    if (const char* v = std::getenv(name)) s.text = std::string(v);
+    return s;
+  };
+  return detail::tcp_options_from({env("FLOTILLA_RANK"), env("FLOTILLA_WORLD_SIZE"), env("FLOTILLA_COORDINATOR"),
+                                   env("FLOTILLA_BIND"), env("FLOTILLA_TIMEOUT_MS"), env("FLOTILLA_CONNECT_TIMEOUT_MS"),
+                                   env("FLOTILLA_SOCKET_BUFFER")});
+}
+
+/// The TCP settings as command-line flags of a cli::Flags, each falling back to its environment
+/// variable: --rank, --world-size, --coordinator, --bind, --timeout-ms, --connect-timeout-ms,
+/// --socket-buffer.
+///
+///   cli::Flags flags("train", "...");
+///   transport::TcpFlags tcp(flags);
+///   if (!flags.parse(argc, argv, std::cout)) return 0;
+///   transport::Tcp::run(tcp.options(), 4, body);
+class TcpFlags {
+ public:
+  explicit TcpFlags(cli::Flags& flags)
+      : rank_(flags.add<std::string>("rank", "", "this process's rank, 0 to world-size - 1", "FLOTILLA_RANK")),
+        world_size_(flags.add<std::string>("world-size", "", "the number of processes in the job (unset: 1)",
+                                           "FLOTILLA_WORLD_SIZE")),
+        coordinator_(flags.add<std::string>("coordinator", "",
+                                            "host:port where rank 0 listens for the others to register",
+                                            "FLOTILLA_COORDINATOR")),
+        bind_(flags.add<std::string>("bind", "127.0.0.1",
+                                     "the address this rank listens on (0.0.0.0: every interface)", "FLOTILLA_BIND")),
+        timeout_(flags.add<std::string>("timeout-ms", "30000", "the longest any transport wait may last, in ms",
+                                        "FLOTILLA_TIMEOUT_MS")),
+        connect_timeout_(flags.add<std::string>("connect-timeout-ms", "30000",
+                                                "how long the rendezvous of the ranks may take, in ms",
+                                                "FLOTILLA_CONNECT_TIMEOUT_MS")),
+        socket_buffer_(flags.add<std::string>("socket-buffer", "0",
+                                              "socket buffer size in bytes (0: the kernel's automatic tuning)",
+                                              "FLOTILLA_SOCKET_BUFFER")) {}
+
+  /// The options given (call after Flags::parse); ConfigError naming the flag for a bad value.
+  TcpOptions options() const {
+    auto item = [](const std::string& v, const char* flag, const char* env) {
+      detail::TcpSettingText s;
+      s.name = std::string("--") + flag + " (" + env + ")";
+      if (!v.empty()) s.text = v;
+      return s;
+    };
+    return detail::tcp_options_from({item(rank_, "rank", "FLOTILLA_RANK"),
+                                     item(world_size_, "world-size", "FLOTILLA_WORLD_SIZE"),
+                                     item(coordinator_, "coordinator", "FLOTILLA_COORDINATOR"),
+                                     item(bind_, "bind", "FLOTILLA_BIND"),
+                                     item(timeout_, "timeout-ms", "FLOTILLA_TIMEOUT_MS"),
+                                     item(connect_timeout_, "connect-timeout-ms", "FLOTILLA_CONNECT_TIMEOUT_MS"),
+                                     item(socket_buffer_, "socket-buffer", "FLOTILLA_SOCKET_BUFFER")});
+  }
+
+ private:
+  const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_;
+};
+
+namespace detail {
+
+inline constexpr std::size_t tcp_nobody = static_cast<std::size_t>(-1);
+
+/// Bytes a link reads ahead into a buffer of its own: small frames are read whole, many at a time.
+/// A payload whose rest is at least this large is read straight into its destination instead.
+inline constexpr std::size_t tcp_read_buffer = 64 * 1024;
+
+/// How long poll() may see no progress on what an operation waits for before every link is read,
+/// whatever it holds (see the file comment): long enough that a ring step's next message is not
+/// copied aside just because its neighbour was descheduled for a moment.
+inline constexpr std::chrono::milliseconds tcp_stall{20};
+
+/// How much sendrecv writes before it reads again (see drive()). Measured on loopback with 64 MiB
+/// messages: 256 KiB gave 20-50% more than writing all the socket takes (several MiB at a time);
+/// 64 KiB was slower again (more system calls), 512 KiB to 1 MiB about the same.
+inline constexpr std::size_t tcp_send_quantum = 256 * 1024;
+
+/// A message that arrived before its receive: held until a recv with its tag takes it.
+struct TcpMessage {
+  Tag tag = 0;
+  std::unique_ptr<std::byte[]> bytes;
+  std::size_t size = 0;
+  std::uint64_t arrival = 0;  // order of arrival over all links, for recv_any
+};
+
+/// A connection to one peer, and the state of the frame being read from it.
+struct TcpLink {
+  Fd fd;
+  std::size_t peer = tcp_nobody;
+  std::string address;  // host:port where the peer listens, for messages
+  std::uint64_t send_sequence = 0;
+  std::uint64_t recv_sequence = 0;
+  bool send_broken = false;  // a frame was left half-written: the stream cannot carry another
+
+  std::unique_ptr<std::byte[]> buffer = std::make_unique_for_overwrite<std::byte[]>(tcp_read_buffer);
+  std::size_t begin = 0, end = 0;  // unread bytes in `buffer`
+
+  enum class Sink : std::uint8_t { staging, user, discard };
+  bool in_frame = false;  // a header has been read, its payload has not (all)
+  bool large = false;     // the last frame's payload was larger than `buffer`
+  wire::Header frame{};
+  std::uint64_t frame_done = 0;  // payload bytes of `frame` read so far
+  Sink sink = Sink::staging;
+  std::byte* user = nullptr;              // Sink::user: the posted receive's buffer
+  std::unique_ptr<std::byte[]> staging;   // Sink::staging: memory of the frame's own
+
+  std::deque<TcpMessage> queue;           // data frames read, not yet received
+  std::vector<std::uint64_t> tokens;      // barrier tokens read: epoch << 32 | round
+  bool goodbye = false;                   // the peer has sent its last frame
+  bool eof = false;                       // ... and closed its side (only after goodbye)
+
+  bool open() const noexcept { return fd.valid(); }
+};
+
+/// A receive in progress: recv (one peer), recv_any (peer == tcp_nobody) or sendrecv's half.
+struct TcpPosted {
+  std::size_t peer = tcp_nobody;
+  Tag tag = 0;
+  std::span<std::byte> buffer;
+  bool done = false;
+  std::size_t from = tcp_nobody;
+  bool wrong_size = false;  // the message had another size: reported once it has been consumed
+  std::uint64_t message_size = 0;
+  TcpLink* adopted = nullptr;  // the link whose frame is being read for this receive
+};
+
+/// A frame being written: header and payload, from the caller's memory, in one gather write.
+struct TcpOutgoing {
+  TcpLink* link = nullptr;
+  wire::HeaderBytes header{};
+  std::span<const std::byte> payload;
+  std::size_t written = 0;
+  std::size_t total() const noexcept { return wire::header_size + payload.size(); }
+  bool done() const noexcept { return written == total(); }
+};
+
+/// What the endpoint is doing, for error messages.
+struct TcpOp {
+  const char* name = "";
+  std::size_t to = tcp_nobody, from = tcp_nobody;
+  Tag tag = 0;
+  bool tagged = false;
+};
+
+}  // namespace detail
+
+/// One rank's endpoint of a TCP job. See the Transport concept for the semantics of each operation.
+class TcpEndpoint {
+ public:
+  /// Connects this process's rank to the others (the rendezvous; see the file comment). Throws
+  /// ConfigError for unusable options, TransportError when the rendezvous fails or times out.
+  /// Tcp::run() does this, then close() or abort(); use it directly to keep an endpoint across
+  /// phases of a program.
+  static TcpEndpoint connect(const TcpOptions& options);
+
+  TcpEndpoint(TcpEndpoint&&) noexcept = default;
+  TcpEndpoint& operator=(TcpEndpoint&&) noexcept = default;
+  TcpEndpoint(const TcpEndpoint&) = delete;
+  TcpEndpoint& operator=(const TcpEndpoint&) = delete;
+  /// Closes the connections without a goodbye: peers still waiting on this rank get an error
+  /// naming it. Call close() for an orderly end.
+  ~TcpEndpoint() = default;
+
+  std::size_t rank() const noexcept { return rank_; }
+  std::size_t size() const noexcept { return size_; }
+  TrafficCounters counters() const noexcept { return counters_; }
+  const TcpOptions& options() const noexcept { return options_; }
+  /// host:port where `peer` listens (rank 0: the coordinator's address).
+  const std::string& address(std::size_t peer) const { return addresses_.at(peer); }
+  /// After an operation failed because another rank failed (it died, or sent why it failed):
+  /// that rank, the first to fail as far as this one knows. Empty otherwise.
+  std::optional<std::size_t> failed_peer() const noexcept {
+    if (broken_.empty() || culprit_ == rank_ || culprit_ == detail::tcp_nobody) return std::nullopt;
+    return culprit_;
+  }
+
+  void send(std::size_t peer, Tag tag, std::span<const std::byte> bytes);
+  void recv(std::size_t peer, Tag tag, std::span<std::byte> buffer);
+  std::size_t recv_any(Tag tag, std::span<std::byte> buffer);
+  void sendrecv(std::size_t to, Tag tag, std::span<const std::byte> out, std::size_t from, std::span<std::byte> in);
+  void barrier();
+
+  /// The orderly end: a goodbye to every peer, then waits (up to the timeout) for every peer's
+  /// goodbye, then closes. Messages sent to this rank and never received are dropped.
+  void close();
+  /// The end after a failure: tells every peer `reason` (they fail with it), then closes at once.
+  void abort(std::string_view reason) noexcept;
+
+ private:
+  using Link = detail::TcpLink;
+  using Clock = detail::Clock;
+
+  TcpEndpoint(const TcpOptions& o, std::vector<Link> links, std::vector<std::string> addresses,
+              TrafficCounters handshake)
+      : options_(o), rank_(o.rank), size_(o.world_size), links_(std::move(links)), addresses_(std::move(addresses)),
+        counters_(handshake) {}
+
+  // ---- naming --------------------------------------------------------------------------------
+  std::string who() const { return "tcp rank " + std::to_string(rank_) + " of " + std::to_string(size_); }
+  std::string peer_name(std::size_t p) const {
+    if (p == rank_) return "rank " + std::to_string(p) + " (itself)";
+    return "rank " + std::to_string(p) + " at " + addresses_[p];
+  }
+  std::string describe_op() const {
+    const auto& op = op_;
+    std::string s = op.name;
+    if (op.to != detail::tcp_nobody) s += " to " + peer_name(op.to);
+    if (op.to != detail::tcp_nobody && op.from != detail::tcp_nobody) s += " and";
+    if (op.from != detail::tcp_nobody) s += " from " + peer_name(op.from);
+    if (std::string_view(op.name) == "recv_any") s += " from any rank";
+    if (op.tagged) s += " (tag " + std::to_string(op.tag) + ")";
+    return s;
+  }
+  std::string timeout_text() const { return "timed out after " + std::to_string(options_.timeout.count()) + " ms"; }
+
+  /// Marks the endpoint failed (every later operation fails at once with the same cause) and
+  /// throws. `why` names the peer; `culprit` is the rank whose failure this is (this rank's own:
+  /// rank_). When it is a peer, abort() passes `why` and `culprit` on to the other ranks, so that
+  /// every rank (and the launcher) names the rank that failed first.
+  [[noreturn]] void fail(const std::string& why, std::size_t culprit) {
+    broken_ = why;
+    culprit_ = culprit;
+    throw TransportError(who() + ": " + describe_op() + " failed: " + why);
+  }
+  [[noreturn]] void fail_link(Link& l, const std::string& why, std::size_t culprit) {
+    l.fd.reset();
+    fail(why, culprit);
+  }
+  [[noreturn]] void protocol_error(Link& l, const std::string& what) {
+    fail_link(l, peer_name(l.peer) + " sent a bad frame: " + what + "; connection closed", rank_);
+  }
+
+  detail::TcpOp op_{};
+  void begin(detail::TcpOp op) {
+    op_ = op;
+    if (closed_) throw TransportError(who() + ": " + describe_op() + ": the endpoint has been closed");
+    if (!broken_.empty()) throw TransportError(who() + ": " + describe_op() + " abandoned: " + broken_);
+    for (const std::size_t p : {op.to, op.from})
+      if (p != detail::tcp_nobody && p >= size_)
+        throw TransportError(who() + ": " + op.name + (p == op.to ? " to rank " : " from rank ") + std::to_string(p) +
+                             ", but the job has " + std::to_string(size_) + " ranks");
+  }
+  Link& link(std::size_t peer) {
+    Link& l = links_[peer];
+    if (l.send_broken || !l.open())
+      throw TransportError(who() + ": " + describe_op() + ": the connection to " + peer_name(peer) +
+                           " is unusable after an earlier failure");
+    return l;
+  }
+  Clock::time_point deadline() const { return Clock::now() + options_.timeout; }
+
+  // ---- sending ---------------------------------------------------------------------------------
+  detail::TcpOutgoing frame(Link& l, wire::FrameType type, Tag tag, std::uint32_t aux, std::span<const std::byte> payload) {
+    detail::TcpOutgoing o;
+    o.link = &l;
+    wire::Header h;
+    h.type = type;
+    h.tag = tag;
+    h.aux = aux;
+    h.sequence = l.send_sequence++;
+    h.payload_length = payload.size();
+    wire::encode(h, o.header);
+    o.payload = payload;
+    return o;
+  }
+
+  /// Writes as much of `o` as the socket takes now, or `quantum` bytes; true when the socket took
+  /// all that was offered (it may take more).
+  bool push(detail::TcpOutgoing& o, std::size_t quantum = static_cast<std::size_t>(-1)) {
+    Link& l = *o.link;
+    const std::size_t stop_at = o.written + std::min(quantum, o.total() - o.written);
+    while (o.written < stop_at) {
+      iovec iov[2];
+      int n = 0;
+      if (o.written < wire::header_size) {
+        iov[n].iov_base = o.header.data() + o.written;
+        iov[n].iov_len = wire::header_size - o.written;
+        ++n;
+      }
+      const std::size_t off = o.written > wire::header_size ? o.written - wire::header_size : 0;
+      if (off < o.payload.size()) {
+        iov[n].iov_base = const_cast<std::byte*>(o.payload.data() + off);  // sendmsg does not write it
+        iov[n].iov_len = std::min(o.payload.size() - off, stop_at - std::max(o.written, wire::header_size));
+        ++n;
+      }
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = static_cast<decltype(m.msg_iovlen)>(n);
+      const ssize_t r = ::sendmsg(l.fd.get(), &m, detail::send_flags);
+      if (r > 0) {
+        o.written += static_cast<std::size_t>(r);
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+      const int e = errno;
+      // The peer is gone. If it said why (an abort frame), that is the better message: read it.
+      if (!l.goodbye) pump(l, false);
+      fail_link(l, peer_name(l.peer) + (e == EPIPE || e == ECONNRESET ? " closed the connection" : " is unreachable") +
+                       " (" + detail::errno_text(e) + "; its process exited or was killed?)",
+                l.peer);
+    }
+    return true;
+  }
+
+  // ---- receiving -------------------------------------------------------------------------------
+  /// Whether the operation in progress waits for something from `l`.
+  bool wanted(const Link& l) const {
+    if (l.peer == rank_) return false;
+    if (posted_ && !posted_->done && (posted_->peer == l.peer || posted_->peer == detail::tcp_nobody) &&
+        (posted_->adopted == nullptr || posted_->adopted == &l))
+      return true;
+    if (token_link_ == &l && std::find(l.tokens.begin(), l.tokens.end(), token_key_) == l.tokens.end()) return true;
+    if (awaiting_goodbye_ && !l.goodbye) return true;
+    return false;
+  }
+
+  /// Reads up to `most` bytes of `l` into its buffer; false when the socket has nothing now (or
+  /// the peer closed after its goodbye).
+  bool fill(Link& l, std::size_t most = detail::tcp_read_buffer) {
+    if (l.begin == l.end) {
+      l.begin = l.end = 0;
+    } else if (l.begin > 0) {
+      std::memmove(l.buffer.get(), l.buffer.get() + l.begin, l.end - l.begin);
+      l.end -= l.begin;
+      l.begin = 0;
+    }
+    return read_some(l, l.buffer.get() + l.end, std::min(most, detail::tcp_read_buffer - l.end), l.end);
+  }
+
+  /// One recv() into [p, p + n); adds what arrived to `count`.
+  template <class Count>
+  bool read_some(Link& l, std::byte* p, std::size_t n, Count& count) {
+    for (;;) {
+      const ssize_t r = ::recv(l.fd.get(), p, n, 0);
+      if (r > 0) {
+        count += static_cast<Count>(r);
+        return true;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+      if (r == 0 && l.goodbye && !l.in_frame && l.begin == l.end) {
+        l.eof = true;
+        return false;
+      }
+      const int e = r < 0 ? errno : 0;
+      std::string what = peer_name(l.peer) + (e == 0 || e == ECONNRESET ? " closed the connection" : " failed");
+      if (l.in_frame || l.begin != l.end) what += " in the middle of a frame";
+      what += e == 0 ? " (its process exited or was killed)" : " (" + detail::errno_text(e) + ")";
+      fail_link(l, what, l.peer);
+    }
+  }
+
+  /// Reads and handles frames from `l` until its socket has nothing more, or, when `lazy`, until
+  /// the operation in progress needs nothing more from it.
+  void pump(Link& l, bool lazy) {
+    while (l.open() && !l.eof) {
+      if (lazy && !wanted(l)) return;
+      if (!l.in_frame) {
+        if (const std::size_t have = l.end - l.begin; have < wire::header_size) {
+          // After a large frame the next is likely large too: read just its header, so that its
+          // payload goes straight to its destination instead of through the link's buffer.
+          if (!fill(l, l.large ? wire::header_size - have : detail::tcp_read_buffer)) return;
+          continue;
+        }
+        start_frame(l);
+        continue;
+      }
+      const std::uint64_t left = l.frame.payload_length - l.frame_done;
+      if (const std::size_t avail = l.end - l.begin; avail > 0) {
+        const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(avail, left));
+        if (l.sink == Link::Sink::user) std::memcpy(l.user + l.frame_done, l.buffer.get() + l.begin, take);
+        if (l.sink == Link::Sink::staging) std::memcpy(l.staging.get() + l.frame_done, l.buffer.get() + l.begin, take);
+        l.begin += take;
+        l.frame_done += take;
+      } else if (left >= detail::tcp_read_buffer && l.sink != Link::Sink::discard) {
+        std::byte* dst = (l.sink == Link::Sink::user ? l.user : l.staging.get()) + l.frame_done;
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, std::size_t{1} << 30));
+        if (!read_some(l, dst, n, l.frame_done)) return;
+      } else {
+        if (!fill(l)) return;
+        continue;
+      }
+      if (l.frame_done == l.frame.payload_length) finish_frame(l);
+    }
+  }
+
+  void start_frame(Link& l) {
+    const auto d = wire::decode(std::span<const std::byte, wire::header_size>(l.buffer.get() + l.begin, wire::header_size));
+    l.begin += wire::header_size;
+    counters_.header_bytes_received += wire::header_size;
+    if (auto problem = d.problem(); !problem.empty()) protocol_error(l, problem);
+    const wire::Header& h = d.header;
+    if (h.version != wire::protocol_version)
+      protocol_error(l, "protocol version " + std::to_string(h.version) + ", this rank speaks version " +
+                            std::to_string(wire::protocol_version));
+    if (h.sequence != l.recv_sequence)
+      protocol_error(l, "frame number " + std::to_string(h.sequence) + " where " + std::to_string(l.recv_sequence) +
+                            " was due (a frame was lost or repeated)");
+    ++l.recv_sequence;
+    l.large = h.payload_length >= detail::tcp_read_buffer;
+    l.frame = h;
+    l.frame_done = 0;
+    l.in_frame = true;
+    l.sink = Link::Sink::staging;
+    l.user = nullptr;
+    switch (h.type) {
+      case wire::FrameType::data: {
+        detail::TcpPosted* p = posted_;
+        if (p && !p->done && !p->adopted && (p->peer == l.peer || p->peer == detail::tcp_nobody) && p->tag == h.tag) {
+          // Its receive is waiting: the length is checked against the receive's buffer, and the
+          // payload goes straight there (or, of another size, is read and dropped).
+          p->adopted = &l;
+          if (h.payload_length == p->buffer.size()) {
+            l.sink = Link::Sink::user;
+            l.user = p->buffer.data();
+          } else {
+            // Of another size: read and dropped, then reported. A length beyond any message a peer
+            // may send is a broken stream, not a message to wait for.
+            if (h.payload_length > std::max<std::uint64_t>(options_.max_message_bytes, p->buffer.size()))
+              protocol_error(l, "a message of " + std::to_string(h.payload_length) + " bytes (tag " +
+                                    std::to_string(h.tag) + "), more than the limit of " +
+                                    std::to_string(options_.max_message_bytes) + " bytes (TcpOptions::max_message_bytes)");
+            l.sink = Link::Sink::discard;
+            p->wrong_size = true;
+            p->message_size = h.payload_length;
+          }
+        } else {
+          if (h.payload_length > options_.max_message_bytes)
+            protocol_error(l, "a message of " + std::to_string(h.payload_length) + " bytes (tag " +
+                                  std::to_string(h.tag) + "), more than the " +
+                                  std::to_string(options_.max_message_bytes) +
+                                  " bytes a message without a posted receive may have (TcpOptions::max_message_bytes)");
+          l.staging = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(h.payload_length));
+        }
+        break;
+      }
+      case wire::FrameType::barrier:
+      case wire::FrameType::goodbye:
+        if (h.payload_length != 0)
+          protocol_error(l, "a " + std::string(wire::type_name(h.type)) + " frame with a " +
+                                std::to_string(h.payload_length) + "-byte payload");
+        break;
+      case wire::FrameType::abort:
+        if (h.payload_length > wire::max_control_payload)
+          protocol_error(l, "an abort frame of " + std::to_string(h.payload_length) + " bytes");
+        counters_.header_bytes_received += h.payload_length;
+        l.staging = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(h.payload_length));
+        break;
+      default:
+        protocol_error(l, "an unexpected " + std::string(wire::type_name(h.type)) + " frame after the handshake");
+    }
+    if (h.payload_length == 0) finish_frame(l);
+  }
+
+  void finish_frame(Link& l) {
+    l.in_frame = false;
+    const wire::Header& h = l.frame;
+    switch (h.type) {
+      case wire::FrameType::data:
+        if (l.sink == Link::Sink::staging) {
+          l.queue.push_back({h.tag, std::move(l.staging), static_cast<std::size_t>(h.payload_length), arrivals_++});
+        } else if (posted_ && posted_->adopted == &l) {
+          received(*posted_, h.payload_length, l.peer);
+        } else {
+          // A wrong-sized message whose receive has given up (it timed out mid-frame): consumed.
+          counters_.payload_bytes_received += h.payload_length;
+          ++counters_.messages_received;
+        }
+        break;
+      case wire::FrameType::barrier:
+        l.tokens.push_back(std::uint64_t{h.aux} << 32 | h.tag);
+        break;
+      case wire::FrameType::goodbye:
+        l.goodbye = true;
+        break;
+      case wire::FrameType::abort: {
+        std::string reason(reinterpret_cast<const char*>(l.staging.get()), static_cast<std::size_t>(h.payload_length));
+        // aux: the rank that failed first, which the sender may only be passing on.
+        fail_link(l, reason.empty() ? peer_name(l.peer) + " failed" : reason, h.aux < size_ ? h.aux : l.peer);
+      }
+      default:
+        break;
+    }
+    l.sink = Link::Sink::staging;
+    l.user = nullptr;
+    l.staging.reset();
+  }
+
+  /// Records that `p` got its message (of `size` bytes, from `from`).
+  void received(detail::TcpPosted& p, std::uint64_t size, std::size_t from) {
+    counters_.payload_bytes_received += size;
+    ++counters_.messages_received;
+    p.done = true;
+    p.from = from;
+    p.adopted = nullptr;
+    if (size != p.buffer.size()) {
+      p.wrong_size = true;
+      p.message_size = size;
+    }
+  }
+
+  /// Satisfies `p` from the messages that arrived before it, if one matches; else adopts a
+  /// matching frame that is being read. Messages from one peer are matched in arrival order.
+  void post(detail::TcpPosted& p) {
+    std::deque<detail::TcpMessage>* best_queue = nullptr;
+    std::deque<detail::TcpMessage>::iterator best;
+    std::size_t best_from = detail::tcp_nobody;
+    auto consider = [&](std::deque<detail::TcpMessage>& q, std::size_t from) {
+      for (auto it = q.begin(); it != q.end(); ++it)
+        if (it->tag == p.tag) {
+          if (!best_queue || it->arrival < best->arrival) {
+            best_queue = &q;
+            best = it;
+            best_from = from;
+          }
+          return;
+        }
+    };
+    const bool any = p.peer == detail::tcp_nobody;
+    if (any || p.peer == rank_) consider(self_queue_, rank_);
+    for (auto& l : links_)
+      if (l.peer != rank_ && (any || l.peer == p.peer)) consider(l.queue, l.peer);
+    if (best_queue) {
+      detail::TcpMessage m = std::move(*best);
+      best_queue->erase(best);
+      if (m.size == p.buffer.size() && m.size > 0) std::memcpy(p.buffer.data(), m.bytes.get(), m.size);
+      received(p, m.size, best_from);
+      return;
+    }
+    for (auto& l : links_) {
+      if (l.peer == rank_ || !(any || l.peer == p.peer) || !l.in_frame) continue;
+      if (l.frame.type != wire::FrameType::data || l.sink != Link::Sink::staging || l.frame.tag != p.tag) continue;
+      p.adopted = &l;
+      if (l.frame.payload_length == p.buffer.size()) {
+        if (l.frame_done > 0) std::memcpy(p.buffer.data(), l.staging.get(), static_cast<std::size_t>(l.frame_done));
+        l.sink = Link::Sink::user;
+        l.user = p.buffer.data();
+      } else {
+        l.sink = Link::Sink::discard;
+        p.wrong_size = true;
+        p.message_size = l.frame.payload_length;
+      }
+      l.staging.reset();
+      break;
+    }
+    posted_ = &p;
+  }
+
+  void check_size(const detail::TcpPosted& p) const {
+    if (p.wrong_size)
+      throw TransportError(who() + ": " + describe_op() + " expected " + std::to_string(p.buffer.size()) +
+                           " bytes, the message" + (p.from != detail::tcp_nobody && op_.from == detail::tcp_nobody
+                                                        ? " from rank " + std::to_string(p.from)
+                                                        : std::string()) +
+                           " has " + std::to_string(p.message_size));
+  }
+
+  // ---- the progress loop -----------------------------------------------------------------------
+  /// Writes `outs` and reads what the operation waits for until `done()` and every frame of
+  /// `outs` is written; TransportError at `until`. `waiting` says what is missing, for the timeout.
+  template <class Done, class Waiting>
+  void drive(std::span<detail::TcpOutgoing> outs, Done&& done, Waiting&& waiting, Clock::time_point until) {
+    bool eager = false;
+    // While a receive is pending too, writes go in quanta between reads rather than all the socket
+    // takes: both directions then flow at once, and what arrives is read while it is still in
+    // cache. (A whole send buffer at a time, several MiB, leaves the received data waiting.)
+    for (;;) {
+      const bool reading = posted_ && !posted_->done;
+      bool more = false;  // a socket took a whole quantum, and may take more at once
+      for (auto& o : outs)
+        if (!o.done()) more |= push(o, reading ? detail::tcp_send_quantum : static_cast<std::size_t>(-1)) && !o.done();
+      for (auto& l : links_)
+        if (l.open() && !l.eof && wanted(l)) pump(l, true);
+      const bool written = std::all_of(outs.begin(), outs.end(), [](const auto& o) { return o.done(); });
+      if (written && done()) return;
+      if (more) continue;
+      check_not_waiting_for_the_finished();
+      const auto now = Clock::now();
+      if (now >= until) {
+        std::string what = waiting();
+        for (const auto& o : outs)
+          if (!o.done())
+            what += (what.empty() ? "" : "; ") + std::to_string(o.written) + " of " + std::to_string(o.total()) +
+                    " bytes written to " + peer_name(o.link->peer);
+        throw TransportError(who() + ": " + describe_op() + " " + timeout_text() + (what.empty() ? "" : ": " + what));
+      }
+      fds_.clear();
+      polled_.clear();
+      for (auto& l : links_) {
+        if (!l.open() || l.eof) continue;
+        short ev = 0;
+        for (const auto& o : outs)
+          if (o.link == &l && !o.done()) ev |= POLLOUT;
+        if (eager || wanted(l)) ev |= POLLIN;
+#ifdef POLLRDHUP
+        ev |= POLLRDHUP;  // a peer that closes is noticed whatever this operation waits for
+#endif
+        fds_.push_back({l.fd.get(), ev, 0});
+        polled_.push_back(&l);
+      }
+      int ms = detail::poll_ms(until);
+      if (!eager) ms = std::min<int>(ms, static_cast<int>(detail::tcp_stall.count()));
+      const int rc = ::poll(fds_.data(), static_cast<nfds_t>(fds_.size()), ms);
+      if (rc < 0) {
+        if (errno == EINTR) continue;
+        throw TransportError(who() + ": " + describe_op() + ": poll failed: " + detail::errno_text(errno));
+      }
+      if (rc == 0) {
+        eager = true;  // no progress for a while: read everything, whoever it is for
+        continue;
+      }
+      for (std::size_t i = 0; i < fds_.size(); ++i) {
+        Link& l = *polled_[i];
+        const short re = fds_[i].revents;
+        if (re == 0 || !l.open()) continue;
+        if ((re & POLLNVAL) != 0)
+          fail_link(l, "the socket to " + peer_name(l.peer) + " was closed underneath the transport", rank_);
+        // Wanted links are read at the top of the loop; the others only when they hang up or
+        // error (to report it at once), or when the loop has stalled.
+        if (!wanted(l) && (re & (POLLIN | POLLHUP | POLLERR
+#ifdef POLLRDHUP
+                                 | POLLRDHUP
+#endif
+                                 )) != 0)
+          pump(l, false);
+      }
+    }
+  }
+
+  /// A peer that has said goodbye sends nothing more: waiting for it would only end in a timeout.
+  /// (An error of the program's, not of the connections: the endpoint stays usable.)
+  void check_not_waiting_for_the_finished() const {
+    auto finished = [](const Link& l) { return l.goodbye && !l.in_frame; };
+    std::string why;
+    if (posted_ && !posted_->done && !posted_->adopted) {
+      if (posted_->peer != detail::tcp_nobody && finished(links_[posted_->peer]))
+        why = peer_name(posted_->peer) + " has finished (it said goodbye) and will send nothing more";
+      if (posted_->peer == detail::tcp_nobody &&
+          std::all_of(links_.begin(), links_.end(), [&](const Link& l) { return l.peer == rank_ || finished(l); }))
+        why = "every other rank has finished (said goodbye) and will send nothing more";
+    }
+    if (token_link_ && wanted(*token_link_) && finished(*token_link_))
+      why = peer_name(token_link_->peer) + " has finished (it said goodbye) and will not enter the barrier";
+    if (!why.empty()) throw TransportError(who() + ": " + describe_op() + " failed: " + why);
+  }
+
+  std::string waiting_for_posted(const detail::TcpPosted& p) const {
+    if (p.done) return {};
+    if (p.adopted) {
+      const Link& l = *p.adopted;
+      return std::to_string(l.frame_done) + " of " + std::to_string(l.frame.payload_length) +
+             " bytes of the message received from " + peer_name(l.peer);
+    }
+    return p.peer == detail::tcp_nobody ? "no message with this tag arrived" : "nothing arrived from " + peer_name(p.peer);
+  }
+
+  /// An operation in progress. It owns the operation's receive and frames, and is declared
+  /// first, so that its end, also by an exception, comes after everything that uses them: a
+  /// receive must not be left pointing at a buffer its caller is about to free, and a frame left
+  /// half-written makes its link unusable.
+  struct Scope {
+    TcpEndpoint& e;
+    detail::TcpPosted recv{};
+    bool posted = false;
+    detail::TcpOutgoing one{};
+    std::vector<detail::TcpOutgoing> many;
+    std::span<detail::TcpOutgoing> outs;
+
+    Scope(TcpEndpoint& ep, detail::TcpOp op) : e(ep) { e.begin(op); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    ~Scope() {
+      if (posted && recv.adopted && !recv.done) {
+        Link& l = *recv.adopted;
+        if (l.in_frame && l.sink == Link::Sink::user) {
+          // Read on into memory of the message's own; a later recv takes it from there.
+          try {
+            l.staging = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(l.frame.payload_length));
+            if (l.frame_done > 0) std::memcpy(l.staging.get(), l.user, static_cast<std::size_t>(l.frame_done));
+            l.sink = Link::Sink::staging;
+          } catch (...) {  // no memory for it: the stream cannot be resumed
+            l.fd.reset();
+            if (e.broken_.empty()) e.broken_ = "no memory to keep a message from " + e.peer_name(l.peer);
+          }
+          l.user = nullptr;
+        }
+      }
+      e.posted_ = nullptr;
+      e.token_link_ = nullptr;
+      e.awaiting_goodbye_ = false;
+      for (auto& o : outs) {
+        if (o.done()) continue;
+        if (o.written == 0)
+          --o.link->send_sequence;  // it never left: the stream is intact
+        else
+          o.link->send_broken = true;
+      }
+    }
+
+    /// Posts the receive of (peer, tag) into `buffer` (peer tcp_nobody: any peer).
+    detail::TcpPosted& post(std::size_t peer, Tag tag, std::span<std::byte> buffer) {
+      recv.peer = peer;
+      recv.tag = tag;
+      recv.buffer = buffer;
+      posted = true;
+      e.post(recv);
+      return recv;
+    }
+    /// The one frame of this operation.
+    std::span<detail::TcpOutgoing> out(detail::TcpOutgoing o) {
+      one = o;
+      outs = {&one, 1};
+      return outs;
+    }
+  };
+
+  TcpOptions options_;
+  std::size_t rank_ = 0, size_ = 1;
+  std::vector<Link> links_;  // by peer rank; links_[rank_] is unused
+  std::vector<std::string> addresses_;
+  std::deque<detail::TcpMessage> self_queue_;  // messages this rank sent itself
+  TrafficCounters counters_{};
+  std::uint64_t arrivals_ = 0;
+  std::uint32_t barrier_epoch_ = 0;
+  std::string broken_;  // why the endpoint cannot be used any more
+  std::size_t culprit_ = detail::tcp_nobody;  // whose failure that is
+  bool closed_ = false;
+  // The operation in progress.
+  detail::TcpPosted* posted_ = nullptr;
+  Link* token_link_ = nullptr;
+  std::uint64_t token_key_ = 0;
+  bool awaiting_goodbye_ = false;
+  std::vector<pollfd> fds_;
+  std::vector<Link*> polled_;
+};
+
+// ---- operations ------------------------------------------------------------------------------
+
+inline void TcpEndpoint::send(std::size_t peer, Tag tag, std::span<const std::byte> bytes) {
+  Scope scope(*this, {"send", peer, detail::tcp_nobody, tag, true});
+  if (peer == rank_) {
+    detail::TcpMessage m{tag, std::make_unique_for_overwrite<std::byte[]>(bytes.size()), bytes.size(), arrivals_++};
+    if (!bytes.empty()) std::memcpy(m.bytes.get(), bytes.data(), bytes.size());
+    self_queue_.push_back(std::move(m));
+  } else {
+    drive(scope.out(frame(link(peer), wire::FrameType::data, tag, 0, bytes)), [] { return true; },
+          [] { return std::string(); }, deadline());
+    counters_.header_bytes_sent += wire::header_size;
+  }
+  counters_.payload_bytes_sent += bytes.size();
+  ++counters_.messages_sent;
+}
+
+inline void TcpEndpoint::recv(std::size_t peer, Tag tag, std::span<std::byte> buffer) {
+  Scope scope(*this, {"recv", detail::tcp_nobody, peer, tag, true});
+  detail::TcpPosted& p = scope.post(peer, tag, buffer);
+  if (!p.done) {
+    if (peer == rank_)
+      throw TransportError(who() + ": " + describe_op() + ": no such message was sent, and none can be while this rank waits");
+    drive({}, [&] { return p.done; }, [&] { return waiting_for_posted(p); }, deadline());
+  }
+  check_size(p);
+}
+
+inline std::size_t TcpEndpoint::recv_any(Tag tag, std::span<std::byte> buffer) {
+  Scope scope(*this, {"recv_any", detail::tcp_nobody, detail::tcp_nobody, tag, true});
+  detail::TcpPosted& p = scope.post(detail::tcp_nobody, tag, buffer);
+  if (!p.done) {
+    if (size_ == 1)
+      throw TransportError(who() + ": " + describe_op() + ": no such message was sent, and none can be while this rank waits");
+    drive({}, [&] { return p.done; }, [&] { return waiting_for_posted(p); }, deadline());
+  }
+  check_size(p);
+  return p.from;
+}
+
+inline void TcpEndpoint::sendrecv(std::size_t to, Tag tag, std::span<const std::byte> out, std::size_t from,
+                                  std::span<std::byte> in) {
+  if (to == rank_ || from == rank_) {
+    // Sending to itself never waits, and a receive from itself can only take what is queued:
+    // one after the other is all there is to it.
+    send(to, tag, out);
+    recv(from, tag, in);
+    return;
+  }
+  Scope scope(*this, {"sendrecv", to, from, tag, true});
+  // The receive first, so that the message can go straight into `in` while `out` is written.
+  detail::TcpPosted& p = scope.post(from, tag, in);
+  drive(scope.out(frame(link(to), wire::FrameType::data, tag, 0, out)), [&] { return p.done; },
+        [&] { return waiting_for_posted(p); }, deadline());
+  counters_.header_bytes_sent += wire::header_size;
+  counters_.payload_bytes_sent += out.size();
+  ++counters_.messages_sent;
+  check_size(p);
+}
+
+inline void TcpEndpoint::barrier() {
+  // Dissemination barrier: in round k each rank signals rank + 2^k and waits for rank - 2^k; after
+  // ceil(log2 n) rounds every rank has heard, indirectly, from every other. Tokens carry the
+  // barrier's epoch, so that a fast rank's token for the next barrier is not taken for this one.
+  Scope scope(*this, {"barrier", detail::tcp_nobody, detail::tcp_nobody, 0, false});
+  if (size_ == 1) return;
+  const std::uint32_t epoch = ++barrier_epoch_;
+  const auto until = deadline();
+  std::uint32_t round = 0;
+  for (std::size_t dist = 1; dist < size_; dist *= 2, ++round) {
+    const std::size_t to = (rank_ + dist) % size_, from = (rank_ + size_ - dist) % size_;
+    Link& src = links_[from];
+    token_link_ = &src;
+    token_key_ = std::uint64_t{epoch} << 32 | round;
+    drive(scope.out(frame(link(to), wire::FrameType::barrier, round, epoch, {})), [&] { return !wanted(src); },
+          [&] { return "waiting for " + peer_name(from) + " (round " + std::to_string(round) + ")"; }, until);
+    src.tokens.erase(std::find(src.tokens.begin(), src.tokens.end(), token_key_));
+    token_link_ = nullptr;
+    scope.outs = {};
+    counters_.header_bytes_sent += wire::header_size;
+  }
+}
+
+inline void TcpEndpoint::close() {
+  if (closed_) return;
+  Scope scope(*this, {"shutdown", detail::tcp_nobody, detail::tcp_nobody, 0, false});
+  for (std::size_t p = 0; p < size_; ++p)
+    if (p != rank_) scope.many.push_back(frame(link(p), wire::FrameType::goodbye, 0, 0, {}));
+  scope.outs = scope.many;
+  awaiting_goodbye_ = true;
+  drive(
+      scope.outs, [&] { return std::none_of(links_.begin(), links_.end(), [&](const Link& l) { return wanted(l); }); },
+      [&] {
+        std::string missing;
+        for (const auto& l : links_)
+          if (l.peer != rank_ && !l.goodbye) missing += (missing.empty() ? "" : ", ") + peer_name(l.peer);
+        return "no goodbye from " + missing + " (still busy, or stuck)";
+      },
+      deadline());
+  counters_.header_bytes_sent += wire::header_size * scope.many.size();
+  scope.outs = {};
+  // Every peer has sent its last frame, and this rank has read up to it: the sockets are drained,
+  // so closing sends a clean FIN, never a reset that could destroy data a peer has yet to read.
+  for (auto& l : links_) {
+    l.queue.clear();
+    l.fd.reset();
+  }
+  self_queue_.clear();
+  closed_ = true;
+}
+
+inline void TcpEndpoint::abort(std::string_view reason) noexcept {
+  if (closed_) return;
+  closed_ = true;
+  try {
+    // Pass on the first failure when this one came from a peer: every rank then names the rank
+    // that failed first, not the one that happened to tell it.
+    const bool passed_on = !broken_.empty() && culprit_ != rank_;
+    const std::string why = passed_on ? broken_ : std::string(reason.substr(0, wire::max_control_payload));
+    const auto culprit = static_cast<std::uint32_t>(passed_on ? culprit_ : rank_);
+    const std::span<const std::byte> payload(reinterpret_cast<const std::byte*>(why.data()), why.size());
+    std::vector<detail::TcpOutgoing> outs;
+    for (auto& l : links_)
+      if (l.open() && !l.send_broken) outs.push_back(frame(l, wire::FrameType::abort, 0, culprit, payload));
+    // Best effort, briefly: a peer that does not read will learn from the closed connection.
+    const auto until = Clock::now() + std::min<Clock::duration>(options_.timeout, std::chrono::milliseconds(500));
+    for (;;) {
+      fds_.clear();
+      for (auto& o : outs) {
+        if (o.done() || !o.link->open()) continue;
+        try {
+          push(o);
+        } catch (...) {
+          o.link->fd.reset();
+          continue;
+        }
+        if (!o.done()) fds_.push_back({o.link->fd.get(), POLLOUT, 0});
+      }
+      if (fds_.empty() || Clock::now() >= until) break;
+      ::poll(fds_.data(), static_cast<nfds_t>(fds_.size()), detail::poll_ms(until));
+    }
+  } catch (...) {
+  }
+  for (auto& l : links_) {
+    if (!l.open()) continue;
+    // Read what is pending, so that closing sends a FIN rather than a reset (a reset can make the
+    // peer lose the abort frame before it reads it).
+    std::byte sink[4096];
+    while (::recv(l.fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+    ::shutdown(l.fd.get(), SHUT_WR);
+    l.fd.reset();
+  }
+}
+
+// ---- rendezvous ------------------------------------------------------------------------------
+
+namespace detail {
+
+struct TcpControlFrame {
+  wire::Decoded decoded;
+  std::vector<std::byte> payload;
+  const wire::Header& header() const noexcept { return decoded.header; }
+};
+
+/// The handshake runs before the endpoint exists, one connection at a time, with blocking-style
+/// helpers over the non-blocking sockets (each bounded by the rendezvous deadline).
+class TcpRendezvous {
+ public:
+  explicit TcpRendezvous(const TcpOptions& o)
+      : o_(o), n_(o.world_size), r_(o.rank), until_(Clock::now() + o.connect_timeout), links_(o.world_size),
+        addresses_(o.world_size) {
+    for (std::size_t p = 0; p < n_; ++p) links_[p].peer = p;
+  }
+
+  std::vector<TcpLink> links() { return std::move(links_); }
+  std::vector<std::string> addresses() { return std::move(addresses_); }
+  TrafficCounters counters() const { return counters_; }
+
+  void run() {
+    if (n_ == 1) {
+      addresses_[0] = "(this process)";
+      return;
+    }
+    coordinator_ = *parse_host_port(o_.coordinator);
+    addresses_[0] = format_host_port(coordinator_);
+    try {
+      if (r_ == 0)
+        coordinate();
+      else
+        join();
+    } catch (const TransportError& e) {
+      // The ranks already connected wait for this one: tell them why it gave up, so that they
+      // fail at once with the cause rather than with a closed connection or a timeout.
+      const std::string why = e.what();
+      const std::span<const std::byte> text(reinterpret_cast<const std::byte*>(why.data()), why.size());
+      for (auto& l : links_) {
+        if (!l.open()) continue;
+        try {
+          send_frame(l, wire::FrameType::abort, text, "a peer");
+        } catch (...) {
+        }
+      }
+      throw;
+    }
+  }
+
+ private:
+  std::string who() const { return "tcp rank " + std::to_string(r_) + " of " + std::to_string(n_); }
+  std::string connect_text() const { return std::to_string(o_.connect_timeout.count()) + " ms"; }
+  [[noreturn]] void fail(const std::string& what) const { throw TransportError(who() + ": rendezvous: " + what); }
+
+  void write_all(int fd, std::span<const std::byte> a, std::span<const std::byte> b, const std::string& peer) {
+    std::size_t done = 0;
+    const std::size_t total = a.size() + b.size();
+    while (done < total) {
+      iovec iov[2];
+      int n = 0;
+      if (done < a.size()) {
+        iov[n].iov_base = const_cast<std::byte*>(a.data() + done);
+        iov[n].iov_len = a.size() - done;
+        ++n;
+      }
+      const std::size_t off = done > a.size() ? done - a.size() : 0;
+      if (off < b.size()) {
+        iov[n].iov_base = const_cast<std::byte*>(b.data() + off);
+        iov[n].iov_len = b.size() - off;
+        ++n;
+      }
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = static_cast<decltype(m.msg_iovlen)>(n);
+      const ssize_t r = ::sendmsg(fd, &m, send_flags);
+      if (r > 0) {
+        done += static_cast<std::size_t>(r);
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!wait_fd(fd, POLLOUT, until_)) fail("writing to " + peer + " timed out after " + connect_text());
+        continue;
+      }
+      fail("writing to " + peer + " failed: " + errno_text(errno));
+    }
+    counters_.header_bytes_sent += total;  // handshake frames are all framing, no payload
+  }
+
+  void send_frame(TcpLink& l, wire::FrameType type, std::span<const std::byte> payload, const std::string& peer) {
+    wire::Header h;
+    h.type = type;
+    h.sequence = l.send_sequence++;
+    h.payload_length = payload.size();
+    const auto hdr = wire::encode(h);
+    write_all(l.fd.get(), hdr, payload, peer);
+  }
+
+  void read_exact(int fd, std::byte* p, std::size_t n, const std::string& peer, const std::string& waiting) {
+    while (n > 0) {
+      const ssize_t r = ::recv(fd, p, n, 0);
+      if (r > 0) {
+        p += r;
+        n -= static_cast<std::size_t>(r);
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!wait_fd(fd, POLLIN, until_)) fail(waiting + ": timed out after " + connect_text());
+        continue;
+      }
+      fail(waiting + ": " + peer + (r == 0 ? " closed the connection" : " failed: " + errno_text(errno)));
+    }
+  }
+
+  /// Reads one control frame. Bad magic, CRC or type, or a payload larger than control frames
+  /// have, end the rendezvous here (before the payload is allocated). The version is left to the
+  /// caller, which refuses a peer of another version with both numbers.
+  TcpControlFrame read_frame(TcpLink& l, const std::string& peer, const std::string& waiting) {
+    wire::HeaderBytes hb;
+    read_exact(l.fd.get(), hb.data(), hb.size(), peer, waiting);
+    TcpControlFrame f;
+    f.decoded = wire::decode(hb);
+    counters_.header_bytes_received += wire::header_size;
+    if (auto problem = f.decoded.problem(); !problem.empty())
+      fail(waiting + ": " + peer + " sent a bad frame: " + problem + "; connection closed");
+    const wire::Header& h = f.header();
+    if (h.payload_length > wire::max_control_payload)
+      fail(waiting + ": " + peer + " sent a bad frame: a " + std::string(wire::type_name(h.type)) + " frame of " +
+           std::to_string(h.payload_length) + " bytes (at most " + std::to_string(wire::max_control_payload) +
+           "); connection closed");
+    if (h.version == wire::protocol_version) {
+      if (h.sequence != l.recv_sequence)
+        fail(waiting + ": " + peer + " sent a bad frame: frame number " + std::to_string(h.sequence) + " where " +
+             std::to_string(l.recv_sequence) + " was due; connection closed");
+      ++l.recv_sequence;
+    }
+    f.payload.resize(static_cast<std::size_t>(h.payload_length));
+    read_exact(l.fd.get(), f.payload.data(), f.payload.size(), peer, waiting);
+    counters_.header_bytes_received += f.payload.size();
+    return f;
+  }
+
+  static std::string text_of(const std::vector<std::byte>& payload) {
+    return std::string(reinterpret_cast<const char*>(payload.data()), payload.size());
+  }
+
+  /// Checks a hello (or the refusal or abort in its place) from `peer`; returns it, or the reason
+  /// to refuse it. A refusal or an abort received ends the rendezvous with its reason.
+  std::optional<wire::Hello> check_hello(const TcpControlFrame& f, const std::string& peer, const std::string& waiting,
+                                         std::string& refusal) {
+    const wire::Header& h = f.header();
+    if (h.type == wire::FrameType::refuse) fail(waiting + ": " + peer + " refused this rank: " + text_of(f.payload));
+    if (h.type == wire::FrameType::abort) fail(waiting + ": " + peer + " gave up: " + text_of(f.payload));
+    if (h.version != wire::protocol_version) {
+      refusal = "protocol version mismatch: " + peer + " speaks version " + std::to_string(h.version) + ", " + who() +
+                " speaks version " + std::to_string(wire::protocol_version) + " (are all ranks the same build?)";
+      return std::nullopt;
+    }
+    if (h.type != wire::FrameType::hello) {
+      refusal = peer + " sent a " + std::string(wire::type_name(h.type)) + " frame where a hello was due";
+      return std::nullopt;
+    }
+    auto hello = wire::decode_hello(f.payload);
+    if (!hello) {
+      refusal = peer + " sent a malformed hello";
+      return std::nullopt;
+    }
+    if (hello->world_size != n_) {
+      refusal = "world size mismatch: " + peer + " (rank " + std::to_string(hello->rank) + ") was started with world size " +
+                std::to_string(hello->world_size) + ", " + who() + " with world size " + std::to_string(n_) +
+                " (FLOTILLA_WORLD_SIZE)";
+      return std::nullopt;
+    }
+    return hello;
+  }
+
+  /// Tells `l`'s peer why it is refused (best effort), and ends the rendezvous with the reason
+  /// (run() tells the ranks already connected).
+  [[noreturn]] void refuse(TcpLink& l, const std::string& reason) {
+    const std::span<const std::byte> text(reinterpret_cast<const std::byte*>(reason.data()), reason.size());
+    try {
+      send_frame(l, wire::FrameType::refuse, text, "the refused peer");
+    } catch (...) {
+    }
+    fail(reason);
+  }
+
+  std::vector<std::byte> hello_payload(std::uint16_t port, const std::string& host) const {
+    wire::Hello h;
+    h.world_size = static_cast<std::uint32_t>(n_);
+    h.rank = static_cast<std::uint32_t>(r_);
+    h.job_id = job_id_;
+    h.listen_port = port;
+    h.listen_host = host;
+    return wire::encode_hello(h);
+  }
+
+  // Rank 0: accepts every other rank's registration, then sends each the table.
+  void coordinate() {
+    Listener listener = listen_on(coordinator_.host, coordinator_.port, o_.socket_buffer_bytes,
+                                  who() + ": cannot start the coordinator (FLOTILLA_COORDINATOR)");
+    std::random_device rd;
+    while (job_id_ == 0) job_id_ = (std::uint64_t{rd()} << 32) ^ rd();
+    wire::Table table;
+    table.job_id = job_id_;
+    table.entries.resize(n_);
+    table.entries[0] = {coordinator_.host, coordinator_.port};
+    std::size_t registered = 0;
+    while (registered < n_ - 1) {
+      if (!wait_fd(listener.fd.get(), POLLIN, until_)) {
+        std::string missing;
+        for (std::size_t p = 1; p < n_; ++p)
+          if (!links_[p].open()) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+        fail("timed out after " + connect_text() + " at the coordinator " + addresses_[0] + ": rank(s) " + missing +
+             " did not register (were they started, with FLOTILLA_COORDINATOR=" + addresses_[0] + "?)");
+      }
+      TcpLink c;
+      c.fd = accept_one(listener.fd.get());
+      if (!c.fd) continue;
+      tune_socket(c.fd.get(), 0);
+      const std::string peer = "a connection from " + format_host_port(remote_host_port(c.fd.get()));
+      const auto f = read_frame(c, peer, "registering " + peer);
+      std::string refusal;
+      auto hello = check_hello(f, peer, "registering " + peer, refusal);
+      if (hello) {
+        if (hello->rank == 0 || hello->rank >= n_)
+          refusal = peer + " claims rank " + std::to_string(hello->rank) + ", but rank 0 is the coordinator and the job has ranks 0 to " +
+                    std::to_string(n_ - 1);
+        else if (links_[hello->rank].open())
+          refusal = "rank " + std::to_string(hello->rank) + " registered twice (" + addresses_[hello->rank] + ", then " +
+                    peer + "): two processes were given the same FLOTILLA_RANK";
+        else if (hello->job_id != 0)
+          refusal = peer + " (rank " + std::to_string(hello->rank) + ") registered with a job id from another job";
+      }
+      if (!refusal.empty()) refuse(c, refusal);
+      const std::size_t k = hello->rank;
+      std::string host = hello->listen_host;
+      if (host.empty() || is_wildcard_host(host)) host = remote_host_port(c.fd.get()).host;
+      table.entries[k] = {host, hello->listen_port};
+      addresses_[k] = format_host_port(host, hello->listen_port);
+      const auto reply = hello_payload(coordinator_.port, coordinator_.host);
+      send_frame(c, wire::FrameType::hello, reply, "rank " + std::to_string(k) + " at " + addresses_[k]);
+      c.peer = k;
+      c.address = addresses_[k];
+      links_[k] = std::move(c);
+      ++registered;
+    }
+    const auto payload = wire::encode_table(table);
+    for (std::size_t k = 1; k < n_; ++k)
+      send_frame(links_[k], wire::FrameType::table, payload, "rank " + std::to_string(k) + " at " + addresses_[k]);
+  }
+
+  // Ranks 1 to n-1: register with the coordinator, get the table, connect to the higher ranks and
+  // accept the lower ones.
+  void join() {
+    Listener listener = listen_on(o_.bind, 0, o_.socket_buffer_bytes, who() + ": cannot listen (FLOTILLA_BIND)");
+    const std::string coord = "rank 0 (the coordinator) at " + addresses_[0];
+    TcpLink& c0 = links_[0];
+    c0.fd = connect_to(coordinator_, until_, o_.socket_buffer_bytes,
+                       who() + ": rendezvous: cannot reach the coordinator within " + connect_text() +
+                           " (FLOTILLA_COORDINATOR)");
+    std::string host = o_.bind;
+    if (is_wildcard_host(host)) host = local_host_port(c0.fd.get()).host;
+    send_frame(c0, wire::FrameType::hello, hello_payload(listener.port, host), coord);
+    std::string refusal;
+    const auto reply = read_frame(c0, coord, "registering with " + coord);
+    const auto hello = check_hello(reply, coord, "registering with " + coord, refusal);
+    if (!hello) refuse(c0, refusal);
+    if (hello->rank != 0) refuse(c0, coord + " answered as rank " + std::to_string(hello->rank));
+    const auto tf = read_frame(c0, coord, "waiting for the table of ranks from " + coord);
+    if (tf.header().type == wire::FrameType::abort)
+      fail("waiting for the table of ranks: " + coord + " gave up: " + text_of(tf.payload));
+    auto table = tf.header().type == wire::FrameType::table ? wire::decode_table(tf.payload) : std::nullopt;
+    if (!table || table->entries.size() != n_ || table->job_id == 0)
+      fail(coord + " sent a malformed table of ranks");
+    job_id_ = table->job_id;
+    for (std::size_t p = 1; p < n_; ++p) addresses_[p] = format_host_port(table->entries[p].host, table->entries[p].port);
+    c0.address = addresses_[0];
+
+    // 1. Connect to every higher rank and say hello. Each listens already (it registered after
+    //    listening), and the kernel completes the connection before the peer accepts it, so this
+    //    waits for no peer.
+    const auto mine = hello_payload(0, {});
+    for (std::size_t p = r_ + 1; p < n_; ++p) {
+      const std::string peer = "rank " + std::to_string(p) + " at " + addresses_[p];
+      links_[p].fd = connect_to({table->entries[p].host, table->entries[p].port}, until_, o_.socket_buffer_bytes,
+                                who() + ": rendezvous: cannot connect to " + peer + " within " + connect_text());
+      links_[p].address = addresses_[p];
+      send_frame(links_[p], wire::FrameType::hello, mine, peer);
+    }
+    // 2. Accept every lower rank but 0 (whose link is the registration), and answer its hello.
+    for (std::size_t accepted = 0; accepted + 1 < r_;) {
+      if (!wait_fd(listener.fd.get(), POLLIN, until_)) {
+        std::string missing;
+        for (std::size_t p = 1; p < r_; ++p)
+          if (!links_[p].open()) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+        fail("timed out after " + connect_text() + " waiting for rank(s) " + missing + " to connect to " +
+             addresses_[r_]);
+      }
+      TcpLink c;
+      c.fd = accept_one(listener.fd.get());
+      if (!c.fd) continue;
+      tune_socket(c.fd.get(), 0);
+      const std::string peer = "a connection from " + format_host_port(remote_host_port(c.fd.get()));
+      const auto f = read_frame(c, peer, "accepting " + peer);
+      auto h = check_hello(f, peer, "accepting " + peer, refusal);
+      if (h) {
+        if (h->job_id != job_id_)
+          refusal = peer + " belongs to another job (its job id differs from the coordinator's)";
+        else if (h->rank == 0 || h->rank >= r_)
+          refusal = peer + " claims rank " + std::to_string(h->rank) + ", but only ranks 1 to " + std::to_string(r_ - 1) +
+                    " connect to rank " + std::to_string(r_);
+        else if (links_[h->rank].open())
+          refusal = "rank " + std::to_string(h->rank) + " connected twice";
+      }
+      if (!refusal.empty()) refuse(c, refusal);
+      send_frame(c, wire::FrameType::hello, mine, "rank " + std::to_string(h->rank) + " at " + addresses_[h->rank]);
+      c.peer = h->rank;
+      c.address = addresses_[h->rank];
+      links_[h->rank] = std::move(c);
+      ++accepted;
+    }
+    // 3. The higher ranks' answers.
+    for (std::size_t p = r_ + 1; p < n_; ++p) {
+      const std::string peer = "rank " + std::to_string(p) + " at " + addresses_[p];
+      const auto f = read_frame(links_[p], peer, "connecting to " + peer);
+      auto h = check_hello(f, peer, "connecting to " + peer, refusal);
+      if (h && (h->rank != p || h->job_id != job_id_)) refusal = peer + " answered as another rank or job";
+      if (!refusal.empty()) refuse(links_[p], refusal);
+    }
+  }
+
+  const TcpOptions& o_;
+  std::size_t n_, r_;
+  Clock::time_point until_;
+  HostPort coordinator_;
+  std::uint64_t job_id_ = 0;
+  std::vector<TcpLink> links_;
+  std::vector<std::string> addresses_;
+  TrafficCounters counters_{};
+};
+
+/// Under flotilla-launch (FLOTILLA_LAUNCH_REPORTS names a directory of the launcher's): records
+/// which rank's failure ended this one, its own or a peer's. The ranks that fail because another
+/// did often exit before it; this is how the launcher still names the rank that failed first.
+inline void tcp_report_failure(std::size_t rank, std::size_t culprit) noexcept {
+  try {
+    const char* dir = std::getenv("FLOTILLA_LAUNCH_REPORTS");
+    if (dir == nullptr || *dir == '\0') return;
+    const std::string path = std::string(dir) + "/rank-" + std::to_string(rank);
+    const Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!fd) return;
+    const std::string text = std::to_string(culprit) + "\n";
+    if (::write(fd.get(), text.data(), text.size()) < 0) return;
+  } catch (...) {
+  }
+}
+
+}  // namespace detail
+
+inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
+  detail::tcp_validate(options);
+  detail::TcpRendezvous rv(options);
+  rv.run();
+  return TcpEndpoint(options, rv.links(), rv.addresses(), rv.counters());
+}
+
+/// The TCP backend: run() connects this process's rank to the others, runs the body, and shuts
+/// down in order (or, when the body throws, tells the peers and rethrows).
+struct Tcp {
+  static constexpr std::string_view name = "tcp";
+  static constexpr bool in_process = false;
+  using options = TcpOptions;
+  using endpoint = TcpEndpoint;
+
+  static void run(const options& o, std::size_t ranks, const std::function<void(endpoint&)>& body) {
+    if (ranks == 0) throw ConfigError("Tcp::run: a job needs at least one rank");
+    detail::tcp_validate(o);
+    if (o.world_size != ranks)
+      throw ConfigError("Tcp::run: the job needs " + std::to_string(ranks) + " ranks, but this process was started as rank " +
+                        std::to_string(o.rank) + " of " + std::to_string(o.world_size) +
+                        " (FLOTILLA_WORLD_SIZE=" + std::to_string(o.world_size) + "); start it with flotilla-launch -n " +
+                        std::to_string(ranks) + " -- <program>, or set FLOTILLA_WORLD_SIZE=" + std::to_string(ranks) +
+                        " on every rank");
+    endpoint e = endpoint::connect(o);
+    try {
+      body(e);
+    } catch (const std::exception& ex) {
+      detail::tcp_report_failure(o.rank, e.failed_peer().value_or(o.rank));
+      e.abort("rank " + std::to_string(o.rank) + " failed: " + ex.what());
+      throw;
+    } catch (...) {
+      detail::tcp_report_failure(o.rank, e.failed_peer().value_or(o.rank));
+      e.abort("rank " + std::to_string(o.rank) + " failed");
+      throw;
+    }
+    try {
+      e.close();
+    } catch (...) {
+      detail::tcp_report_failure(o.rank, e.failed_peer().value_or(o.rank));
+      throw;
+    }
+  }
+};
+
+}  // namespace flotilla::transport

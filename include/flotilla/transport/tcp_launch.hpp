@@ -1,0 +1,598 @@
+#pragma once
+// The local launcher of TCP jobs, as a library: what the flotilla-launch program does.
+//
+//   flotilla-launch -n 4 [--timeout S] -- ./train --epochs 3
+//
+// launch() picks a free loopback port for the coordinator, starts N copies of the command with
+// FLOTILLA_RANK, FLOTILLA_WORLD_SIZE and FLOTILLA_COORDINATOR set, and prefixes every line they
+// print with "[rank k] " (stdout to stdout, stderr to stderr). When a rank exits with a non-zero
+// status or is killed, the others are stopped (SIGTERM, then SIGKILL after a grace period) and
+// the result names that rank and how it ended; a timeout bounds the whole job.
+//
+// POSIX only (posix_spawn, poll, process groups). Each rank runs in a process group of its own, so
+// that stopping it stops what it started too; the launcher forwards SIGINT/SIGTERM/SIGHUP as a
+// stop of the whole job (launch_main() installs the handlers; a program calling launch() passes
+// its own flag as LaunchOptions::interrupted).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "flotilla/core/error.hpp"
+#include "flotilla/transport/tcp_socket.hpp"
+
+extern char** environ;
+
+namespace flotilla::transport {
+
+struct LaunchOptions {
+  /// How many ranks (processes) to start.
+  std::size_t ranks = 1;
+  /// The program and its arguments; the program is looked up in PATH like a shell does.
+  std::vector<std::string> command;
+  /// The longest the whole job may run; 0: no limit. When it passes, every rank is stopped.
+  std::chrono::milliseconds timeout{0};
+  /// How long a rank has between SIGTERM and SIGKILL when the job is stopped.
+  std::chrono::milliseconds grace{2000};
+  /// The coordinator's address (rank 0 listens there). Loopback: the job is local.
+  std::string host = "127.0.0.1";
+  /// The coordinator's port; 0 picks a free one.
+  std::uint16_t port = 0;
+  /// Whether the failure of one rank stops the others (the default), or they are left to finish.
+  bool stop_on_failure = true;
+  /// Extra environment variables for every rank, "NAME=value".
+  std::vector<std::string> environment;
+  /// Each line a rank prints, without its newline; `stream` is 1 (stdout) or 2 (stderr). Default:
+  /// "[rank k] line" to the same stream of this process.
+  std::function<void(std::size_t rank, int stream, std::string_view line)> on_output;
+  /// The launcher's own messages (a rank failed, ranks being stopped). Default: to stderr, with
+  /// "flotilla-launch: " before.
+  std::function<void(const std::string& message)> on_message;
+  /// When given, the job is stopped once *interrupted becomes non-zero (set it from a signal
+  /// handler).
+  const volatile std::sig_atomic_t* interrupted = nullptr;
+};
+
+/// How one rank ended.
+struct RankExit {
+  bool exited = false;  // it exited (with `status`); else it was killed by `signal`
+  int status = 0;
+  int signal = 0;
+  bool stopped = false;  // the launcher had told it to stop (another rank failed, timeout, interrupt)
+
+  bool ok() const noexcept { return exited && status == 0; }
+  /// "rank 2 exited with status 3", "rank 1 was killed by signal 9 (Killed)".
+  std::string describe(std::size_t rank) const {
+    std::string s = "rank " + std::to_string(rank);
+    if (exited) return s + " exited with status " + std::to_string(status);
+    const char* name = ::strsignal(signal);
+    return s + " was killed by signal " + std::to_string(signal) + (name ? " (" + std::string(name) + ")" : "");
+  }
+};
+
+struct LaunchResult {
+  std::vector<RankExit> ranks;
+  /// The rank whose failure ended the job, when one did (the first that failed on its own).
+  std::optional<std::size_t> first_failure;
+  bool timed_out = false;
+  bool interrupted = false;
+  /// host:port the coordinator was given.
+  std::string coordinator;
+
+  bool ok() const noexcept { return !first_failure && !timed_out && !interrupted; }
+  /// What a launcher program should exit with: 0; the failed rank's status (128 + signal when it
+  /// was killed, as shells do); 124 on timeout (as timeout(1)); 130 when interrupted.
+  int exit_code() const noexcept {
+    if (first_failure) {
+      const RankExit& r = ranks[*first_failure];
+      return r.exited ? (r.status != 0 ? r.status : 1) : 128 + r.signal;
+    }
+    if (timed_out) return 124;
+    if (interrupted) return 130;
+    return 0;
+  }
+};
+
+namespace detail {
+
+inline void write_fd(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n > 0) {
+      text.remove_prefix(static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 100);
+    } else {
+      return;  // a closed stdout is not the job's failure
+    }
+  }
+}
+
+/// Opens a pidfd for `pid` where the kernel has them (Linux 5.3+): it becomes readable when the
+/// process exits, so the launcher notices an exit at once, in the order they happen (which is how
+/// it tells the rank that failed first from those that failed because of it). -1 elsewhere.
+inline int open_pidfd(pid_t pid) {
+#if defined(__linux__) && defined(SYS_pidfd_open)
+  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) {
+    ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+    return static_cast<int>(fd);
+  }
+#else
+  (void)pid;
+#endif
+  return -1;
+}
+
+struct LaunchedRank {
+  pid_t pid = -1;
+  Fd pidfd;
+  Fd out[2];                 // read ends: stdout, stderr
+  std::string partial[2];    // a line not yet ended
+  bool running = false;
+  bool ended = false;  // its pidfd said so (reaped in the order they end)
+  RankExit exit;
+};
+
+/// A directory of the launcher's where failing ranks say whose failure ended them (the
+/// transport's tcp_report_failure()); removed with what is in it at the end of the job.
+class ReportDir {
+ public:
+  explicit ReportDir(std::size_t ranks) : ranks_(ranks) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/flotilla-launch-XXXXXX";
+    if (::mkdtemp(templ.data()) != nullptr) path_ = templ;  // none: the job runs without reports
+  }
+  ReportDir(const ReportDir&) = delete;
+  ReportDir& operator=(const ReportDir&) = delete;
+  ~ReportDir() {
+    if (path_.empty()) return;
+    for (std::size_t k = 0; k < ranks_; ++k) ::unlink(file(k).c_str());
+    ::rmdir(path_.c_str());
+  }
+  const std::string& path() const noexcept { return path_; }
+  /// The rank that rank k says failed first (itself, or the peer it learned it from), if it said.
+  std::optional<std::size_t> culprit(std::size_t k) const {
+    if (path_.empty()) return std::nullopt;
+    const Fd fd(::open(file(k).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return std::nullopt;
+    char buf[32];
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    std::size_t v = 0;
+    if (n <= 0) return std::nullopt;
+    const auto [end, ec] = std::from_chars(buf, buf + n, v);
+    if (ec != std::errc{} || end == buf || v >= ranks_) return std::nullopt;
+    return v;
+  }
+
+ private:
+  std::string file(std::size_t k) const { return path_ + "/rank-" + std::to_string(k); }
+  std::size_t ranks_;
+  std::string path_;
+};
+
+/// "0.5 s", "30 s".
+inline std::string format_seconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+/// Splits what arrived into lines, passing on each complete one. A line longer than 64 KiB (a
+/// progress bar without newlines) is passed on in pieces, so memory stays bounded.
+inline void emit_lines(LaunchedRank& r, std::size_t rank, int stream, std::string_view chunk,
+                       const std::function<void(std::size_t, int, std::string_view)>& out) {
+  std::string& buf = r.partial[stream - 1];
+  buf.append(chunk);
+  std::size_t start = 0;
+  for (;;) {
+    const auto nl = buf.find('\n', start);
+    if (nl == std::string::npos) break;
+    out(rank, stream, std::string_view(buf).substr(start, nl - start));
+    start = nl + 1;
+  }
+  buf.erase(0, start);
+  if (buf.size() > 64 * 1024) {
+    out(rank, stream, buf);
+    buf.clear();
+  }
+}
+
+}  // namespace detail
+
+/// A port on `host` that nothing listens on now (the kernel's choice of an ephemeral port).
+inline std::uint16_t pick_free_port(const std::string& host = "127.0.0.1") {
+  const auto l = detail::listen_on(host, 0, 0, "flotilla-launch: cannot find a free port on " + host);
+  return l.port;
+}
+
+/// Runs a job of `o.ranks` processes to its end; see the file comment. Throws ConfigError when
+/// the options are unusable or the program cannot be started (after stopping the ranks already
+/// started).
+inline LaunchResult launch(const LaunchOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  if (o.ranks == 0) throw ConfigError("flotilla-launch: the job needs at least one rank (-n)");
+  if (o.command.empty() || o.command[0].empty()) throw ConfigError("flotilla-launch: no program to run");
+  auto print = o.on_output ? o.on_output : [](std::size_t rank, int stream, std::string_view line) {
+    std::string s = "[rank " + std::to_string(rank) + "] ";
+    s.append(line);
+    s += '\n';
+    detail::write_fd(stream, s);  // one write per line: lines of different ranks never interleave
+  };
+  auto message = o.on_message ? o.on_message : [](const std::string& m) {
+    detail::write_fd(2, "flotilla-launch: " + m + "\n");
+  };
+
+  LaunchResult result;
+  const std::uint16_t port = o.port ? o.port : pick_free_port(o.host);
+  result.coordinator = detail::format_host_port(o.host, port);
+
+  // The environment: this process's, less what the launcher sets, plus the extras.
+  std::vector<std::string> base;
+  auto overridden = [&](std::string_view var) {
+    for (const char* name : {"FLOTILLA_RANK=", "FLOTILLA_WORLD_SIZE=", "FLOTILLA_COORDINATOR=", "FLOTILLA_LAUNCH_REPORTS="})
+      if (var.substr(0, std::strlen(name)) == name) return true;
+    for (const auto& e : o.environment)
+      if (const auto eq = e.find('='); eq != std::string::npos && var.substr(0, eq + 1) == std::string_view(e).substr(0, eq + 1))
+        return true;
+    return false;
+  };
+  detail::ReportDir reports(o.ranks);
+  for (char** e = environ; e && *e; ++e)
+    if (!overridden(*e)) base.emplace_back(*e);
+  for (const auto& e : o.environment) base.push_back(e);
+  base.push_back("FLOTILLA_WORLD_SIZE=" + std::to_string(o.ranks));
+  base.push_back("FLOTILLA_COORDINATOR=" + result.coordinator);
+  if (!reports.path().empty()) base.push_back("FLOTILLA_LAUNCH_REPORTS=" + reports.path());
+
+  std::vector<char*> argv;
+  for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  std::vector<detail::LaunchedRank> ranks(o.ranks);
+  result.ranks.resize(o.ranks);
+  auto signal_all = [&](int sig) {
+    for (auto& r : ranks)
+      if (r.running) {
+        r.exit.stopped = true;
+        ::kill(-r.pid, sig);  // the rank's process group: it and what it started
+      }
+  };
+  auto give_up = [&](const std::string& why) {  // a rank could not be started: none is left behind
+    signal_all(SIGKILL);
+    for (auto& r : ranks)
+      if (r.running) ::waitpid(r.pid, nullptr, 0);
+    throw ConfigError("flotilla-launch: " + why);
+  };
+
+  for (std::size_t k = 0; k < o.ranks; ++k) {
+    auto& r = ranks[k];
+    // Close-on-exec from the start (dup2 onto 1 and 2 in the child clears it there), so that no
+    // other child, of this launcher or of another thread of the program, inherits them.
+    detail::Fd write_ends[2];
+    for (int s = 0; s < 2; ++s) {
+      int p[2];
+#if defined(__linux__)
+      const int rc = ::pipe2(p, O_CLOEXEC);
+#else
+      const int rc = ::pipe(p);
+      if (rc == 0) {
+        ::fcntl(p[0], F_SETFD, FD_CLOEXEC);
+        ::fcntl(p[1], F_SETFD, FD_CLOEXEC);
+      }
+#endif
+      if (rc != 0) give_up(std::string("cannot create a pipe: ") + std::strerror(errno));
+      r.out[s] = detail::Fd(p[0]);
+      write_ends[s] = detail::Fd(p[1]);
+      ::fcntl(p[0], F_SETFL, ::fcntl(p[0], F_GETFL) | O_NONBLOCK);
+    }
+
+    std::vector<std::string> env = base;
+    env.push_back("FLOTILLA_RANK=" + std::to_string(k));
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    ::posix_spawn_file_actions_init(&fa);
+    ::posix_spawnattr_init(&attr);
+    ::posix_spawn_file_actions_adddup2(&fa, write_ends[0].get(), 1);
+    ::posix_spawn_file_actions_adddup2(&fa, write_ends[1].get(), 2);
+    // Standard input goes to rank 0, as with mpirun; the other ranks read nothing.
+    if (k > 0) ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&defaults, s);
+    ::posix_spawnattr_setsigmask(&attr, &none);
+    ::posix_spawnattr_setsigdefault(&attr, &defaults);
+    ::posix_spawnattr_setpgroup(&attr, 0);
+    ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    const int rc = ::posix_spawnp(&pid, o.command[0].c_str(), &fa, &attr, argv.data(), envp.data());
+    ::posix_spawn_file_actions_destroy(&fa);
+    ::posix_spawnattr_destroy(&attr);
+    if (rc != 0) give_up("cannot start '" + o.command[0] + "': " + std::strerror(rc));
+    r.pid = pid;
+    r.running = true;
+    r.pidfd = detail::Fd(detail::open_pidfd(pid));
+  }
+
+  const auto started = Clock::now();
+  std::optional<std::size_t> observed;  // the first failure seen, before its cause is settled
+  Clock::time_point settle_until{};
+  bool stopping = false, killed = false;
+  Clock::time_point kill_at{};
+  auto stop = [&](const std::string& why) {
+    if (stopping) return;
+    stopping = true;
+    std::string names;
+    for (std::size_t k = 0; k < ranks.size(); ++k)
+      if (ranks[k].running) names += (names.empty() ? "" : ", ") + std::to_string(k);
+    if (!names.empty()) message(why + "; stopping rank(s) " + names);
+    signal_all(SIGTERM);
+    kill_at = Clock::now() + o.grace;
+  };
+
+  std::vector<pollfd> fds;
+  std::vector<std::pair<std::size_t, int>> what;  // (rank, 0/1 output or 2 pidfd)
+  std::optional<Clock::time_point> drain_until;   // after the last exit: output still in the pipes
+  for (;;) {
+    // Reap. When a rank of a TCP job fails, the others fail a moment later because of it, and
+    // often exit before it does. The rank named as the cause is found in three steps:
+    //  1. the first failure seen: among exits seen in one poll, one killed by a signal (nobody
+    //     fails by catching a SIGKILL) before one that exited with an error, one whose pidfd fired
+    //     before one found by polling;
+    //  2. from it, the ranks' reports (ReportDir) are followed to the rank that failed first;
+    //  3. that rank is given a moment (settle) to end by itself before the others are stopped.
+    std::optional<std::size_t> failed;
+    auto rank_of_failure = [&](std::size_t k) {
+      const auto& r = ranks[k];
+      return std::tuple(r.exit.exited ? 1 : 0, r.ended ? 0 : 1, k);
+    };
+    for (std::size_t k = 0; k < ranks.size(); ++k) {
+      auto& r = ranks[k];
+      if (!r.running) continue;
+      int st = 0;
+      const pid_t w = ::waitpid(r.pid, &st, WNOHANG);
+      if (w == 0 || (w < 0 && errno == EINTR)) continue;
+      r.running = false;
+      r.pidfd.reset();
+      if (w > 0 && WIFEXITED(st)) {
+        r.exit.exited = true;
+        r.exit.status = WEXITSTATUS(st);
+      } else if (w > 0 && WIFSIGNALED(st)) {
+        r.exit.signal = WTERMSIG(st);
+      }
+      if (!r.exit.ok() && !r.exit.stopped && (!failed || rank_of_failure(k) < rank_of_failure(*failed))) failed = k;
+    }
+    if (failed && !observed) {
+      observed = failed;
+      settle_until = Clock::now() + std::min<Clock::duration>(o.grace, std::chrono::milliseconds(500));
+    }
+    if (observed && !result.first_failure) {
+      std::size_t culprit = *observed;
+      for (std::size_t step = 0; step < ranks.size(); ++step) {
+        const auto said = reports.culprit(culprit);
+        if (!said || *said == culprit) break;
+        culprit = *said;
+      }
+      const bool culprit_ended = !ranks[culprit].running;
+      const bool culprit_failed = culprit_ended && !ranks[culprit].exit.ok();
+      const bool others_running = std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.running; });
+      if (culprit_failed || !others_running || Clock::now() >= settle_until) {
+        result.first_failure = culprit_failed ? culprit : *observed;
+        if (o.stop_on_failure)
+          stop(ranks[*result.first_failure].exit.describe(*result.first_failure));
+      }
+    }
+    const bool any_running = std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.running; });
+    const auto now = Clock::now();
+    if (!any_running && !drain_until) drain_until = now + std::chrono::milliseconds(200);
+    if (any_running) {
+      if (o.interrupted && *o.interrupted && !result.interrupted) {
+        result.interrupted = true;
+        stop("interrupted");
+      }
+      if (o.timeout.count() > 0 && now - started >= o.timeout && !stopping) {
+        result.timed_out = true;
+        stop("the job did not finish within " + detail::format_seconds(o.timeout));
+      }
+      if (stopping && !killed && now >= kill_at) {
+        killed = true;
+        std::string names;
+        for (std::size_t k = 0; k < ranks.size(); ++k)
+          if (ranks[k].running) names += (names.empty() ? "" : ", ") + std::to_string(k);
+        message("rank(s) " + names + " still running after " + std::to_string(o.grace.count()) + " ms; sending SIGKILL");
+        signal_all(SIGKILL);
+      }
+    }
+
+    // Wait for output, exits, or the next deadline.
+    fds.clear();
+    what.clear();
+    bool have_pidfds = true;
+    for (std::size_t k = 0; k < ranks.size(); ++k) {
+      auto& r = ranks[k];
+      for (int s = 0; s < 2; ++s)
+        if (r.out[s]) {
+          fds.push_back({r.out[s].get(), POLLIN, 0});
+          what.emplace_back(k, s);
+        }
+      if (r.running) {
+        if (r.pidfd) {
+          fds.push_back({r.pidfd.get(), POLLIN, 0});
+          what.emplace_back(k, 2);
+        } else {
+          have_pidfds = false;
+        }
+      }
+    }
+    if (!any_running && (fds.empty() || now >= *drain_until)) break;
+    int ms = have_pidfds ? 100 : 10;
+    if (!any_running) ms = std::min(ms, detail::poll_ms(*drain_until));
+    if (o.interrupted) ms = std::min(ms, 50);
+    if (observed && !result.first_failure) ms = std::min(ms, 10);
+    const int rc = ::poll(fds.data(), static_cast<nfds_t>(fds.size()), ms);
+    if (rc <= 0) continue;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      const auto [k, s] = what[i];
+      if (s == 2) {
+        ranks[k].ended = true;  // reaped at the top of the loop
+        continue;
+      }
+      char buf[16384];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        detail::emit_lines(ranks[k], k, s + 1, std::string_view(buf, static_cast<std::size_t>(n)), print);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        ranks[k].out[s].reset();
+      }
+    }
+  }
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    for (int s = 0; s < 2; ++s)
+      if (!ranks[k].partial[s].empty()) print(k, s + 1, ranks[k].partial[s]);
+    result.ranks[k] = ranks[k].exit;
+  }
+  // Once more at the end, after whatever the stopped ranks printed meanwhile.
+  if (result.first_failure) message(result.ranks[*result.first_failure].describe(*result.first_failure));
+  return result;
+}
+
+namespace detail {
+
+inline volatile std::sig_atomic_t launch_interrupted = 0;
+extern "C" inline void launch_on_signal(int) { launch_interrupted = 1; }
+
+inline double parse_seconds(std::string_view flag, std::string_view text) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || !(v >= 0) || v > 1e7)
+    throw ConfigError("flotilla-launch: " + std::string(flag) + ": '" + std::string(text) + "' is not a number of seconds");
+  return v;
+}
+
+}  // namespace detail
+
+inline constexpr std::string_view launch_usage =
+    "usage: flotilla-launch -n N [--timeout S] [--grace S] [--port P] [--env NAME=VALUE]... [--] program [args...]\n"
+    "\n"
+    "Starts N copies of the program on this machine as the ranks of a flotilla TCP job: each gets\n"
+    "FLOTILLA_RANK (0 to N-1), FLOTILLA_WORLD_SIZE=N and FLOTILLA_COORDINATOR (a free loopback port),\n"
+    "and its output lines are prefixed with [rank k]. If a rank fails, the others are stopped, and the\n"
+    "launcher exits with that rank's status (128+signal if it was killed).\n"
+    "\n"
+    "  -n, --ranks N    number of ranks\n"
+    "  --timeout S      stop the job after S seconds (exit status 124); default: no limit\n"
+    "  --grace S        seconds between SIGTERM and SIGKILL when stopping ranks; default 2\n"
+    "  --port P         the coordinator's port; default: a free one\n"
+    "  --env NAME=VALUE an extra environment variable for every rank (repeatable)\n";
+
+/// Parses flotilla-launch's command line into options. Throws ConfigError naming the flag and the
+/// text on a bad argument; returns nothing for --help.
+inline std::optional<LaunchOptions> parse_launch_args(int argc, const char* const* argv) {
+  LaunchOptions o;
+  bool have_n = false;
+  int i = 1;
+  auto value = [&](std::string_view flag, std::string_view& arg) -> std::string_view {
+    if (const auto eq = arg.find('='); eq != std::string_view::npos && arg.substr(0, 2) == "--") return arg.substr(eq + 1);
+    if (i + 1 >= argc) throw ConfigError("flotilla-launch: " + std::string(flag) + " needs a value");
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.empty() || arg[0] != '-') break;  // the program
+    const std::string_view name = arg.substr(0, arg.find('='));
+    if (name == "-h" || name == "--help") return std::nullopt;
+    if (name == "-n" || name == "-np" || name == "--ranks") {
+      const auto v = value(name, arg);
+      std::size_t n = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (v.empty() || ec != std::errc{} || end != v.data() + v.size() || n == 0 || n > 65535)
+        throw ConfigError("flotilla-launch: " + std::string(name) + ": '" + std::string(v) +
+                          "' is not a number of ranks (1 to 65535)");
+      o.ranks = n;
+      have_n = true;
+    } else if (name == "--timeout") {
+      o.timeout = std::chrono::milliseconds(static_cast<long long>(detail::parse_seconds(name, value(name, arg)) * 1000));
+    } else if (name == "--grace") {
+      o.grace = std::chrono::milliseconds(static_cast<long long>(detail::parse_seconds(name, value(name, arg)) * 1000));
+    } else if (name == "--port") {
+      const auto v = value(name, arg);
+      unsigned p = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), p);
+      if (v.empty() || ec != std::errc{} || end != v.data() + v.size() || p == 0 || p > 65535)
+        throw ConfigError("flotilla-launch: --port: '" + std::string(v) + "' is not a port (1 to 65535)");
+      o.port = static_cast<std::uint16_t>(p);
+    } else if (name == "--env") {
+      const auto v = value(name, arg);
+      if (v.find('=') == std::string_view::npos || v.front() == '=')
+        throw ConfigError("flotilla-launch: --env: '" + std::string(v) + "' is not NAME=VALUE");
+      o.environment.emplace_back(v);
+    } else {
+      throw ConfigError("flotilla-launch: unknown option " + std::string(arg) + " (see --help)");
+    }
+  }
+  for (; i < argc; ++i) o.command.emplace_back(argv[i]);
+  if (!have_n) throw ConfigError("flotilla-launch: how many ranks? give -n N (see --help)");
+  if (o.command.empty()) throw ConfigError("flotilla-launch: no program given (flotilla-launch -n N -- program args...)");
+  return o;
+}
+
+/// The flotilla-launch program: parses the command line, runs the job, returns the exit status.
+inline int launch_main(int argc, const char* const* argv) {
+  try {
+    auto o = parse_launch_args(argc, argv);
+    if (!o) {
+      std::cout << launch_usage;
+      return 0;
+    }
+    struct sigaction sa {};
+    sa.sa_handler = detail::launch_on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(s, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    o->interrupted = &detail::launch_interrupted;
+    return launch(*o).exit_code();
+  } catch (const ConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "flotilla-launch: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace flotilla::transport

@@ -1,0 +1,312 @@
+#pragma once
+// The TCP transport's wire format: what one rank writes to another's socket. Public, because tools
+// and tests that speak to a rank (a fake peer, a packet dump) need it, and because it is a
+// contract: ranks of one job must agree on it byte for byte.
+//
+// A connection carries frames. Every frame is a fixed 48-byte header, then `payload_length` bytes
+// of payload. All integers are little-endian whatever the host's byte order.
+//
+//   offset size field
+//        0    4 magic           'F' 'L' 'O' 'T'
+//        4    2 version         protocol_version; a peer of another version is refused
+//        6    1 type            FrameType
+//        7    1 flags           bit 0: payload_crc is set (reserved; 0 for now)
+//        8    4 tag             the message's tag (data), the round (barrier), else 0
+//       12    4 aux             the barrier's epoch; the rank that failed first (abort); else 0
+//       16    8 sequence        frames sent on this connection in this direction before this one
+//       24    8 fingerprint     the collective this message belongs to (reserved; 0 for now)
+//       32    8 payload_length  bytes after the header
+//       40    4 payload_crc     CRC-32 of the payload when flags bit 0 is set, else 0
+//       44    4 header_crc      CRC-32 of bytes 0..43
+//
+// Why these fields: the CRC makes a corrupted or foreign byte stream fail at its first header rather
+// than be read as a length (and allocated); the sequence number catches a lost or repeated frame
+// (a bug in a sender, as TCP itself does neither); the fingerprint and payload CRC are there so that
+// a later version can check that both sides of a message are in the same collective, and that the
+// payload arrived intact, without changing the header's size.
+//
+// A connection starts with a hello from the side that connected and a hello (or a refusal) back.
+// Magic, version and type are at fixed offsets in every version, and a refusal is read whatever its
+// version, so that a rank can always say why it refused a peer.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flotilla/core/crc32.hpp"
+
+namespace flotilla::transport::wire {
+
+inline constexpr std::size_t header_size = 48;
+inline constexpr std::uint32_t magic = 0x544F4C46u;  // "FLOT" as little-endian bytes
+inline constexpr std::uint16_t protocol_version = 1;
+
+/// The largest payload of a frame other than data (hello, table, refusal, abort). A header that
+/// announces more is refused before anything is allocated.
+inline constexpr std::uint64_t max_control_payload = 1u << 20;
+
+enum class FrameType : std::uint8_t {
+  hello = 1,    // payload: Hello
+  refuse = 2,   // payload: why (UTF-8 text); the sender closes the connection after it
+  table = 3,    // payload: Table, from rank 0 (the coordinator) to each rank at rendezvous
+  data = 4,     // payload: the message
+  barrier = 5,  // no payload; tag = round, aux = epoch
+  goodbye = 6,  // no payload; the last frame the sender writes on this connection
+  abort = 7,    // payload: why the job failed (UTF-8 text); aux: the rank that failed first. The
+                // sender closes after it.
+};
+
+namespace header_flags {
+/// payload_crc holds the CRC-32 of the payload (reserved: not yet written or checked).
+inline constexpr std::uint8_t payload_crc = 1u << 0;
+}  // namespace header_flags
+
+inline constexpr std::string_view type_name(FrameType t) noexcept {
+  switch (t) {
+    case FrameType::hello: return "hello";
+    case FrameType::refuse: return "refuse";
+    case FrameType::table: return "table";
+    case FrameType::data: return "data";
+    case FrameType::barrier: return "barrier";
+    case FrameType::goodbye: return "goodbye";
+    case FrameType::abort: return "abort";
+  }
+  return "unknown";
+}
+
+struct Header {
+  std::uint16_t version = protocol_version;
+  FrameType type = FrameType::data;
+  std::uint8_t flags = 0;
+  std::uint32_t tag = 0;
+  std::uint32_t aux = 0;
+  std::uint64_t sequence = 0;
+  std::uint64_t fingerprint = 0;
+  std::uint64_t payload_length = 0;
+  std::uint32_t payload_crc = 0;
+
+  friend bool operator==(const Header&, const Header&) = default;
+};
+
+using HeaderBytes = std::array<std::byte, header_size>;
+
+}  // namespace flotilla::transport::wire
+
+namespace flotilla::transport::detail {
+
+template <class T>
+inline void wire_put(std::byte* p, T v) noexcept {
+  for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::byte>(static_cast<std::uint64_t>(v) >> (8 * i));
+}
+template <class T>
+inline T wire_get(const std::byte* p) noexcept {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+}  // namespace flotilla::transport::detail
+
+namespace flotilla::transport::wire {
+
+/// Writes `h` into `out`, with magic and header CRC.
+inline void encode(const Header& h, std::span<std::byte, header_size> out) noexcept {
+  std::byte* p = out.data();
+  detail::wire_put<std::uint32_t>(p + 0, magic);
+  detail::wire_put<std::uint16_t>(p + 4, h.version);
+  detail::wire_put<std::uint8_t>(p + 6, static_cast<std::uint8_t>(h.type));
+  detail::wire_put<std::uint8_t>(p + 7, h.flags);
+  detail::wire_put<std::uint32_t>(p + 8, h.tag);
+  detail::wire_put<std::uint32_t>(p + 12, h.aux);
+  detail::wire_put<std::uint64_t>(p + 16, h.sequence);
+  detail::wire_put<std::uint64_t>(p + 24, h.fingerprint);
+  detail::wire_put<std::uint64_t>(p + 32, h.payload_length);
+  detail::wire_put<std::uint32_t>(p + 40, h.payload_crc);
+  detail::wire_put<std::uint32_t>(p + 44, crc32(std::span<const std::byte>(p, 44)));
+}
+
+inline HeaderBytes encode(const Header& h) noexcept {
+  HeaderBytes b;
+  encode(h, b);
+  return b;
+}
+
+/// A header as read, with what is wrong with it, if anything. The version is not judged here: the
+/// hello exchange reports a version mismatch with both numbers, other frames as an error.
+struct Decoded {
+  Header header;
+  std::uint32_t magic = 0;
+  std::uint32_t stored_crc = 0;
+  std::uint32_t computed_crc = 0;
+  bool magic_ok() const noexcept { return magic == wire::magic; }
+  bool crc_ok() const noexcept { return stored_crc == computed_crc; }
+  bool type_known() const noexcept {
+    const auto t = static_cast<std::uint8_t>(header.type);
+    return t >= static_cast<std::uint8_t>(FrameType::hello) && t <= static_cast<std::uint8_t>(FrameType::abort);
+  }
+  /// Empty when magic, CRC and type are good; else what is wrong, for an error message.
+  std::string problem() const {
+    auto hex = [](std::uint32_t v) {
+      static constexpr char digits[] = "0123456789abcdef";
+      std::string s = "0x";
+      for (int i = 28; i >= 0; i -= 4) s += digits[(v >> i) & 0xFu];
+      return s;
+    };
+    if (!magic_ok()) return "bad magic number " + hex(magic) + " (expected " + hex(wire::magic) + "): not a flotilla peer";
+    if (!crc_ok()) return "bad header CRC " + hex(stored_crc) + " (computed " + hex(computed_crc) + ")";
+    if (!type_known()) return "unknown frame type " + std::to_string(static_cast<unsigned>(header.type));
+    return {};
+  }
+};
+
+inline Decoded decode(std::span<const std::byte, header_size> in) noexcept {
+  const std::byte* p = in.data();
+  Decoded d;
+  d.magic = detail::wire_get<std::uint32_t>(p + 0);
+  d.header.version = detail::wire_get<std::uint16_t>(p + 4);
+  d.header.type = static_cast<FrameType>(detail::wire_get<std::uint8_t>(p + 6));
+  d.header.flags = detail::wire_get<std::uint8_t>(p + 7);
+  d.header.tag = detail::wire_get<std::uint32_t>(p + 8);
+  d.header.aux = detail::wire_get<std::uint32_t>(p + 12);
+  d.header.sequence = detail::wire_get<std::uint64_t>(p + 16);
+  d.header.fingerprint = detail::wire_get<std::uint64_t>(p + 24);
+  d.header.payload_length = detail::wire_get<std::uint64_t>(p + 32);
+  d.header.payload_crc = detail::wire_get<std::uint32_t>(p + 40);
+  d.stored_crc = detail::wire_get<std::uint32_t>(p + 44);
+  d.computed_crc = crc32(std::span<const std::byte>(p, 44));
+  return d;
+}
+
+// ---- control payloads ----------------------------------------------------------------------
+
+/// A rank introducing itself. `listen_host`/`listen_port`: where it accepts connections from the
+/// ranks below it (sent to the coordinator at rendezvous; empty/0 on mesh connections).
+/// `job_id`: chosen by the coordinator and handed out in the table, so that a connection from
+/// another job that happens to reach this port is refused (0 while registering).
+struct Hello {
+  std::uint32_t world_size = 0;
+  std::uint32_t rank = 0;
+  std::uint64_t job_id = 0;
+  std::uint16_t listen_port = 0;
+  std::string listen_host;
+
+  friend bool operator==(const Hello&, const Hello&) = default;
+};
+
+/// Where every rank listens, from the coordinator. Entry 0 is the coordinator itself.
+struct Table {
+  struct Entry {
+    std::string host;
+    std::uint16_t port = 0;
+    friend bool operator==(const Entry&, const Entry&) = default;
+  };
+  std::uint64_t job_id = 0;
+  std::vector<Entry> entries;
+
+  friend bool operator==(const Table&, const Table&) = default;
+};
+
+}  // namespace flotilla::transport::wire
+
+namespace flotilla::transport::detail {
+
+struct WireWriter {
+  std::vector<std::byte> out;
+  template <class T>
+  void num(T v) {
+    out.resize(out.size() + sizeof(T));
+    wire_put<T>(out.data() + out.size() - sizeof(T), v);
+  }
+  void text(std::string_view s) {  // 16-bit length, then the bytes (host names are short)
+    num<std::uint16_t>(static_cast<std::uint16_t>(s.size()));
+    for (char c : s) out.push_back(static_cast<std::byte>(c));
+  }
+};
+
+struct WireReader {
+  std::span<const std::byte> in;
+  bool ok = true;
+  template <class T>
+  T num() {
+    if (in.size() < sizeof(T)) {
+      ok = false;
+      return T{};
+    }
+    const T v = wire_get<T>(in.data());
+    in = in.subspan(sizeof(T));
+    return v;
+  }
+  std::string text() {
+    const auto n = num<std::uint16_t>();
+    if (!ok || in.size() < n) {
+      ok = false;
+      return {};
+    }
+    std::string s(reinterpret_cast<const char*>(in.data()), n);
+    in = in.subspan(n);
+    return s;
+  }
+};
+
+}  // namespace flotilla::transport::detail
+
+namespace flotilla::transport::wire {
+
+inline std::vector<std::byte> encode_hello(const Hello& h) {
+  detail::WireWriter w;
+  w.num<std::uint32_t>(h.world_size);
+  w.num<std::uint32_t>(h.rank);
+  w.num<std::uint64_t>(h.job_id);
+  w.num<std::uint16_t>(h.listen_port);
+  w.text(h.listen_host.substr(0, 0xFFFF));
+  return std::move(w.out);
+}
+
+/// Empty when `payload` is not exactly one well-formed Hello.
+inline std::optional<Hello> decode_hello(std::span<const std::byte> payload) {
+  detail::WireReader r{payload};
+  Hello h;
+  h.world_size = r.num<std::uint32_t>();
+  h.rank = r.num<std::uint32_t>();
+  h.job_id = r.num<std::uint64_t>();
+  h.listen_port = r.num<std::uint16_t>();
+  h.listen_host = r.text();
+  if (!r.ok || !r.in.empty()) return std::nullopt;
+  return h;
+}
+
+inline std::vector<std::byte> encode_table(const Table& t) {
+  detail::WireWriter w;
+  w.num<std::uint64_t>(t.job_id);
+  w.num<std::uint32_t>(static_cast<std::uint32_t>(t.entries.size()));
+  for (const auto& e : t.entries) {
+    w.num<std::uint16_t>(e.port);
+    w.text(e.host.substr(0, 0xFFFF));
+  }
+  return std::move(w.out);
+}
+
+inline std::optional<Table> decode_table(std::span<const std::byte> payload) {
+  detail::WireReader r{payload};
+  Table t;
+  t.job_id = r.num<std::uint64_t>();
+  const auto n = r.num<std::uint32_t>();
+  // Each entry takes at least 4 bytes: a count beyond that is malformed, and is refused before
+  // anything is reserved for it.
+  if (!r.ok || n > r.in.size() / 4) return std::nullopt;
+  t.entries.reserve(n);
+  for (std::uint32_t i = 0; i < n && r.ok; ++i) {
+    Table::Entry e;
+    e.port = r.num<std::uint16_t>();
+    e.host = r.text();
+    t.entries.push_back(std::move(e));
+  }
+  if (!r.ok || !r.in.empty()) return std::nullopt;
+  return t;
+}
+
+}  // namespace flotilla::transport::wire

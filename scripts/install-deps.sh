@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what flotilla needs to build, test and train on Debian 12 (bookworm), with apt.
+# Idempotent and non-interactive: installs only the packages that are missing, and does nothing
+# (not even `apt-get update`) when all are there. Run as root, or as a user with sudo.
+#
+#   scripts/install-deps.sh
+set -euo pipefail
+
+packages=(
+  build-essential cmake g++ clang git python3     # toolchain; python3 runs scripts/amalgamate.py
+  libeigen3-dev libboost-dev doctest-dev          # Eigen 3.4 (the only library dependency), tests
+  libopenmpi-dev openmpi-bin                      # the MPI transport
+  dataset-fashion-mnist                           # /usr/share/datasets/fashion-mnist, for examples
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo -n)  # non-interactive: fail rather than wait for a password
+else
+  echo "install-deps: missing ${missing[*]}; run as root or install sudo" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+"${as_root[@]}" apt-get update -q
+# Recommends included: openmpi-bin recommends openssh-client, which mpirun wants even on one host.
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"

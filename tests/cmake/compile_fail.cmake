@@ -1,0 +1,43 @@
+# cmake -DCXX=<compiler> -DSOURCE=<file.cpp> -DEXPECT=<regex> -DFLAGS=<;-list> [-DANYWHERE=ON]
+#       -P compile_fail.cmake
+#
+# One compile-fail test (see tests/compile_fail/CMakeLists.txt). SOURCE holds a program with one
+# mistake, under #ifdef FLOTILLA_SHOULD_FAIL, and the corrected program otherwise:
+#  1. without FLOTILLA_SHOULD_FAIL it must compile (the control: the test fails for the intended
+#     reason, not a typo);
+#  2. with it, it must not compile, and the compiler's first error must match EXPECT (a readable
+#     static_assert message, not the 40th line of a template backtrace). With ANYWHERE=ON the
+#     message may be any error.
+cmake_minimum_required(VERSION 3.21)
+foreach(var CXX SOURCE EXPECT)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "compile_fail.cmake: pass -D${var}=...")
+  endif()
+endforeach()
+set(ENV{LC_ALL} C)  # plain ASCII quotes in diagnostics
+
+execute_process(COMMAND ${CXX} ${FLAGS} -fsyntax-only "${SOURCE}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${SOURCE}: the control (without FLOTILLA_SHOULD_FAIL) must compile, and does not:\n${out}")
+endif()
+
+execute_process(COMMAND ${CXX} ${FLAGS} -DFLOTILLA_SHOULD_FAIL -fsyntax-only "${SOURCE}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "${SOURCE}: compiled with FLOTILLA_SHOULD_FAIL, but must fail with an error matching\n  ${EXPECT}")
+endif()
+if(NOT out MATCHES "${EXPECT}")
+  message(FATAL_ERROR "${SOURCE}: failed to compile as it should, but no error matches\n  ${EXPECT}\n"
+                      "Compiler output:\n${out}")
+endif()
+string(REGEX MATCH "[^\n]*(error|Error)[^\n]*" first_error "${out}")
+if(NOT ANYWHERE AND NOT first_error MATCHES "${EXPECT}")
+  message(FATAL_ERROR "${SOURCE}: the expected message is in the output but is not the first error, "
+                      "which is what a user reads:\n  ${first_error}\nExpected it to match:\n  ${EXPECT}\n"
+                      "Compiler output:\n${out}")
+endif()
+string(REGEX MATCH "[^\n]*${EXPECT}[^\n]*" line "${out}")
+string(REGEX MATCHALL "error:" errors "${out}")
+list(LENGTH errors n_errors)
+message(STATUS "fails as expected (${n_errors} error(s)), with:\n${line}")

@@ -1,0 +1,135 @@
+// One rank of the TCP transport's multi-process tests, started by flotilla-launch (or launch()).
+// What it does is chosen by its first argument:
+//
+//   conformance           the transport conformance suite (tests/transport/conformance.hpp)
+//   exit K S              no transport: rank K exits with status S at once, the others sleep (the
+//                         launcher must stop them)
+//   fail K                rank K's body throws "rank K broke"; the others wait for a message from K
+//                         and must fail at once with that reason
+//   kill K                rank K kills itself (SIGKILL) in the middle of the job; rank 0 waits for a
+//                         message from K, the others for one from rank 0: all must fail at once
+//                         with an error naming rank K
+//   timeout MS            rank 0, with a timeout of MS ms, receives from rank 1, which never sends
+//                         (it waits in a barrier): the receive must fail after MS, not much later
+//   print                 prints two lines to stdout, one to stderr, and a last line without newline
+//
+// It exits 0 when what happened is what should have; otherwise it prints why and exits 1. The
+// failure modes print "caught after <ms> ms: <message>" for the test driver to check.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "conformance.hpp"
+#include "flotilla/transport/tcp.hpp"
+
+namespace {
+
+using flotilla::TransportError;
+using flotilla::transport::Tcp;
+using flotilla::transport::TcpEndpoint;
+using flotilla::transport::TcpOptions;
+using Clock = std::chrono::steady_clock;
+
+long long ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+std::size_t arg(int argc, char** argv, int i) {
+  if (i >= argc) throw std::runtime_error("tcp_rank: missing argument " + std::to_string(i));
+  return static_cast<std::size_t>(std::stoul(argv[i]));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    const TcpOptions o = TcpOptions::from_environment();
+    const std::size_t rank = o.rank;
+    if (mode == "conformance") {
+      Tcp::run(o, o.world_size, [](TcpEndpoint& e) { flotilla::test::transport_conformance(e); });
+      return 0;
+    }
+    if (mode == "exit") {
+      const std::size_t k = arg(argc, argv, 2);
+      const int status = static_cast<int>(arg(argc, argv, 3));
+      if (rank == k) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        return status;
+      }
+      std::printf("pid %ld sleeping\n", static_cast<long>(::getpid()));
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+      std::printf("not stopped\n");
+      return 1;
+    }
+    if (mode == "fail" || mode == "kill") {
+      const std::size_t k = arg(argc, argv, 2);
+      Tcp::run(o, o.world_size, [&](TcpEndpoint& e) {
+        e.barrier();
+        if (rank == k) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          if (mode == "kill") ::raise(SIGKILL);
+          throw std::runtime_error("rank " + std::to_string(k) + " broke");
+        }
+        std::vector<std::byte> b(64);
+        const auto t0 = Clock::now();
+        try {
+          e.recv(rank == 0 ? k : 0, 5, b);
+        } catch (const TransportError& err) {
+          std::printf("caught after %lld ms: %s\n", ms_since(t0), err.what());
+          std::fflush(stdout);
+          throw;
+        }
+      });
+      std::printf("rank %zu: the receive returned\n", rank);
+      return 1;
+    }
+    if (mode == "timeout") {
+      TcpOptions o0 = o;
+      if (rank == 0) o0.timeout = std::chrono::milliseconds(arg(argc, argv, 2));
+      Tcp::run(o0, o.world_size, [&](TcpEndpoint& e) {
+        // The others wait in a barrier, which rank 0 joins once its receive has timed out: a rank
+        // that had finished would say goodbye, and the receive would fail at once, rightly.
+        if (rank != 0) return e.barrier();
+        std::vector<std::byte> b(4);
+        const auto t0 = Clock::now();
+        try {
+          e.recv(1, 9, b);
+        } catch (const TransportError& err) {
+          const long long ms = ms_since(t0);
+          std::printf("caught after %lld ms: %s\n", ms, err.what());
+          const std::string m = err.what();
+          const bool named = m.find("tcp rank 0 of 2") != std::string::npos &&
+                             m.find("recv from rank 1 at 127.0.0.1:") != std::string::npos &&
+                             m.find("timed out after " + std::to_string(o0.timeout.count()) + " ms") != std::string::npos;
+          if (!named || ms < o0.timeout.count() || ms > o0.timeout.count() + 1500) throw std::runtime_error("wrong timeout");
+          return e.barrier();
+        }
+        throw std::runtime_error("the receive returned");
+      });
+      return 0;
+    }
+    if (mode == "print") {
+      std::printf("first line of rank %zu\nsecond line\n", rank);
+      std::fflush(stdout);
+      std::fprintf(stderr, "an error line\n");
+      std::printf("no newline");
+      return 0;
+    }
+    std::fprintf(stderr, "tcp_rank: unknown mode '%s'\n", mode.c_str());
+    return 2;
+  } catch (const TransportError&) {
+    return 3;  // fail/kill: the expected ending, already printed; the driver checks message and time
+  } catch (const std::exception& e) {
+    std::printf("error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,933 @@
+// The TCP transport and its launcher: options, wire format, handshake refusals, corrupt and hostile
+// input, failures and timeouts, and the launcher's handling of failing ranks. (The conformance suite
+// runs over 1 to 4 processes as tests of their own; see CMakeLists.txt.)
+//
+// Test cases are named "<group>: ...", and CTest runs each group as a test: tcp.options, tcp.wire,
+// tcp.handshake, tcp.hostile, tcp.failure, tcp.stress, tcp.launcher.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flotilla/cli/flags.hpp"
+#include "flotilla/transport/tcp.hpp"
+#include "flotilla/transport/tcp_launch.hpp"
+
+using namespace flotilla;
+using transport::Tcp;
+using transport::TcpEndpoint;
+using transport::TcpOptions;
+namespace wire = transport::wire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+long long ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+/// Sets environment variables for the scope of a test, and restores them after.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const char* name : {"FLOTILLA_RANK", "FLOTILLA_WORLD_SIZE", "FLOTILLA_COORDINATOR", "FLOTILLA_BIND",
+                             "FLOTILLA_TIMEOUT_MS", "FLOTILLA_CONNECT_TIMEOUT_MS", "FLOTILLA_SOCKET_BUFFER"}) {
+      if (const char* v = std::getenv(name)) saved_[name] = v;
+      ::unsetenv(name);
+    }
+    for (const auto& [k, v] : vars) ::setenv(k, v, 1);
+  }
+  ~ScopedEnv() {
+    for (const char* name : {"FLOTILLA_RANK", "FLOTILLA_WORLD_SIZE", "FLOTILLA_COORDINATOR", "FLOTILLA_BIND",
+                             "FLOTILLA_TIMEOUT_MS", "FLOTILLA_CONNECT_TIMEOUT_MS", "FLOTILLA_SOCKET_BUFFER"})
+      ::unsetenv(name);
+    for (const auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+
+ private:
+  std::map<std::string, std::string> saved_;
+};
+
+std::string config_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no ConfigError)";
+}
+
+TcpOptions job(std::size_t rank, std::size_t world, std::uint16_t port) {
+  TcpOptions o;
+  o.rank = rank;
+  o.world_size = world;
+  o.coordinator = "127.0.0.1:" + std::to_string(port);
+  o.timeout = std::chrono::seconds(5);
+  o.connect_timeout = std::chrono::seconds(5);
+  return o;
+}
+
+/// Runs one rank of a job on a thread of this process; error() is what it threw ("" if nothing).
+class RankThread {
+ public:
+  RankThread(TcpOptions o, std::function<void(TcpEndpoint&)> body)
+      : thread_([this, o, body = std::move(body)] {
+          try {
+            Tcp::run(o, o.world_size, body);
+          } catch (const std::exception& e) {
+            error_ = e.what();
+            failed_ = true;
+          }
+        }) {}
+  ~RankThread() {
+    if (thread_.joinable()) thread_.join();
+  }
+  /// Joins, and returns the error ("" when the rank succeeded).
+  std::string error() {
+    if (thread_.joinable()) thread_.join();
+    return failed_ ? error_ : std::string();
+  }
+
+ private:
+  std::string error_;
+  bool failed_ = false;
+  std::thread thread_;
+};
+
+/// A peer that speaks the wire format by hand, to send what a real rank never would.
+class FakePeer {
+ public:
+  explicit FakePeer(std::uint16_t port)
+      : fd_(transport::detail::connect_to({"127.0.0.1", port}, Clock::now() + std::chrono::seconds(5), 0, "fake peer")) {}
+  explicit FakePeer(transport::detail::Fd fd) : fd_(std::move(fd)) {}
+
+  void write(std::span<const std::byte> bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd_.get(), bytes.data(), bytes.size(), transport::detail::send_flags);
+      if (n > 0) {
+        bytes = bytes.subspan(static_cast<std::size_t>(n));
+      } else if (n < 0 && errno == EAGAIN) {
+        transport::detail::wait_fd(fd_.get(), POLLOUT, Clock::now() + std::chrono::seconds(5));
+      } else {
+        return;  // the other side may have closed: what the test is about
+      }
+    }
+  }
+  void frame(wire::Header h, std::span<const std::byte> payload, bool break_crc = false) {
+    h.payload_length = payload.size();
+    auto bytes = wire::encode(h);
+    if (break_crc) bytes[44] ^= std::byte{0xFF};
+    write(bytes);
+    write(payload);
+  }
+  void hello(std::uint32_t world, std::uint32_t rank, std::uint16_t version = wire::protocol_version) {
+    wire::Header h;
+    h.version = version;
+    h.type = wire::FrameType::hello;
+    h.sequence = 0;
+    wire::Hello m;
+    m.world_size = world;
+    m.rank = rank;
+    m.listen_port = 1;
+    m.listen_host = "127.0.0.1";
+    frame(h, wire::encode_hello(m));
+  }
+  /// Reads one frame; empty when the connection closed (or nothing came within 5 s).
+  std::optional<std::pair<wire::Header, std::string>> read() {
+    wire::HeaderBytes hb;
+    if (!read_exact(hb.data(), hb.size())) return std::nullopt;
+    const auto d = wire::decode(hb);
+    if (!d.problem().empty() || d.header.payload_length > wire::max_control_payload) return std::nullopt;
+    std::string payload(static_cast<std::size_t>(d.header.payload_length), '\0');
+    if (!read_exact(reinterpret_cast<std::byte*>(payload.data()), payload.size())) return std::nullopt;
+    return std::pair{d.header, payload};
+  }
+  /// Whether the other side has closed the connection (reads and drops what is pending).
+  bool closed() {
+    std::byte b[256];
+    const auto until = Clock::now() + std::chrono::seconds(5);
+    while (transport::detail::wait_fd(fd_.get(), POLLIN, until)) {
+      const ssize_t n = ::recv(fd_.get(), b, sizeof b, 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+    }
+    return false;
+  }
+  int fd() const { return fd_.get(); }
+
+ private:
+  bool read_exact(std::byte* p, std::size_t n) {
+    const auto until = Clock::now() + std::chrono::seconds(5);
+    while (n > 0) {
+      const ssize_t r = ::recv(fd_.get(), p, n, 0);
+      if (r > 0) {
+        p += r;
+        n -= static_cast<std::size_t>(r);
+      } else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+        if (!transport::detail::wait_fd(fd_.get(), POLLIN, until)) return false;
+      } else {
+        return false;
+      }
+    }
+    return true;
+  }
+  transport::detail::Fd fd_;
+};
+
+std::span<const std::byte> bytes_of(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+// ---- options -----------------------------------------------------------------------------------
+
+TEST_CASE("options: from the environment") {
+  static_assert(Transport<TcpEndpoint>);
+  static_assert(TransportBackend<Tcp>);
+  static_assert(Tcp::name == "tcp" && !Tcp::in_process);
+  {
+    ScopedEnv env({});
+    const auto o = TcpOptions::from_environment();
+    CHECK(o.rank == 0);
+    CHECK(o.world_size == 1);
+    CHECK(o.bind == "127.0.0.1");  // loopback unless asked
+    CHECK(o.timeout == std::chrono::milliseconds(30000));
+  }
+  {
+    ScopedEnv env({{"FLOTILLA_RANK", "2"}, {"FLOTILLA_WORLD_SIZE", "4"}, {"FLOTILLA_COORDINATOR", "10.0.0.1:29500"},
+                   {"FLOTILLA_BIND", "0.0.0.0"}, {"FLOTILLA_TIMEOUT_MS", "1500"}, {"FLOTILLA_CONNECT_TIMEOUT_MS", "900"},
+                   {"FLOTILLA_SOCKET_BUFFER", "1048576"}});
+    const auto o = TcpOptions::from_environment();
+    CHECK(o.rank == 2);
+    CHECK(o.world_size == 4);
+    CHECK(o.coordinator == "10.0.0.1:29500");
+    CHECK(o.bind == "0.0.0.0");
+    CHECK(o.timeout == std::chrono::milliseconds(1500));
+    CHECK(o.connect_timeout == std::chrono::milliseconds(900));
+    CHECK(o.socket_buffer_bytes == 1048576);
+  }
+  {
+    ScopedEnv env({{"FLOTILLA_RANK", "0"}, {"FLOTILLA_WORLD_SIZE", "2"}, {"FLOTILLA_COORDINATOR", "[::1]:7000"}});
+    CHECK(TcpOptions::from_environment().coordinator == "[::1]:7000");
+  }
+}
+
+TEST_CASE("options: every bad value names the variable and the text") {
+  struct Case {
+    std::vector<std::pair<const char*, const char*>> env;
+    std::vector<std::string> expected;
+  };
+  const std::vector<Case> cases = {
+      {{{"FLOTILLA_RANK", "two"}, {"FLOTILLA_WORLD_SIZE", "4"}, {"FLOTILLA_COORDINATOR", "h:1"}},
+       {"FLOTILLA_RANK", "'two'"}},
+      {{{"FLOTILLA_RANK", "-1"}, {"FLOTILLA_WORLD_SIZE", "4"}, {"FLOTILLA_COORDINATOR", "h:1"}}, {"FLOTILLA_RANK", "'-1'"}},
+      {{{"FLOTILLA_RANK", "4"}, {"FLOTILLA_WORLD_SIZE", "4"}, {"FLOTILLA_COORDINATOR", "h:1"}},
+       {"FLOTILLA_RANK is 4", "FLOTILLA_WORLD_SIZE is 4", "0 to 3"}},
+      {{{"FLOTILLA_WORLD_SIZE", "0"}}, {"FLOTILLA_WORLD_SIZE", "'0'"}},
+      {{{"FLOTILLA_WORLD_SIZE", "4x"}}, {"FLOTILLA_WORLD_SIZE", "'4x'"}},
+      {{{"FLOTILLA_WORLD_SIZE", "4"}, {"FLOTILLA_COORDINATOR", "h:1"}}, {"FLOTILLA_RANK is not set", "FLOTILLA_WORLD_SIZE is 4"}},
+      {{{"FLOTILLA_RANK", "1"}}, {"FLOTILLA_WORLD_SIZE is not set", "FLOTILLA_RANK is 1"}},
+      {{{"FLOTILLA_RANK", "1"}, {"FLOTILLA_WORLD_SIZE", "2"}}, {"FLOTILLA_COORDINATOR is not set"}},
+      {{{"FLOTILLA_RANK", "1"}, {"FLOTILLA_WORLD_SIZE", "2"}, {"FLOTILLA_COORDINATOR", "localhost"}},
+       {"FLOTILLA_COORDINATOR", "'localhost'", "host:port"}},
+      {{{"FLOTILLA_RANK", "1"}, {"FLOTILLA_WORLD_SIZE", "2"}, {"FLOTILLA_COORDINATOR", "h:70000"}},
+       {"FLOTILLA_COORDINATOR", "'h:70000'"}},
+      {{{"FLOTILLA_RANK", "1"}, {"FLOTILLA_WORLD_SIZE", "2"}, {"FLOTILLA_COORDINATOR", "h:0"}}, {"FLOTILLA_COORDINATOR", "'h:0'"}},
+      {{{"FLOTILLA_TIMEOUT_MS", "soon"}}, {"FLOTILLA_TIMEOUT_MS", "'soon'"}},
+      {{{"FLOTILLA_TIMEOUT_MS", "0"}}, {"FLOTILLA_TIMEOUT_MS", "'0'", "positive"}},
+      {{{"FLOTILLA_CONNECT_TIMEOUT_MS", "1e3"}}, {"FLOTILLA_CONNECT_TIMEOUT_MS", "'1e3'"}},
+      {{{"FLOTILLA_BIND", ""}}, {"FLOTILLA_BIND", "''"}},
+      {{{"FLOTILLA_SOCKET_BUFFER", "lots"}}, {"FLOTILLA_SOCKET_BUFFER", "'lots'"}},
+  };
+  for (const auto& c : cases) {
+    ScopedEnv env({});
+    for (const auto& [k, v] : c.env) ::setenv(k, v, 1);
+    const std::string msg = config_error([] { (void)TcpOptions::from_environment(); });
+    CAPTURE(msg);
+    for (const auto& e : c.expected) CHECK(contains(msg, e));
+  }
+}
+
+TEST_CASE("options: as command-line flags, with the environment as fallback") {
+  {
+    ScopedEnv env({{"FLOTILLA_TIMEOUT_MS", "777"}});
+    cli::Flags flags("prog", "test");
+    auto& epochs = flags.add<int>("epochs", 1, "an option of the program's own");
+    transport::TcpFlags tcp(flags);
+    const char* argv[] = {"prog", "--rank", "1", "--world-size=3", "--coordinator", "127.0.0.1:4000", "--epochs", "5"};
+    REQUIRE(flags.parse(8, argv, std::cout));
+    const auto o = tcp.options();
+    CHECK(epochs == 5);
+    CHECK(o.rank == 1);
+    CHECK(o.world_size == 3);
+    CHECK(o.coordinator == "127.0.0.1:4000");
+    CHECK(o.timeout == std::chrono::milliseconds(777));
+    CHECK(contains(flags.help(), "--coordinator"));
+    CHECK(contains(flags.help(), "FLOTILLA_COORDINATOR"));
+  }
+  {
+    ScopedEnv env({});
+    cli::Flags flags("prog", "test");
+    transport::TcpFlags tcp(flags);
+    const char* argv[] = {"prog", "--rank", "x", "--world-size", "2"};
+    REQUIRE(flags.parse(5, argv, std::cout));
+    const std::string msg = config_error([&] { (void)tcp.options(); });
+    CHECK(contains(msg, "--rank (FLOTILLA_RANK)"));
+    CHECK(contains(msg, "'x'"));
+  }
+}
+
+TEST_CASE("options: run() checks the world size it was launched with") {
+  TcpOptions o;  // world size 1: a process started by hand, without the launcher
+  const std::string msg = config_error([&] { Tcp::run(o, 4, [](TcpEndpoint&) {}); });
+  CHECK(contains(msg, "needs 4 ranks"));
+  CHECK(contains(msg, "rank 0 of 1"));
+  CHECK(contains(msg, "flotilla-launch -n 4"));
+  CHECK(contains(config_error([&] { Tcp::run(o, 0, [](TcpEndpoint&) {}); }), "at least one rank"));
+  o.world_size = 2;
+  o.rank = 1;
+  CHECK(contains(config_error([&] { Tcp::run(o, 2, [](TcpEndpoint&) {}); }), "FLOTILLA_COORDINATOR"));
+  // One rank needs no network: a program run by hand is a job of one.
+  TcpOptions one;
+  int calls = 0;
+  Tcp::run(one, 1, [&](TcpEndpoint& e) {
+    ++calls;
+    CHECK(e.rank() == 0);
+    CHECK(e.size() == 1);
+    std::vector<std::byte> in(3);
+    const std::byte out[3] = {std::byte{1}, std::byte{2}, std::byte{3}};
+    e.sendrecv(0, 1, out, 0, in);
+    CHECK(in[2] == std::byte{3});
+    e.barrier();
+  });
+  CHECK(calls == 1);
+}
+
+// ---- wire format ---------------------------------------------------------------------------------
+
+TEST_CASE("wire: headers and control payloads round-trip; corruption is detected") {
+  wire::Header h;
+  h.type = wire::FrameType::data;
+  h.tag = 0xDEADBEEF;
+  h.aux = 7;
+  h.sequence = 1ull << 40;
+  h.fingerprint = 0x0123456789ABCDEFull;
+  h.payload_length = 1ull << 33;
+  const auto bytes = wire::encode(h);
+  static_assert(std::tuple_size_v<wire::HeaderBytes> == 48);
+  CHECK(bytes[0] == std::byte{'F'});
+  CHECK(bytes[3] == std::byte{'T'});
+  CHECK(bytes[8] == std::byte{0xEF});  // little-endian on every host
+  auto d = wire::decode(bytes);
+  CHECK(d.problem().empty());
+  CHECK(d.header == h);
+  for (std::size_t i = 0; i < wire::header_size; ++i) {  // any flipped bit is caught
+    auto bad = bytes;
+    bad[i] ^= std::byte{0x10};
+    CAPTURE(i);
+    CHECK(!wire::decode(bad).problem().empty());
+  }
+  auto bad = bytes;
+  bad[0] = std::byte{'G'};
+  CHECK(contains(wire::decode(bad).problem(), "bad magic"));
+  bad = bytes;
+  bad[20] ^= std::byte{1};
+  CHECK(contains(wire::decode(bad).problem(), "bad header CRC"));
+
+  const wire::Hello hello{4, 3, 99, 4242, "node7.example"};
+  CHECK(wire::decode_hello(wire::encode_hello(hello)) == hello);
+  auto hb = wire::encode_hello(hello);
+  hb.pop_back();
+  CHECK(!wire::decode_hello(hb));
+  const wire::Table table{12345, {{"a", 1}, {"10.0.0.2", 2}, {"::1", 3}}};
+  CHECK(wire::decode_table(wire::encode_table(table)) == table);
+  auto tb = wire::encode_table(table);
+  tb[8] = std::byte{0xFF};  // an entry count far beyond the payload: refused before reserving
+  CHECK(!wire::decode_table(tb));
+}
+
+// ---- handshake -------------------------------------------------------------------------------------
+
+TEST_CASE("handshake: a world-size mismatch is refused with both sizes") {
+  const auto port = transport::pick_free_port();
+  RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});
+  RankThread r1(job(1, 3, port), [](TcpEndpoint&) {});
+  const std::string e0 = r0.error(), e1 = r1.error();
+  CAPTURE(e0);
+  CAPTURE(e1);
+  for (const auto& e : {e0, e1}) {
+    CHECK(contains(e, "world size mismatch"));
+    CHECK(contains(e, "world size 3"));
+    CHECK(contains(e, "world size 2"));
+  }
+  CHECK(contains(e0, "tcp rank 0 of 2"));
+  CHECK(contains(e1, "refused this rank"));
+}
+
+TEST_CASE("handshake: a protocol-version mismatch is refused with both versions, on either side") {
+  {  // a peer of another version registers with rank 0
+    const auto port = transport::pick_free_port();
+    RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});
+    FakePeer peer(port);
+    peer.hello(2, 1, wire::protocol_version + 1);
+    const auto reply = peer.read();
+    REQUIRE(reply);
+    CHECK(reply->first.type == wire::FrameType::refuse);
+    CHECK(contains(reply->second, "version " + std::to_string(wire::protocol_version + 1)));
+    CHECK(contains(reply->second, "version " + std::to_string(wire::protocol_version)));
+    const std::string e0 = r0.error();
+    CAPTURE(e0);
+    CHECK(contains(e0, "protocol version mismatch"));
+    CHECK(contains(e0, "127.0.0.1:"));
+  }
+  {  // a coordinator of another version answers rank 1
+    transport::detail::Listener l = transport::detail::listen_on("127.0.0.1", 0, 0, "fake coordinator");
+    RankThread r1(job(1, 2, l.port), [](TcpEndpoint&) {});
+    REQUIRE(transport::detail::wait_fd(l.fd.get(), POLLIN, Clock::now() + std::chrono::seconds(5)));
+    FakePeer coordinator(transport::detail::accept_one(l.fd.get()));
+    const auto hello = coordinator.read();
+    REQUIRE(hello);
+    CHECK(hello->first.type == wire::FrameType::hello);
+    coordinator.hello(2, 0, wire::protocol_version + 1);
+    const std::string e1 = r1.error();
+    CAPTURE(e1);
+    CHECK(contains(e1, "tcp rank 1 of 2"));
+    CHECK(contains(e1, "protocol version mismatch"));
+    CHECK(contains(e1, "rank 0 (the coordinator) at 127.0.0.1:" + std::to_string(l.port)));
+    const auto refusal = coordinator.read();  // and it says so to the coordinator
+    REQUIRE(refusal);
+    CHECK(refusal->first.type == wire::FrameType::refuse);
+  }
+}
+
+TEST_CASE("handshake: two processes with the same rank are refused") {
+  const auto port = transport::pick_free_port();
+  RankThread r0(job(0, 3, port), [](TcpEndpoint&) {});
+  RankThread a(job(1, 3, port), [](TcpEndpoint&) {});
+  RankThread b(job(1, 3, port), [](TcpEndpoint&) {});
+  const std::string e0 = r0.error();
+  CAPTURE(e0);
+  CHECK(contains(e0, "rank 1 registered twice"));
+  CHECK(!a.error().empty());
+  CHECK(!b.error().empty());
+}
+
+TEST_CASE("handshake: a rendezvous with a missing rank times out naming it") {
+  const auto port = transport::pick_free_port();
+  auto o = job(0, 3, port);
+  o.connect_timeout = std::chrono::milliseconds(300);
+  auto o1 = job(1, 3, port);
+  o1.connect_timeout = std::chrono::milliseconds(300);
+  const auto t0 = Clock::now();
+  RankThread r0(o, [](TcpEndpoint&) {});
+  RankThread r1(o1, [](TcpEndpoint&) {});
+  const std::string e0 = r0.error();
+  CAPTURE(e0);
+  CHECK(contains(e0, "timed out after 300 ms"));
+  CHECK(contains(e0, "rank(s) 2 did not register"));
+  CHECK(contains(r1.error(), "timed out"));
+  CHECK(ms_since(t0) < 3000);
+}
+
+// ---- hostile input ---------------------------------------------------------------------------------
+
+TEST_CASE("hostile: garbage sent to a listening rank drops the connection with an error") {
+  const auto port = transport::pick_free_port();
+  RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});
+  FakePeer peer(port);
+  peer.write(bytes_of("GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curious\r\n\r\n"));
+  CHECK(peer.closed());
+  const std::string e0 = r0.error();
+  CAPTURE(e0);
+  CHECK(contains(e0, "bad magic number"));
+  CHECK(contains(e0, "a connection from 127.0.0.1:"));
+}
+
+TEST_CASE("hostile: a header with a bad CRC, or announcing a huge payload, is refused before reading on") {
+  {
+    const auto port = transport::pick_free_port();
+    RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});
+    FakePeer peer(port);
+    wire::Header h;
+    h.type = wire::FrameType::hello;
+    peer.frame(h, wire::encode_hello({2, 1, 0, 1, "127.0.0.1"}), /*break_crc=*/true);
+    CHECK(peer.closed());
+    const std::string e0 = r0.error();
+    CAPTURE(e0);
+    CHECK(contains(e0, "bad header CRC"));
+  }
+  {
+    const auto port = transport::pick_free_port();
+    RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});
+    FakePeer peer(port);
+    wire::Header h;
+    h.type = wire::FrameType::hello;
+    h.payload_length = 1ull << 40;  // a terabyte: must not be allocated
+    peer.write(wire::encode(h));
+    CHECK(peer.closed());
+    const std::string e0 = r0.error();
+    CAPTURE(e0);
+    CHECK(contains(e0, "1099511627776 bytes"));
+  }
+}
+
+namespace {
+
+/// A fake rank 1 that registers properly with a real rank 0, then sends what a test wants.
+struct RegisteredFake {
+  FakePeer peer;
+  explicit RegisteredFake(std::uint16_t port) : peer(port) {
+    peer.hello(2, 1);
+    const auto hello = peer.read();
+    REQUIRE(hello);
+    REQUIRE(hello->first.type == wire::FrameType::hello);
+    const auto table = peer.read();
+    REQUIRE(table);
+    REQUIRE(table->first.type == wire::FrameType::table);
+  }
+  void data(Tag tag, std::uint64_t sequence, std::span<const std::byte> payload, bool break_crc = false) {
+    wire::Header h;
+    h.type = wire::FrameType::data;
+    h.tag = tag;
+    h.sequence = sequence;
+    peer.frame(h, payload, break_crc);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("hostile: a bad frame on an established connection fails the receive, naming the peer") {
+  const std::vector<std::byte> payload(64, std::byte{7});
+  struct Case {
+    const char* name;
+    std::function<void(RegisteredFake&)> send;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"bad CRC", [&](RegisteredFake& f) { f.data(5, 1, payload, true); }, "bad header CRC"},
+      {"out of sequence", [&](RegisteredFake& f) { f.data(5, 9, payload); }, "frame number 9 where 1 was due"},
+      {"unexpected hello", [&](RegisteredFake& f) {
+         wire::Header h;
+         h.type = wire::FrameType::hello;
+         h.sequence = 1;
+         f.peer.frame(h, wire::encode_hello({2, 1, 0, 1, "127.0.0.1"}));
+       },
+       "unexpected hello frame"},
+      {"too large", [&](RegisteredFake& f) {
+         wire::Header h;
+         h.type = wire::FrameType::data;
+         h.tag = 9;  // no receive waits for tag 9: it would have to be held in memory
+         h.sequence = 1;
+         h.payload_length = 1u << 20;
+         f.peer.write(wire::encode(h));
+       },
+       "a message of 1048576 bytes (tag 9), more than the 1024 bytes"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    const auto port = transport::pick_free_port();
+    auto o = job(0, 2, port);
+    o.max_message_bytes = 1024;
+    std::string in_body;
+    RankThread r0(o, [&](TcpEndpoint& e) {
+      std::vector<std::byte> b(64);
+      try {
+        e.recv(1, 5, b);
+      } catch (const TransportError& err) {
+        in_body = err.what();
+        throw;
+      }
+    });
+    RegisteredFake fake(port);
+    c.send(fake);
+    CHECK(fake.peer.closed());
+    const std::string e0 = r0.error();
+    CAPTURE(e0);
+    CHECK(contains(e0, c.expected));
+    CHECK(contains(e0, "tcp rank 0 of 2: recv from rank 1 at 127.0.0.1:1 (tag 5) failed: rank 1 at 127.0.0.1:1"));
+  }
+}
+
+// ---- failures and timeouts ---------------------------------------------------------------------------
+
+TEST_CASE("failure: a receive with no sender times out within the bound, naming rank, peer and operation") {
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+  o0.timeout = std::chrono::milliseconds(300);  // rank 1 waits in the barrier meanwhile, with 5 s
+  std::string caught;
+  long long took = 0;
+  RankThread r0(o0, [&](TcpEndpoint& e) {
+    std::vector<std::byte> b(4);
+    const auto t0 = Clock::now();
+    try {
+      e.recv(1, 9, b);
+    } catch (const TransportError& err) {
+      caught = err.what();
+      took = ms_since(t0);
+    }
+    // The endpoint is still usable after a receive timed out.
+    e.barrier();
+  });
+  RankThread r1(o1, [&](TcpEndpoint& e) { e.barrier(); });
+  CHECK(r0.error() == "");
+  CHECK(r1.error() == "");
+  CAPTURE(caught);
+  CHECK(contains(caught, "tcp rank 0 of 2: recv from rank 1 at 127.0.0.1:"));
+  CHECK(contains(caught, "(tag 9) timed out after 300 ms"));
+  CHECK(took >= 300);
+  CHECK(took < 1500);
+}
+
+TEST_CASE("failure: a failing rank's error reaches the others at once, and run() rethrows its own") {
+  const auto port = transport::pick_free_port();
+  std::vector<std::unique_ptr<RankThread>> ranks;
+  std::atomic<int> woken{0};
+  const auto t0 = Clock::now();
+  for (std::size_t r = 0; r < 3; ++r)
+    ranks.push_back(std::make_unique<RankThread>(job(r, 3, port), [&](TcpEndpoint& e) {
+      if (e.rank() == 2) {
+        e.barrier();
+        throw std::runtime_error("rank two broke");
+      }
+      std::vector<std::byte> b(4);
+      try {
+        // The failure may reach a rank while it still finishes the barrier, or in the receive,
+        // which is never matched: either way at once, not after the timeout.
+        e.barrier();
+        e.recv(2, 1, b);
+      } catch (const TransportError& err) {
+        if (contains(err.what(), "rank 2 failed: rank two broke")) ++woken;
+        throw;
+      }
+    }));
+  CHECK(ranks[2]->error() == "rank two broke");
+  CHECK(contains(ranks[0]->error(), "rank 2 failed: rank two broke"));
+  CHECK(contains(ranks[1]->error(), "rank 2 failed: rank two broke"));
+  CHECK(woken == 2);
+  CHECK(ms_since(t0) < 3000);  // not the 5 s timeout
+}
+
+TEST_CASE("failure: a wrong-sized message is consumed, and the endpoint stays usable; counters split payload and framing") {
+  const auto port = transport::pick_free_port();
+  TrafficCounters c0{}, c1{};
+  RankThread r1(job(1, 2, port), [&](TcpEndpoint& e) {
+    const auto start = e.counters();
+    std::vector<std::byte> big(3u << 20, std::byte{1});
+    e.send(0, 1, big);   // to a receive of another size
+    e.send(0, 1, std::vector<std::byte>(5, std::byte{2}));
+    e.barrier();
+    c1 = e.counters() - start;
+  });
+  RankThread r0(job(0, 2, port), [&](TcpEndpoint& e) {
+    const auto start = e.counters();
+    std::vector<std::byte> small(16);
+    CHECK_THROWS_WITH_AS(e.recv(1, 1, small), doctest::Contains("expected 16 bytes, the message has 3145728"), TransportError);
+    std::vector<std::byte> five(5);
+    e.recv(1, 1, five);
+    CHECK(five[4] == std::byte{2});
+    e.barrier();
+    c0 = e.counters() - start;
+  });
+  CHECK(r0.error() == "");
+  CHECK(r1.error() == "");
+  CHECK(c1.payload_bytes_sent == (3u << 20) + 5);
+  CHECK(c1.messages_sent == 2);
+  CHECK(c0.payload_bytes_received == (3u << 20) + 5);
+  CHECK(c0.messages_received == 2);
+  CHECK(c1.header_bytes_sent == c0.header_bytes_received);   // both messages and the barrier token
+  CHECK(c1.header_bytes_sent == 3 * wire::header_size);
+}
+
+namespace {
+
+struct Captured {
+  std::mutex m;
+  std::map<std::size_t, std::vector<std::string>> lines;  // by rank; stderr lines start "2| "
+  std::vector<std::string> messages;
+  std::string of(std::size_t rank) {
+    std::string s;
+    for (const auto& l : lines[rank]) s += l + "\n";
+    return s;
+  }
+};
+
+transport::LaunchOptions launch_options(std::size_t ranks, std::vector<std::string> args, Captured& cap) {
+  transport::LaunchOptions o;
+  o.ranks = ranks;
+  o.command = {FLOTILLA_TCP_RANK_PROGRAM};
+  for (auto& a : args) o.command.push_back(std::move(a));
+  o.grace = std::chrono::milliseconds(1000);
+  o.timeout = std::chrono::seconds(30);
+  o.on_output = [&cap](std::size_t rank, int stream, std::string_view line) {
+    const std::lock_guard lock(cap.m);
+    cap.lines[rank].push_back((stream == 2 ? "2| " : "") + std::string(line));
+  };
+  o.on_message = [&cap](const std::string& m) {
+    const std::lock_guard lock(cap.m);
+    cap.messages.push_back(m);
+  };
+  return o;
+}
+
+/// The number in "caught after <n> ms", or -1.
+long long caught_after(const std::string& out) {
+  const auto at = out.find("caught after ");
+  if (at == std::string::npos) return -1;
+  return std::stoll(out.substr(at + 13));
+}
+
+}  // namespace
+
+TEST_CASE("failure: a peer killed with SIGKILL mid-job fails the others at once, naming it") {
+  Captured cap;
+  auto o = launch_options(3, {"kill", "1"}, cap);
+  o.stop_on_failure = false;  // let the survivors report
+  const auto t0 = Clock::now();
+  const auto result = transport::launch(o);
+  CHECK(ms_since(t0) < 5000);
+  REQUIRE(result.ranks.size() == 3);
+  CHECK(!result.ranks[1].exited);
+  CHECK(result.ranks[1].signal == SIGKILL);
+  CHECK(result.first_failure == std::optional<std::size_t>(1));
+  for (std::size_t r : {0u, 2u}) {
+    const std::string out = cap.of(r);
+    CAPTURE(r);
+    CAPTURE(out);
+    CHECK(result.ranks[r].exited);
+    CHECK(result.ranks[r].status == 3);  // caught the TransportError
+    CHECK(contains(out, "tcp rank " + std::to_string(r) + " of 3"));
+    CHECK(contains(out, "rank 1 at 127.0.0.1:"));
+    CHECK(contains(out, "closed the connection"));
+    const long long ms = caught_after(out);
+    CHECK(ms >= 0);
+    CHECK(ms < 1500);  // at once (the victim dies 200 ms in), not after the 30 s timeout
+  }
+}
+
+TEST_CASE("failure: across processes, the first failure is what every rank reports") {
+  Captured cap;
+  auto o = launch_options(4, {"fail", "2"}, cap);
+  o.stop_on_failure = false;
+  const auto result = transport::launch(o);
+  // The others often exit before rank 2 does; the launcher names rank 2 all the same.
+  CHECK(result.first_failure == std::optional<std::size_t>(2));
+  CHECK(result.ranks[2].status == 1);
+  CHECK(contains(cap.of(2), "rank 2 broke"));
+  for (std::size_t r : {0u, 1u, 3u}) {
+    const std::string out = cap.of(r);
+    CAPTURE(out);
+    CHECK(result.ranks[r].status == 3);
+    CHECK(contains(out, "rank 2 failed: rank 2 broke"));
+    CHECK(caught_after(out) < 1500);
+  }
+}
+
+// ---- stress ----------------------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
+  std::vector<std::byte> v(n);
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<std::byte>(x);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("stress: messages that arrive before their receive, in part or whole, arrive intact") {
+  // Rank 0 first waits for rank 2, which sends late; meanwhile rank 1's large messages arrive,
+  // are read aside (the wait stalls, so everything pending is read), and are then received in
+  // the other order, from memory or by taking over the frame being read.
+  const auto port = transport::pick_free_port();
+  const auto big = pattern(24u << 20, 1), small = pattern(1000, 2), late = pattern(77, 3);
+  RankThread r1(job(1, 3, port), [&](TcpEndpoint& e) {
+    e.send(0, 7, big);
+    e.send(0, 8, small);
+    e.send(0, 7, small);
+    e.barrier();
+  });
+  RankThread r2(job(2, 3, port), [&](TcpEndpoint& e) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    e.send(0, 9, late);
+    e.barrier();
+  });
+  RankThread r0(job(0, 3, port), [&](TcpEndpoint& e) {
+    std::vector<std::byte> a(77), b(1000), c(24u << 20), d(1000);
+    CHECK(e.recv_any(9, a) == 2);
+    e.recv(1, 8, b);
+    e.recv(1, 7, c);
+    e.recv(1, 7, d);
+    CHECK(a == late);
+    CHECK(b == small);
+    CHECK(c == big);
+    CHECK(d == small);
+    e.barrier();
+  });
+  CHECK(r0.error() == "");
+  CHECK(r1.error() == "");
+  CHECK(r2.error() == "");
+}
+
+TEST_CASE("stress: a receive that times out in the middle of a message leaves it to the next receive") {
+  const auto port = transport::pick_free_port();
+  const auto big = pattern(48u << 20, 4);
+  auto o0 = job(0, 2, port);
+  o0.timeout = std::chrono::milliseconds(1);  // shorter than the message takes to arrive
+  int timeouts = 0;
+  RankThread r1(job(1, 2, port), [&](TcpEndpoint& e) {
+    e.send(0, 3, big);
+    e.recv(0, 4, {});
+  });
+  RankThread r0(o0, [&](TcpEndpoint& e) {
+    std::vector<std::byte> in(big.size());
+    for (;;) {
+      try {
+        e.recv(1, 3, in);
+        break;
+      } catch (const TransportError& err) {
+        REQUIRE(contains(err.what(), "timed out"));
+        ++timeouts;
+        std::fill(in.begin(), in.end(), std::byte{0});  // what was read lives elsewhere now
+      }
+    }
+    CHECK(in == big);
+    e.send(1, 4, {});
+  });
+  CHECK(r0.error() == "");
+  CHECK(r1.error() == "");
+  MESSAGE("receive attempts that timed out: " << timeouts);
+}
+
+TEST_CASE("stress: two ranks that both send a large message before receiving do not deadlock") {
+  // Neither socket can take 32 MiB: each send waits for the other rank to read, and each rank is
+  // in its send. The stalled sends read what is pending, and both complete.
+  const auto port = transport::pick_free_port();
+  std::vector<std::vector<std::byte>> got(2);
+  auto body = [&](TcpEndpoint& e) {
+    const auto out = pattern(32u << 20, static_cast<unsigned>(e.rank()) + 10);
+    std::vector<std::byte> in(out.size());
+    e.send(1 - e.rank(), 1, out);
+    e.recv(1 - e.rank(), 1, in);
+    got[e.rank()] = std::move(in);
+  };
+  RankThread r0(job(0, 2, port), body), r1(job(1, 2, port), body);
+  CHECK(r0.error() == "");
+  CHECK(r1.error() == "");
+  CHECK(got[0] == pattern(32u << 20, 11));
+  CHECK(got[1] == pattern(32u << 20, 10));
+}
+
+TEST_CASE("stress: waiting for a rank that has finished fails at once") {
+  const auto port = transport::pick_free_port();
+  std::string recv_error, barrier_error;
+  RankThread r1(job(1, 2, port), [](TcpEndpoint&) {});
+  RankThread r0(job(0, 2, port), [&](TcpEndpoint& e) {
+    std::vector<std::byte> b(4);
+    const auto t0 = Clock::now();
+    try {
+      e.recv(1, 1, b);
+    } catch (const TransportError& err) {
+      recv_error = err.what();
+    }
+    CHECK(ms_since(t0) < 2000);
+  });
+  CHECK(r0.error() == "");  // a mistake of the program's: the endpoint stays usable, and shuts down
+  CHECK(r1.error() == "");
+  CHECK(contains(recv_error, "tcp rank 0 of 2: recv from rank 1 at 127.0.0.1:"));
+  CHECK(contains(recv_error, "has finished"));
+}
+
+// ---- launcher ------------------------------------------------------------------------------------------
+
+TEST_CASE("launcher: a rank that exits non-zero stops the others, and is named") {
+  Captured cap;
+  const auto o = launch_options(4, {"exit", "2", "3"}, cap);
+  const auto t0 = Clock::now();
+  const auto result = transport::launch(o);
+  CHECK(ms_since(t0) < 5000);  // the others sleep 60 s: they were stopped
+  CHECK(result.first_failure == std::optional<std::size_t>(2));
+  CHECK(result.exit_code() == 3);
+  for (std::size_t r : {0u, 1u, 3u}) {
+    CAPTURE(r);
+    CHECK(result.ranks[r].stopped);
+    CHECK(result.ranks[r].signal == SIGTERM);
+    CHECK(contains(cap.of(r), "pid "));
+    CHECK(!contains(cap.of(r), "not stopped"));
+  }
+  REQUIRE(!cap.messages.empty());
+  CHECK(contains(cap.messages.front(), "rank 2 exited with status 3"));
+  CHECK(contains(cap.messages.front(), "stopping rank(s) 0, 1, 3"));
+}
+
+TEST_CASE("launcher: the flotilla-launch program") {
+  auto run = [](const std::string& args, std::string& out) {
+    const std::string cmd = std::string("'") + FLOTILLA_LAUNCH_PROGRAM + "' " + args + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    out.clear();
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    const int st = ::pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  };
+  const std::string rank_program = std::string("'") + FLOTILLA_TCP_RANK_PROGRAM + "'";
+  std::string out;
+  const auto t0 = Clock::now();
+  CHECK(run("-n 4 --grace 1 -- " + rank_program + " exit 2 3", out) == 3);
+  CHECK(ms_since(t0) < 5000);
+  CAPTURE(out);
+  CHECK(contains(out, "flotilla-launch: rank 2 exited with status 3"));
+  CHECK(contains(out, "[rank 0] pid "));
+
+  CHECK(run("-n 2 -- " + rank_program + " print", out) == 0);
+  CHECK(contains(out, "[rank 0] first line of rank 0\n"));
+  CHECK(contains(out, "[rank 1] first line of rank 1\n"));
+  CHECK(contains(out, "[rank 1] second line\n"));
+  CHECK(contains(out, "[rank 0] an error line\n"));
+  CHECK(contains(out, "[rank 1] no newline\n"));
+
+  CHECK(run("-n 2 --timeout 0.5 --grace 0.5 -- " + rank_program + " exit 99 0", out) == 124);
+  CHECK(contains(out, "did not finish within 0.5 s"));
+
+  CHECK(run("-n 2 -- /nonexistent/program", out) == 2);
+  CHECK(contains(out, "cannot start '/nonexistent/program'"));
+  CHECK(run("-n zero -- true", out) == 2);
+  CHECK(contains(out, "-n: 'zero' is not a number of ranks"));
+  CHECK(run("-- true", out) == 2);
+  CHECK(contains(out, "give -n N"));
+  CHECK(run("--help", out) == 0);
+  CHECK(contains(out, "usage: flotilla-launch"));
+}
+
+TEST_CASE("launcher: argument parsing") {
+  const char* argv[] = {"flotilla-launch", "-n", "3", "--timeout=2.5", "--env", "A=b", "--", "prog", "--flag", "x"};
+  const auto o = transport::parse_launch_args(10, argv);
+  REQUIRE(o);
+  CHECK(o->ranks == 3);
+  CHECK(o->timeout == std::chrono::milliseconds(2500));
+  CHECK(o->environment == std::vector<std::string>{"A=b"});
+  CHECK(o->command == std::vector<std::string>{"prog", "--flag", "x"});
+  const char* bad[] = {"flotilla-launch", "-n", "2", "--timeout", "soon", "prog"};
+  CHECK(contains(config_error([&] { (void)transport::parse_launch_args(6, bad); }), "--timeout: 'soon'"));
+}

@@ -1,0 +1,245 @@
+// Trainer: determinism, thread-count independence, checkpoints, and errors for mismatched input.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "flotilla/flotilla.hpp"
+
+using namespace flotilla;
+
+namespace {
+
+using SmallNet = Sequential<Input<1, 8, 8>, Conv2D<4, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<16>, Tanh, Dropout<20>,
+                            Dense<3>>;
+using SmallModel = Model<SmallNet, SoftmaxCrossEntropy, optim::Momentum>;
+
+/// A learnable 3-class problem on 8x8 images: the class is which third of the image is bright.
+data::Dataset<float> stripes(std::size_t n, std::uint64_t seed) {
+  Generator g(seed);
+  data::Dataset<float> d;
+  d.name = "stripes";
+  d.classes = 3;
+  d.inputs.resize(64, static_cast<Eigen::Index>(n));
+  d.labels.resize(n);
+  for (std::size_t s = 0; s < n; ++s) {
+    const auto label = static_cast<std::int32_t>(g.below(3));
+    d.labels[s] = label;
+    for (int y = 0; y < 8; ++y)
+      for (int x = 0; x < 8; ++x)
+        d.inputs(y * 8 + x, static_cast<Eigen::Index>(s)) =
+            0.3f * g.normal<float>() + (x * 3 / 8 == label ? 1.0f : 0.0f);
+  }
+  return d;
+}
+
+template <class M>
+TrainerOptions<M> options(std::size_t threads, std::uint64_t seed = 3) {
+  TrainerOptions<M> o;
+  o.optimizer.learning_rate = 0.05;
+  o.batch_size = 20;
+  o.threads = threads;
+  o.seed = seed;
+  return o;
+}
+
+FitOptions quiet(std::size_t epochs) {
+  FitOptions f;
+  f.epochs = epochs;
+  f.log = nullptr;
+  return f;
+}
+
+template <class T>
+bool bitwise_equal(std::span<const T> a, std::span<const T> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+std::filesystem::path temp_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("flotilla_test_trainer_" + name);
+}
+
+}  // namespace
+
+TEST_CASE("the same seed gives the same parameters, bit for bit") {
+  const auto data = stripes(200, 1);
+  for (std::size_t threads : {1u, 2u}) {
+    CAPTURE(threads);
+    Trainer<SmallModel> a(options<SmallModel>(threads)), b(options<SmallModel>(threads));
+    CHECK(bitwise_equal(std::as_const(a).parameters(), std::as_const(b).parameters()));
+    a.fit(data, nullptr, quiet(2));
+    b.fit(data, nullptr, quiet(2));
+    CHECK(a.step() == 20);
+    CHECK(bitwise_equal(std::as_const(a).parameters(), std::as_const(b).parameters()));
+  }
+  // A different seed gives different initial parameters.
+  Trainer<SmallModel> c(options<SmallModel>(1, 4)), d(options<SmallModel>(1, 3));
+  CHECK_FALSE(bitwise_equal(std::as_const(c).parameters(), std::as_const(d).parameters()));
+}
+
+TEST_CASE("splitting batches across threads changes nothing but float rounding") {
+  // Dropout masks are keyed by sample id, so even the stochastic layer agrees across splits.
+  const auto data = stripes(200, 2);
+  Trainer<SmallModel> one(options<SmallModel>(1)), three(options<SmallModel>(3));
+  one.fit(data, nullptr, quiet(1));
+  three.fit(data, nullptr, quiet(1));
+  const auto p1 = std::as_const(one).parameters(), p3 = std::as_const(three).parameters();
+  double max_diff = 0, max_abs = 0;
+  for (std::size_t i = 0; i < p1.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(static_cast<double>(p1[i]) - p3[i]));
+    max_abs = std::max(max_abs, std::abs(static_cast<double>(p1[i])));
+  }
+  CHECK(max_diff < 1e-4 * max_abs);
+  CHECK(max_diff > 0.0);  // different summation order: not bitwise identical, as documented
+}
+
+TEST_CASE("the trainer learns a simple problem") {
+  const auto train = stripes(600, 5), test = stripes(300, 6);
+  Trainer<SmallModel> t(options<SmallModel>(2));
+  const double before = t.evaluate(test).accuracy;
+  const auto history = t.fit(train, &test, quiet(3));
+  REQUIRE(history.size() == 3);
+  CHECK(history.back().val_accuracy.has_value());
+  CHECK(*history.back().val_accuracy > 0.95);
+  CHECK(before < 0.6);
+  CHECK(history.back().train_loss < history.front().train_loss);
+  const auto ev = t.evaluate(test);
+  CHECK(ev.samples == 300);
+  REQUIRE(ev.confusion.has_value());
+  CHECK(ev.confusion->total() == 300);
+  CHECK(ev.accuracy == doctest::Approx(*history.back().val_accuracy));
+}
+
+TEST_CASE("a checkpoint restores the run exactly") {
+  const auto data = stripes(200, 7);
+  const auto path = temp_path("resume.ckpt");
+  Trainer<SmallModel> a(options<SmallModel>(1));
+  a.fit(data, nullptr, quiet(1));
+  a.save(path);
+  a.fit(data, nullptr, quiet(1));
+
+  Trainer<SmallModel> b(options<SmallModel>(1, /*seed=*/99));  // other seed: load must overwrite everything
+  b.load(path);
+  CHECK(b.step() == 10);
+  CHECK(b.epoch() == 1);
+  b.fit(data, nullptr, quiet(1));
+  CHECK(b.step() == a.step());
+  CHECK(bitwise_equal(std::as_const(a).parameters(), std::as_const(b).parameters()));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("a damaged checkpoint is refused and changes nothing") {
+  const auto data = stripes(100, 8);
+  const auto path = temp_path("damaged.ckpt");
+  Trainer<SmallModel> a(options<SmallModel>(1));
+  a.fit(data, nullptr, quiet(1));
+  a.save(path);
+  std::vector<char> bytes(std::filesystem::file_size(path));
+  std::ifstream(path, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+
+  Trainer<SmallModel> b(options<SmallModel>(1, 11));
+  const std::vector<float> before(std::as_const(b).parameters().begin(), std::as_const(b).parameters().end());
+  auto expect_refused = [&](const std::vector<char>& content, const char* what) {
+    CAPTURE(what);
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(content.data(), static_cast<std::streamsize>(content.size()));
+    CHECK_THROWS_AS(b.load(path), CheckpointError);
+    CHECK(b.step() == 0);
+    CHECK(bitwise_equal(std::as_const(b).parameters(), std::span<const float>(before)));
+  };
+  auto flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x10;
+  expect_refused(flipped, "a flipped byte in the parameters");
+  expect_refused(std::vector<char>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(bytes.size() - 9)), "truncated");
+  expect_refused({}, "empty file");
+  std::filesystem::remove(path);
+  CHECK_THROWS_AS(b.load(path), CheckpointError);  // missing file
+}
+
+TEST_CASE("a checkpoint of another model is refused with both signatures") {
+  const auto path = temp_path("other_model.ckpt");
+  using Other = Model<Sequential<Input<1, 8, 8>, Flatten, Dense<3>>, SoftmaxCrossEntropy, optim::Momentum>;
+  Trainer<Other>(options<Other>(1)).save(path);
+  Trainer<SmallModel> t(options<SmallModel>(1));
+  try {
+    t.load(path);
+    FAIL("expected CheckpointError");
+  } catch (const CheckpointError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("another model") != std::string::npos);
+    CHECK(msg.find(Trainer<Other>::signature()) != std::string::npos);
+    CHECK(msg.find(Trainer<SmallModel>::signature()) != std::string::npos);
+  }
+  using OtherOptimizer = Model<SmallNet, SoftmaxCrossEntropy, optim::Adam>;
+  Trainer<OtherOptimizer>().save(path);
+  CHECK_THROWS_WITH_AS(t.load(path), doctest::Contains("optimizer is Adam"), CheckpointError);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("data that does not fit the model is refused with a clear message") {
+  Trainer<SmallModel> t(options<SmallModel>(1));
+  auto wrong_features = stripes(10, 9);
+  wrong_features.inputs.conservativeResize(63, Eigen::NoChange);
+  CHECK_THROWS_WITH_AS(t.fit(wrong_features, nullptr, quiet(1)), doctest::Contains("63 features per sample"), ShapeError);
+  auto no_labels = stripes(10, 9);
+  no_labels.labels.clear();
+  CHECK_THROWS_WITH_AS(t.evaluate(no_labels), doctest::Contains("needs one label per sample"), ShapeError);
+  auto bad_label = stripes(10, 9);
+  bad_label.labels[4] = 3;
+  CHECK_THROWS_WITH_AS(t.fit(bad_label, nullptr, quiet(1)), doctest::Contains("label 3"), Error);
+  TrainerOptions<SmallModel> zero;
+  zero.batch_size = 0;
+  CHECK_THROWS_AS(Trainer<SmallModel>{zero}, ConfigError);
+}
+
+TEST_CASE("optimizers and schedules drive a regression to its answer") {
+  using Net = Sequential<Input<2>, Dense<1>>;
+  data::Dataset<double> d;
+  d.name = "plane";
+  Generator g(1);
+  d.inputs.resize(2, 400);
+  d.targets.resize(1, 400);
+  for (Eigen::Index s = 0; s < 400; ++s) {
+    d.inputs(0, s) = g.uniform(-1.0, 1.0);
+    d.inputs(1, s) = g.uniform(-1.0, 1.0);
+    d.targets(0, s) = 0.5 * d.inputs(0, s) - 1.5 * d.inputs(1, s) + 0.25;
+  }
+  auto check_fit = [&](auto trainer, const char* name) {
+    CAPTURE(name);
+    trainer.fit(d, nullptr, quiet(60));
+    const auto p = std::as_const(trainer).parameters();
+    CHECK(p[0] == doctest::Approx(0.5).epsilon(0.01));
+    CHECK(p[1] == doctest::Approx(-1.5).epsilon(0.01));
+    CHECK(p[2] == doctest::Approx(0.25).epsilon(0.01));
+  };
+  {
+    TrainerOptions<Model<Net, MSE, optim::SGD, double>> o;
+    o.optimizer.learning_rate = 0.2;
+    o.batch_size = 16;
+    o.schedule = schedule::Step{500, 0.5};
+    check_fit(Trainer<Model<Net, MSE, optim::SGD, double>>(o), "SGD + step schedule");
+  }
+  {
+    TrainerOptions<Model<Net, MSE, optim::Momentum, double>> o;
+    o.optimizer.learning_rate = 0.05;
+    o.optimizer.nesterov = true;
+    o.batch_size = 16;
+    check_fit(Trainer<Model<Net, MSE, optim::Momentum, double>>(o), "Nesterov momentum");
+  }
+  {
+    TrainerOptions<Model<Net, MSE, optim::Adam, double>> o;
+    o.optimizer.learning_rate = 0.05;
+    o.batch_size = 16;
+    o.schedule = schedule::Cosine{1500, 0.01, 20};
+    check_fit(Trainer<Model<Net, MSE, optim::Adam, double>>(o), "Adam + cosine");
+  }
+  {
+    TrainerOptions<Model<Net, MSE, optim::AdamW, double>> o;
+    o.optimizer.learning_rate = 0.05;
+    o.optimizer.weight_decay = 0;  // decay would bias the answer; test_optimizers.cpp checks it
+    o.batch_size = 16;
+    check_fit(Trainer<Model<Net, MSE, optim::AdamW, double>>(o), "AdamW");
+  }
+}

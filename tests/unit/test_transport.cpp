@@ -1,0 +1,64 @@
+// The in-process transport: the conformance suite for 1 to 8 ranks, plus failure handling.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "../transport/conformance.hpp"
+#include "flotilla/transport/in_process.hpp"
+
+using namespace flotilla;
+using transport::InProcess;
+
+TEST_CASE("the in-process transport passes the conformance suite") {
+  static_assert(Transport<InProcess::endpoint>);
+  static_assert(TransportBackend<InProcess>);
+  for (std::size_t ranks = 1; ranks <= 8; ++ranks) {
+    CAPTURE(ranks);
+    CHECK_NOTHROW(InProcess::run({}, ranks, [](InProcess::endpoint& e) { test::transport_conformance(e); }));
+  }
+}
+
+TEST_CASE("a failing rank aborts the others, and run() rethrows its error") {
+  std::atomic<int> woken{0};
+  try {
+    InProcess::run({}, 4, [&](InProcess::endpoint& e) {
+      if (e.rank() == 2) throw std::runtime_error("rank two broke");
+      std::vector<std::byte> b(4);
+      try {
+        e.recv(2, 1, b);  // never sent: must be woken by the abort, not hang
+      } catch (const TransportError& err) {
+        if (std::string(err.what()).find("rank 2 failed: rank two broke") != std::string::npos) ++woken;
+        throw;
+      }
+    });
+    FAIL("expected an exception");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) == "rank two broke");
+  }
+  CHECK(woken == 3);
+}
+
+TEST_CASE("waits time out with a message naming the rank, peer and operation") {
+  transport::InProcessOptions o;
+  o.timeout = std::chrono::milliseconds(50);
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    InProcess::run(o, 2, [](InProcess::endpoint& e) {
+      std::vector<std::byte> b(4);
+      if (e.rank() == 0) e.recv(1, 9, b);
+    });
+    FAIL("expected a timeout");
+  } catch (const TransportError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("rank 0") != std::string::npos);
+    CHECK(msg.find("recv from rank 1") != std::string::npos);
+    CHECK(msg.find("timed out") != std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  CHECK_THROWS_WITH_AS(InProcess::run({}, 2,
+                                      [](InProcess::endpoint& e) {
+                                        if (e.rank() == 0) e.send(5, 1, {});
+                                      }),
+                       doctest::Contains("the job has 2 ranks"), TransportError);
+}
