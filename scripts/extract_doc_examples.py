@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Extracts the compiled examples from flotilla's documentation.
 
-Every ```cpp block in docs/**/*.md whose first line is `// doc-example: NAME` is written to
-OUT/NAME.cpp, so that the tests compile and run exactly the code the documentation shows.
+Every ```cpp block in docs/**/*.md and README.md whose first line is `// doc-example: NAME` is
+written to OUT/NAME.cpp, so that the tests compile and run exactly the code the documentation
+shows; `// doc-compile: NAME` marks one that is only compiled (it would run too long for a test).
+The names of the compile-only ones are listed in OUT/compile_only.txt.
 Duplicate names, and names that are not identifiers, are errors. Files that did not change are not
 rewritten, so an unchanged page does not trigger a rebuild.
 
@@ -12,7 +14,7 @@ import pathlib
 import re
 import sys
 
-MARKER = re.compile(r"^//\s*doc-example:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
+MARKER = re.compile(r"^//\s*doc-(example|compile):\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
 
 
 def blocks(text):
@@ -32,15 +34,21 @@ def main():
         sys.exit(__doc__)
     docs, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
-    seen = {}
-    for page in sorted(docs.rglob("*.md")):
+    seen, compile_only = {}, []
+    pages = sorted(docs.rglob("*.md"))
+    readme = docs.parent / "README.md"
+    if readme.exists():
+        pages.append(readme)
+    for page in pages:
         for lines in blocks(page.read_text(encoding="utf-8")):
             if not lines:
                 continue
             m = MARKER.match(lines[0].strip())
             if not m:
                 continue
-            name = m.group(1)
+            name = m.group(2)
+            if m.group(1) == "compile":
+                compile_only.append(name)
             if name in seen:
                 sys.exit(f"{page}: doc-example '{name}' already defined in {seen[name]}")
             seen[name] = page
@@ -48,6 +56,10 @@ def main():
             target = out / f"{name}.cpp"
             if not target.exists() or target.read_text(encoding="utf-8") != body:
                 target.write_text(body, encoding="utf-8")
+    listing = out / "compile_only.txt"
+    text = "\n".join(sorted(compile_only)) + "\n"
+    if not listing.exists() or listing.read_text(encoding="utf-8") != text:
+        listing.write_text(text, encoding="utf-8")
     for stale in out.glob("*.cpp"):
         if stale.stem not in seen:
             stale.unlink()

@@ -10,7 +10,7 @@
 set -euo pipefail
 
 # The example target (examples/<name>) to build and run.
-EXAMPLE=fashion_mnist_mlp   # to become fashion_mnist_distributed
+EXAMPLE=fashion_mnist_distributed
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"

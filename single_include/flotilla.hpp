@@ -6241,6 +6241,7 @@ inline void write_svg_plot(const std::filesystem::path& path, const History& his
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -6284,9 +6285,15 @@ inline std::string progress_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   if (seconds > 359999) return ">99h";
   const auto s = static_cast<std::uint64_t>(std::llround(seconds));
-  const auto two = [](std::uint64_t v) { return (v < 10 ? "0" : "") + std::to_string(v); };
-  if (s >= 3600) return std::to_string(s / 3600) + ":" + two(s / 60 % 60) + ":" + two(s % 60);
-  return std::to_string(s / 60) + ":" + two(s % 60);
+  // snprintf rather than string concatenation: GCC 12 misreports the latter (-Wrestrict, PR 105329).
+  char text[32];
+  if (s >= 3600)
+    std::snprintf(text, sizeof text, "%llu:%02llu:%02llu", static_cast<unsigned long long>(s / 3600),
+                  static_cast<unsigned long long>(s / 60 % 60), static_cast<unsigned long long>(s % 60));
+  else
+    std::snprintf(text, sizeof text, "%llu:%02llu", static_cast<unsigned long long>(s / 60),
+                  static_cast<unsigned long long>(s % 60));
+  return text;
 }
 
 /// The file descriptor behind std::cout / std::cerr / std::clog, or -1 for any other stream: a
@@ -9010,9 +9017,18 @@ class Trainer {
   /// A one-line description of the architecture's parameter tensors, stored in checkpoints.
   static std::string signature() {
     std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(parameter_count) + ":";
-    for (const auto& t : network_type::tensors)
-      s += " " + std::to_string(t.layer) + "." + std::string(t.layer_name) + "." + std::string(t.name) + "[" +
-           std::to_string(t.size) + "]";
+    for (const auto& t : network_type::tensors) {
+      // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
+      s += ' ';
+      s += std::to_string(t.layer);
+      s += '.';
+      s += t.layer_name;
+      s += '.';
+      s += t.name;
+      s += '[';
+      s += std::to_string(t.size);
+      s += ']';
+    }
     return s;
   }
 

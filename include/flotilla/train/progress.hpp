@@ -11,6 +11,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -54,9 +55,15 @@ inline std::string progress_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   if (seconds > 359999) return ">99h";
   const auto s = static_cast<std::uint64_t>(std::llround(seconds));
-  const auto two = [](std::uint64_t v) { return (v < 10 ? "0" : "") + std::to_string(v); };
-  if (s >= 3600) return std::to_string(s / 3600) + ":" + two(s / 60 % 60) + ":" + two(s % 60);
-  return std::to_string(s / 60) + ":" + two(s % 60);
+  // snprintf rather than string concatenation: GCC 12 misreports the latter (-Wrestrict, PR 105329).
+  char text[32];
+  if (s >= 3600)
+    std::snprintf(text, sizeof text, "%llu:%02llu:%02llu", static_cast<unsigned long long>(s / 3600),
+                  static_cast<unsigned long long>(s / 60 % 60), static_cast<unsigned long long>(s % 60));
+  else
+    std::snprintf(text, sizeof text, "%llu:%02llu", static_cast<unsigned long long>(s / 60),
+                  static_cast<unsigned long long>(s % 60));
+  return text;
 }
 
 /// The file descriptor behind std::cout / std::cerr / std::clog, or -1 for any other stream: a

@@ -303,9 +303,18 @@ class Trainer {
   /// A one-line description of the architecture's parameter tensors, stored in checkpoints.
   static std::string signature() {
     std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(parameter_count) + ":";
-    for (const auto& t : network_type::tensors)
-      s += " " + std::to_string(t.layer) + "." + std::string(t.layer_name) + "." + std::string(t.name) + "[" +
-           std::to_string(t.size) + "]";
+    for (const auto& t : network_type::tensors) {
+      // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
+      s += ' ';
+      s += std::to_string(t.layer);
+      s += '.';
+      s += t.layer_name;
+      s += '.';
+      s += t.name;
+      s += '[';
+      s += std::to_string(t.size);
+      s += ']';
+    }
     return s;
   }
 

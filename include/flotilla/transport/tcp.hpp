@@ -364,6 +364,12 @@ class TcpEndpoint {
   std::size_t size() const noexcept { return size_; }
   TrafficCounters counters() const noexcept { return counters_; }
   const TcpOptions& options() const noexcept { return options_; }
+  /// The longest each later wait may last (TcpOptions::timeout): e.g. longer around a phase that
+  /// keeps some ranks busy for a while, such as loading data or writing a checkpoint.
+  void set_timeout(std::chrono::milliseconds timeout) {
+    if (timeout.count() <= 0) throw ConfigError("tcp: the timeout must be positive");
+    options_.timeout = timeout;
+  }
   /// host:port where `peer` listens (rank 0: the coordinator's address).
   const std::string& address(std::size_t peer) const { return addresses_.at(peer); }
   /// After an operation failed because another rank failed (it died, or sent why it failed):
@@ -467,7 +473,10 @@ class TcpEndpoint {
   /// all that was offered (it may take more).
   bool push(detail::TcpOutgoing& o, std::size_t quantum = static_cast<std::size_t>(-1)) {
     Link& l = *o.link;
-    const std::size_t stop_at = o.written + std::min(quantum, o.total() - o.written);
+    // Whole quanta, and no tail shorter than half a quantum: a 256 KiB message and its header go
+    // out together, not as 256 KiB and then 48 bytes.
+    const std::size_t left = o.total() - o.written;
+    const std::size_t stop_at = o.written + (left - std::min(quantum, left) < quantum / 2 ? left : quantum);
     while (o.written < stop_at) {
       iovec iov[2];
       int n = 0;
@@ -1469,9 +1478,9 @@ struct Tcp {
   using endpoint = TcpEndpoint;
 
   static void run(const options& o, std::size_t ranks, const std::function<void(endpoint&)>& body) {
-    if (ranks == 0) throw ConfigError("Tcp::run: a job needs at least one rank");
     detail::tcp_validate(o);
-    if (o.world_size != ranks)
+    // ranks == 0: the job is as the launcher started it.
+    if (ranks != 0 && o.world_size != ranks)
       throw ConfigError("Tcp::run: the job needs " + std::to_string(ranks) + " ranks, but this process was started as rank " +
                         std::to_string(o.rank) + " of " + std::to_string(o.world_size) +
                         " (FLOTILLA_WORLD_SIZE=" + std::to_string(o.world_size) + "); start it with flotilla-launch -n " +

@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""Allreduce bus bandwidth between 2 processes on this machine (loopback), in one invocation:
+
+* flotilla-tcp:   collective::ring_allreduce over transport::Tcp, ranks started by flotilla-launch
+                  (flotilla_tcp_busbw_bench);
+* mpi-tcp:        Open MPI's MPI_Allreduce, mpirun --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo;
+* mpi-vader:      the same over shared memory, --mca btl vader,self;
+* gloo:           torch.distributed.all_reduce with the gloo backend (/usr/bin/python3, two processes,
+                  init through a TCP store on 127.0.0.1, GLOO_SOCKET_IFNAME=lo, one thread each);
+* and, inside both mpirun jobs, flotilla's MPI transport (flotilla_mpi_busbw_bench):
+  ring_allreduce on an MpiEndpoint (NativeAllreduce: the endpoint's MPI_Allreduce) and with
+  force_ring (flotilla's ring over MPI point-to-point), next to bare MPI_Allreduce.
+
+    /usr/bin/python3 bench/allreduce_compare.py --launch build/tools/flotilla-launch \
+        --tcp-bench build/bench/flotilla_tcp_busbw_bench \
+        --mpi-bench build/bench/flotilla_mpi_busbw_bench [--rounds 5] [--json out.json]
+
+Bus bandwidth = 2 (N-1)/N x bytes / time per call, N = 2; time per call = the slower rank's time
+for a calibrated number of calls (about --target seconds) / calls; in-place sum of float32.
+Each job measures every size once; the jobs are run in rounds, the order rotating each round, so
+that every method sees the same conditions; before each job the driver waits for a quiet machine,
+and it repeats a job during which other processes used more than --disturbance of the machine.
+Tables give the median over rounds (and min-max).
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+
+
+def default_sizes():
+    return [4096 * 4 ** i for i in range(8)]  # 4 KiB .. 64 MiB
+
+
+def size_text(b):
+    return "%d MiB" % (b >> 20) if b >= 1 << 20 else "%d KiB" % (b >> 10)
+
+
+# ---- gloo (torch.distributed) ---------------------------------------------------------------------
+
+def gloo_rank(args):
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % args.port, rank=args.rank, world_size=2)
+    n = dist.get_world_size()
+    x = torch.full((1000003,), float(args.rank + 1))
+    dist.all_reduce(x)
+    assert bool((x == n * (n + 1) / 2).all()), "gloo allreduce gave a wrong sum"
+
+    def time_calls(buf, iters):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(buf)
+        t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t.item() / iters
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    iters = {}
+    for b in sizes:
+        buf = torch.zeros(max(b // 4, 1))
+        for _ in range(3):
+            dist.all_reduce(buf)
+        probe = 1
+        t = time_calls(buf, probe)
+        while t * probe < 0.02 and probe < 20000:
+            probe *= 4
+            t = time_calls(buf, probe)
+        want = torch.tensor([min(max(args.target / max(t, 1e-9), 3), 20000)], dtype=torch.float64)
+        dist.broadcast(want, 0)
+        iters[b] = int(want.item())
+    for b in sizes:
+        buf = torch.zeros(max(b // 4, 1))
+        dist.all_reduce(buf)
+        t = time_calls(buf, iters[b])
+        if args.rank == 0:
+            print(json.dumps({"label": "gloo", "method": "gloo", "ranks": n, "bytes": b, "rep": 0, "iters": iters[b],
+                              "seconds": t, "bus_gbps": 2 * (n - 1) / n * b / t / 1e9}), flush=True)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- jobs -------------------------------------------------------------------------------------------
+
+def job_commands(args):
+    sizes = ",".join(str(b) for b in args.size_list)
+    common = ["--sizes", sizes, "--repeat", "1", "--target", str(args.target)]
+    mpi = ["mpirun", "-n", "2", "--bind-to", "none", "--mca", "pml", "ob1"]
+    jobs = {
+        "flotilla-tcp": lambda: [args.launch, "-n", "2", "--", args.tcp_bench, "--methods", "ring"] + common,
+        "mpi-tcp": lambda: mpi + ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", args.mpi_bench,
+                                  "--label", "mpi-tcp"] + common,
+        "mpi-vader": lambda: mpi + ["--mca", "btl", "vader,self", args.mpi_bench, "--label", "mpi-vader"] + common,
+        "gloo": lambda: [sys.executable, os.path.abspath(__file__), "--gloo", "--sizes", sizes,
+                         "--target", str(args.target)],
+    }
+    return {k: v for k, v in jobs.items() if k in args.jobs.split(",")}
+
+
+def run_gloo_pair(args):
+    port = free_port()
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--gloo-rank", str(r), "--port", str(port),
+                               "--sizes", args.sizes, "--target", str(args.target)],
+                              stdout=subprocess.PIPE, text=True, env=env) for r in range(2)]
+    out = procs[0].communicate()[0]
+    procs[1].wait()
+    sys.stdout.write(out)
+    if any(p.returncode for p in procs):
+        sys.exit(1)
+
+
+def run_job(name, argv, args):
+    env = dict(os.environ, **MPI_ENV)
+    for attempt in range(args.retries + 1):
+        benchlib.wait_quiet(args.quiet)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        # Our own ticks with those of the children we waited for: the job's processes are all
+        # waited for by their parents (mpirun, flotilla-launch, the gloo launcher) and then by us.
+        with benchlib.Disturbance(lambda: [os.getpid()]) as d:
+            out, err = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit("%s failed (%d): %s\n%s" % (name, proc.returncode, " ".join(argv), err[-3000:]))
+        rows = []
+        for line in out.splitlines():
+            line = line.split("] ", 1)[1] if line.startswith("[rank") else line
+            if line.startswith("{"):
+                rows.append(json.loads(line))
+        if d.foreign <= args.disturbance:
+            return rows, d.foreign, attempt
+        print("  %s disturbed (others used %.0f%% of the machine), again" % (name, 100 * d.foreign), file=sys.stderr)
+    return rows, d.foreign, args.retries
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--launch", help="flotilla-launch")
+    ap.add_argument("--tcp-bench", help="flotilla_tcp_busbw_bench")
+    ap.add_argument("--mpi-bench", help="flotilla_mpi_busbw_bench")
+    ap.add_argument("--jobs", default="flotilla-tcp,mpi-tcp,mpi-vader,gloo")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--sizes", default=",".join(str(b) for b in default_sizes()), help="bytes, comma-separated")
+    ap.add_argument("--target", type=float, default=0.2, help="seconds per measurement")
+    ap.add_argument("--quiet", type=float, default=0.10)
+    ap.add_argument("--disturbance", type=float, default=0.05)
+    ap.add_argument("--retries", type=int, default=5)
+    ap.add_argument("--json")
+    ap.add_argument("--gloo", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--gloo-rank", type=int, default=-1, help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.size_list = [int(s) for s in args.sizes.split(",")]
+    if args.gloo_rank >= 0:
+        args.rank = args.gloo_rank
+        return gloo_rank(args)
+    if args.gloo:
+        return run_gloo_pair(args)
+
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    jobs = job_commands(args)
+    names = list(jobs)
+    rows = []  # every measurement
+    log = []
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            out, foreign, retries = run_job(name, jobs[name](), args)
+            for x in out:
+                x["round"] = r
+                x["job"] = name
+            rows.extend(out)
+            log.append({"round": r, "job": name, "foreign": foreign, "retries": retries})
+            print("  round %d %s done (others %.1f%%)" % (r + 1, name, 100 * foreign), file=sys.stderr)
+
+    def series(job, method, b):
+        return [x["bus_gbps"] for x in rows if x["job"] == job and x["method"] == method and x["bytes"] == b]
+
+    med = lambda xs: benchlib.median(xs)
+    print("\nAllreduce bus bandwidth, 2 processes, loopback, float32 sum in place; GB/s (1e9 B/s): median (min-max) "
+          "of %d rounds; %s" % (args.rounds, started))
+    cols = [("flotilla TCP", "flotilla-tcp", "ring"), ("MPI btl tcp", "mpi-tcp", "mpi"),
+            ("MPI btl vader (shm)", "mpi-vader", "mpi"), ("gloo", "gloo", "gloo")]
+    cols = [c for c in cols if c[1] in jobs]
+    print("| size | " + " | ".join(c[0] for c in cols) + " | flotilla TCP / MPI tcp | flotilla TCP / gloo |")
+    print("|---|" + "---|" * (len(cols) + 2))
+    for b in args.size_list:
+        cells = [benchlib.fmt_spread(series(j, m, b), 3) for _, j, m in cols]
+        f = med(series("flotilla-tcp", "ring", b))
+        ratio = lambda j, m: ("%.2fx" % (f / med(series(j, m, b)))) if series(j, m, b) and series("flotilla-tcp", "ring", b) else "-"
+        print("| %s | %s | %s | %s |" % (size_text(b), " | ".join(cells), ratio("mpi-tcp", "mpi"), ratio("gloo", "gloo")))
+
+    for job, title in (("mpi-vader", "btl vader,self"), ("mpi-tcp", "btl tcp,self")):
+        if job not in jobs:
+            continue
+        print("\nflotilla's MPI transport against bare MPI_Allreduce, mpirun %s; GB/s: median (min-max)" % title)
+        print("| size | MPI_Allreduce | flotilla NativeAllreduce | flotilla ring (force_ring) | native / bare | ring / bare |")
+        print("|---|---|---|---|---|---|")
+        for b in args.size_list:
+            bare, nat, ring = (series(job, m, b) for m in ("mpi", "flotilla-native", "flotilla-ring"))
+            print("| %s | %s | %s | %s | %.2f | %.2f |" % (size_text(b), benchlib.fmt_spread(bare, 3),
+                                                           benchlib.fmt_spread(nat, 3), benchlib.fmt_spread(ring, 3),
+                                                           med(nat) / med(bare), med(ring) / med(bare)))
+    print("\njobs repeated because others used the machine: %d" % sum(x["retries"] for x in log))
+    benchlib.emit_json(args.json, {"started": started, "machine": benchlib.machine_summary(), "rows": rows, "log": log,
+                                   "commands": {k: v() for k, v in jobs.items()}})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+# The `bench_smoke` test: runs every benchmark program once with tiny sizes and random data, to prove
+# that each one builds, starts and finishes (the numbers mean nothing). Invoked by CTest as
+#   cmake -DBENCH_DIR=<dir of the programs> -DLAUNCH=<flotilla-launch or empty> -DTCP_BENCHES=<0|1> -P smoke.cmake
+# (MPI programs need mpirun and are left out.)
+
+function(smoke)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 30)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "bench_smoke: `${ARGN}` failed (${rc}):\n${out}\n${err}")
+  endif()
+  message(STATUS "ok: ${ARGN}")
+endfunction()
+
+set(b ${BENCH_DIR})
+smoke(${b}/flotilla_sgemm_bench --reps 1 "128->10")
+smoke(${b}/flotilla_allreduce_bench none)  # a mode that times nothing: start and exit
+smoke(${b}/flotilla_train_bench --synthetic 640 --model mlp --mode run --steps 5 --warmup 2 --repeat 1)
+smoke(${b}/flotilla_train_bench --synthetic 640 --model cnn --mode run --steps 2 --warmup 1 --repeat 1 --threads 2)
+smoke(${b}/flotilla_train_bench --synthetic 640 --model mlp --mode curve --epochs 1)
+smoke(${b}/flotilla_straggler_bench --synthetic 1024 --workers 2 --straggler 1 --factor 2 --steps 3 --policies sync,ssp1,async)
+if(TCP_BENCHES AND LAUNCH)
+  smoke(${LAUNCH} -n 2 --timeout 20 -- ${b}/flotilla_tcp_busbw_bench --sizes 4K,64K --repeat 1 --target 0.001)
+  smoke(${LAUNCH} -n 2 --timeout 20 -- ${b}/flotilla_tcp_train_bench --synthetic 1024 --steps 3 --warmup 1 --repeat 1)
+endif()

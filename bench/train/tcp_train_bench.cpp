@@ -1,0 +1,75 @@
+// flotilla_tcp_train_bench: synchronous data-parallel training of the Fashion-MNIST MLP over the TCP
+// transport, one worker per process: Trainer<Mlp, policy::Synchronous<>, transport::Tcp>.
+//
+//   flotilla-launch -n 2 -- flotilla_tcp_train_bench [--steps 1000] [--warmup 200] [--repeat 3]
+//
+// Every rank trains with batch 64 (a global batch of 64 x ranks) and TrainerOptions::threads
+// (default 1) cores, on the first whole global batches of the training set. After `warmup` untimed
+// updates it times `repeat` calls of fit() with FitOptions::max_steps = steps, printing one JSON
+// line per call per rank: its wall time, its samples, and the epoch record's per-step counters.
+// The job's throughput is (samples of all ranks) / (the slowest rank's seconds). Run with -n 1 for
+// the single-process baseline of the scaling efficiency.
+#include "../common/bench_common.hpp"
+
+#include <flotilla/transport/tcp.hpp>
+
+#include <iostream>
+#include <string>
+
+int main(int argc, char** argv) {
+  try {
+    namespace tr = flotilla::transport;
+    flotilla::cli::Flags flags("flotilla_tcp_train_bench", "synchronous data-parallel MLP training over TCP");
+    auto& steps = flags.add<std::size_t>("steps", 1000, "updates per timed call");
+    auto& warmup = flags.add<std::size_t>("warmup", 200, "untimed updates first");
+    auto& repeat = flags.add<std::size_t>("repeat", 3, "timed calls");
+    auto& batch = flags.add<std::size_t>("batch", 64, "samples per worker per step");
+    auto& threads = flags.add<std::size_t>("threads", 1, "cores of each worker");
+    auto& lr = flags.add<double>("lr", 0.05, "learning rate (momentum 0.9)");
+    auto& synthetic = flags.add<std::size_t>("synthetic", 0, "use this many random samples instead of Fashion-MNIST");
+    auto& data = flags.add<std::filesystem::path>("data", flotilla::data::fashion_mnist::default_directory(),
+                                                  "Fashion-MNIST directory", "FLOTILLA_FASHION_MNIST");
+    if (!flags.parse(argc, argv, std::cout)) return 0;
+
+    const tr::TcpOptions options = tr::TcpOptions::from_environment();
+    const std::size_t world = options.world_size;
+    const auto full = bench::load(flotilla::data::Split::train, data, synthetic);
+    const auto train = bench::whole_batches(full, batch * world);
+
+    flotilla::TrainerOptions<bench::Mlp> o;
+    o.optimizer.learning_rate = lr;
+    o.optimizer.momentum = 0.9;
+    o.batch_size = batch;
+    o.threads = threads;
+    o.prefetch = 0;
+    o.seed = 1;
+    flotilla::Trainer<bench::Mlp, flotilla::policy::Synchronous<>, tr::Tcp> trainer(o, {}, options);
+
+    auto timed = [&](std::size_t n, int index) {
+      flotilla::FitOptions f;
+      f.epochs = std::size_t{1} << 40;
+      f.max_steps = n;
+      f.log = nullptr;
+      const std::uint64_t s0 = trainer.step();
+      const double c0 = bench::process_cpu_seconds(), t0 = bench::now_seconds();
+      const auto history = trainer.fit(train, nullptr, f);
+      const double t1 = bench::now_seconds(), c1 = bench::process_cpu_seconds();
+      const std::uint64_t done = trainer.step() - s0;
+      if (index < 0) return;
+      std::printf("{\"rank\":%zu,\"world\":%zu,\"run\":%d,\"steps\":%llu,\"samples\":%llu,\"seconds\":%.6f,\"cpu_seconds\":%.6f",
+                  options.rank, world, index, static_cast<unsigned long long>(done),
+                  static_cast<unsigned long long>(done * batch), t1 - t0, c1 - c0);
+      // The counters of the last epoch record of the call (means per step).
+      if (!history.empty())
+        for (const auto& [key, value] : history.back().extra) std::printf(",\"%s\":%.6g", key.c_str(), value);
+      std::printf("}\n");
+      std::fflush(stdout);
+    };
+    if (warmup) timed(warmup, -1);
+    for (std::size_t r = 0; r < repeat; ++r) timed(steps, static_cast<int>(r));
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flotilla_tcp_train_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,115 @@
+// What the distributed Fashion-MNIST examples share: the CNN, the flags, the policies to choose
+// from, and the report. fashion_mnist_distributed.cpp (in-process workers), fashion_mnist_tcp.cpp
+// (one process per worker over TCP) and fashion_mnist_mpi.cpp (under mpirun) differ only in the
+// transport backend they pass to run_example<Backend>().
+#pragma once
+
+#include <flotilla/flotilla.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <thread>
+
+namespace example {
+
+namespace fm = flotilla::data::fashion_mnist;
+using Net = flotilla::Sequential<flotilla::Input<1, 28, 28>,                                   //
+                                 flotilla::Conv2D<32, 5>, flotilla::ReLU, flotilla::MaxPool2D<2>,  //
+                                 flotilla::Conv2D<64, 5>, flotilla::ReLU, flotilla::MaxPool2D<2>,  //
+                                 flotilla::Flatten, flotilla::Dense<10>>;
+using Model = flotilla::Model<Net, flotilla::SoftmaxCrossEntropy, flotilla::optim::Momentum>;
+
+struct Settings {
+  std::size_t workers, servers, epochs, batch, baseline_steps;
+  double lr;
+  std::string policy;
+  std::filesystem::path data, metrics, plot, trace;
+};
+
+template <class Backend, class Policy>
+int run(const Settings& s, const typename Backend::options& transport, const flotilla::data::Dataset<float>& train,
+        const flotilla::data::Dataset<float>& test) {
+  flotilla::TrainerOptions<Model> options;
+  options.optimizer.learning_rate = s.lr;
+  options.optimizer.momentum = 0.9;
+  options.batch_size = s.batch;
+  options.seed = 1;
+
+  // One worker, for the speed-up's denominator (in-process jobs only: there the machine is ours).
+  double one_worker = 0;
+  if (Backend::in_process && s.baseline_steps > 0) {
+    flotilla::Trainer<Model> single(options);
+    flotilla::FitOptions f;
+    f.log = nullptr;
+    f.max_steps = s.baseline_steps;
+    one_worker = single.fit(train, nullptr, f).back().samples_per_second;
+    std::printf("1 worker: %.0f samples/s (%zu steps of %zu)\n", one_worker, s.baseline_steps, s.batch);
+  }
+
+  options.workers = Backend::in_process ? s.workers : 0;  // out of process: as launched
+  options.servers = s.servers;
+  flotilla::Trainer<Model, Policy, Backend> trainer(options, Policy{}, transport);
+  flotilla::FitOptions fit;
+  fit.epochs = s.epochs;
+  fit.metrics_file = s.metrics;
+  fit.plot_file = s.plot;
+  fit.trace_file = s.trace;
+  fit.plot_title = "Fashion-MNIST CNN, " + std::string(Backend::name) + ", " + s.policy;
+  const auto history = trainer.fit(train, &test, fit);
+  if (history.empty()) return 0;  // a parameter server: the workers report
+  const auto& last = history.back();
+  const auto workers = static_cast<std::size_t>(last.extra.front().second);
+  if (!Backend::in_process && (std::getenv("FLOTILLA_RANK") == nullptr || std::string(std::getenv("FLOTILLA_RANK")) != "0") &&
+      (std::getenv("OMPI_COMM_WORLD_RANK") == nullptr || std::string(std::getenv("OMPI_COMM_WORLD_RANK")) != "0"))
+    return 0;  // every worker has the same history; one report is enough
+
+  double rate = 0;
+  for (const auto& r : history) rate += r.samples_per_second / static_cast<double>(history.size());
+  std::printf("\n%s, %zu workers, policy %s: test accuracy %.2f%% after %zu epochs, %.0f samples/s",
+              std::string(Backend::name).c_str(), workers, s.policy.c_str(), 100 * last.val_accuracy.value_or(0),
+              s.epochs, rate);
+  if (one_worker > 0) std::printf(", %.2fx one worker", rate / one_worker);
+  std::printf("\n");
+  for (const auto& [name, value] : last.extra) std::printf("  %-32s %.4g\n", name.c_str(), value);
+  return 0;
+}
+
+/// Parses the flags and trains with the chosen policy over `Backend`.
+template <class Backend>
+int run_example(int argc, char** argv, const char* program, typename Backend::options transport = {}) {
+  try {
+    flotilla::cli::Flags flags(program, "train a CNN on Fashion-MNIST on several workers");
+    auto& workers = flags.add<std::size_t>("workers", std::max(2u, std::thread::hardware_concurrency()),
+                                           "workers (in-process jobs; otherwise the launched ranks less the servers)");
+    auto& servers = flags.add<std::size_t>("servers", 1, "parameter servers (policies sync-ps and async)");
+    auto& epochs = flags.add<std::size_t>("epochs", 5, "passes over the training set");
+    auto& batch = flags.add<std::size_t>("batch", 64, "samples per worker per step");
+    auto& lr = flags.add<double>("lr", 0.05, "learning rate (SGD with momentum 0.9)");
+    auto& policy = flags.add<std::string>("policy", "sync", "sync, sync-fp16, sync-ps or async");
+    auto& baseline = flags.add<std::size_t>("baseline-steps", 200, "steps to time one worker first (0: skip)");
+    auto& data = flags.add<std::filesystem::path>("data", fm::default_directory(), "Fashion-MNIST directory",
+                                                  "FLOTILLA_FASHION_MNIST");
+    auto& metrics = flags.add<std::filesystem::path>("metrics", "distributed_metrics.jsonl", "per-epoch metrics");
+    auto& plot = flags.add<std::filesystem::path>("plot", "distributed_curves.svg", "loss and accuracy curves (SVG)");
+    auto& trace = flags.add<std::filesystem::path>("trace", "", "Chrome-trace timeline of every worker (JSON)");
+    if (!flags.parse(argc, argv, std::cout)) return 0;
+    const Settings s{workers, servers, epochs, batch, baseline, lr, policy, data, metrics, plot, trace};
+    if (s.workers == 0) throw flotilla::ConfigError("--workers must be at least 1");
+
+    const auto train = fm::load<float>(fm::Split::train, s.data);
+    const auto test = fm::load<float>(fm::Split::test, s.data);
+    using namespace flotilla;
+    if (s.policy == "sync") return run<Backend, policy::Synchronous<topology::Ring>>(s, transport, train, test);
+    if (s.policy == "sync-fp16")
+      return run<Backend, policy::Compressed<codec::Fp16, policy::Synchronous<>>>(s, transport, train, test);
+    if (s.policy == "sync-ps") return run<Backend, policy::Synchronous<topology::ParameterServer>>(s, transport, train, test);
+    if (s.policy == "async") return run<Backend, policy::Asynchronous<topology::ParameterServer>>(s, transport, train, test);
+    throw ConfigError("--policy: '" + s.policy + "' is not one of sync, sync-fp16, sync-ps, async");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace example

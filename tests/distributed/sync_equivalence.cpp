@@ -1,0 +1,101 @@
+// Synchronous training across processes gives the parameters of one worker with an N-times batch.
+//
+// Every rank of a job started by flotilla-launch (TCP) or mpirun (MPI) runs this program. The
+// workers train a small network in double on synthetic data with batch B each; afterwards rank 0
+// trains the same network alone, in this process, with batch N*B, and compares. The job exits
+// non-zero when they differ by more than float rounding of a double sum.
+//
+//   sync_equivalence_<backend> ring     all ranks are workers (ring allreduce)
+//   sync_equivalence_<backend> ps S     the last S ranks are parameter servers
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "flotilla/flotilla.hpp"
+#if defined(FLOTILLA_TEST_TCP)
+#include "flotilla/transport/tcp.hpp"
+using Backend = flotilla::transport::Tcp;
+static Backend::options backend_options() { return Backend::options::from_environment(); }
+#elif defined(FLOTILLA_TEST_MPI)
+#include "flotilla/transport/mpi.hpp"
+using Backend = flotilla::transport::Mpi;
+static Backend::options backend_options() { return {}; }
+#endif
+
+using namespace flotilla;
+using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
+using M = Model<Net, SoftmaxCrossEntropy, optim::Momentum, double>;
+
+static data::Dataset<double> blobs(std::size_t n) {
+  Generator g(11);
+  data::Dataset<double> d;
+  d.name = "blobs";
+  d.classes = 3;
+  d.inputs.resize(36, static_cast<Eigen::Index>(n));
+  d.labels.resize(n);
+  for (std::size_t s = 0; s < n; ++s) {
+    const auto label = static_cast<std::int32_t>(g.below(3));
+    d.labels[s] = label;
+    for (Eigen::Index i = 0; i < 36; ++i)
+      d.inputs(i, static_cast<Eigen::Index>(s)) = 0.5 * g.normal<double>() + (i % 3 == label ? 1.0 : 0.0);
+  }
+  return d;
+}
+
+template <class Policy>
+static int check(std::size_t servers, const char* what) {
+  const auto data = blobs(490);  // 490: the last global batch is partial and split unevenly
+  TrainerOptions<M> o;
+  o.optimizer.learning_rate = 0.05;
+  o.batch_size = 8;
+  o.servers = servers;
+  o.seed = 23;
+  o.workers = 0;  // as launched
+  Trainer<M, Policy, Backend> distributed(o, Policy{}, backend_options());
+  FitOptions f;
+  f.epochs = 2;
+  f.log = nullptr;
+  const auto history = distributed.fit(data, nullptr, f);
+  if (history.empty()) return 0;  // a parameter server: nothing to compare
+  const auto workers = static_cast<std::size_t>(history.back().extra.front().second);
+  if (std::getenv("FLOTILLA_RANK") && std::string(std::getenv("FLOTILLA_RANK")) != "0") return 0;
+  int mpi_rank_zero = 1;
+#if defined(FLOTILLA_TEST_MPI)
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  mpi_rank_zero = r == 0;
+#endif
+  if (!mpi_rank_zero) return 0;
+
+  TrainerOptions<M> single = o;
+  single.batch_size = o.batch_size * workers;
+  single.workers = 1;
+  Trainer<M> reference(single);
+  reference.fit(data, nullptr, f);
+  double diff = 0, norm = 0;
+  const auto a = std::as_const(distributed).parameters(), b = std::as_const(reference).parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    norm = std::max(norm, std::abs(b[i]));
+  }
+  std::printf("%s, %zu workers: max |difference| / max |parameter| = %.3g\n", what, workers, diff / norm);
+  return diff / norm < 1e-12 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  try {
+    const std::string mode = argc > 1 ? argv[1] : "ring";
+    if (mode == "ring") return check<policy::Synchronous<topology::Ring>>(1, "ring allreduce");
+    if (mode == "ps") {
+      const std::size_t servers = argc > 2 ? static_cast<std::size_t>(std::stoul(argv[2])) : 1;
+      return check<policy::Synchronous<topology::ParameterServer>>(servers, "parameter server");
+    }
+    std::fprintf(stderr, "usage: %s ring | ps SERVERS\n", argv[0]);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
