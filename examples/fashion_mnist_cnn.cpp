@@ -1,4 +1,4 @@
-// A convolutional network on Fashion-MNIST, trained with SGD and momentum on one process:
+// A convolutional network on Fashion-MNIST, trained with Adam on one process:
 //   conv 5x5, 32 filters -> ReLU -> max-pool 2x2 -> conv 5x5, 64 filters -> ReLU -> max-pool 2x2
 //   -> flatten -> dense 10.
 // Input<1, 28, 28> is one grey channel of 28x28; the compiler works out every shape after it
@@ -9,11 +9,11 @@ using Net = flotilla::Sequential<flotilla::Input<1, 28, 28>,                    
                                  flotilla::Conv2D<32, 5>, flotilla::ReLU, flotilla::MaxPool2D<2>,  //
                                  flotilla::Conv2D<64, 5>, flotilla::ReLU, flotilla::MaxPool2D<2>,  //
                                  flotilla::Flatten, flotilla::Dense<10>>;
-using Model = flotilla::Model<Net, flotilla::SoftmaxCrossEntropy, flotilla::optim::Momentum>;
+using Model = flotilla::Model<Net, flotilla::SoftmaxCrossEntropy, flotilla::optim::Adam>;
 
 int main(int argc, char** argv) {
   return example::guarded([&] {
-    example::Settings s{.data_dir = {}, .epochs = 5, .batch = 64, .learning_rate = 0.05, .momentum = 0.9,
+    example::Settings s{.data_dir = {}, .epochs = 5, .batch = 64, .learning_rate = 1e-3, .momentum = 0.9,
                         .threads = 2, .seed = 1, .metrics = "cnn_metrics.jsonl", .plot = "cnn_curves.svg",
                         .checkpoint = {}, .resume = {}};
     if (!example::parse_flags(argc, argv, "fashion_mnist_cnn", "train a CNN on Fashion-MNIST", s)) return 0;

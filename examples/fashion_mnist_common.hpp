@@ -4,6 +4,7 @@
 
 #include <flotilla/flotilla.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -22,6 +23,7 @@ struct Settings {
   std::size_t threads;
   std::uint64_t seed;
   std::filesystem::path metrics, plot, checkpoint, resume;
+  std::string schedule = "cosine";
 };
 
 /// Parses the flags over `defaults`. Returns false when the program should exit (after --help).
@@ -31,36 +33,50 @@ inline bool parse_flags(int argc, char** argv, const char* name, const char* wha
                                                     "directory holding the Fashion-MNIST IDX files", "FLOTILLA_FASHION_MNIST");
   auto& epochs = flags.add<std::size_t>("epochs", s.epochs, "passes over the training set");
   auto& batch = flags.add<std::size_t>("batch", s.batch, "samples per update");
-  auto& lr = flags.add<double>("lr", s.learning_rate, "learning rate (SGD with momentum)");
-  auto& momentum = flags.add<double>("momentum", s.momentum, "momentum");
+  auto& lr = flags.add<double>("lr", s.learning_rate, "base learning rate");
+  auto& momentum = flags.add<double>("momentum", s.momentum, "momentum (SGD with momentum only)");
   auto& threads = flags.add<std::size_t>("threads", s.threads, "cores sharing each batch");
   auto& seed = flags.add<std::uint64_t>("seed", s.seed, "seed of the initial weights and the data order");
   auto& metrics = flags.add<std::filesystem::path>("metrics", s.metrics, "per-epoch metrics file (.jsonl or .csv)");
   auto& plot = flags.add<std::filesystem::path>("plot", s.plot, "SVG plot of the loss and accuracy curves");
   auto& checkpoint = flags.add<std::filesystem::path>("checkpoint", s.checkpoint, "checkpoint written after each epoch");
   auto& resume = flags.add<std::filesystem::path>("resume", s.resume, "checkpoint to resume from");
+  auto& schedule = flags.add<std::string>("schedule", s.schedule,
+                                          "learning-rate schedule: cosine (from --lr down to 0 over the run) or constant");
   if (!flags.parse(argc, argv, std::cout)) return false;
-  s = Settings{data_dir, epochs, batch, lr, momentum, threads, seed, metrics, plot, checkpoint, resume};
+  if (schedule != "cosine" && schedule != "constant")
+    throw flotilla::ConfigError("--schedule: expected cosine or constant, not '" + schedule + "'");
+  s = Settings{data_dir, epochs, batch, lr, momentum, threads, seed, metrics, plot, checkpoint, resume, schedule};
   return true;
 }
 
-/// Loads the data, trains `Model` with SGD + momentum as the settings say, and prints the test
+/// Loads the data, trains `Model` as the settings say, and prints the test
 /// accuracy and per-class precision and recall. Returns the process exit code.
 template <class Model>
 int train_and_report(const Settings& s) {
   namespace fm = flotilla::data::fashion_mnist;
   std::printf("loading Fashion-MNIST from %s\n", s.data_dir.string().c_str());
-  const auto train = fm::load<float>(fm::Split::train, s.data_dir);
-  const auto test = fm::load<float>(fm::Split::test, s.data_dir);
+  auto train = fm::load<float>(fm::Split::train, s.data_dir);
+  auto test = fm::load<float>(fm::Split::test, s.data_dir);
+  // Pixels to zero mean and unit variance over the training set (both sets with the same figures):
+  // better-conditioned first-layer gradients, so the same steps go further.
+  const float mean = train.inputs.mean();
+  const float stddev = std::sqrt((train.inputs.array() - mean).square().mean());
+  for (auto* d : {&train, &test}) d->inputs = (d->inputs.array() - mean) / stddev;
   std::printf("%zu training and %zu test images; model with %zu parameters\n", train.size(), test.size(),
               Model::parameter_count);
 
   flotilla::TrainerOptions<Model> options;
   options.optimizer.learning_rate = s.learning_rate;
-  options.optimizer.momentum = s.momentum;
+  if constexpr (requires { options.optimizer.momentum; }) options.optimizer.momentum = s.momentum;
   options.batch_size = s.batch;
   options.threads = s.threads;
   options.seed = s.seed;
+  if (s.schedule == "cosine") {
+    // Annealing the rate to zero over the run is worth a point or more of test accuracy at the end.
+    const std::size_t steps_per_epoch = (train.size() + s.batch - 1) / s.batch;
+    options.schedule = flotilla::schedule::Cosine{.total = s.epochs * steps_per_epoch, .min_factor = 0.0, .warmup = 0};
+  }
   flotilla::Trainer<Model> trainer(options);
   if (!s.resume.empty()) {
     trainer.load(s.resume);
