@@ -109,20 +109,26 @@ class RankThread {
   std::thread thread_;
 };
 
-/// A peer that speaks the wire format by hand, to send what a real rank never would.
+/// A peer that speaks the wire format by hand, to send what a real rank never would: a socket of
+/// its own io_context, through the transport's socket helpers.
 class FakePeer {
  public:
+  using Socket = transport::detail::TcpSocket;
   explicit FakePeer(std::uint16_t port)
-      : fd_(transport::detail::connect_to({"127.0.0.1", port}, Clock::now() + std::chrono::seconds(5), 0, "fake peer")) {}
-  explicit FakePeer(transport::detail::Fd fd) : fd_(std::move(fd)) {}
+      : io_(std::make_shared<boost::asio::io_context>()),
+        socket_(transport::detail::connect_to(*io_, {"127.0.0.1", port}, Clock::now() + std::chrono::seconds(5), 0,
+                                              "fake peer")) {}
+  /// An accepted connection, of `io`.
+  FakePeer(std::shared_ptr<boost::asio::io_context> io, Socket socket) : io_(std::move(io)), socket_(std::move(socket)) {}
 
   void write(std::span<const std::byte> bytes) {
     while (!bytes.empty()) {
-      const ssize_t n = ::send(fd_.get(), bytes.data(), bytes.size(), transport::detail::send_flags);
-      if (n > 0) {
-        bytes = bytes.subspan(static_cast<std::size_t>(n));
-      } else if (n < 0 && errno == EAGAIN) {
-        transport::detail::wait_fd(fd_.get(), POLLOUT, Clock::now() + std::chrono::seconds(5));
+      boost::system::error_code ec;
+      const std::size_t n = socket_.write_some(boost::asio::buffer(bytes.data(), bytes.size()), ec);
+      if (!ec && n > 0) {
+        bytes = bytes.subspan(n);
+      } else if (transport::detail::would_block(ec)) {
+        transport::detail::wait_ready(*io_, socket_, Socket::wait_write, Clock::now() + std::chrono::seconds(5));
       } else {
         return;  // the other side may have closed: what the test is about
       }
@@ -161,31 +167,33 @@ class FakePeer {
   bool closed() {
     std::byte b[256];
     const auto until = Clock::now() + std::chrono::seconds(5);
-    while (transport::detail::wait_fd(fd_.get(), POLLIN, until)) {
-      const ssize_t n = ::recv(fd_.get(), b, sizeof b, 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+    while (transport::detail::wait_ready(*io_, socket_, Socket::wait_read, until)) {
+      boost::system::error_code ec;
+      socket_.read_some(boost::asio::buffer(b), ec);
+      if (ec && !transport::detail::would_block(ec) && ec != boost::asio::error::interrupted) return true;
     }
     return false;
   }
-  int fd() const { return fd_.get(); }
 
  private:
   bool read_exact(std::byte* p, std::size_t n) {
     const auto until = Clock::now() + std::chrono::seconds(5);
     while (n > 0) {
-      const ssize_t r = ::recv(fd_.get(), p, n, 0);
-      if (r > 0) {
+      boost::system::error_code ec;
+      const std::size_t r = socket_.read_some(boost::asio::buffer(p, n), ec);
+      if (!ec && r > 0) {
         p += r;
-        n -= static_cast<std::size_t>(r);
-      } else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
-        if (!transport::detail::wait_fd(fd_.get(), POLLIN, until)) return false;
+        n -= r;
+      } else if (transport::detail::would_block(ec) || ec == boost::asio::error::interrupted) {
+        if (!transport::detail::wait_ready(*io_, socket_, Socket::wait_read, until)) return false;
       } else {
         return false;
       }
     }
     return true;
   }
-  transport::detail::Fd fd_;
+  std::shared_ptr<boost::asio::io_context> io_;  // first: it outlives the socket
+  Socket socket_;
 };
 
 std::span<const std::byte> bytes_of(const std::string& s) {
@@ -399,10 +407,13 @@ TEST_CASE("handshake: a protocol-version mismatch is refused with both versions,
     CHECK(contains(e0, "127.0.0.1:"));
   }
   {  // a coordinator of another version answers rank 1
-    transport::detail::Listener l = transport::detail::listen_on("127.0.0.1", 0, 0, "fake coordinator");
+    auto io = std::make_shared<boost::asio::io_context>();
+    transport::detail::Listener l = transport::detail::listen_on(*io, "127.0.0.1", 0, 0, "fake coordinator");
     RankThread r1(job(1, 2, l.port), [](TcpEndpoint&) {});
-    REQUIRE(transport::detail::wait_fd(l.fd.get(), POLLIN, Clock::now() + std::chrono::seconds(5)));
-    FakePeer coordinator(transport::detail::accept_one(l.fd.get()));
+    REQUIRE(transport::detail::wait_ready(*io, l.acceptor, l.acceptor.wait_read, Clock::now() + std::chrono::seconds(5)));
+    auto accepted = transport::detail::accept_one(l.acceptor);
+    REQUIRE(accepted);
+    FakePeer coordinator(io, std::move(*accepted));
     const auto hello = coordinator.read();
     REQUIRE(hello);
     CHECK(hello->first.type == wire::FrameType::hello);

@@ -1,6 +1,6 @@
 #pragma once
 // The TCP transport: one process per rank, on one host or several. flotilla/flotilla.hpp does not
-// include it (it needs POSIX sockets); include it yourself and link flotilla::tcp.
+// include it (it needs Boost.Asio); include it yourself and link flotilla::tcp.
 //
 //   flotilla-launch -n 4 -- ./train          # on one machine: see tcp_launch.hpp
 //   transport::Tcp::run(transport::TcpOptions::from_environment(), 4, [](transport::TcpEndpoint& e) { ... });
@@ -16,24 +16,28 @@
 //  - Receiving: a frame whose receive is already posted, and whose size matches, is read straight
 //    into the caller's buffer; other frames are read into memory of their own (after their length
 //    has been checked) and queued per peer, so that tags can be received in any order.
-//  - One thread, non-blocking sockets, poll(): sendrecv writes and reads at once, alternating
-//    quanta of 256 KiB so that both directions flow together and what arrives is read while it is
-//    still in cache (about a third faster at 64 MiB than writing all the socket takes). Links that the
-//    operation in progress does not need are left unread (their data waits in the kernel, where it
-//    costs no copy) until poll() has seen no progress for a moment; then everything pending is
-//    read, so that two ranks that both send large messages before receiving cannot deadlock.
+//  - One thread, non-blocking Boost.Asio sockets (tcp_socket.hpp), one io_context per endpoint:
+//    data moves with read_some/write_some straight from and to the caller's memory, and the loop
+//    waits with async_wait (wait_read/wait_write) on the links it needs and run_one_until() up to
+//    the deadline. Waits stay armed across iterations and operations; every open link has a read
+//    wait (but one parked with data that nothing needs yet, read at the next stall), so that a
+//    peer's hang-up ends the wait at once. sendrecv writes and reads at once,
+//    alternating quanta of 256 KiB so that both directions flow together and what arrives is read
+//    while it is still in cache (about a third faster at 64 MiB than writing all the socket takes).
+//    Links that the operation in progress does not need are left unread (their data waits in the
+//    kernel, where it costs no copy) until the reactor has seen no progress for a moment; then
+//    everything pending is read, so that two ranks that both send large messages before receiving
+//    cannot deadlock.
 //  - Every wait ends by the timeout with a TransportError naming this rank, the peer, its host:port
 //    and the operation. A peer whose connection ends is reported at once, whatever this rank was
 //    waiting for. A rank whose body throws tells its peers why (an abort frame) before it closes.
 //  - Shutdown: every rank sends a goodbye on each connection and closes only once it has a goodbye
 //    from every peer, so that no rank closes a connection that another still reads.
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -264,8 +268,8 @@ inline constexpr std::size_t tcp_nobody = static_cast<std::size_t>(-1);
 /// A payload whose rest is at least this large is read straight into its destination instead.
 inline constexpr std::size_t tcp_read_buffer = 64 * 1024;
 
-/// How long poll() may see no progress on what an operation waits for before every link is read,
-/// whatever it holds (see the file comment): long enough that a ring step's next message is not
+/// How long the reactor may see no progress on what an operation waits for before every link is
+/// read, whatever it holds (see the file comment): long enough that a ring step's next message is not
 /// copied aside just because its neighbour was descheduled for a moment.
 inline constexpr std::chrono::milliseconds tcp_stall{20};
 
@@ -284,7 +288,18 @@ struct TcpMessage {
 
 /// A connection to one peer, and the state of the frame being read from it.
 struct TcpLink {
-  Fd fd;
+  explicit TcpLink(std::shared_ptr<TcpReactor> r) : reactor(std::move(r)), socket(reactor->io) {}
+
+  std::shared_ptr<TcpReactor> reactor;  // first: it outlives the socket
+  TcpSocket socket;
+  // The reactor's waits on `socket` (see TcpEndpoint::drive): armed, and completed since last seen.
+  bool read_armed = false, write_armed = false;
+  bool read_fired = false;
+  ErrorCode wait_error;
+  // Data arrived that the operation in progress did not need: no read wait is armed (it would
+  // complete at once) until the link has been read dry.
+  bool parked = false;
+
   std::size_t peer = tcp_nobody;
   std::string address;  // host:port where the peer listens, for messages
   std::uint64_t send_sequence = 0;
@@ -308,7 +323,27 @@ struct TcpLink {
   bool goodbye = false;                   // the peer has sent its last frame
   bool eof = false;                       // ... and closed its side (only after goodbye)
 
-  bool open() const noexcept { return fd.valid(); }
+  bool open() const noexcept { return socket.is_open(); }
+  void close() noexcept {
+    ErrorCode ec;
+    socket.close(ec);  // cancels the armed waits
+  }
+
+  /// Arms the reactor's wait for `type` on the socket, unless it is armed already. The completion
+  /// marks the link and counts an event (the handler holds no pointer but to the link, whose
+  /// address the vector of links keeps, and to its reactor).
+  void arm(asio::socket_base::wait_type type) {
+    bool& armed = type == asio::socket_base::wait_write ? write_armed : read_armed;
+    if (armed) return;
+    armed = true;
+    socket.async_wait(type, [this, type](const ErrorCode& ec) {
+      (type == asio::socket_base::wait_write ? write_armed : read_armed) = false;
+      if (ec == asio::error::operation_aborted) return;
+      if (type != asio::socket_base::wait_write) read_fired = true;
+      if (ec) wait_error = ec;
+      ++reactor->events;
+    });
+  }
 };
 
 /// A receive in progress: recv (one peer), recv_any (peer == tcp_nobody) or sendrecv's half.
@@ -395,10 +430,10 @@ class TcpEndpoint {
   using Link = detail::TcpLink;
   using Clock = detail::Clock;
 
-  TcpEndpoint(const TcpOptions& o, std::vector<Link> links, std::vector<std::string> addresses,
-              TrafficCounters handshake)
-      : options_(o), rank_(o.rank), size_(o.world_size), links_(std::move(links)), addresses_(std::move(addresses)),
-        counters_(handshake) {}
+  TcpEndpoint(const TcpOptions& o, std::shared_ptr<detail::TcpReactor> reactor, std::vector<Link> links,
+              std::vector<std::string> addresses, TrafficCounters handshake)
+      : options_(o), rank_(o.rank), size_(o.world_size), reactor_(std::move(reactor)), links_(std::move(links)),
+        addresses_(std::move(addresses)), counters_(handshake) {}
 
   // ---- naming --------------------------------------------------------------------------------
   std::string who() const { return "tcp rank " + std::to_string(rank_) + " of " + std::to_string(size_); }
@@ -428,7 +463,7 @@ class TcpEndpoint {
     throw TransportError(who() + ": " + describe_op() + " failed: " + why);
   }
   [[noreturn]] void fail_link(Link& l, const std::string& why, std::size_t culprit) {
-    l.fd.reset();
+    l.close();
     fail(why, culprit);
   }
   [[noreturn]] void protocol_error(Link& l, const std::string& what) {
@@ -478,34 +513,28 @@ class TcpEndpoint {
     const std::size_t left = o.total() - o.written;
     const std::size_t stop_at = o.written + (left - std::min(quantum, left) < quantum / 2 ? left : quantum);
     while (o.written < stop_at) {
-      iovec iov[2];
-      int n = 0;
-      if (o.written < wire::header_size) {
-        iov[n].iov_base = o.header.data() + o.written;
-        iov[n].iov_len = wire::header_size - o.written;
-        ++n;
-      }
+      // One gather write (sendmsg): the rest of the header, then the payload up to `stop_at`.
+      std::array<detail::asio::const_buffer, 2> bufs;
+      std::size_t n = 0;
+      if (o.written < wire::header_size)
+        bufs[n++] = detail::asio::buffer(o.header.data() + o.written, wire::header_size - o.written);
       const std::size_t off = o.written > wire::header_size ? o.written - wire::header_size : 0;
-      if (off < o.payload.size()) {
-        iov[n].iov_base = const_cast<std::byte*>(o.payload.data() + off);  // sendmsg does not write it
-        iov[n].iov_len = std::min(o.payload.size() - off, stop_at - std::max(o.written, wire::header_size));
-        ++n;
-      }
-      msghdr m{};
-      m.msg_iov = iov;
-      m.msg_iovlen = static_cast<decltype(m.msg_iovlen)>(n);
-      const ssize_t r = ::sendmsg(l.fd.get(), &m, detail::send_flags);
-      if (r > 0) {
-        o.written += static_cast<std::size_t>(r);
+      if (off < o.payload.size())
+        bufs[n++] = detail::asio::buffer(o.payload.data() + off,
+                                 std::min(o.payload.size() - off, stop_at - std::max(o.written, wire::header_size)));
+      detail::ErrorCode ec;
+      const std::size_t r = l.socket.write_some(std::span<const detail::asio::const_buffer>(bufs.data(), n), ec);
+      if (!ec && r > 0) {
+        o.written += r;
         continue;
       }
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
-      const int e = errno;
+      if (ec == detail::asio::error::interrupted) continue;
+      if (!ec || detail::would_block(ec)) return false;
       // The peer is gone. If it said why (an abort frame), that is the better message: read it.
       if (!l.goodbye) pump(l, false);
-      fail_link(l, peer_name(l.peer) + (e == EPIPE || e == ECONNRESET ? " closed the connection" : " is unreachable") +
-                       " (" + detail::errno_text(e) + "; its process exited or was killed?)",
+      const bool closed = ec == detail::asio::error::broken_pipe || ec == detail::asio::error::connection_reset;
+      fail_link(l, peer_name(l.peer) + (closed ? " closed the connection" : " is unreachable") + " (" + ec.message() +
+                       "; its process exited or was killed?)",
                 l.peer);
     }
     return true;
@@ -536,25 +565,30 @@ class TcpEndpoint {
     return read_some(l, l.buffer.get() + l.end, std::min(most, detail::tcp_read_buffer - l.end), l.end);
   }
 
-  /// One recv() into [p, p + n); adds what arrived to `count`.
+  /// One read_some (recvmsg) into [p, p + n); adds what arrived to `count`.
   template <class Count>
   bool read_some(Link& l, std::byte* p, std::size_t n, Count& count) {
     for (;;) {
-      const ssize_t r = ::recv(l.fd.get(), p, n, 0);
-      if (r > 0) {
+      detail::ErrorCode ec;
+      const std::size_t r = l.socket.read_some(detail::asio::buffer(p, n), ec);
+      if (!ec && r > 0) {
         count += static_cast<Count>(r);
         return true;
       }
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
-      if (r == 0 && l.goodbye && !l.in_frame && l.begin == l.end) {
+      if (ec == detail::asio::error::interrupted) continue;
+      if (!ec || detail::would_block(ec)) {
+        l.parked = false;  // read dry: a read wait may be armed again
+        return false;
+      }
+      const bool eof = ec == detail::asio::error::eof;
+      if (eof && l.goodbye && !l.in_frame && l.begin == l.end) {
         l.eof = true;
         return false;
       }
-      const int e = r < 0 ? errno : 0;
-      std::string what = peer_name(l.peer) + (e == 0 || e == ECONNRESET ? " closed the connection" : " failed");
+      std::string what =
+          peer_name(l.peer) + (eof || ec == detail::asio::error::connection_reset ? " closed the connection" : " failed");
       if (l.in_frame || l.begin != l.end) what += " in the middle of a frame";
-      what += e == 0 ? " (its process exited or was killed)" : " (" + detail::errno_text(e) + ")";
+      what += eof ? " (its process exited or was killed)" : " (" + ec.message() + ")";
       fail_link(l, what, l.peer);
     }
   }
@@ -793,45 +827,43 @@ class TcpEndpoint {
                     " bytes written to " + peer_name(o.link->peer);
         throw TransportError(who() + ": " + describe_op() + " " + timeout_text() + (what.empty() ? "" : ": " + what));
       }
-      fds_.clear();
-      polled_.clear();
+      // Wait: a write wait on each link with a frame to finish, a read wait on every open link
+      // (they stay armed until they complete, across iterations and operations). Links this
+      // operation does not need complete theirs on data too; only their hang-up or failure is
+      // acted on at once (below), or everything once the loop has stalled.
       for (auto& l : links_) {
         if (!l.open() || l.eof) continue;
-        short ev = 0;
         for (const auto& o : outs)
-          if (o.link == &l && !o.done()) ev |= POLLOUT;
-        if (eager || wanted(l)) ev |= POLLIN;
-#ifdef POLLRDHUP
-        ev |= POLLRDHUP;  // a peer that closes is noticed whatever this operation waits for
-#endif
-        fds_.push_back({l.fd.get(), ev, 0});
-        polled_.push_back(&l);
+          if (o.link == &l && !o.done()) l.arm(detail::asio::socket_base::wait_write);
+        if (!l.parked || eager || wanted(l)) l.arm(detail::asio::socket_base::wait_read);
       }
-      int ms = detail::poll_ms(until);
-      if (!eager) ms = std::min<int>(ms, static_cast<int>(detail::tcp_stall.count()));
-      const int rc = ::poll(fds_.data(), static_cast<nfds_t>(fds_.size()), ms);
-      if (rc < 0) {
-        if (errno == EINTR) continue;
-        throw TransportError(who() + ": " + describe_op() + ": poll failed: " + detail::errno_text(errno));
-      }
-      if (rc == 0) {
-        eager = true;  // no progress for a while: read everything, whoever it is for
+      detail::TcpReactor& r = *reactor_;
+      const std::uint64_t seen = r.events;
+      const auto stall = eager ? until : std::min(until, Clock::now() + detail::tcp_stall);
+      detail::run_until(r.io, [&] { return r.events != seen; }, stall);
+      if (r.events == seen) {
+        // Nothing armed (every link closed or ended): nothing can happen before `stall`.
+        if (Clock::now() < stall) std::this_thread::sleep_until(stall);
+        // No progress for a while: read everything, whoever it is for.
+        if (!eager)
+          for (auto& l : links_)
+            if (l.open() && !l.eof && l.parked && !wanted(l)) pump(l, false);
+        eager = true;
         continue;
       }
-      for (std::size_t i = 0; i < fds_.size(); ++i) {
-        Link& l = *polled_[i];
-        const short re = fds_[i].revents;
-        if (re == 0 || !l.open()) continue;
-        if ((re & POLLNVAL) != 0)
+      for (auto& l : links_) {
+        if (!std::exchange(l.read_fired, false) || !l.open() || l.eof) continue;
+        if (l.wait_error == detail::asio::error::bad_descriptor)
           fail_link(l, "the socket to " + peer_name(l.peer) + " was closed underneath the transport", rank_);
         // Wanted links are read at the top of the loop; the others only when they hang up or
-        // error (to report it at once), or when the loop has stalled.
-        if (!wanted(l) && (re & (POLLIN | POLLHUP | POLLERR
-#ifdef POLLRDHUP
-                                 | POLLRDHUP
-#endif
-                                 )) != 0)
+        // fail (readable with nothing to read: to report it at once), or when the loop has
+        // stalled. Data that merely arrived waits in the kernel, the link parked until then.
+        if (wanted(l)) continue;
+        detail::ErrorCode ec;
+        if (eager || l.socket.available(ec) == 0 || ec)
           pump(l, false);
+        else
+          l.parked = true;
       }
     }
   }
@@ -888,7 +920,7 @@ class TcpEndpoint {
             if (l.frame_done > 0) std::memcpy(l.staging.get(), l.user, static_cast<std::size_t>(l.frame_done));
             l.sink = Link::Sink::staging;
           } catch (...) {  // no memory for it: the stream cannot be resumed
-            l.fd.reset();
+            l.close();
             if (e.broken_.empty()) e.broken_ = "no memory to keep a message from " + e.peer_name(l.peer);
           }
           l.user = nullptr;
@@ -925,6 +957,9 @@ class TcpEndpoint {
 
   TcpOptions options_;
   std::size_t rank_ = 0, size_ = 1;
+  // The io_context of every link's socket. Each link holds it too, so that it outlives them. The
+  // links' armed waits point at them: the vector is never resized, and moving it moves no link.
+  std::shared_ptr<detail::TcpReactor> reactor_;
   std::vector<Link> links_;  // by peer rank; links_[rank_] is unused
   std::vector<std::string> addresses_;
   std::deque<detail::TcpMessage> self_queue_;  // messages this rank sent itself
@@ -939,8 +974,6 @@ class TcpEndpoint {
   Link* token_link_ = nullptr;
   std::uint64_t token_key_ = 0;
   bool awaiting_goodbye_ = false;
-  std::vector<pollfd> fds_;
-  std::vector<Link*> polled_;
 };
 
 // ---- operations ------------------------------------------------------------------------------
@@ -1048,7 +1081,7 @@ inline void TcpEndpoint::close() {
   // so closing sends a clean FIN, never a reset that could destroy data a peer has yet to read.
   for (auto& l : links_) {
     l.queue.clear();
-    l.fd.reset();
+    l.close();
   }
   self_queue_.clear();
   closed_ = true;
@@ -1069,20 +1102,25 @@ inline void TcpEndpoint::abort(std::string_view reason) noexcept {
       if (l.open() && !l.send_broken) outs.push_back(frame(l, wire::FrameType::abort, 0, culprit, payload));
     // Best effort, briefly: a peer that does not read will learn from the closed connection.
     const auto until = Clock::now() + std::min<Clock::duration>(options_.timeout, std::chrono::milliseconds(500));
+    detail::TcpReactor& r = *reactor_;
     for (;;) {
-      fds_.clear();
+      bool waiting = false;
       for (auto& o : outs) {
         if (o.done() || !o.link->open()) continue;
         try {
           push(o);
         } catch (...) {
-          o.link->fd.reset();
+          o.link->close();
           continue;
         }
-        if (!o.done()) fds_.push_back({o.link->fd.get(), POLLOUT, 0});
+        if (!o.done()) {
+          o.link->arm(detail::asio::socket_base::wait_write);
+          waiting = true;
+        }
       }
-      if (fds_.empty() || Clock::now() >= until) break;
-      ::poll(fds_.data(), static_cast<nfds_t>(fds_.size()), detail::poll_ms(until));
+      if (!waiting || Clock::now() >= until) break;
+      const std::uint64_t seen = r.events;
+      detail::run_until(r.io, [&] { return r.events != seen; }, until);
     }
   } catch (...) {
   }
@@ -1091,10 +1129,11 @@ inline void TcpEndpoint::abort(std::string_view reason) noexcept {
     // Read what is pending, so that closing sends a FIN rather than a reset (a reset can make the
     // peer lose the abort frame before it reads it).
     std::byte sink[4096];
-    while (::recv(l.fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    detail::ErrorCode ec;
+    while (l.socket.read_some(detail::asio::buffer(sink), ec) > 0 && !ec) {
     }
-    ::shutdown(l.fd.get(), SHUT_WR);
-    l.fd.reset();
+    l.socket.shutdown(detail::asio::socket_base::shutdown_send, ec);
+    l.close();
   }
 }
 
@@ -1109,15 +1148,21 @@ struct TcpControlFrame {
 };
 
 /// The handshake runs before the endpoint exists, one connection at a time, with blocking-style
-/// helpers over the non-blocking sockets (each bounded by the rendezvous deadline).
+/// helpers over the non-blocking sockets (each a wait_ready() on the io_context that the endpoint
+/// then takes over, bounded by the rendezvous deadline).
 class TcpRendezvous {
  public:
   explicit TcpRendezvous(const TcpOptions& o)
-      : o_(o), n_(o.world_size), r_(o.rank), until_(Clock::now() + o.connect_timeout), links_(o.world_size),
-        addresses_(o.world_size) {
-    for (std::size_t p = 0; p < n_; ++p) links_[p].peer = p;
+      : o_(o), n_(o.world_size), r_(o.rank), until_(Clock::now() + o.connect_timeout),
+        reactor_(std::make_shared<TcpReactor>()), addresses_(o.world_size) {
+    links_.reserve(n_);
+    for (std::size_t p = 0; p < n_; ++p) {
+      links_.emplace_back(reactor_);
+      links_[p].peer = p;
+    }
   }
 
+  std::shared_ptr<TcpReactor> reactor() const { return reactor_; }
   std::vector<TcpLink> links() { return std::move(links_); }
   std::vector<std::string> addresses() { return std::move(addresses_); }
   TrafficCounters counters() const { return counters_; }
@@ -1155,37 +1200,28 @@ class TcpRendezvous {
   std::string connect_text() const { return std::to_string(o_.connect_timeout.count()) + " ms"; }
   [[noreturn]] void fail(const std::string& what) const { throw TransportError(who() + ": rendezvous: " + what); }
 
-  void write_all(int fd, std::span<const std::byte> a, std::span<const std::byte> b, const std::string& peer) {
+  void write_all(TcpLink& l, std::span<const std::byte> a, std::span<const std::byte> b, const std::string& peer) {
     std::size_t done = 0;
     const std::size_t total = a.size() + b.size();
     while (done < total) {
-      iovec iov[2];
-      int n = 0;
-      if (done < a.size()) {
-        iov[n].iov_base = const_cast<std::byte*>(a.data() + done);
-        iov[n].iov_len = a.size() - done;
-        ++n;
-      }
+      std::array<asio::const_buffer, 2> bufs;
+      std::size_t n = 0;
+      if (done < a.size()) bufs[n++] = asio::buffer(a.data() + done, a.size() - done);
       const std::size_t off = done > a.size() ? done - a.size() : 0;
-      if (off < b.size()) {
-        iov[n].iov_base = const_cast<std::byte*>(b.data() + off);
-        iov[n].iov_len = b.size() - off;
-        ++n;
-      }
-      msghdr m{};
-      m.msg_iov = iov;
-      m.msg_iovlen = static_cast<decltype(m.msg_iovlen)>(n);
-      const ssize_t r = ::sendmsg(fd, &m, send_flags);
-      if (r > 0) {
-        done += static_cast<std::size_t>(r);
+      if (off < b.size()) bufs[n++] = asio::buffer(b.data() + off, b.size() - off);
+      ErrorCode ec;
+      const std::size_t r = l.socket.write_some(std::span<const asio::const_buffer>(bufs.data(), n), ec);
+      if (!ec && r > 0) {
+        done += r;
         continue;
       }
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!wait_fd(fd, POLLOUT, until_)) fail("writing to " + peer + " timed out after " + connect_text());
+      if (ec == asio::error::interrupted) continue;
+      if (!ec || would_block(ec)) {
+        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_write, until_))
+          fail("writing to " + peer + " timed out after " + connect_text());
         continue;
       }
-      fail("writing to " + peer + " failed: " + errno_text(errno));
+      fail("writing to " + peer + " failed: " + ec.message());
     }
     counters_.header_bytes_sent += total;  // handshake frames are all framing, no payload
   }
@@ -1196,23 +1232,25 @@ class TcpRendezvous {
     h.sequence = l.send_sequence++;
     h.payload_length = payload.size();
     const auto hdr = wire::encode(h);
-    write_all(l.fd.get(), hdr, payload, peer);
+    write_all(l, hdr, payload, peer);
   }
 
-  void read_exact(int fd, std::byte* p, std::size_t n, const std::string& peer, const std::string& waiting) {
+  void read_exact(TcpLink& l, std::byte* p, std::size_t n, const std::string& peer, const std::string& waiting) {
     while (n > 0) {
-      const ssize_t r = ::recv(fd, p, n, 0);
-      if (r > 0) {
+      ErrorCode ec;
+      const std::size_t r = l.socket.read_some(asio::buffer(p, n), ec);
+      if (!ec && r > 0) {
         p += r;
-        n -= static_cast<std::size_t>(r);
+        n -= r;
         continue;
       }
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!wait_fd(fd, POLLIN, until_)) fail(waiting + ": timed out after " + connect_text());
+      if (ec == asio::error::interrupted) continue;
+      if (!ec || would_block(ec)) {
+        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_read, until_))
+          fail(waiting + ": timed out after " + connect_text());
         continue;
       }
-      fail(waiting + ": " + peer + (r == 0 ? " closed the connection" : " failed: " + errno_text(errno)));
+      fail(waiting + ": " + peer + (ec == asio::error::eof ? " closed the connection" : " failed: " + ec.message()));
     }
   }
 
@@ -1221,7 +1259,7 @@ class TcpRendezvous {
   /// caller, which refuses a peer of another version with both numbers.
   TcpControlFrame read_frame(TcpLink& l, const std::string& peer, const std::string& waiting) {
     wire::HeaderBytes hb;
-    read_exact(l.fd.get(), hb.data(), hb.size(), peer, waiting);
+    read_exact(l, hb.data(), hb.size(), peer, waiting);
     TcpControlFrame f;
     f.decoded = wire::decode(hb);
     counters_.header_bytes_received += wire::header_size;
@@ -1239,7 +1277,7 @@ class TcpRendezvous {
       ++l.recv_sequence;
     }
     f.payload.resize(static_cast<std::size_t>(h.payload_length));
-    read_exact(l.fd.get(), f.payload.data(), f.payload.size(), peer, waiting);
+    read_exact(l, f.payload.data(), f.payload.size(), peer, waiting);
     counters_.header_bytes_received += f.payload.size();
     return f;
   }
@@ -1301,7 +1339,7 @@ class TcpRendezvous {
 
   // Rank 0: accepts every other rank's registration, then sends each the table.
   void coordinate() {
-    Listener listener = listen_on(coordinator_.host, coordinator_.port, o_.socket_buffer_bytes,
+    Listener listener = listen_on(reactor_->io, coordinator_.host, coordinator_.port, o_.socket_buffer_bytes,
                                   who() + ": cannot start the coordinator (FLOTILLA_COORDINATOR)");
     std::random_device rd;
     while (job_id_ == 0) job_id_ = (std::uint64_t{rd()} << 32) ^ rd();
@@ -1311,18 +1349,19 @@ class TcpRendezvous {
     table.entries[0] = {coordinator_.host, coordinator_.port};
     std::size_t registered = 0;
     while (registered < n_ - 1) {
-      if (!wait_fd(listener.fd.get(), POLLIN, until_)) {
+      if (!wait_ready(reactor_->io, listener.acceptor, asio::socket_base::wait_read, until_)) {
         std::string missing;
         for (std::size_t p = 1; p < n_; ++p)
           if (!links_[p].open()) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
         fail("timed out after " + connect_text() + " at the coordinator " + addresses_[0] + ": rank(s) " + missing +
              " did not register (were they started, with FLOTILLA_COORDINATOR=" + addresses_[0] + "?)");
       }
-      TcpLink c;
-      c.fd = accept_one(listener.fd.get());
-      if (!c.fd) continue;
-      tune_socket(c.fd.get(), 0);
-      const std::string peer = "a connection from " + format_host_port(remote_host_port(c.fd.get()));
+      auto incoming = accept_one(listener.acceptor);
+      if (!incoming) continue;
+      TcpLink c(reactor_);
+      c.socket = std::move(*incoming);
+      tune_socket(c.socket, 0);
+      const std::string peer = "a connection from " + format_host_port(remote_host_port(c.socket));
       const auto f = read_frame(c, peer, "registering " + peer);
       std::string refusal;
       auto hello = check_hello(f, peer, "registering " + peer, refusal);
@@ -1339,7 +1378,7 @@ class TcpRendezvous {
       if (!refusal.empty()) refuse(c, refusal);
       const std::size_t k = hello->rank;
       std::string host = hello->listen_host;
-      if (host.empty() || is_wildcard_host(host)) host = remote_host_port(c.fd.get()).host;
+      if (host.empty() || is_wildcard_host(host)) host = remote_host_port(c.socket).host;
       table.entries[k] = {host, hello->listen_port};
       addresses_[k] = format_host_port(host, hello->listen_port);
       const auto reply = hello_payload(coordinator_.port, coordinator_.host);
@@ -1357,14 +1396,14 @@ class TcpRendezvous {
   // Ranks 1 to n-1: register with the coordinator, get the table, connect to the higher ranks and
   // accept the lower ones.
   void join() {
-    Listener listener = listen_on(o_.bind, 0, o_.socket_buffer_bytes, who() + ": cannot listen (FLOTILLA_BIND)");
+    Listener listener = listen_on(reactor_->io, o_.bind, 0, o_.socket_buffer_bytes, who() + ": cannot listen (FLOTILLA_BIND)");
     const std::string coord = "rank 0 (the coordinator) at " + addresses_[0];
     TcpLink& c0 = links_[0];
-    c0.fd = connect_to(coordinator_, until_, o_.socket_buffer_bytes,
+    c0.socket = connect_to(reactor_->io, coordinator_, until_, o_.socket_buffer_bytes,
                        who() + ": rendezvous: cannot reach the coordinator within " + connect_text() +
                            " (FLOTILLA_COORDINATOR)");
     std::string host = o_.bind;
-    if (is_wildcard_host(host)) host = local_host_port(c0.fd.get()).host;
+    if (is_wildcard_host(host)) host = local_host_port(c0.socket).host;
     send_frame(c0, wire::FrameType::hello, hello_payload(listener.port, host), coord);
     std::string refusal;
     const auto reply = read_frame(c0, coord, "registering with " + coord);
@@ -1387,25 +1426,26 @@ class TcpRendezvous {
     const auto mine = hello_payload(0, {});
     for (std::size_t p = r_ + 1; p < n_; ++p) {
       const std::string peer = "rank " + std::to_string(p) + " at " + addresses_[p];
-      links_[p].fd = connect_to({table->entries[p].host, table->entries[p].port}, until_, o_.socket_buffer_bytes,
+      links_[p].socket = connect_to(reactor_->io, {table->entries[p].host, table->entries[p].port}, until_, o_.socket_buffer_bytes,
                                 who() + ": rendezvous: cannot connect to " + peer + " within " + connect_text());
       links_[p].address = addresses_[p];
       send_frame(links_[p], wire::FrameType::hello, mine, peer);
     }
     // 2. Accept every lower rank but 0 (whose link is the registration), and answer its hello.
     for (std::size_t accepted = 0; accepted + 1 < r_;) {
-      if (!wait_fd(listener.fd.get(), POLLIN, until_)) {
+      if (!wait_ready(reactor_->io, listener.acceptor, asio::socket_base::wait_read, until_)) {
         std::string missing;
         for (std::size_t p = 1; p < r_; ++p)
           if (!links_[p].open()) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
         fail("timed out after " + connect_text() + " waiting for rank(s) " + missing + " to connect to " +
              addresses_[r_]);
       }
-      TcpLink c;
-      c.fd = accept_one(listener.fd.get());
-      if (!c.fd) continue;
-      tune_socket(c.fd.get(), 0);
-      const std::string peer = "a connection from " + format_host_port(remote_host_port(c.fd.get()));
+      auto incoming = accept_one(listener.acceptor);
+      if (!incoming) continue;
+      TcpLink c(reactor_);
+      c.socket = std::move(*incoming);
+      tune_socket(c.socket, 0);
+      const std::string peer = "a connection from " + format_host_port(remote_host_port(c.socket));
       const auto f = read_frame(c, peer, "accepting " + peer);
       auto h = check_hello(f, peer, "accepting " + peer, refusal);
       if (h) {
@@ -1437,6 +1477,7 @@ class TcpRendezvous {
   const TcpOptions& o_;
   std::size_t n_, r_;
   Clock::time_point until_;
+  std::shared_ptr<TcpReactor> reactor_;  // the endpoint's, once the rendezvous is done
   HostPort coordinator_;
   std::uint64_t job_id_ = 0;
   std::vector<TcpLink> links_;
@@ -1466,7 +1507,7 @@ inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
   detail::tcp_validate(options);
   detail::TcpRendezvous rv(options);
   rv.run();
-  return TcpEndpoint(options, rv.links(), rv.addresses(), rv.counters());
+  return TcpEndpoint(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters());
 }
 
 /// The TCP backend: run() connects this process's rank to the others, runs the body, and shuts

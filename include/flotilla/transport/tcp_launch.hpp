@@ -9,10 +9,12 @@
 // status or is killed, the others are stopped (SIGTERM, then SIGKILL after a grace period) and
 // the result names that rank and how it ended; a timeout bounds the whole job.
 //
-// POSIX only (posix_spawn, poll, process groups). Each rank runs in a process group of its own, so
-// that stopping it stops what it started too; the launcher forwards SIGINT/SIGTERM/SIGHUP as a
-// stop of the whole job (launch_main() installs the handlers; a program calling launch() passes
-// its own flag as LaunchOptions::interrupted).
+// POSIX only (posix_spawn, poll, process groups): processes and pipes are not sockets, and stay
+// out of Boost.Asio; only the coordinator's free port is found through the socket layer
+// (tcp_socket.hpp). Each rank runs in a process group of its own, so that stopping it stops what
+// it started too; the launcher forwards SIGINT/SIGTERM/SIGHUP as a stop of the whole job
+// (launch_main() installs the handlers; a program calling launch() passes its own flag as
+// LaunchOptions::interrupted).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -116,6 +118,15 @@ struct LaunchResult {
 };
 
 namespace detail {
+
+/// Milliseconds from now to `deadline` for poll(): at least 0, rounded up so that a wait never
+/// ends a hair early and spins, at most a day.
+inline int poll_ms(std::chrono::steady_clock::time_point deadline) {
+  const auto left = deadline - std::chrono::steady_clock::now();
+  if (left <= std::chrono::steady_clock::duration::zero()) return 0;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return static_cast<int>(std::min<long long>(ms, 86'400'000));
+}
 
 inline void write_fd(int fd, std::string_view text) {
   while (!text.empty()) {
@@ -227,7 +238,8 @@ inline void emit_lines(LaunchedRank& r, std::size_t rank, int stream, std::strin
 
 /// A port on `host` that nothing listens on now (the kernel's choice of an ephemeral port).
 inline std::uint16_t pick_free_port(const std::string& host = "127.0.0.1") {
-  const auto l = detail::listen_on(host, 0, 0, "flotilla-launch: cannot find a free port on " + host);
+  boost::asio::io_context io;
+  const auto l = detail::listen_on(io, host, 0, 0, "flotilla-launch: cannot find a free port on " + host);
   return l.port;
 }
 

@@ -1,22 +1,30 @@
 #pragma once
-// POSIX socket plumbing for the TCP transport and its launcher: an owning socket handle, host:port
-// parsing and formatting, listening, and connecting with retries under a deadline. Every socket is
-// non-blocking and close-on-exec; every wait is a poll() bounded by a deadline, so that nothing here
-// can hang.
+// Socket plumbing for the TCP transport, through Boost.Asio: an io_context per endpoint (the
+// reactor: epoll on Linux), TCP sockets and acceptors owned by it, host:port parsing and
+// formatting, name resolution (ip::tcp::resolver), listening, accepting and connecting under a
+// deadline, and a wait for one socket's readiness that ends by a deadline.
 //
-// Plain POSIX rather than Boost.Asio: the transport needs exactly non-blocking sockets, a gather
-// write and poll() against a deadline, and writes them with one system call each; an event loop
-// and completion handlers would add a dependency and a layer between it and the kernel, and
-// nothing it needs.
-#include <arpa/inet.h>
+// How the transport uses Asio: every socket is in non-blocking mode (socket.non_blocking(true))
+// and close-on-exec. Data moves with synchronous read_some/write_some calls, which then do one
+// recvmsg/sendmsg each (sends with MSG_NOSIGNAL) and report error::would_block instead of waiting;
+// a header and its payload go out as one 2-buffer gather write. Waiting is the io_context's job:
+// socket.async_wait(wait_read / wait_write) arms the reactor for a socket, and run_one_until()
+// runs it up to the operation's deadline. The endpoint (tcp.hpp) keeps its waits armed across
+// iterations and operations, so that a wait costs the reactor no more system calls than poll()
+// did. Only waiting and connecting are asynchronous; no handler moves data, and everything runs
+// on the caller's thread.
+//
+// Process plumbing for the launcher (tcp_launch.hpp: pipes, pidfd) stays POSIX: Fd below.
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/types.h>
 #include <unistd.h>
+
+#include <utility>  // first: Boost 1.74's Asio, in C++20 with GCC 12, uses std::exchange unincluded
+
+#include <boost/asio/error.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/socket_base.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -24,32 +32,37 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "flotilla/core/error.hpp"
 
 namespace flotilla::transport::detail {
 
+namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
+using ErrorCode = boost::system::error_code;
+using TcpSocket = asio::ip::tcp::socket;
+using TcpAcceptor = asio::ip::tcp::acceptor;
+using TcpEndpointAddress = asio::ip::tcp::endpoint;
 
 inline std::string errno_text(int e) { return std::system_category().message(e); }
 
-/// Milliseconds from now to `deadline` for poll(): at least 0, rounded up so that a wait never
-/// ends a hair early and spins, at most a day.
-inline int poll_ms(Clock::time_point deadline) {
-  const auto left = deadline - Clock::now();
-  if (left <= Clock::duration::zero()) return 0;
-  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
-  return static_cast<int>(std::min<long long>(ms, 86'400'000));
+/// The errno value of an error from a socket call (Asio reports them in the system category);
+/// -1 for the resolver's and Asio's own errors.
+inline int errno_of(const ErrorCode& ec) noexcept {
+  return ec.category() == boost::system::system_category() ? ec.value() : -1;
+}
+inline bool would_block(const ErrorCode& ec) noexcept {
+  return ec == asio::error::would_block || ec == asio::error::try_again;
 }
 
-/// An owned file descriptor (a socket, a pipe end); closed on destruction.
+/// An owned file descriptor (a pipe end, a pidfd, a file); closed on destruction.
 class Fd {
  public:
   Fd() = default;
@@ -79,36 +92,64 @@ class Fd {
   int fd_ = -1;
 };
 
-inline void set_flags(int fd) {
-  const int fl = ::fcntl(fd, F_GETFL);
-  if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || ::fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-    throw TransportError("tcp: cannot make a socket non-blocking: " + errno_text(errno));
-#if !defined(MSG_NOSIGNAL) && defined(SO_NOSIGPIPE)
-  // Where send() has no MSG_NOSIGNAL (macOS), the socket itself must not raise SIGPIPE.
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
-#endif
+/// Non-blocking (reads and writes report would_block instead of waiting) and close-on-exec (Asio
+/// opens sockets without it: a rank's child process must not keep its connections open).
+template <class Socket>
+void prepare_socket(Socket& s) {
+  ErrorCode ec;
+  s.non_blocking(true, ec);
+  const int fd = s.native_handle();
+  const int fl = ec ? -1 : ::fcntl(fd, F_GETFD);
+  if (ec || fl < 0 || ::fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0)
+    throw TransportError("tcp: cannot make a socket non-blocking: " + (ec ? ec.message() : errno_text(errno)));
+  // SIGPIPE: Asio sends with MSG_NOSIGNAL (SO_NOSIGPIPE where there is none), so a peer that has
+  // gone is an error, never a signal.
 }
-
-/// Flags for send()/sendmsg(): a peer that has gone must be an error, not SIGPIPE killing us.
-inline constexpr int send_flags =
-#ifdef MSG_NOSIGNAL
-    MSG_NOSIGNAL;
-#else
-    0;
-#endif
 
 /// TCP_NODELAY (a frame is written whole, with one call, so Nagle's delay would only add latency
 /// to small messages and barriers), and the socket buffers when asked for. Buffer sizes must be set
 /// before connect() or listen(): the TCP window scale is agreed in the handshake.
-inline void tune_socket(int fd, std::size_t buffer_bytes) {
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+template <class Socket>
+void tune_socket(Socket& s, std::size_t buffer_bytes) {
+  ErrorCode ec;
+  s.set_option(asio::ip::tcp::no_delay(true), ec);
   if (buffer_bytes > 0) {
     const int b = static_cast<int>(std::min<std::size_t>(buffer_bytes, 1u << 30));
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
+    s.set_option(asio::socket_base::send_buffer_size(b), ec);
+    s.set_option(asio::socket_base::receive_buffer_size(b), ec);
   }
+}
+
+/// One thread's reactor: the io_context that owns an endpoint's sockets, and a count of the
+/// completed waits, which tells a waiting loop that something it armed has happened. Shared by
+/// the endpoint and each of its links, so that it outlives every socket it owns.
+struct TcpReactor {
+  asio::io_context io{BOOST_ASIO_CONCURRENCY_HINT_1};
+  std::uint64_t events = 0;
+};
+
+/// Runs `io`'s handlers until `done()` or `deadline`; false at the deadline (or when nothing is
+/// left to wait for).
+template <class Done>
+bool run_until(asio::io_context& io, Done&& done, Clock::time_point deadline) {
+  while (!done()) {
+    if (Clock::now() >= deadline) return false;
+    if (io.stopped()) io.restart();
+    if (io.run_one_until(deadline) == 0 && io.stopped()) return done();  // no wait is armed
+  }
+  return true;
+}
+
+/// Waits until `object` (a socket or an acceptor of `io`) is ready for `type` or `deadline`
+/// passes; false on the deadline. An error ends the wait too: the next call on the object reports it.
+template <class Waitable>
+bool wait_ready(asio::io_context& io, Waitable& object, asio::socket_base::wait_type type, Clock::time_point deadline) {
+  auto fired = std::make_shared<bool>(false);  // outlives this call if the wait is cancelled
+  object.async_wait(type, [fired](const ErrorCode&) { *fired = true; });
+  if (run_until(io, [&] { return *fired; }, deadline)) return true;
+  ErrorCode ec;
+  object.cancel(ec);
+  return false;
 }
 
 // ---- addresses -------------------------------------------------------------------------------
@@ -162,168 +203,146 @@ inline std::optional<HostPort> parse_host_port(std::string_view text) {
 /// is not an address that a peer can connect to.
 inline bool is_wildcard_host(std::string_view host) { return host == "0.0.0.0" || host == "::" || host == "*"; }
 
-struct SocketAddress {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&storage); }
-  int family() const noexcept { return storage.ss_family; }
-};
-
-/// The numeric host and port of a socket address.
-inline HostPort numeric_host_port(const sockaddr* sa, socklen_t len) {
-  char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
-  if (::getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0) return {"?", 0};
-  return {host, static_cast<std::uint16_t>(std::strtoul(serv, nullptr, 10))};
+/// The numeric host and port of an endpoint.
+inline HostPort host_port_of(const TcpEndpointAddress& e) {
+  ErrorCode ec;
+  std::string host = e.address().to_string(ec);
+  if (ec) return {"?", 0};
+  return {std::move(host), e.port()};
 }
-
-inline HostPort local_host_port(int fd) {
-  SocketAddress a;
-  a.length = sizeof a.storage;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a.storage), &a.length) != 0) return {"?", 0};
-  return numeric_host_port(a.get(), a.length);
+template <class Socket>
+HostPort local_host_port(const Socket& s) {
+  ErrorCode ec;
+  const auto e = s.local_endpoint(ec);
+  return ec ? HostPort{"?", 0} : host_port_of(e);
 }
-inline HostPort remote_host_port(int fd) {
-  SocketAddress a;
-  a.length = sizeof a.storage;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a.storage), &a.length) != 0) return {"?", 0};
-  return numeric_host_port(a.get(), a.length);
+inline HostPort remote_host_port(const TcpSocket& s) {
+  ErrorCode ec;
+  const auto e = s.remote_endpoint(ec);
+  return ec ? HostPort{"?", 0} : host_port_of(e);
 }
 
 /// Resolves `host` (a name or a numeric address; "*" for every interface) for TCP. `error` says
-/// why when the result is empty. EAI_AGAIN is reported as such so that callers can retry.
-inline std::vector<SocketAddress> resolve(const std::string& host, std::uint16_t port, bool passive, int* gai_error,
-                                          std::string* error) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_protocol = IPPROTO_TCP;
-  hints.ai_flags = passive ? AI_PASSIVE : 0;
-  addrinfo* list = nullptr;
-  const std::string service = std::to_string(port);
-  const char* node = host == "*" ? nullptr : host.c_str();
-  const int rc = ::getaddrinfo(node, service.c_str(), &hints, &list);
-  if (gai_error) *gai_error = rc;
-  std::vector<SocketAddress> out;
-  if (rc != 0) {
-    if (error) *error = "cannot resolve '" + host + "': " + ::gai_strerror(rc);
+/// why when the result is empty; `resolve_error` is the resolver's error, so that callers can
+/// retry a temporary failure (error::host_not_found_try_again).
+inline std::vector<TcpEndpointAddress> resolve(asio::io_context& io, const std::string& host, std::uint16_t port,
+                                               bool passive, ErrorCode* resolve_error, std::string* error) {
+  asio::ip::tcp::resolver resolver(io);
+  auto flags = asio::ip::resolver_base::numeric_service;
+  if (passive) flags = flags | asio::ip::resolver_base::passive;
+  ErrorCode ec;
+  const auto results = resolver.resolve(host == "*" ? std::string() : host, std::to_string(port), flags, ec);
+  if (resolve_error) *resolve_error = ec;
+  std::vector<TcpEndpointAddress> out;
+  if (ec) {
+    if (error) *error = "cannot resolve '" + host + "': " + ec.message();
     return out;
   }
-  for (addrinfo* p = list; p; p = p->ai_next) {
-    if (p->ai_addrlen > sizeof(sockaddr_storage)) continue;
-    SocketAddress a;
-    std::memcpy(&a.storage, p->ai_addr, p->ai_addrlen);
-    a.length = static_cast<socklen_t>(p->ai_addrlen);
-    out.push_back(a);
-  }
-  ::freeaddrinfo(list);
+  for (const auto& r : results) out.push_back(r.endpoint());
   if (out.empty() && error) *error = "'" + host + "' has no TCP address";
   return out;
 }
 
-/// A listening socket on host:port (port 0: an ephemeral port), and the port it got. Throws
-/// TransportError starting with `context` on failure.
+/// A listening socket on host:port (port 0: an ephemeral port), and the port it got.
 struct Listener {
-  Fd fd;
+  TcpAcceptor acceptor;
   std::uint16_t port = 0;
 };
 
-inline Listener listen_on(const std::string& host, std::uint16_t port, std::size_t buffer_bytes, const std::string& context) {
+/// Listens on host:port with `io`'s reactor. Throws TransportError starting with `context` on
+/// failure.
+inline Listener listen_on(asio::io_context& io, const std::string& host, std::uint16_t port, std::size_t buffer_bytes,
+                          const std::string& context) {
   std::string error;
-  const auto addrs = resolve(host, port, /*passive=*/true, nullptr, &error);
+  const auto addrs = resolve(io, host, port, /*passive=*/true, nullptr, &error);
   if (addrs.empty()) throw TransportError(context + ": " + error);
-  int last = 0;
+  ErrorCode last;
   for (const auto& a : addrs) {
-    Fd fd(::socket(a.family(), SOCK_STREAM, IPPROTO_TCP));
-    if (!fd) {
-      last = errno;
+    TcpAcceptor acceptor(io);
+    ErrorCode ec;
+    acceptor.open(a.protocol(), ec);
+    if (ec) {
+      last = ec;
       continue;
     }
-    set_flags(fd.get());
+    prepare_socket(acceptor);
     // A coordinator restarted at once on its port must not fail on the last job's connections
     // in TIME_WAIT.
-    const int one = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    tune_socket(fd.get(), buffer_bytes);  // inherited by accepted connections
-    if (::bind(fd.get(), a.get(), a.length) != 0 || ::listen(fd.get(), SOMAXCONN) != 0) {
-      last = errno;
+    acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    tune_socket(acceptor, buffer_bytes);  // inherited by accepted connections
+    acceptor.bind(a, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      last = ec;
       continue;
     }
-    Listener l;
-    l.port = local_host_port(fd.get()).port;
-    l.fd = std::move(fd);
-    return l;
+    const std::uint16_t got = local_host_port(acceptor).port;
+    return Listener{std::move(acceptor), got};
   }
-  throw TransportError(context + ": cannot listen on " + format_host_port(host, port) + ": " + errno_text(last));
+  throw TransportError(context + ": cannot listen on " + format_host_port(host, port) + ": " + last.message());
 }
 
-/// Accepts one pending connection, if any (the listener is non-blocking).
-inline Fd accept_one(int listener) {
+/// Accepts one pending connection, if any (the acceptor is non-blocking), as a socket of the
+/// acceptor's io_context, prepared like every other.
+inline std::optional<TcpSocket> accept_one(TcpAcceptor& acceptor) {
   for (;;) {
-    const int fd = ::accept(listener, nullptr, nullptr);
-    if (fd >= 0) {
-      Fd f(fd);
-      set_flags(fd);
-      return f;
+    TcpSocket s(acceptor.get_executor());
+    ErrorCode ec;
+    acceptor.accept(s, ec);
+    if (!ec) {
+      prepare_socket(s);
+      return s;
     }
-    if (errno == EINTR || errno == ECONNABORTED) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return Fd();
-    throw TransportError("tcp: accept failed: " + errno_text(errno));
+    if (ec == asio::error::interrupted || ec == asio::error::connection_aborted) continue;
+    if (would_block(ec)) return std::nullopt;
+    throw TransportError("tcp: accept failed: " + ec.message());
   }
 }
 
-/// Waits until `fd` is ready for `events` or `deadline` passes; false on the deadline.
-inline bool wait_fd(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    const int rc = ::poll(&p, 1, poll_ms(deadline));
-    if (rc > 0) return true;
-    if (rc == 0) {
-      if (Clock::now() >= deadline) return false;
-      continue;
-    }
-    if (errno != EINTR) throw TransportError("tcp: poll failed: " + errno_text(errno));
-  }
+/// Whether a connection attempt that failed with `ec` may succeed later: refused or unreachable
+/// (the peer may not be listening yet). Anything else (a bad address family, no permission) will
+/// not go away.
+inline bool connect_retryable(const ErrorCode& ec) noexcept {
+  const int e = errno_of(ec);
+  return e == ECONNREFUSED || e == ETIMEDOUT || e == ENETUNREACH || e == EHOSTUNREACH || e == ECONNRESET ||
+         e == EAGAIN || e == ECONNABORTED || e == EADDRNOTAVAIL;
 }
 
-/// Connects to host:port, retrying while the peer is not (yet) listening or reachable, until
-/// `deadline`. Returns a connected, non-blocking, tuned socket; throws TransportError starting with
-/// `context`, naming the address and the last error, when the deadline passes.
-inline Fd connect_to(const HostPort& to, Clock::time_point deadline, std::size_t buffer_bytes, const std::string& context) {
+/// Connects to host:port with `io`'s reactor, retrying while the peer is not (yet) listening or
+/// reachable, until `deadline`. Returns a connected, non-blocking, tuned socket; throws
+/// TransportError starting with `context`, naming the address and the last error, when the
+/// deadline passes, at once for a name that does not exist.
+inline TcpSocket connect_to(asio::io_context& io, const HostPort& to, Clock::time_point deadline,
+                            std::size_t buffer_bytes, const std::string& context) {
   std::string last = "no attempt was made";
   auto backoff = std::chrono::milliseconds(10);
   for (;;) {
-    int gai = 0;
+    ErrorCode resolve_error;
     std::string error;
-    const auto addrs = resolve(to.host, to.port, /*passive=*/false, &gai, &error);
+    const auto addrs = resolve(io, to.host, to.port, /*passive=*/false, &resolve_error, &error);
     if (addrs.empty()) {
       // A name that does not exist will not come to exist: only a temporary failure is retried.
-      if (gai != EAI_AGAIN) throw TransportError(context + ": " + error);
+      if (resolve_error != asio::error::host_not_found_try_again) throw TransportError(context + ": " + error);
       last = error;
     }
     for (const auto& a : addrs) {
-      Fd fd(::socket(a.family(), SOCK_STREAM, IPPROTO_TCP));
-      if (!fd) throw TransportError(context + ": cannot create a socket: " + errno_text(errno));
-      set_flags(fd.get());
-      tune_socket(fd.get(), buffer_bytes);
-      int err = 0;
-      if (::connect(fd.get(), a.get(), a.length) != 0) {
-        err = errno;
-        if (err == EINPROGRESS || err == EINTR) {
-          if (!wait_fd(fd.get(), POLLOUT, deadline)) {
-            last = "the connection attempt timed out";
-            continue;
-          }
-          socklen_t len = sizeof err;
-          if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-        }
+      TcpSocket s(io);
+      ErrorCode ec;
+      s.open(a.protocol(), ec);
+      if (ec) throw TransportError(context + ": cannot create a socket: " + ec.message());
+      prepare_socket(s);
+      tune_socket(s, buffer_bytes);
+      // The result outlives this attempt: a connect cancelled at the deadline completes later.
+      auto result = std::make_shared<std::optional<ErrorCode>>();
+      s.async_connect(a, [result](const ErrorCode& e) { *result = e; });
+      if (!run_until(io, [&] { return result->has_value(); }, deadline)) {
+        last = "the connection attempt timed out";
+        continue;  // closing `s` cancels the attempt
       }
-      if (err == 0) return fd;
-      last = errno_text(err);
-      // Refused or unreachable: the peer may not be listening yet; try again until the deadline.
-      // Anything else (a bad address family, no permission) will not go away.
-      if (err != ECONNREFUSED && err != ETIMEDOUT && err != ENETUNREACH && err != EHOSTUNREACH && err != ECONNRESET &&
-          err != EAGAIN && err != ECONNABORTED && err != EADDRNOTAVAIL)
-        throw TransportError(context + ": cannot connect to " + format_host_port(to) + ": " + last);
+      ec = **result;
+      if (!ec) return s;
+      last = ec.message();
+      if (!connect_retryable(ec)) throw TransportError(context + ": cannot connect to " + format_host_port(to) + ": " + last);
     }
     const auto now = Clock::now();
     if (now >= deadline) break;
