@@ -127,25 +127,7 @@ def run_gloo_pair(args):
 
 
 def run_job(name, argv, args):
-    env = dict(os.environ, **MPI_ENV)
-    for attempt in range(args.retries + 1):
-        benchlib.wait_quiet(args.quiet)
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        # Our own ticks with those of the children we waited for: the job's processes are all
-        # waited for by their parents (mpirun, flotilla-launch, the gloo launcher) and then by us.
-        with benchlib.Disturbance(lambda: [os.getpid()]) as d:
-            out, err = proc.communicate()
-        if proc.returncode != 0:
-            raise SystemExit("%s failed (%d): %s\n%s" % (name, proc.returncode, " ".join(argv), err[-3000:]))
-        rows = []
-        for line in out.splitlines():
-            line = line.split("] ", 1)[1] if line.startswith("[rank") else line
-            if line.startswith("{"):
-                rows.append(json.loads(line))
-        if d.foreign <= args.disturbance:
-            return rows, d.foreign, attempt
-        print("  %s disturbed (others used %.0f%% of the machine), again" % (name, 100 * d.foreign), file=sys.stderr)
-    return rows, d.foreign, args.retries
+    return benchlib.run_json_job(name, argv, args, env=dict(os.environ, **MPI_ENV))
 
 
 def main():

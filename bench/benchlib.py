@@ -209,3 +209,32 @@ def emit_json(path, obj):
     if path:
         with open(path, "w") as f:
             json.dump(obj, f, indent=1)
+
+
+# ---- a job printing JSON lines ------------------------------------------------------------------------
+
+def run_json_job(name, argv, args, env=None):
+    """Runs `argv` (a launcher and its ranks) on a quiet machine and returns (rows, foreign, attempt):
+    the JSON objects it printed one per line (a launcher's "[rank k] " prefix removed), the share of
+    the machine other processes used meanwhile, and how many disturbed attempts were discarded
+    (at most args.retries). Our own ticks count with those of the children we waited for: the
+    job's processes are all waited for by their parents (mpirun, flotilla-launch, a Python
+    launcher) and then by us."""
+    rows, foreign = [], 0.0
+    for attempt in range(args.retries + 1):
+        wait_quiet(args.quiet)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        with Disturbance(lambda: [os.getpid()]) as d:
+            out, err = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit("%s failed (%d): %s\n%s" % (name, proc.returncode, " ".join(argv), err[-3000:]))
+        rows = []
+        for line in out.splitlines():
+            line = line.split("] ", 1)[1] if line.startswith("[rank") else line
+            if line.startswith("{"):
+                rows.append(json.loads(line))
+        foreign = d.foreign
+        if foreign <= args.disturbance:
+            return rows, foreign, attempt
+        print("  %s disturbed (others used %.0f%% of the machine), again" % (name, 100 * foreign), file=sys.stderr)
+    return rows, foreign, args.retries

@@ -108,28 +108,14 @@ def free_port():
 
 
 def run_job(name, argv, args):
-    for attempt in range(args.retries + 1):
-        benchlib.wait_quiet(args.quiet)
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        with benchlib.Disturbance(lambda: [os.getpid()]) as d:
-            out, err = proc.communicate()
-        if proc.returncode != 0:
-            raise SystemExit("%s failed (%d): %s\n%s" % (name, proc.returncode, " ".join(argv), err[-3000:]))
-        rows = []
-        for line in out.splitlines():
-            line = line.split("] ", 1)[1] if line.startswith("[rank") else line
-            if line.startswith("{"):
-                rows.append(json.loads(line))
-        if d.foreign <= args.disturbance:
-            break
-        print("  %s disturbed (others used %.0f%% of the machine), again" % (name, 100 * d.foreign), file=sys.stderr)
+    rows, foreign, attempt = benchlib.run_json_job(name, argv, args)
     # One throughput per timed run: all ranks' samples over the slowest rank's time.
     runs = []
     for r in sorted({x["run"] for x in rows}):
         part = [x for x in rows if x["run"] == r]
         runs.append({"samples_per_second": sum(x["samples"] for x in part) / max(x["seconds"] for x in part),
                      "ranks": part})
-    return runs, d.foreign, attempt
+    return runs, foreign, attempt
 
 
 def main():

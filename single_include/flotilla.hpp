@@ -1167,6 +1167,7 @@ class ThreadPool {
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
     invoke(0);
+    spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; });
     for (std::size_t left = pending_.load(std::memory_order_acquire); left != 0;
          left = pending_.load(std::memory_order_acquire))
       pending_.wait(left, std::memory_order_acquire);
@@ -1186,11 +1187,24 @@ class ThreadPool {
   void work(std::size_t i) {
     std::size_t seen = 0;
     for (;;) {
+      // Steps follow each other within microseconds: spin a little before sleeping, since waking a
+      // sleeping thread (a futex call and a reschedule) costs more than a short step's gap.
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
       generation_.wait(seen, std::memory_order_acquire);
       seen = generation_.load(std::memory_order_acquire);
       if (stop_.load(std::memory_order_relaxed)) return;
       invoke(i);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    }
+  }
+
+  /// Polls `done` for at most some tens of microseconds (then the caller sleeps in atomic::wait).
+  template <class Done>
+  static void spin_until(Done&& done) noexcept {
+    for (int i = 0; i < 2000 && !done(); ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
     }
   }
 
@@ -1489,6 +1503,16 @@ concept Optimizer =
       o.update(p, g, s, tensors, info);
       { s.buffers() };
     };
+
+/// Optional: an optimizer that declares `static constexpr bool elementwise = true;` promises that
+/// update() computes each element from that element's parameter, gradient and state alone (and
+/// the tensor's role), so that any split of the tensors into pieces gives the same result (to the
+/// last bit, where a cut moves an element between vectorised and scalar code). The
+/// trainer then updates large buffers on all its cores at once, each core a slice. Leave it out
+/// for an optimizer that looks at a whole tensor (a norm, as LAMB or LARS take) or keeps state
+/// outside its per-element buffers.
+template <class O>
+inline constexpr bool elementwise_optimizer = requires { requires O::elementwise; };
 
 }  // namespace flotilla
 // ---- end flotilla/concepts/optimizer.hpp ----
@@ -2891,6 +2915,7 @@ auto segment(std::span<T> s, const TensorInfo& t) {
 /// p -= lr * (g + wd * p).
 struct SGD {
   static constexpr std::string_view name = "SGD";
+  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
   double learning_rate = 0.01;
   double weight_decay = 0;
   bool decay_biases = true;
@@ -2920,6 +2945,7 @@ struct SGD {
 /// v = mu * v + (g + wd * p); p -= lr * v, or with Nesterov p -= lr * (g + mu * v).
 struct Momentum {
   static constexpr std::string_view name = "Momentum";
+  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
   double learning_rate = 0.01;
   double momentum = 0.9;
   bool nesterov = false;
@@ -3018,6 +3044,7 @@ void adam_update(const AdamConfig& c, std::span<T> params, std::span<const T> gr
 
 struct Adam : detail::AdamConfig {
   static constexpr std::string_view name = "Adam";
+  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
   template <class T>
   using state = detail::AdamState<T>;
   template <class T>
@@ -3029,6 +3056,7 @@ struct Adam : detail::AdamConfig {
 
 struct AdamW : detail::AdamConfig {
   static constexpr std::string_view name = "AdamW";
+  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
   AdamW() { weight_decay = 1e-2; }
   template <class T>
   using state = detail::AdamState<T>;
@@ -7931,6 +7959,7 @@ class ParameterServerClient {
 // last core finishes a layer, that core adds the other cores' contributions for the layer into the
 // main buffer, in core order (so the sum does not depend on timing), and then reports it ready.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -7998,6 +8027,42 @@ class Engine {
   std::uint64_t seed() const noexcept { return seed_; }
   /// Keys the dropout masks; restored from checkpoints.
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
+
+  /// One optimizer step on parameters() with gradients(). An element-wise optimizer (see
+  /// concepts/optimizer.hpp) on a buffer worth splitting runs on every core, each a contiguous
+  /// slice of the elements; any other runs on the calling thread.
+  template <class O, class State>
+  void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> tensors, const StepInfo& info) {
+    constexpr std::size_t worth_splitting = 1 << 15;  // below this, waking the cores costs more
+    if constexpr (elementwise_optimizer<O>) {
+      if (pool_.size() > 1 && parameter_count >= worth_splitting) {
+        pool_.run([&](std::size_t k) {
+          // Slice k of the elements, as pieces of the tensors it overlaps: element-wise optimizers
+          // give the same result for any split. Slices are cut at multiples of 16 elements so that
+          // no two cores write the same cache line.
+          const auto [b0, e0] = split_range(parameter_count / 16, pool_.size(), k);
+          const std::size_t begin = b0 * 16, end = k + 1 == pool_.size() ? parameter_count : e0 * 16;
+          std::array<TensorInfo, 64> local;
+          std::size_t n = 0;
+          for (const auto& t : tensors) {
+            const std::size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.size);
+            if (lo >= hi) continue;
+            if (n == local.size()) {  // a network with very many tensors: flush and go on
+              optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(local.data(), n), info);
+              n = 0;
+            }
+            local[n] = t;
+            local[n].offset = lo;
+            local[n].size = hi - lo;
+            ++n;
+          }
+          if (n) optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(local.data(), n), info);
+        });
+        return;
+      }
+    }
+    optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, tensors, info);
+  }
 
   /// Forward and backward over `batch`, split across the cores. Adds `scale` times the gradient of
   /// the batch's summed loss to gradients() (which are zeroed first unless `accumulate`).
@@ -9372,9 +9437,8 @@ class Trainer {
     /// One optimizer step on this worker with gradients(), at the scheduled learning rate.
     void apply_optimizer() {
       const auto& o = t_.options_;
-      o.optimizer.update(s_.engine.parameters(), std::span<const T>(s_.engine.gradients()), s_.opt,
-                         std::span<const TensorInfo>(network_type::tensors),
-                         StepInfo{s_.step + 1, o.optimizer.learning_rate * o.schedule(s_.step)});
+      s_.engine.apply_optimizer(o.optimizer, s_.opt, std::span<const TensorInfo>(network_type::tensors),
+                                StepInfo{s_.step + 1, o.optimizer.learning_rate * o.schedule(s_.step)});
       ++s_.step;
     }
 

@@ -243,3 +243,35 @@ TEST_CASE("optimizers and schedules drive a regression to its answer") {
     check_fit(Trainer<Model<Net, MSE, optim::AdamW, double>>(o), "AdamW");
   }
 }
+
+TEST_CASE("an element-wise optimizer's update split across cores equals the whole update") {
+  // 256 * 300 + 300 + 300 * 7 + 7 = 79507 parameters: enough for the engine to split the update,
+  // and a count that no core count divides into multiples of 16.
+  using Wide = Sequential<Input<256>, Dense<300>, ReLU, Dense<7>>;
+  auto check = [](auto optimizer) {
+    using O = decltype(optimizer);
+    static_assert(elementwise_optimizer<O>);
+    using M = Model<Wide, SoftmaxCrossEntropy, O>;
+    detail::Engine<M> one(1, 64, 5), three(3, 64, 5);
+    typename O::template state<float> s1(M::parameter_count), s3(M::parameter_count);
+    Generator g(11);
+    for (std::uint64_t step = 1; step <= 3; ++step) {
+      for (std::size_t i = 0; i < M::parameter_count; ++i) one.gradients()[i] = three.gradients()[i] = g.normal<float>();
+      const StepInfo info{step, 0.01};
+      one.apply_optimizer(optimizer, s1, std::span<const TensorInfo>(M::network::tensors), info);
+      three.apply_optimizer(optimizer, s3, std::span<const TensorInfo>(M::network::tensors), info);
+    }
+    const auto p1 = std::as_const(one).parameters(), p3 = std::as_const(three).parameters();
+    double max_diff = 0, moved = 0;
+    for (std::size_t i = 0; i < p1.size(); ++i) max_diff = std::max(max_diff, std::abs(double(p1[i]) - double(p3[i])));
+    detail::Engine<M> fresh(1, 64, 5);
+    for (std::size_t i = 0; i < p1.size(); ++i) moved = std::max(moved, std::abs(double(p1[i]) - double(fresh.parameters()[i])));
+    CHECK(moved > 1e-3);  // the updates did something
+    // Element-wise arithmetic does not depend on where the slices are cut: at most a last-bit
+    // difference where a slice boundary moves an element between the vector and the scalar path.
+    CHECK(max_diff <= 1e-6 * moved);
+  };
+  check(optim::Momentum{});
+  check(optim::Adam{});
+  check(optim::AdamW{});
+}

@@ -34,4 +34,14 @@ concept Optimizer =
       { s.buffers() };
     };
 
+/// Optional: an optimizer that declares `static constexpr bool elementwise = true;` promises that
+/// update() computes each element from that element's parameter, gradient and state alone (and
+/// the tensor's role), so that any split of the tensors into pieces gives the same result (to the
+/// last bit, where a cut moves an element between vectorised and scalar code). The
+/// trainer then updates large buffers on all its cores at once, each core a slice. Leave it out
+/// for an optimizer that looks at a whole tensor (a norm, as LAMB or LARS take) or keeps state
+/// outside its per-element buffers.
+template <class O>
+inline constexpr bool elementwise_optimizer = requires { requires O::elementwise; };
+
 }  // namespace flotilla

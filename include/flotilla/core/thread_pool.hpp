@@ -47,6 +47,7 @@ class ThreadPool {
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
     invoke(0);
+    spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; });
     for (std::size_t left = pending_.load(std::memory_order_acquire); left != 0;
          left = pending_.load(std::memory_order_acquire))
       pending_.wait(left, std::memory_order_acquire);
@@ -66,11 +67,24 @@ class ThreadPool {
   void work(std::size_t i) {
     std::size_t seen = 0;
     for (;;) {
+      // Steps follow each other within microseconds: spin a little before sleeping, since waking a
+      // sleeping thread (a futex call and a reschedule) costs more than a short step's gap.
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
       generation_.wait(seen, std::memory_order_acquire);
       seen = generation_.load(std::memory_order_acquire);
       if (stop_.load(std::memory_order_relaxed)) return;
       invoke(i);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    }
+  }
+
+  /// Polls `done` for at most some tens of microseconds (then the caller sleeps in atomic::wait).
+  template <class Done>
+  static void spin_until(Done&& done) noexcept {
+    for (int i = 0; i < 2000 && !done(); ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
     }
   }
 

@@ -67,6 +67,7 @@ void adam_update(const AdamConfig& c, std::span<T> params, std::span<const T> gr
 
 struct Adam : detail::AdamConfig {
   static constexpr std::string_view name = "Adam";
+  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
   template <class T>
   using state = detail::AdamState<T>;
   template <class T>
@@ -78,6 +79,7 @@ struct Adam : detail::AdamConfig {
 
 struct AdamW : detail::AdamConfig {
   static constexpr std::string_view name = "AdamW";
+  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
   AdamW() { weight_decay = 1e-2; }
   template <class T>
   using state = detail::AdamState<T>;

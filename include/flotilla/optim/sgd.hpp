@@ -30,6 +30,7 @@ auto segment(std::span<T> s, const TensorInfo& t) {
 /// p -= lr * (g + wd * p).
 struct SGD {
   static constexpr std::string_view name = "SGD";
+  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
   double learning_rate = 0.01;
   double weight_decay = 0;
   bool decay_biases = true;
@@ -59,6 +60,7 @@ struct SGD {
 /// v = mu * v + (g + wd * p); p -= lr * v, or with Nesterov p -= lr * (g + mu * v).
 struct Momentum {
   static constexpr std::string_view name = "Momentum";
+  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
   double learning_rate = 0.01;
   double momentum = 0.9;
   bool nesterov = false;

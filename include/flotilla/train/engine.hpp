@@ -13,6 +13,7 @@
 // last core finishes a layer, that core adds the other cores' contributions for the layer into the
 // main buffer, in core order (so the sum does not depend on timing), and then reports it ready.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "flotilla/concepts/optimizer.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/core/thread_pool.hpp"
 #include "flotilla/data/dataset.hpp"
@@ -87,6 +89,42 @@ class Engine {
   std::uint64_t seed() const noexcept { return seed_; }
   /// Keys the dropout masks; restored from checkpoints.
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
+
+  /// One optimizer step on parameters() with gradients(). An element-wise optimizer (see
+  /// concepts/optimizer.hpp) on a buffer worth splitting runs on every core, each a contiguous
+  /// slice of the elements; any other runs on the calling thread.
+  template <class O, class State>
+  void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> tensors, const StepInfo& info) {
+    constexpr std::size_t worth_splitting = 1 << 15;  // below this, waking the cores costs more
+    if constexpr (elementwise_optimizer<O>) {
+      if (pool_.size() > 1 && parameter_count >= worth_splitting) {
+        pool_.run([&](std::size_t k) {
+          // Slice k of the elements, as pieces of the tensors it overlaps: element-wise optimizers
+          // give the same result for any split. Slices are cut at multiples of 16 elements so that
+          // no two cores write the same cache line.
+          const auto [b0, e0] = split_range(parameter_count / 16, pool_.size(), k);
+          const std::size_t begin = b0 * 16, end = k + 1 == pool_.size() ? parameter_count : e0 * 16;
+          std::array<TensorInfo, 64> local;
+          std::size_t n = 0;
+          for (const auto& t : tensors) {
+            const std::size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.size);
+            if (lo >= hi) continue;
+            if (n == local.size()) {  // a network with very many tensors: flush and go on
+              optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(local.data(), n), info);
+              n = 0;
+            }
+            local[n] = t;
+            local[n].offset = lo;
+            local[n].size = hi - lo;
+            ++n;
+          }
+          if (n) optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(local.data(), n), info);
+        });
+        return;
+      }
+    }
+    optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, tensors, info);
+  }
 
   /// Forward and backward over `batch`, split across the cores. Adds `scale` times the gradient of
   /// the batch's summed loss to gradients() (which are zeroed first unless `accumulate`).

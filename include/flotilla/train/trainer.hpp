@@ -658,9 +658,8 @@ class Trainer {
     /// One optimizer step on this worker with gradients(), at the scheduled learning rate.
     void apply_optimizer() {
       const auto& o = t_.options_;
-      o.optimizer.update(s_.engine.parameters(), std::span<const T>(s_.engine.gradients()), s_.opt,
-                         std::span<const TensorInfo>(network_type::tensors),
-                         StepInfo{s_.step + 1, o.optimizer.learning_rate * o.schedule(s_.step)});
+      s_.engine.apply_optimizer(o.optimizer, s_.opt, std::span<const TensorInfo>(network_type::tensors),
+                                StepInfo{s_.step + 1, o.optimizer.learning_rate * o.schedule(s_.step)});
       ++s_.step;
     }
 
