@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
 #if defined(FLOTILLA_TEST_TCP)
 #include "flotilla/transport/tcp.hpp"
@@ -28,25 +29,10 @@ using namespace flotilla;
 using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
 using M = Model<Net, SoftmaxCrossEntropy, optim::Momentum, double>;
 
-static data::Dataset<double> blobs(std::size_t n) {
-  Generator g(11);
-  data::Dataset<double> d;
-  d.name = "blobs";
-  d.classes = 3;
-  d.inputs.resize(36, static_cast<Eigen::Index>(n));
-  d.labels.resize(n);
-  for (std::size_t s = 0; s < n; ++s) {
-    const auto label = static_cast<std::int32_t>(g.below(3));
-    d.labels[s] = label;
-    for (Eigen::Index i = 0; i < 36; ++i)
-      d.inputs(i, static_cast<Eigen::Index>(s)) = 0.5 * g.normal<double>() + (i % 3 == label ? 1.0 : 0.0);
-  }
-  return d;
-}
 
 template <class Policy>
 static int check(std::size_t servers, const char* what) {
-  const auto data = blobs(490);  // 490: the last global batch is partial and split unevenly
+  const auto data = flotilla_test::blobs<double>(490, 11);  // 490: the last global batch is partial and split unevenly
   TrainerOptions<M> o;
   o.optimizer.learning_rate = 0.05;
   o.batch_size = 8;

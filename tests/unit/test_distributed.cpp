@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "../common/blobs.hpp"
 #include "flotilla/codec/fp16.hpp"
 #include "flotilla/flotilla.hpp"
 #include "flotilla/policy/accumulate.hpp"
@@ -27,22 +28,7 @@ namespace {
 // Dropout is keyed by sample id, so even it must agree however batches are split.
 using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
 
-template <class T>
-data::Dataset<T> blobs(std::size_t n, std::uint64_t seed) {
-  Generator g(seed);
-  data::Dataset<T> d;
-  d.name = "blobs";
-  d.classes = 3;
-  d.inputs.resize(36, static_cast<Eigen::Index>(n));
-  d.labels.resize(n);
-  for (std::size_t s = 0; s < n; ++s) {
-    const auto label = static_cast<std::int32_t>(g.below(3));
-    d.labels[s] = label;
-    for (Eigen::Index i = 0; i < 36; ++i)
-      d.inputs(i, static_cast<Eigen::Index>(s)) = static_cast<T>(0.5 * g.normal<double>() + (i % 3 == label ? 1.0 : 0.0));
-  }
-  return d;
-}
+using flotilla_test::blobs;
 
 /// A temporary file name no concurrent run of this test shares.
 std::filesystem::path scratch(const std::string& name) {
