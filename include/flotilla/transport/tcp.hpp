@@ -1327,6 +1327,38 @@ class TcpRendezvous {
     fail(reason);
   }
 
+  /// A connection from a rank, accepted during the rendezvous, with its hello.
+  struct Arrival {
+    TcpLink link;
+    std::string peer;                  ///< "a connection from host:port"
+    std::optional<wire::Hello> hello;  ///< empty when `refusal` says why it is refused
+  };
+
+  /// Waits until `until_` for the next connection on `listener`, then reads and checks its hello
+  /// (`doing` names the step in messages: "registering", "accepting"). Empty when the kernel
+  /// offered no connection after all. On the deadline, fails with `timed_out(missing)`, where
+  /// `missing` lists ranks 1 to `below` - 1 that have no link yet.
+  template <class TimedOut>
+  std::optional<Arrival> accept_hello(Listener& listener, std::string_view doing, std::size_t below,
+                                      std::string& refusal, TimedOut&& timed_out) {
+    if (!wait_ready(reactor_->io, listener.acceptor, asio::socket_base::wait_read, until_)) {
+      std::string missing;
+      for (std::size_t p = 1; p < below; ++p)
+        if (!links_[p].open()) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      fail(timed_out(missing));
+    }
+    auto incoming = accept_one(listener.acceptor);
+    if (!incoming) return std::nullopt;
+    Arrival a{TcpLink(reactor_), {}, std::nullopt};
+    a.link.socket = std::move(*incoming);
+    tune_socket(a.link.socket, 0);
+    a.peer = "a connection from " + format_host_port(remote_host_port(a.link.socket));
+    const std::string waiting = std::string(doing) + " " + a.peer;
+    const auto f = read_frame(a.link, a.peer, waiting);
+    a.hello = check_hello(f, a.peer, waiting, refusal);
+    return a;
+  }
+
   std::vector<std::byte> hello_payload(std::uint16_t port, const std::string& host) const {
     wire::Hello h;
     h.world_size = static_cast<std::uint32_t>(n_);
@@ -1349,22 +1381,15 @@ class TcpRendezvous {
     table.entries[0] = {coordinator_.host, coordinator_.port};
     std::size_t registered = 0;
     while (registered < n_ - 1) {
-      if (!wait_ready(reactor_->io, listener.acceptor, asio::socket_base::wait_read, until_)) {
-        std::string missing;
-        for (std::size_t p = 1; p < n_; ++p)
-          if (!links_[p].open()) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
-        fail("timed out after " + connect_text() + " at the coordinator " + addresses_[0] + ": rank(s) " + missing +
-             " did not register (were they started, with FLOTILLA_COORDINATOR=" + addresses_[0] + "?)");
-      }
-      auto incoming = accept_one(listener.acceptor);
-      if (!incoming) continue;
-      TcpLink c(reactor_);
-      c.socket = std::move(*incoming);
-      tune_socket(c.socket, 0);
-      const std::string peer = "a connection from " + format_host_port(remote_host_port(c.socket));
-      const auto f = read_frame(c, peer, "registering " + peer);
       std::string refusal;
-      auto hello = check_hello(f, peer, "registering " + peer, refusal);
+      auto arrival = accept_hello(listener, "registering", n_, refusal, [&](const std::string& missing) {
+        return "timed out after " + connect_text() + " at the coordinator " + addresses_[0] + ": rank(s) " + missing +
+               " did not register (were they started, with FLOTILLA_COORDINATOR=" + addresses_[0] + "?)";
+      });
+      if (!arrival) continue;
+      TcpLink& c = arrival->link;
+      const std::string& peer = arrival->peer;
+      const auto& hello = arrival->hello;
       if (hello) {
         if (hello->rank == 0 || hello->rank >= n_)
           refusal = peer + " claims rank " + std::to_string(hello->rank) + ", but rank 0 is the coordinator and the job has ranks 0 to " +
@@ -1433,21 +1458,14 @@ class TcpRendezvous {
     }
     // 2. Accept every lower rank but 0 (whose link is the registration), and answer its hello.
     for (std::size_t accepted = 0; accepted + 1 < r_;) {
-      if (!wait_ready(reactor_->io, listener.acceptor, asio::socket_base::wait_read, until_)) {
-        std::string missing;
-        for (std::size_t p = 1; p < r_; ++p)
-          if (!links_[p].open()) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
-        fail("timed out after " + connect_text() + " waiting for rank(s) " + missing + " to connect to " +
-             addresses_[r_]);
-      }
-      auto incoming = accept_one(listener.acceptor);
-      if (!incoming) continue;
-      TcpLink c(reactor_);
-      c.socket = std::move(*incoming);
-      tune_socket(c.socket, 0);
-      const std::string peer = "a connection from " + format_host_port(remote_host_port(c.socket));
-      const auto f = read_frame(c, peer, "accepting " + peer);
-      auto h = check_hello(f, peer, "accepting " + peer, refusal);
+      auto arrival = accept_hello(listener, "accepting", r_, refusal, [&](const std::string& missing) {
+        return "timed out after " + connect_text() + " waiting for rank(s) " + missing + " to connect to " +
+               addresses_[r_];
+      });
+      if (!arrival) continue;
+      TcpLink& c = arrival->link;
+      const std::string& peer = arrival->peer;
+      const auto& h = arrival->hello;
       if (h) {
         if (h->job_id != job_id_)
           refusal = peer + " belongs to another job (its job id differs from the coordinator's)";
