@@ -43,13 +43,18 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   options.optimizer.learning_rate = s.lr;
   // The rate anneals to zero over the run (a cosine): worth about a point of test accuracy at the end.
   // The schedule counts updates: one per global batch when updates are averaged over the workers,
-  // one per worker's batch when each worker's update is applied alone (asynchronous).
+  // one per worker's batch when a parameter server applies each worker's update alone.
   {
-    const std::size_t ranks = Backend::in_process ? s.workers + (s.policy == "sync" || s.policy == "sync-fp16" ? 0 : s.servers)
-                                                  : launched_ranks();
-    const std::size_t servers = s.policy == "sync" || s.policy == "sync-fp16" ? 0 : s.servers;
-    const std::size_t workers = ranks > servers ? ranks - servers : 1;
-    const std::size_t per_update = s.policy == "async" ? s.batch : s.batch * workers;
+    constexpr bool servers = flotilla::ParameterServerPolicy<Policy>;
+    std::size_t workers = s.workers;
+    if (!Backend::in_process) {
+      const std::size_t ranks = launched_ranks(), server_ranks = servers ? s.servers : 0;
+      workers = ranks > server_ranks ? ranks - server_ranks : 1;
+    }
+    std::size_t per_update = s.batch * workers;
+    if constexpr (servers) {
+      if (!Policy::aggregate) per_update = s.batch;
+    }
     options.schedule = flotilla::schedule::Cosine{.total = s.epochs * ((train.size() + per_update - 1) / per_update)};
   }
   options.batch_size = s.batch;
