@@ -1,8 +1,14 @@
-// A job in which one rank fails while the others wait for it: run() must print the error naming the
-// rank and end the whole job with MPI_Abort, well before the others' 30 s timeout. Driven by
-// check_rank_failure.cmake, which checks the exit status, the message and the time taken.
+// A job in which one rank fails while the others wait for it must end promptly, well before the
+// others' 30 s timeout, with the failure printed. Driven by check_rank_failure.cmake, which checks
+// the exit status, the message and the time taken. Two ways to fail, by the first argument:
+//   throws  (default) rank 1 throws while the others wait in a receive: run() prints the error
+//           naming the rank and ends the whole job with MPI_Abort;
+//   stalls  rank 1 stays alive but never joins an allreduce_sum the others are in (a blocking
+//           MPI_Allreduce): their watchdog prints which call timed out and ends the job, after the
+//           2 s timeout this mode sets.
 #include <chrono>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -10,13 +16,19 @@
 
 using flotilla::transport::Mpi;
 
-int main() {
+int main(int argc, char** argv) {
+  const bool stalls = argc > 1 && std::string_view(argv[1]) == "stalls";
   Mpi::options o;
-  o.timeout = std::chrono::seconds(30);
-  Mpi::run(o, Mpi::launched_ranks(), [](Mpi::endpoint& e) {
+  o.timeout = stalls ? std::chrono::seconds(2) : std::chrono::seconds(30);
+  Mpi::run(o, Mpi::launched_ranks(), [&](Mpi::endpoint& e) {
     if (e.rank() == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the others are waiting by now
+      if (stalls) std::this_thread::sleep_for(std::chrono::minutes(5));  // ended by mpirun long before
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));       // the others are waiting by now
       throw std::runtime_error("rank one broke on purpose");
+    }
+    if (stalls) {
+      std::vector<float> values(4, 1.0f);
+      e.allreduce_sum(values);  // rank 1 never joins
     }
     std::vector<std::byte> buffer(4);
     e.recv(1, 7, buffer);  // never sent

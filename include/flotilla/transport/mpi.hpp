@@ -17,14 +17,16 @@
 //    communicator of their own, with the tag in the message, where it does not (MpiEndpoint::route).
 //  - Every wait is a non-blocking operation polled against a deadline, so a dead or stuck peer
 //    ends in a TransportError naming this rank, the peer and the operation, never in a hang. The
-//    one exception is allreduce_sum, which bounds the wait for every rank to arrive and then runs
-//    the blocking MPI_Allreduce, several times faster than MPI_Iallreduce (see there).
+//    one exception is allreduce_sum, which runs the blocking MPI_Allreduce (several times faster
+//    than MPI_Iallreduce) under a watchdog that ends the job when it outlasts the timeout, or,
+//    without abort_on_failure, after a polled barrier that bounds the wait for every rank (see there).
 //  - When the body fails on one rank of several, run() prints the error naming the rank and calls
 //    MPI_Abort, which stops the whole job: MPI has no portable way to wake the other ranks, which
 //    may be blocked anywhere (in their own MPI calls, too).
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <climits>
@@ -32,11 +34,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -85,9 +89,10 @@ struct MpiOptions {
   /// When the body throws on one rank of a job of several: true (default) prints the error and calls
   /// MPI_Abort, which ends every process of the job; false rethrows on this rank only and leaves the
   /// others to time out, for programs that handle failures themselves. A job of one rank always
-  /// rethrows: there is nobody to stop. (With false, a rank whose allreduce_sum timed out may let
-  /// the others into an MPI_Allreduce it never joins, where they wait unbounded: see
-  /// MpiEndpoint::allreduce_sum.)
+  /// rethrows: there is nobody to stop. With true, an allreduce_sum that outlasts the timeout ends
+  /// the job the same way, from a watchdog thread, rather than throw; with false it throws, at the
+  /// price of a barrier per call, and a rank whose allreduce_sum timed out may let the others into
+  /// an MPI_Allreduce it never joins, where they wait unbounded (see MpiEndpoint::allreduce).
   bool abort_on_failure = true;
   /// The largest MPI tag flotilla uses: the smaller of this and the library's MPI_TAG_UB counts.
   /// Flotilla tags beyond it are folded (see MpiEndpoint::route), so lowering it changes nothing but
@@ -261,6 +266,71 @@ class MpiBackoff {
   MpiWait state_ = MpiWait::done;  // no pause yet
   std::chrono::steady_clock::time_point since_;
   std::chrono::microseconds sleep_{10};
+};
+
+/// Bounds a blocking call from outside: while armed for longer than `timeout`, a thread of its own
+/// prints `describe()`'s text and ends the process, which makes mpirun stop every other process
+/// of the job. It never calls MPI (the library runs at MPI_THREAD_SERIALIZED, and the main thread
+/// is inside MPI when it fires). Arming and disarming are a clock read and two atomic stores, so
+/// the guarded call costs what it costs bare, which a barrier before it does not at small sizes.
+class MpiWatchdog {
+ public:
+  MpiWatchdog(std::chrono::milliseconds timeout, std::function<std::string(std::uint64_t)> describe)
+      : timeout_(timeout), describe_(std::move(describe)), thread_([this] { watch(); }) {}
+  ~MpiWatchdog() {
+    {
+      const std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  MpiWatchdog(const MpiWatchdog&) = delete;
+  MpiWatchdog& operator=(const MpiWatchdog&) = delete;
+
+  /// `detail` travels to describe() if the watchdog fires (the allreduce's element count).
+  void arm(std::uint64_t detail) noexcept {
+    detail_.store(detail, std::memory_order_relaxed);
+    armed_at_.store(now_ns(), std::memory_order_release);
+  }
+  void disarm() noexcept { armed_at_.store(0, std::memory_order_release); }
+
+ private:
+  static std::int64_t now_ns() noexcept {
+    // +1: zero means disarmed, and a steady clock may start at zero.
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+               .count() +
+           1;
+  }
+
+  void watch() {
+    const std::int64_t limit = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_).count();
+    // Checks eight times per timeout (between 10 ms and 1 s apart): it fires at most an eighth of
+    // the timeout late.
+    const auto period = std::clamp<std::chrono::milliseconds>(timeout_ / 8, std::chrono::milliseconds(10),
+                                                              std::chrono::milliseconds(1000));
+    std::unique_lock lock(mutex_);
+    while (!wake_.wait_for(lock, period, [&] { return stop_; })) {
+      // The clock is read before the arm time: a call that was armed at `since` and still armed
+      // after `now` has then really lasted `now - since`.
+      const std::int64_t now = now_ns();
+      const std::int64_t since = armed_at_.load(std::memory_order_acquire);
+      if (since == 0 || now - since < limit) continue;
+      const std::string text = describe_(detail_.load(std::memory_order_relaxed));
+      std::fprintf(stderr, "%s\n", text.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+
+  std::chrono::milliseconds timeout_;
+  std::function<std::string(std::uint64_t)> describe_;
+  std::atomic<std::int64_t> armed_at_{0};
+  std::atomic<std::uint64_t> detail_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once everything it reads is constructed
 };
 
 template <class T>
@@ -743,29 +813,57 @@ class MpiEndpoint {
     if (in.header) kept_headers_.push_back(std::move(in.header));
   }
 
-  /// The deadline bounds the wait for every rank to arrive (an MPI_Ibarrier, polled), and then
-  /// the blocking MPI_Allreduce runs. MPI_Iallreduce polled to completion would bound the reduction
-  /// itself too, but measured 1.4 to 6 times slower than MPI_Allreduce from 4 KiB to 64 MiB on
-  /// Open MPI 4.1 (its non-blocking collectives, libnbc, use simpler algorithms than the blocking
-  /// ones, coll/tuned), however it was polled (tests/mpi/allreduce_bench.cpp). Barrier +
-  /// MPI_Allreduce measured within 1% of MPI_Allreduce at 256 KiB to 4 MiB and at 64 MiB (at 16 MiB
-  /// the noise between runs exceeded any difference), 4% at 64 KiB, 8% at 16 KiB, and one
-  /// barrier's latency more at 4 KiB (1.5 us instead of 1.1; two ranks on one node). What is left
-  /// unbounded is a rank that stops mid-reduction while staying alive: one that dies ends the job
-  /// (mpirun kills every process of a job in which one exits abnormally).
+  /// MPI_Iallreduce polled to completion would bound the wait, but measured 1.4 to 6 times slower
+  /// than the blocking MPI_Allreduce from 4 KiB to 64 MiB on Open MPI 4.1 (its non-blocking
+  /// collectives, libnbc, use simpler algorithms than the blocking ones, coll/tuned), however it was
+  /// polled (tests/mpi/allreduce_bench.cpp). So the blocking call runs, bounded one of two ways:
+  ///  - abort_on_failure (the default, and what Mpi::run does with any failure): a watchdog thread
+  ///    ends this process when the call outlasts the timeout, after printing which rank and call;
+  ///    mpirun then stops the job. Nothing is added to the call's path but a clock read.
+  ///  - otherwise, so that the timeout can be a TransportError this rank survives: an MPI_Ibarrier
+  ///    polled against the deadline bounds the wait for every rank to arrive, then MPI_Allreduce
+  ///    runs. That costs a barrier's latency per call (measured 8% at 16 KiB, 1.5 us instead of
+  ///    1.1 at 4 KiB; within 1% from 256 KiB up), and leaves unbounded a rank that stops
+  ///    mid-reduction while staying alive (one that dies ends the job: mpirun kills every process
+  ///    of a job in which one exits abnormally).
   template <class T>
   void allreduce(std::span<T> values) {
     const Op op{"allreduce_sum", any_peer, 0};
     check_usable(op);
     if (values.empty()) return;  // every rank passes the same count, so every rank skips alike
-    MPI_Request arrived = MPI_REQUEST_NULL;
-    check(MPI_Ibarrier(user_comm_, &arrived), "MPI_Ibarrier", op);
-    // Busy, never idle: the barrier's rounds advance only while this rank polls.
-    if (!poll(deadline(), [&] { return test(arrived, op) ? detail::MpiWait::done : detail::MpiWait::busy; })) {
-      strand(arrived, op);
-      throw TransportError(who() + ": allreduce_sum of " + std::to_string(values.size()) + " values timed out after " +
-                           timeout_text() + " (some rank did not take part)");
+    if (options_.abort_on_failure && size_ > 1) {
+      if (!watchdog_)
+        watchdog_ = std::make_unique<detail::MpiWatchdog>(options_.timeout, [this](std::uint64_t count) {
+          return "flotilla: " + who() + " failed: allreduce_sum of " + std::to_string(count) + " values timed out after " +
+                 timeout_text() + " (some rank did not take part, or stopped in it); ending this process so that " +
+                 "mpirun stops the job";
+        });
+      watchdog_->arm(values.size());
+      struct Disarm {
+        detail::MpiWatchdog& w;
+        ~Disarm() { w.disarm(); }
+      } disarm{*watchdog_};
+      reduce(values, op);
+    } else {
+      MPI_Request arrived = MPI_REQUEST_NULL;
+      check(MPI_Ibarrier(user_comm_, &arrived), "MPI_Ibarrier", op);
+      // Busy, never idle: the barrier's rounds advance only while this rank polls.
+      if (!poll(deadline(), [&] { return test(arrived, op) ? detail::MpiWait::done : detail::MpiWait::busy; })) {
+        strand(arrived, op);
+        throw TransportError(who() + ": allreduce_sum of " + std::to_string(values.size()) + " values timed out after " +
+                             timeout_text() + " (some rank did not take part)");
+      }
+      reduce(values, op);
     }
+    const std::uint64_t bytes = values.size() * sizeof(T), n = size_;
+    counters_.payload_bytes_sent += 2 * (n - 1) * bytes / n;
+    counters_.payload_bytes_received += 2 * (n - 1) * bytes / n;
+    counters_.messages_sent += 2 * (n - 1);
+    counters_.messages_received += 2 * (n - 1);
+  }
+
+  template <class T>
+  void reduce(std::span<T> values, const Op& op) {
     // MPI counts are int: a longer vector is reduced in pieces.
     constexpr std::size_t piece = std::size_t{1} << 30;
     for (std::size_t at = 0; at < values.size(); at += piece) {
@@ -774,11 +872,6 @@ class MpiEndpoint {
                           user_comm_),
             "MPI_Allreduce", op);
     }
-    const std::uint64_t bytes = values.size() * sizeof(T), n = size_;
-    counters_.payload_bytes_sent += 2 * (n - 1) * bytes / n;
-    counters_.payload_bytes_received += 2 * (n - 1) * bytes / n;
-    counters_.messages_sent += 2 * (n - 1);
-    counters_.messages_received += 2 * (n - 1);
   }
 
   MpiOptions options_;
@@ -791,6 +884,7 @@ class MpiEndpoint {
   std::vector<MPI_Request> stranded_;                 // requests MPI may still be working on
   std::vector<std::vector<std::byte>> kept_buffers_;  // their scratch buffers
   std::vector<std::unique_ptr<Tag>> kept_headers_;    // and folded frames' tags
+  std::unique_ptr<detail::MpiWatchdog> watchdog_;     // last: its thread reads the members above
 };
 
 /// The MPI backend: run() hosts this process's one rank of a job started by mpirun.
