@@ -3,7 +3,7 @@
 // (in-process transport), one rank each; the data are random (these figures do not depend on it).
 //
 //   flotilla_pipeline_bench [--model uniform|cnn] [--stages 2,4] [--micro 1,2,4,8,16] [--batch 256]
-//                           [--steps 20] [--warmup 3]
+//                           [--steps 20] [--warmup 3] [--repeat 3]
 //
 // For each stage count P, micro-batch count M and schedule (GPipe fill-drain, 1F1B), one row:
 //  - theory: the bubble of equal stages with free communication, (P - 1) / (M + P - 1);
@@ -17,7 +17,7 @@
 //  - wall idle: the mean over stages of (time blocked receiving) / (step time), by the wall clock:
 //    the same quantity as the replay where every stage has a core, inflated where they share;
 //  - samples/s of the pipeline, and its ratio to the unsplit model (one rank, one batch, same code)
-//    measured in the same run;
+//    measured in turns with it (--repeat turns; medians);
 //  - replayed speed-up: the unsplit step's compute time over the replayed step's makespan, what P
 //    cores of their own would give if communication were free;
 //  - peak activation KiB per stage: the bytes of activations held for backward at once
@@ -162,23 +162,39 @@ std::vector<std::size_t> parse_list(const std::string& text) {
   return r;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 template <class M>
 void table(const std::vector<std::size_t>& stages, const std::vector<std::size_t>& micros, std::size_t batch, std::size_t steps,
-           std::size_t warmup) {
-  const Row unsplit = run<M>(1, 1, pl::Schedule::fill_drain, batch, steps, warmup);
-  std::printf("unsplit: %.0f samples/s (one rank, batch %zu)\n", unsplit.samples_per_second, batch);
+           std::size_t warmup, std::size_t repeat) {
   for (std::size_t P : stages) std::printf("%s", pl::Plan::automatic<typename M::architecture>(P).describe().c_str());
-  std::printf("| P | M | schedule | theory | bubble (replay) | wall idle | samples/s | vs unsplit | replayed speed-up | peak activation KiB per stage |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| P | M | schedule | theory | bubble (replay) | wall idle | samples/s | unsplit samples/s | vs unsplit | replayed speed-up | peak activation KiB per stage |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (std::size_t P : stages)
     for (std::size_t micro : micros)
       for (auto schedule : {pl::Schedule::fill_drain, pl::Schedule::one_forward_one_backward}) {
-        const Row r = run<M>(P, micro, schedule, batch, steps, warmup);
+        // The unsplit model and the pipeline take turns, so that both see the same load; the
+        // medians of `repeat` turns are reported, the ratio being the median of the turns' ratios.
+        std::vector<double> rate, base, ratio, replayed, bubble, idle;
+        Row r;
+        for (std::size_t k = 0; k < repeat; ++k) {
+          const Row u = run<M>(1, 1, pl::Schedule::fill_drain, batch, steps, warmup);
+          r = run<M>(P, micro, schedule, batch, steps, warmup);
+          rate.push_back(r.samples_per_second);
+          base.push_back(u.samples_per_second);
+          ratio.push_back(r.samples_per_second / u.samples_per_second);
+          replayed.push_back(u.replay_makespan / r.replay_makespan);
+          bubble.push_back(r.replay_bubble);
+          idle.push_back(r.wall_idle);
+        }
         std::string peaks;
         for (std::size_t s = 0; s < P; ++s) peaks += (s ? " / " : "") + std::to_string(r.peak_bytes[s] / 1024);
-        std::printf("| %zu | %zu | %s | %.3f | %.3f | %.3f | %.0f | %.2fx | %.2fx | %s |\n", P, micro, std::string(pl::name(schedule)).c_str(),
-                    pl::theoretical_bubble(P, micro), r.replay_bubble, r.wall_idle, r.samples_per_second,
-                    r.samples_per_second / unsplit.samples_per_second, unsplit.replay_makespan / r.replay_makespan, peaks.c_str());
+        std::printf("| %zu | %zu | %s | %.3f | %.3f | %.3f | %.0f | %.0f | %.2fx | %.2fx | %s |\n", P, micro,
+                    std::string(pl::name(schedule)).c_str(), pl::theoretical_bubble(P, micro), median(bubble), median(idle),
+                    median(rate), median(base), median(ratio), median(replayed), peaks.c_str());
         std::fflush(stdout);
       }
 }
@@ -194,11 +210,12 @@ int main(int argc, char** argv) {
     auto& batch = flags.add<std::size_t>("batch", 256, "samples per step");
     auto& steps = flags.add<std::size_t>("steps", 20, "timed steps per row");
     auto& warmup = flags.add<std::size_t>("warmup", 3, "untimed steps first");
+    auto& repeat = flags.add<std::size_t>("repeat", 3, "turns of unsplit and pipeline per row (medians reported)");
     if (!flags.parse(argc, argv, std::cout)) return 0;
     if (model == "uniform")
-      table<UniformModel>(parse_list(stages), parse_list(micro), batch, steps, warmup);
+      table<UniformModel>(parse_list(stages), parse_list(micro), batch, steps, warmup, repeat);
     else if (model == "cnn")
-      table<CnnModel>(parse_list(stages), parse_list(micro), batch, steps, warmup);
+      table<CnnModel>(parse_list(stages), parse_list(micro), batch, steps, warmup, repeat);
     else
       throw flotilla::ConfigError("--model: expected uniform or cnn, not '" + model + "'");
     return 0;
