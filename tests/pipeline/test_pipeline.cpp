@@ -414,3 +414,31 @@ TEST_CASE("pipeline: bad plans and options are refused with a message naming the
                                                  }),
                        doctest::Contains("micro_batches must be > 0"), ConfigError);
 }
+
+namespace {
+/// A user layer that states its own cost.
+struct Costly {
+  template <class In, class T>
+  struct layer {
+    using scalar_type = T;
+    using input_shape = In;
+    using output_shape = In;
+    static constexpr std::string_view name = "Costly";
+    static constexpr std::size_t parameter_count = 0;
+    static constexpr std::uint64_t forward_flops = 1000000;
+    void forward(const ForwardArgs<T>& a) { a.output = a.input; }
+    void backward(const BackwardArgs<T>& a) {
+      if (a.wants_input_grad()) a.input_grad = a.output_grad;
+    }
+  };
+};
+}  // namespace
+
+TEST_CASE("pipeline: a layer's own forward_flops replaces the estimate, and the split follows it") {
+  using Custom = Sequential<Input<4>, Dense<4>, Costly, Dense<4>, Dense<4>>;
+  CHECK(pl::estimated_costs<Custom>[1].forward_flops == 1000000);
+  CHECK(pl::estimated_costs<Custom>[1].backward_flops == 1000000);
+  CHECK(pl::estimated_costs<Custom>[0].forward_flops == 2 * 4 * 4);
+  // Dense + Costly (2000096) against Dense + Dense (192) beats Dense (96) against the rest (2000192).
+  CHECK(pl::Plan::automatic<Custom>(2).bounds() == std::vector<std::size_t>{0, 2, 4});
+}
