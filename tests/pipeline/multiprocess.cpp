@@ -1,8 +1,9 @@
-// A pipelined step over TCP processes computes one worker's gradients: every rank of a job started
-// by flotilla-launch runs this program, builds its stage of a D x P layout, and compares its
-// gradient slice with the whole network's, which it computes itself on the whole batch.
+// A pipelined step over processes computes one worker's gradients: every rank of a job started by
+// flotilla-launch (TCP) or mpirun (MPI) runs this program, builds its stage of a D x P layout, and
+// compares its gradient slice with the whole network's, which it computes itself on the whole batch.
 //
 //   flotilla-launch -n <D*P> -- flotilla_pipeline_tcp <P> <D> <1f1b|gpipe> <M>
+//   mpirun -n <D*P> flotilla_pipeline_mpi <P> <D> <1f1b|gpipe> <M>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +13,15 @@
 
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
+#if defined(FLOTILLA_TEST_MPI)
+#include "flotilla/transport/mpi.hpp"
+using Backend = flotilla::transport::Mpi;
+static Backend::options backend_options() { return {}; }
+#else
 #include "flotilla/transport/tcp.hpp"
+using Backend = flotilla::transport::Tcp;
+static Backend::options backend_options() { return Backend::options::from_environment(); }
+#endif
 
 using namespace flotilla;
 namespace pl = flotilla::pipeline;
@@ -21,7 +30,7 @@ using M = Model<Net, SoftmaxCrossEntropy, optim::SGD, double>;
 
 int main(int argc, char** argv) {
   try {
-    if (argc != 5) throw ConfigError("usage: flotilla_pipeline_tcp <stages> <replicas> <1f1b|gpipe> <micro-batches>");
+    if (argc != 5) throw ConfigError("usage: flotilla_pipeline_<tcp|mpi> <stages> <replicas> <1f1b|gpipe> <micro-batches>");
     const std::size_t P = std::stoul(argv[1]), D = std::stoul(argv[2]), micro = std::stoul(argv[4]);
     const auto schedule = std::string(argv[3]) == "gpipe" ? pl::Schedule::fill_drain : pl::Schedule::one_forward_one_backward;
     const std::size_t n = 13;  // uneven over replicas and micro-batches
@@ -42,8 +51,8 @@ int main(int argc, char** argv) {
     net.backward(ConstMatrixView<double>(dout.data(), dout.rows(), dout.cols()), p, g);
 
     int status = 0;
-    transport::Tcp::run(transport::TcpOptions::from_environment(), P * D, [&](transport::TcpEndpoint& e) {
-      pl::Runner<M, transport::TcpEndpoint> r(e, pl::Plan::automatic<Net, double>(P),
+    Backend::run(backend_options(), P * D, [&](Backend::endpoint& e) {
+      pl::Runner<M, Backend::endpoint> r(e, pl::Plan::automatic<Net, double>(P),
                                               {.schedule = schedule, .micro_batches = micro, .max_batch = n, .replicas = D, .seed = seed});
       const auto [first, end] = flotilla::detail::split_range(n, D, r.replica());
       const data::Batch<double> b{ConstMatrixView<double>(d.inputs.data() + 36 * first, 36, static_cast<Eigen::Index>(end - first)),
