@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
 
     std::vector<std::uint64_t> costs;
     if (timed) costs = pl::measure_layer_costs<Net>(batch / micro > 0 ? batch / micro : 1);
-    const pl::Plan plan = cuts_text.empty() ? pl::Plan::automatic<Net>(stages, costs)
+    const pl::Plan plan = cuts_text.empty() ? pl::Plan::automatic<Net>(stages, costs, "measured ns per micro-batch")
                                             : pl::Plan::from_cuts<Net>(parse_cuts(cuts_text), costs);
     if (plan.stages() != stages)
       throw flotilla::ConfigError("--cuts gives " + std::to_string(plan.stages()) + " stages, --stages says " + std::to_string(stages));

@@ -54,13 +54,15 @@ class Plan {
     std::uint64_t parameter_bytes = 0;
   };
 
-  /// Balances `costs` (one per layer; empty: the compile-time estimates) over `stages` stages.
+  /// Balances `costs` (one per layer; empty: the compile-time estimates) over `stages` stages;
+  /// `costs_are` names them in describe() ("measured ns" for measure_layer_costs).
   template <Architecture Arch, class T = float>
-  static Plan automatic(std::size_t stages, std::span<const std::uint64_t> costs = {}) {
+  static Plan automatic(std::size_t stages, std::span<const std::uint64_t> costs = {},
+                        std::string_view costs_are = "given costs") {
     Plan p = make<Arch, T>(costs);
     check_stage_count(stages, Arch::depth);
     p.bounds_ = balance(p.costs(), stages).bounds;
-    p.source_ = costs.empty() ? "automatic, estimated FLOPs" : "automatic, given costs";
+    p.source_ = costs.empty() ? "automatic, estimated FLOPs" : "automatic, " + std::string(costs_are);
     return p;
   }
 
