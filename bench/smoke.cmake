@@ -18,6 +18,7 @@ smoke(${b}/flotilla_train_bench --synthetic 640 --model mlp --mode run --steps 5
 smoke(${b}/flotilla_train_bench --synthetic 640 --model cnn --mode run --steps 2 --warmup 1 --repeat 1 --threads 2)
 smoke(${b}/flotilla_train_bench --synthetic 640 --model mlp --mode curve --epochs 1)
 smoke(${b}/flotilla_straggler_bench --synthetic 1024 --workers 2 --straggler 1 --factor 2 --steps 3 --policies sync,ssp1,async)
+smoke(${b}/flotilla_pipeline_bench --stages 2 --micro 2 --batch 16 --steps 1 --warmup 1 --repeat 1)
 if(TCP_BENCHES AND LAUNCH)
   smoke(${LAUNCH} -n 2 --timeout 20 -- ${b}/flotilla_tcp_busbw_bench --sizes 4K,64K --repeat 1 --target 0.001)
   smoke(${LAUNCH} -n 2 --timeout 20 -- ${b}/flotilla_tcp_train_bench --synthetic 1024 --steps 3 --warmup 1 --repeat 1)

@@ -10322,6 +10322,1246 @@ struct Compressed : Inner {
 }  // namespace flotilla::policy
 // ---- end flotilla/policy/compressed.hpp ----
 
+// Model-parallel, pipelined training (one network split into stages across ranks).
+
+// ---- begin flotilla/pipeline.hpp ----
+// Model-parallel, pipelined training: a network split into stages on different ranks, with
+// micro-batches keeping the stages busy at once. See docs/pipeline.md.
+
+// ---- begin flotilla/pipeline/balance.hpp ----
+// The automatic split: contiguous stages of a chain of layers whose most expensive stage is as
+// cheap as possible (the time of a pipeline step is set by its slowest stage).
+//
+// Dynamic programming over the cut points, O(stages * layers^2): best[k][i] is the least possible
+// maximum over k stages covering layers [i, L). It is exact (the maximum it reaches is the optimum,
+// factor 1, which tests/pipeline checks against every split of small networks by brute force), and
+// deterministic: of all optimal splits it returns the one whose cut points are lexicographically
+// smallest (each stage ends as early as the optimum allows), so equal costs give the same split on
+// every rank and every run.
+//
+// Everything here is constexpr, so a split of compile-time costs is a compile-time constant.
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+
+namespace flotilla::pipeline {
+
+/// Stages as layer ranges: stage s is layers [bounds[s], bounds[s + 1]); bounds.front() == 0 and
+/// bounds.back() is the depth.
+struct Split {
+  std::vector<std::size_t> bounds;
+  std::uint64_t max_stage_cost = 0;  ///< the most expensive stage's cost
+  std::size_t stages() const noexcept { return bounds.empty() ? 0 : bounds.size() - 1; }
+};
+
+/// Sum of costs[begin, end).
+constexpr std::uint64_t range_cost(std::span<const std::uint64_t> costs, std::size_t begin, std::size_t end) {
+  std::uint64_t s = 0;
+  for (std::size_t i = begin; i < end; ++i) s += costs[i];
+  return s;
+}
+
+/// The cost of the most expensive stage of `bounds`.
+constexpr std::uint64_t max_stage_cost(std::span<const std::uint64_t> costs, std::span<const std::size_t> bounds) {
+  std::uint64_t m = 0;
+  for (std::size_t s = 0; s + 1 < bounds.size(); ++s) {
+    const std::uint64_t c = range_cost(costs, bounds[s], bounds[s + 1]);
+    m = c > m ? c : m;
+  }
+  return m;
+}
+
+/// Checks that `stages` contiguous, non-empty stages can be cut from `layers` layers.
+inline void check_stage_count(std::size_t stages, std::size_t layers) {
+  if (stages == 0) throw ConfigError("pipeline: a pipeline needs at least one stage, 0 were asked for");
+  if (stages > layers)
+    throw ConfigError("pipeline: " + std::to_string(stages) + " stages were asked for, but the network has " +
+                      std::to_string(layers) + " layers, and each stage needs at least one");
+}
+
+/// The optimal split of `costs` (one per layer, in order) into `stages` contiguous non-empty stages.
+constexpr Split balance(std::span<const std::uint64_t> costs, std::size_t stages) {
+  const std::size_t n = costs.size();
+  if (std::is_constant_evaluated()) {
+    if (stages == 0 || stages > n) throw "pipeline::balance: need 1 <= stages <= layers";
+  } else {
+    check_stage_count(stages, n);
+  }
+  constexpr std::uint64_t none = std::numeric_limits<std::uint64_t>::max();
+  std::vector<std::uint64_t> prefix(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  // best[k * (n + 1) + i]: k stages over [i, n) (k from 1), `none` when fewer than k layers remain.
+  std::vector<std::uint64_t> best((stages + 1) * (n + 1), none);
+  for (std::size_t i = 0; i < n; ++i) best[1 * (n + 1) + i] = prefix[n] - prefix[i];
+  for (std::size_t k = 2; k <= stages; ++k) {
+    for (std::size_t i = 0; i + k <= n; ++i) {
+      std::uint64_t b = none;
+      for (std::size_t j = i + 1; j + (k - 1) <= n; ++j) {
+        const std::uint64_t first = prefix[j] - prefix[i], rest = best[(k - 1) * (n + 1) + j];
+        const std::uint64_t worst = first > rest ? first : rest;
+        if (worst < b) b = worst;
+      }
+      best[k * (n + 1) + i] = b;
+    }
+  }
+  Split out;
+  out.max_stage_cost = best[stages * (n + 1) + 0];
+  out.bounds.push_back(0);
+  std::size_t at = 0;
+  for (std::size_t k = stages; k > 1; --k) {
+    // The earliest end of this stage that still lets the rest meet the optimum.
+    std::size_t j = at + 1;
+    while (prefix[j] - prefix[at] > out.max_stage_cost || best[(k - 1) * (n + 1) + j] > out.max_stage_cost) ++j;
+    out.bounds.push_back(j);
+    at = j;
+  }
+  out.bounds.push_back(n);
+  return out;
+}
+
+}  // namespace flotilla::pipeline
+// ---- end flotilla/pipeline/balance.hpp ----
+
+// ---- begin flotilla/pipeline/cost_model.hpp ----
+// What each layer of a network costs, estimated by the compiler from the layer types and the shapes
+// Sequential infers: the numbers the automatic split balances (balance.hpp) and a Plan prints.
+//
+// Per sample:
+//  - forward FLOPs. A layer may declare `static constexpr std::uint64_t forward_flops` itself.
+//    Otherwise a layer with parameters is taken to be a linear map with one bias per output
+//    channel, evaluated at every output position (Dense: once; Conv2D: at every pixel):
+//      2 * (parameters - channels) * (output size / channels),
+//    which is exact for Dense and Conv2D; a layer without parameters costs one operation per
+//    input value (activations, pooling, copies).
+//  - backward FLOPs: a layer with parameters computes two products of the forward's size (the
+//    gradient of its input and of its weights); one without, one pass over its values.
+//  - the bytes of its output (what crosses a cut placed after it, and what a stage keeps per
+//    micro-batch until its backward) and of its parameters.
+//
+// These are estimates of arithmetic, not of time: memory-bound layers cost more than their FLOPs
+// say. measure_layer_costs (timing.hpp) replaces them with timings of the layers on this machine.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+
+namespace flotilla::pipeline {
+
+struct LayerCost {
+  std::string_view name;              ///< the layer's name, e.g. "Conv2D"
+  std::uint64_t forward_flops = 0;    ///< per sample
+  std::uint64_t backward_flops = 0;   ///< per sample
+  std::uint64_t output_bytes = 0;     ///< per sample
+  std::uint64_t parameter_bytes = 0;  ///< the layer's parameters
+  /// What the balancer evens out: forward and backward work per sample.
+  constexpr std::uint64_t compute() const noexcept { return forward_flops + backward_flops; }
+};
+
+/// The estimate for one concrete layer type L (see the header comment).
+template <class L>
+constexpr LayerCost estimate_layer_cost() {
+  using T = typename L::scalar_type;
+  constexpr std::uint64_t in = L::input_shape::size, out = L::output_shape::size;
+  constexpr std::uint64_t channels = L::output_shape::dims[0];
+  constexpr std::uint64_t params = L::parameter_count;
+  LayerCost c;
+  c.name = L::name;
+  c.output_bytes = out * sizeof(T);
+  c.parameter_bytes = params * sizeof(T);
+  if constexpr (requires { { L::forward_flops } -> std::convertible_to<std::uint64_t>; }) {
+    c.forward_flops = L::forward_flops;
+    c.backward_flops = params > 0 ? 2 * c.forward_flops : c.forward_flops;
+  } else if constexpr (params > channels) {
+    c.forward_flops = 2 * (params - channels) * (out / channels);
+    c.backward_flops = 2 * c.forward_flops;
+  } else {
+    c.forward_flops = in;
+    c.backward_flops = in;
+  }
+  return c;
+}
+
+namespace detail {
+template <class List>
+struct costs_of;
+template <class... Ls>
+struct costs_of<flotilla::detail::type_list<Ls...>> {
+  static constexpr std::array<LayerCost, sizeof...(Ls)> value{estimate_layer_cost<Ls>()...};
+};
+}  // namespace detail
+
+/// Every layer's estimated cost, in layer order, for scalar type T.
+template <Architecture Arch, class T = float>
+inline constexpr auto estimated_costs = detail::costs_of<typename Arch::template layers<T>>::value;
+
+/// The balancer's input: compute() of each layer.
+template <Architecture Arch, class T = float>
+constexpr std::array<std::uint64_t, Arch::depth> estimated_compute() {
+  std::array<std::uint64_t, Arch::depth> r{};
+  for (std::size_t i = 0; i < Arch::depth; ++i) r[i] = estimated_costs<Arch, T>[i].compute();
+  return r;
+}
+
+}  // namespace flotilla::pipeline
+// ---- end flotilla/pipeline/cost_model.hpp ----
+
+// ---- begin flotilla/pipeline/layout.hpp ----
+// Where the stages of D pipeline replicas sit among a job's D x P ranks: replica d's stage s is
+// rank d * P + s. A replica's stages are consecutive ranks (neighbours in the pipeline are
+// neighbours in the job: on TCP, usually one machine), and stage s's replicas, the ranks that
+// average their gradients with each other, are P apart.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::pipeline {
+
+/// The pipeline's message tags. They lie in flotilla's reserved range, clear of the collectives'
+/// (collective/tags.hpp) and the topologies' (topology/ring.hpp), and low enough for MPI.
+namespace default_tags {
+inline constexpr Tag activations = tags::reserved_begin + 0x30;
+inline constexpr Tag gradients = tags::reserved_begin + 0x31;
+inline constexpr Tag replica_allreduce = tags::reserved_begin + 0x32;
+inline constexpr Tag replica_barrier = tags::reserved_begin + 0x33;
+}  // namespace default_tags
+
+struct Layout {
+  std::size_t stages = 1;
+  std::size_t replicas = 1;
+
+  std::size_t ranks() const noexcept { return stages * replicas; }
+  std::size_t stage_of(std::size_t rank) const noexcept { return rank % stages; }
+  std::size_t replica_of(std::size_t rank) const noexcept { return rank / stages; }
+  std::size_t rank_of(std::size_t replica, std::size_t stage) const noexcept { return replica * stages + stage; }
+  /// The ranks holding stage `stage`, in replica order.
+  std::vector<std::size_t> stage_group(std::size_t stage) const {
+    std::vector<std::size_t> r;
+    for (std::size_t d = 0; d < replicas; ++d) r.push_back(rank_of(d, stage));
+    return r;
+  }
+
+  /// ConfigError unless a job of `job_ranks` ranks is exactly this layout.
+  void check(std::size_t job_ranks) const {
+    if (stages == 0 || replicas == 0)
+      throw ConfigError("pipeline::Layout: " + std::to_string(stages) + " stages x " + std::to_string(replicas) +
+                        " replicas; both must be at least 1");
+    if (job_ranks != ranks())
+      throw ConfigError("pipeline::Layout: the job has " + std::to_string(job_ranks) + " ranks, but " +
+                        std::to_string(stages) + " stages x " + std::to_string(replicas) + " replicas need " +
+                        std::to_string(ranks()));
+  }
+};
+
+}  // namespace flotilla::pipeline
+// ---- end flotilla/pipeline/layout.hpp ----
+
+// ---- begin flotilla/pipeline/plan.hpp ----
+// Plan: which layers each pipeline stage runs, and why. Made in one of three ways:
+//
+//   auto p = pipeline::Plan::automatic<Net>(3);          // balance the estimated costs (balance.hpp)
+//   auto p = pipeline::Plan::from_cuts<Net>({3, 6});     // the user's cut points: stages start there
+//   auto p = pipeline::Plan::from_markers<Net>();        // where the type has pipeline::Stage markers
+//   pipeline::Plan::for_network<Net>(3)                  // markers if the type has any, else automatic
+//
+// and optionally with other costs (pipeline::measure_layer_costs times the layers on this machine):
+// Plan::automatic<Net>(3, measured). Every rank of a job must hold the same plan: each of these is a
+// function of the type and its arguments alone. describe() prints the table a user reads to decide
+// whether to override the split.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+// ---- begin flotilla/pipeline/stage.hpp ----
+// pipeline::Stage: a boundary marker written into a network's type, where the user wants one
+// pipeline stage to end and the next to begin:
+//
+//   Sequential<Input<1, 28, 28>, Conv2D<32, 5>, ReLU, MaxPool2D<2>, pipeline::Stage,
+//              Conv2D<64, 5>, ReLU, MaxPool2D<2>, Flatten, Dense<10>>
+//
+// It is an ordinary layer too (the identity, with no parameters), so the same type trains unsplit
+// with any Trainer, and a pipeline of it computes exactly what the unsplit network does. The marker
+// is the first layer of the stage it opens. StageMarkers<Arch> finds the markers at compile time
+// and rejects placements that would leave a stage empty.
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+
+namespace flotilla::pipeline {
+
+struct Stage {
+  template <class In, class T>
+  struct layer {
+    static_assert(AnyShape<In>, "pipeline::Stage: input_shape must be a flotilla::Shape");
+    using scalar_type = T;
+    using input_shape = In;
+    using output_shape = In;
+    static constexpr std::string_view name = "Stage";
+    static constexpr std::size_t parameter_count = 0;
+    /// What StageMarkers looks for.
+    static constexpr bool stage_boundary = true;
+
+    void forward(const ForwardArgs<T>& a) { a.output = a.input; }
+    void backward(const BackwardArgs<T>& a) {
+      if (a.wants_input_grad()) a.input_grad = a.output_grad;
+    }
+  };
+};
+
+namespace detail {
+
+template <class L>
+constexpr bool is_stage_boundary() {
+  if constexpr (requires { L::stage_boundary; })
+    return L::stage_boundary;
+  else
+    return false;
+}
+
+template <class List>
+struct boundary_flags;
+template <class... Ls>
+struct boundary_flags<flotilla::detail::type_list<Ls...>> {
+  static constexpr std::array<bool, sizeof...(Ls)> value{is_stage_boundary<Ls>()...};
+};
+
+}  // namespace detail
+
+/// The Stage markers of an architecture: `count`, and `cuts`, the layer index of each marker in
+/// order (stage k + 1 starts at cuts[k]). A marker first or last, or two in a row, would leave a
+/// stage with no layer to run, and stops the compiler with a sentence saying so.
+template <Architecture Arch>
+struct StageMarkers {
+ private:
+  static constexpr auto flags = detail::boundary_flags<typename Arch::template layers<float>>::value;
+  static constexpr std::size_t depth = flags.size();
+  static constexpr std::size_t count_markers() {
+    std::size_t n = 0;
+    for (bool f : flags) n += f ? 1 : 0;
+    return n;
+  }
+  static constexpr bool adjacent() {
+    for (std::size_t i = 1; i < depth; ++i)
+      if (flags[i] && flags[i - 1]) return true;
+    return false;
+  }
+
+ public:
+  static_assert(depth == 0 || !flags[0],
+                "pipeline::Stage: a Stage marker first in the network would leave the first stage with no layer; "
+                "put markers between layers");
+  static_assert(depth == 0 || !flags[depth - 1],
+                "pipeline::Stage: a Stage marker last in the network would leave the last stage with no layer "
+                "but the marker itself; put markers between layers");
+  static_assert(!adjacent(),
+                "pipeline::Stage: two Stage markers in a row would make a stage of nothing but a marker; "
+                "remove one of them");
+
+  static constexpr std::size_t count = count_markers();
+  static constexpr std::array<std::size_t, count> cuts = [] {
+    std::array<std::size_t, count> c{};
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < depth; ++i)
+      if (flags[i]) c[k++] = i;
+    return c;
+  }();
+};
+
+}  // namespace flotilla::pipeline
+// ---- end flotilla/pipeline/stage.hpp ----
+
+namespace flotilla::pipeline {
+
+/// The compile-time automatic split of Arch into Stages stages (bounds, as in Split), for a network
+/// whose split should be fixed in its type's neighbourhood: a constant expression.
+template <Architecture Arch, std::size_t Stages, class T = float>
+constexpr std::array<std::size_t, Stages + 1> balanced_bounds() {
+  static_assert(Stages > 0, "pipeline::balanced_bounds<Net, P>: a pipeline needs at least one stage (P > 0)");
+  static_assert(Stages <= Arch::depth,
+                "pipeline::balanced_bounds<Net, P>: more stages than the network has layers; each stage needs at "
+                "least one layer");
+  constexpr auto costs = estimated_compute<Arch, T>();
+  std::array<std::size_t, Stages + 1> r{};
+  const Split s = balance(std::span<const std::uint64_t>(costs), Stages);
+  for (std::size_t i = 0; i <= Stages; ++i) r[i] = s.bounds[i];
+  return r;
+}
+
+class Plan {
+ public:
+  /// One entry per layer of the network.
+  struct Layer {
+    std::string_view name;
+    std::uint64_t cost = 0;  ///< what was balanced: estimated FLOPs, or measured nanoseconds
+    std::uint64_t output_bytes = 0;
+    std::uint64_t parameter_bytes = 0;
+  };
+
+  /// Balances `costs` (one per layer; empty: the compile-time estimates) over `stages` stages;
+  /// `costs_are` names them in describe() ("measured ns" for measure_layer_costs).
+  template <Architecture Arch, class T = float>
+  static Plan automatic(std::size_t stages, std::span<const std::uint64_t> costs = {},
+                        std::string_view costs_are = "given costs") {
+    Plan p = make<Arch, T>(costs);
+    check_stage_count(stages, Arch::depth);
+    p.bounds_ = balance(p.costs(), stages).bounds;
+    p.source_ = costs.empty() ? "automatic, estimated FLOPs" : "automatic, " + std::string(costs_are);
+    return p;
+  }
+
+  /// Stages starting at the given layers: cut k is the first layer of stage k + 1. Cut points must
+  /// lie in [1, depth - 1] and increase strictly (ConfigError naming the offending cut otherwise).
+  template <Architecture Arch, class T = float>
+  static Plan from_cuts(std::span<const std::size_t> cuts, std::span<const std::uint64_t> costs = {}) {
+    Plan p = make<Arch, T>(costs);
+    check_stage_count(cuts.size() + 1, Arch::depth);
+    p.bounds_.assign(1, 0);
+    for (std::size_t k = 0; k < cuts.size(); ++k) {
+      const std::size_t c = cuts[k];
+      if (c < 1 || c >= Arch::depth)
+        throw ConfigError("pipeline::Plan::from_cuts: cut point " + std::to_string(k) + " is " + std::to_string(c) +
+                          ", outside [1, " + std::to_string(Arch::depth - 1) + "] (a cut at layer i starts a stage there; the network has " +
+                          std::to_string(Arch::depth) + " layers)");
+      if (c <= p.bounds_.back())
+        throw ConfigError("pipeline::Plan::from_cuts: cut points must increase strictly, but cut point " + std::to_string(k) +
+                          " is " + std::to_string(c) + " after " + std::to_string(p.bounds_.back()));
+      p.bounds_.push_back(c);
+    }
+    p.bounds_.push_back(Arch::depth);
+    p.source_ = "explicit cut points";
+    return p;
+  }
+  template <Architecture Arch, class T = float>
+  static Plan from_cuts(std::initializer_list<std::size_t> cuts) {
+    return from_cuts<Arch, T>(std::span<const std::size_t>(cuts.begin(), cuts.size()));
+  }
+
+  /// The split the network's pipeline::Stage markers give (one stage when it has none).
+  template <Architecture Arch, class T = float>
+  static Plan from_markers() {
+    constexpr auto& cuts = StageMarkers<Arch>::cuts;
+    Plan p = from_cuts<Arch, T>(std::span<const std::size_t>(cuts.data(), cuts.size()));
+    p.source_ = "pipeline::Stage markers in the network type";
+    return p;
+  }
+
+  /// The markers' split when the type has markers (then `stages` must match it), else automatic.
+  template <Architecture Arch, class T = float>
+  static Plan for_network(std::size_t stages) {
+    if constexpr (StageMarkers<Arch>::count > 0) {
+      if (stages != StageMarkers<Arch>::count + 1)
+        throw ConfigError("pipeline::Plan::for_network: " + std::to_string(stages) + " stages were asked for, but the network's " +
+                          std::to_string(StageMarkers<Arch>::count) + " pipeline::Stage markers make " +
+                          std::to_string(StageMarkers<Arch>::count + 1));
+      return from_markers<Arch, T>();
+    } else {
+      return automatic<Arch, T>(stages);
+    }
+  }
+
+  std::size_t stages() const noexcept { return bounds_.size() - 1; }
+  std::size_t depth() const noexcept { return layers_.size(); }
+  /// Stage s runs layers [first_layer(s), end_layer(s)).
+  std::size_t first_layer(std::size_t s) const { return bounds_.at(s); }
+  std::size_t end_layer(std::size_t s) const { return bounds_.at(s + 1); }
+  const std::vector<std::size_t>& bounds() const noexcept { return bounds_; }
+  const std::vector<Layer>& layers() const noexcept { return layers_; }
+  std::string_view source() const noexcept { return source_; }
+
+  std::vector<std::uint64_t> costs() const {
+    std::vector<std::uint64_t> c;
+    for (const auto& l : layers_) c.push_back(l.cost);
+    return c;
+  }
+  std::uint64_t stage_cost(std::size_t s) const {
+    std::uint64_t c = 0;
+    for (std::size_t i = first_layer(s); i < end_layer(s); ++i) c += layers_[i].cost;
+    return c;
+  }
+  std::uint64_t max_stage_cost() const {
+    std::uint64_t m = 0;
+    for (std::size_t s = 0; s < stages(); ++s) m = std::max(m, stage_cost(s));
+    return m;
+  }
+  /// Bytes per sample that stage s sends on (its last layer's output); 0 for the last stage.
+  std::uint64_t boundary_bytes(std::size_t s) const {
+    return s + 1 < stages() ? layers_[end_layer(s) - 1].output_bytes : 0;
+  }
+
+  /// A table: each stage's layers, cost and share, parameters and bytes sent per sample.
+  std::string describe() const {
+    std::uint64_t total = 0;
+    for (const auto& l : layers_) total += l.cost;
+    std::string out = "pipeline plan: " + std::to_string(stages()) + " stage(s) over " + std::to_string(depth()) +
+                      " layers (" + source_ + ")\n";
+    char line[256];
+    std::snprintf(line, sizeof line, "%-6s %-8s %-44s %14s %7s %12s %14s\n", "stage", "layers", "", "cost", "share",
+                  "param bytes", "sends B/sample");
+    out += line;
+    for (std::size_t s = 0; s < stages(); ++s) {
+      std::string names;
+      std::uint64_t params = 0;
+      for (std::size_t i = first_layer(s); i < end_layer(s); ++i) {
+        if (!names.empty()) names += ' ';
+        names += layers_[i].name;
+        params += layers_[i].parameter_bytes;
+      }
+      if (names.size() > 44) names = names.substr(0, 41) + "...";
+      const std::string range = std::to_string(first_layer(s)) + "-" + std::to_string(end_layer(s) - 1);
+      std::snprintf(line, sizeof line, "%-6zu %-8s %-44s %14llu %6.1f%% %12llu %14llu\n", s, range.c_str(), names.c_str(),
+                    static_cast<unsigned long long>(stage_cost(s)),
+                    total ? 100.0 * static_cast<double>(stage_cost(s)) / static_cast<double>(total) : 0.0,
+                    static_cast<unsigned long long>(params), static_cast<unsigned long long>(boundary_bytes(s)));
+      out += line;
+    }
+    std::snprintf(line, sizeof line, "slowest stage %.1f%% of the total (ideal %.1f%%)\n",
+                  total ? 100.0 * static_cast<double>(max_stage_cost()) / static_cast<double>(total) : 0.0,
+                  100.0 / static_cast<double>(stages()));
+    out += line;
+    return out;
+  }
+
+ private:
+  template <Architecture Arch, class T>
+  static Plan make(std::span<const std::uint64_t> costs) {
+    if (!costs.empty() && costs.size() != Arch::depth)
+      throw ConfigError("pipeline::Plan: " + std::to_string(costs.size()) + " layer costs given for a network of " +
+                        std::to_string(Arch::depth) + " layers");
+    Plan p;
+    const auto& est = estimated_costs<Arch, T>;
+    for (std::size_t i = 0; i < Arch::depth; ++i)
+      p.layers_.push_back({est[i].name, costs.empty() ? est[i].compute() : costs[i], est[i].output_bytes, est[i].parameter_bytes});
+    return p;
+  }
+
+  std::vector<Layer> layers_;
+  std::vector<std::size_t> bounds_{0};
+  std::string source_;
+};
+
+}  // namespace flotilla::pipeline
+// ---- end flotilla/pipeline/plan.hpp ----
+
+// ---- begin flotilla/pipeline/runner.hpp ----
+// Runner<Model, Endpoint>: one rank's part of pipelined training: one stage of one pipeline
+// replica. Every rank of a D x P job (layout.hpp) builds one with the same Plan and options, and
+// calls compute_gradients() with its replica's batch each step, then update().
+//
+//   pipeline::Runner<M, Endpoint> r(endpoint, plan, {.schedule = pipeline::Schedule::one_forward_one_backward,
+//                                                   .micro_batches = 8, .max_batch = 64});
+//   for (each batch of this replica's Loader) { r.compute_gradients(*batch); r.update(optimizer, state, info); }
+//
+// A step cuts the batch into M micro-batches (sizes differ by at most one; M is lowered to the
+// batch size when a batch has fewer samples), runs the schedule's forwards and backwards, and
+// accumulates the parameter gradients of all of them. Activations go to the next stage and their
+// gradients come back over the endpoint (any Transport: in-process threads, TCP, MPI), with one tag
+// per direction: both schedules send in micro-batch order. The loss of each micro-batch is scaled by
+// 1 / (global batch size), as Engine does, so the accumulated gradient is the gradient of the whole
+// batch's mean loss: the same, to float rounding, as one worker computing the whole batch. With D
+// replicas, stage s's replicas then sum their gradients with a ring allreduce over a
+// transport::Group of those D ranks (each holds its 1/D-sized part of the global batch's mean).
+//
+// Every rank of a replica reads the same batch (the same Loader shard): the first stage takes the
+// inputs, the last the targets, and all of them the sample ids (Dropout masks are keyed on them).
+//
+// Memory: the stage keeps one StageNetwork, and for stages after the first one received-input
+// buffer, per micro-batch it may hold at once (max_in_flight: M for fill-drain, P - s for 1F1B),
+// all sized once for the largest micro-batch, plus one buffer each for the output gradient
+// received and the input gradient sent. Nothing is allocated per step.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+
+// ---- begin flotilla/pipeline/schedule.hpp ----
+// The order in which one stage runs the forward (F) and backward (B) passes of a step's M
+// micro-batches. Both schedules run every micro-batch's forward in order 0..M-1 and every backward
+// in order 0..M-1, so the messages between two stages arrive in the order they are needed and one
+// tag per direction suffices; they differ in when backward starts:
+//
+//  - fill_drain (GPipe): all M forwards, then all M backwards. Stage s holds the activations of
+//    all M micro-batches at once.
+//  - one_forward_one_backward (1F1B, PipeDream-Flush): stage s of P first runs min(P - 1 - s, M)
+//    forwards (the warm-up), then alternates one forward and one backward, then runs the remaining
+//    backwards. It holds at most P - s micro-batches at once, whatever M.
+//
+// Both leave the same idle time, the bubble: with equal stages, (P - 1) / (M + P - 1) of the step.
+#include <algorithm>
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+
+namespace flotilla::pipeline {
+
+enum class Schedule { fill_drain, one_forward_one_backward };
+
+constexpr std::string_view name(Schedule s) noexcept {
+  return s == Schedule::fill_drain ? "fill-drain (GPipe)" : "1F1B";
+}
+
+struct Op {
+  enum Kind { forward, backward } kind;
+  std::size_t micro_batch;
+  friend bool operator==(const Op&, const Op&) = default;
+};
+
+/// Stage `stage` of `stages`' operations for `micro_batches` micro-batches, in order.
+inline std::vector<Op> schedule_ops(Schedule schedule, std::size_t stages, std::size_t stage, std::size_t micro_batches) {
+  if (stage >= stages)
+    throw ConfigError("pipeline::schedule_ops: stage " + std::to_string(stage) + " of a " + std::to_string(stages) +
+                      "-stage pipeline");
+  std::vector<Op> ops;
+  ops.reserve(2 * micro_batches);
+  const std::size_t m = micro_batches;
+  if (schedule == Schedule::fill_drain) {
+    for (std::size_t i = 0; i < m; ++i) ops.push_back({Op::forward, i});
+    for (std::size_t i = 0; i < m; ++i) ops.push_back({Op::backward, i});
+    return ops;
+  }
+  const std::size_t warmup = std::min(stages - 1 - stage, m);
+  for (std::size_t i = 0; i < warmup; ++i) ops.push_back({Op::forward, i});
+  for (std::size_t i = 0; i + warmup < m; ++i) {
+    ops.push_back({Op::forward, warmup + i});
+    ops.push_back({Op::backward, i});
+  }
+  for (std::size_t i = m - warmup; i < m; ++i) ops.push_back({Op::backward, i});
+  return ops;
+}
+
+/// The most micro-batches whose activations stage `stage` holds at once under `schedule`.
+constexpr std::size_t max_in_flight(Schedule schedule, std::size_t stages, std::size_t stage, std::size_t micro_batches) {
+  return schedule == Schedule::fill_drain ? micro_batches : std::min(stages - stage, micro_batches);
+}
+
+/// The idle fraction of a step of equal stages with free communication: (P - 1) / (M + P - 1).
+constexpr double theoretical_bubble(std::size_t stages, std::size_t micro_batches) {
+  return static_cast<double>(stages - 1) / static_cast<double>(micro_batches + stages - 1);
+}
+
+}  // namespace flotilla::pipeline
+// ---- end flotilla/pipeline/schedule.hpp ----
+
+// ---- begin flotilla/pipeline/stage_network.hpp ----
+// StageNetwork<Arch, T>: layers [first, last) of a network, run forward and backward like Network
+// runs all of them: the part of the model one pipeline stage computes.
+//
+// The range is chosen at run time (a Plan may come from timings), so one type serves every stage
+// of every split. What makes a stage compute exactly what the whole network computes on those
+// layers:
+//  - parameters: the stage's slice of the whole network's flat buffer, [parameter_offset(first),
+//    parameter_offset(last)) (layers are laid out in order), initialised layer by layer from the
+//    same sub-streams Network::initialize uses;
+//  - per-sample randomness (Dropout) is keyed on the layer's index in the *whole* network;
+//  - the layers are the whole network's types, bound to the same shapes.
+//
+// A stage keeps the activations of its last forward (its input is not copied: the caller keeps it
+// alive until backward) in buffers sized once for `max_batch` samples, so a pipeline that keeps one
+// StageNetwork per micro-batch in flight allocates nothing after construction.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+
+namespace flotilla::pipeline {
+
+template <Architecture Arch, class T = float>
+class StageNetwork {
+  using whole = Network<Arch, T>;
+
+ public:
+  static constexpr std::size_t depth = whole::depth;
+
+  StageNetwork(std::size_t first, std::size_t last, std::size_t max_batch)
+      : first_(first), last_(last), max_batch_(max_batch) {
+    if (first >= last || last > depth)
+      throw ConfigError("pipeline::StageNetwork: layers [" + std::to_string(first) + ", " + std::to_string(last) +
+                        ") are not a non-empty range of the network's " + std::to_string(depth) + " layers");
+    if (max_batch == 0) throw ConfigError("pipeline::StageNetwork: max_batch must be > 0");
+    std::size_t total = 0, widest = 0;
+    offsets_.assign(depth, 0);
+    for (std::size_t i = first; i < last; ++i) {
+      offsets_[i] = total;
+      total += whole::output_sizes[i];
+      widest = std::max(widest, whole::input_sizes[i]);
+    }
+    activations_.resize(total * max_batch);
+    grad_a_.resize(widest * max_batch);
+    grad_b_.resize(widest * max_batch);
+    ids_.resize(max_batch);
+  }
+
+  std::size_t first_layer() const noexcept { return first_; }
+  std::size_t end_layer() const noexcept { return last_; }
+  std::size_t input_size() const noexcept { return whole::input_sizes[first_]; }
+  std::size_t output_size() const noexcept { return whole::output_sizes[last_ - 1]; }
+  std::size_t parameter_offset() const noexcept { return whole::parameter_offsets[first_]; }
+  std::size_t parameter_count() const noexcept { return parameter_end(last_) - parameter_offset(); }
+  std::size_t max_batch() const noexcept { return max_batch_; }
+  /// Bytes of activations a forward pass of `batch` samples leaves for backward: what this stage
+  /// computed (its layers' outputs). Its input is counted by whoever holds it.
+  std::size_t activation_bytes(std::size_t batch) const noexcept {
+    std::size_t values = 0;
+    for (std::size_t i = first_; i < last_; ++i) values += whole::output_sizes[i];
+    return values * batch * sizeof(T);
+  }
+
+  /// The stage's tensors, offsets relative to the start of its parameter slice.
+  std::vector<TensorInfo> tensors() const {
+    std::vector<TensorInfo> r;
+    for (const auto& t : whole::tensors)
+      if (t.layer >= first_ && t.layer < last_) {
+        r.push_back(t);
+        r.back().offset -= parameter_offset();
+      }
+    return r;
+  }
+
+  /// Writes the stage's parameters, the values Network::initialize gives them in the whole buffer.
+  void initialize(std::span<T> params, std::uint64_t seed) {
+    check_parameters(params.size(), "initialize");
+    const Generator root(seed);
+    for_each_layer([&]<std::size_t I>() {
+      using L = typename whole::template layer_type<I>;
+      if constexpr (L::parameter_count > 0) {
+        Generator g = root.fork(I);
+        std::get<I>(layers_).initialize(slice<I>(params), g);
+      }
+    });
+  }
+
+  /// Runs `input` ((input_size) x batch, kept alive by the caller until backward) through the
+  /// stage's layers; returns the output, valid until the next forward.
+  ConstMatrixView<T> forward(ConstMatrixView<T> input, std::span<const T> params, const RunInfo& info = {}) {
+    check_parameters(params.size(), "forward");
+    const auto b = static_cast<std::size_t>(input.cols());
+    if (input.rows() != static_cast<Eigen::Index>(input_size()) || b > max_batch_)
+      throw ShapeError("pipeline::StageNetwork (layers " + std::to_string(first_) + "-" + std::to_string(last_ - 1) +
+                       "): input is " + std::to_string(input.rows()) + "x" + std::to_string(b) + ", expected " +
+                       std::to_string(input_size()) + " rows and at most " + std::to_string(max_batch_) + " columns");
+    batch_ = b;
+    input_ = input.data();
+    std::span<const std::uint64_t> ids = info.sample_ids;
+    if (ids.size() != b) {
+      for (std::size_t i = 0; i < b; ++i) ids_[i] = i;
+      ids = std::span<const std::uint64_t>(ids_.data(), b);
+    }
+    for_each_layer([&]<std::size_t I>() {
+      // The same noise key Network gives layer I of the whole network.
+      ForwardArgs<T> a{layer_input<I>(), activation<I>(), slice<I>(params), info.mode, ids,
+                       flotilla::detail::mix(flotilla::detail::mix(info.seed, info.epoch), I + 1)};
+      std::get<I>(layers_).forward(a);
+    });
+    return output();
+  }
+
+  /// Back-propagates `output_grad` through the stage after its forward: adds the parameter
+  /// gradients into `grads` (the stage's slice) and, when `input_grad` is given, writes d(loss)/d(input).
+  void backward(ConstMatrixView<T> output_grad, std::span<const T> params, std::span<T> grads,
+                MatrixView<T>* input_grad = nullptr) {
+    check_parameters(params.size(), "backward");
+    check_parameters(grads.size(), "backward (gradients)");
+    if (input_ == nullptr) throw Error("pipeline::StageNetwork::backward called before forward");
+    const auto b = static_cast<Eigen::Index>(batch_);
+    if (output_grad.rows() != static_cast<Eigen::Index>(output_size()) || output_grad.cols() != b)
+      throw ShapeError("pipeline::StageNetwork::backward: output gradient is " + std::to_string(output_grad.rows()) + "x" +
+                       std::to_string(output_grad.cols()) + ", expected " + std::to_string(output_size()) + "x" +
+                       std::to_string(batch_));
+    const T* upstream = output_grad.data();
+    bool ping = false;
+    for_each_layer_reverse([&]<std::size_t I>() {
+      T* din = nullptr;
+      if (I > first_) {
+        din = (ping ? grad_a_ : grad_b_).data();
+        ping = !ping;
+      } else if (input_grad) {
+        din = input_grad->data();
+      }
+      MatrixView<T> din_view(din, din ? static_cast<Eigen::Index>(whole::input_sizes[I]) : 0, din ? b : 0);
+      const auto out_rows = static_cast<Eigen::Index>(whole::output_sizes[I]);
+      BackwardArgs<T> a{layer_input<I>(), ConstMatrixView<T>(activation<I>().data(), out_rows, b),
+                        ConstMatrixView<T>(upstream, out_rows, b), din_view, slice<I>(params), slice<I>(grads)};
+      std::get<I>(layers_).backward(a);
+      upstream = din;
+    });
+  }
+
+  ConstMatrixView<T> output() const {
+    return ConstMatrixView<T>(activations_.data() + offsets_[last_ - 1] * batch_, static_cast<Eigen::Index>(output_size()),
+                              static_cast<Eigen::Index>(batch_));
+  }
+  std::size_t batch_size() const noexcept { return batch_; }
+
+ private:
+  static constexpr std::size_t parameter_end(std::size_t layer) {
+    return layer == depth ? whole::parameter_count : whole::parameter_offsets[layer];
+  }
+
+  template <class F>
+  void for_each_layer(F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((I >= first_ && I < last_ ? f.template operator()<I>() : void()), ...);
+    }(std::make_index_sequence<depth>{});
+  }
+  template <class F>
+  void for_each_layer_reverse(F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((depth - 1 - I >= first_ && depth - 1 - I < last_ ? f.template operator()<depth - 1 - I>() : void()), ...);
+    }(std::make_index_sequence<depth>{});
+  }
+
+  template <std::size_t I, class U>
+  std::span<U> slice(std::span<U> stage_buffer) const {
+    return stage_buffer.subspan(whole::parameter_offsets[I] - parameter_offset(), whole::parameter_counts[I]);
+  }
+
+  template <std::size_t I>
+  ConstMatrixView<T> layer_input() const {
+    const auto rows = static_cast<Eigen::Index>(whole::input_sizes[I]);
+    if (I == first_) return ConstMatrixView<T>(input_, rows, static_cast<Eigen::Index>(batch_));
+    return ConstMatrixView<T>(activations_.data() + offsets_[I - 1] * batch_, rows, static_cast<Eigen::Index>(batch_));
+  }
+  template <std::size_t I>
+  MatrixView<T> activation() {
+    return MatrixView<T>(activations_.data() + offsets_[I] * batch_, static_cast<Eigen::Index>(whole::output_sizes[I]),
+                         static_cast<Eigen::Index>(batch_));
+  }
+
+  void check_parameters(std::size_t n, const char* what) const {
+    if (n != parameter_count())
+      throw ShapeError("pipeline::StageNetwork::" + std::string(what) + ": the buffer holds " + std::to_string(n) +
+                       " values, layers " + std::to_string(first_) + "-" + std::to_string(last_ - 1) + " have " +
+                       std::to_string(parameter_count()) + " parameters");
+  }
+
+  typename flotilla::detail::list_to_tuple<typename Arch::template layers<T>>::type layers_{};
+  std::size_t first_, last_, max_batch_;
+  std::vector<std::size_t> offsets_;  // per layer in range: first value of its output, per sample
+  Buffer<T> activations_;
+  Buffer<T> grad_a_, grad_b_;
+  std::vector<std::uint64_t> ids_;
+  const T* input_ = nullptr;
+  std::size_t batch_ = 0;
+};
+
+}  // namespace flotilla::pipeline
+// ---- end flotilla/pipeline/stage_network.hpp ----
+
+namespace flotilla::pipeline {
+
+struct RunnerOptions {
+  Schedule schedule = Schedule::one_forward_one_backward;
+  /// Micro-batches per step (M).
+  std::size_t micro_batches = 4;
+  /// The largest batch a step will be given (this replica's part of the global batch); buffers
+  /// are sized for it once.
+  std::size_t max_batch = 64;
+  /// Pipeline replicas (D); the job must have plan.stages() * replicas ranks.
+  std::size_t replicas = 1;
+  /// Seed of the initial parameters and of the Dropout masks (as TrainerOptions::seed).
+  std::uint64_t seed = 0;
+  /// Record each forward and backward with its compute time (op_log()), for bubble accounting.
+  bool record_ops = false;
+  /// The clock op_log() and the compute time in stats() use: seconds, monotonic. The default is
+  /// wall time; a benchmark whose stages share cores passes a per-thread CPU clock.
+  double (*clock)() = nullptr;
+};
+
+/// What a stage did since construction or reset_stats().
+struct StageStats {
+  std::size_t steps = 0;
+  double compute_seconds = 0;    ///< forwards, backwards and the loss (by the options' clock)
+  double wait_seconds = 0;       ///< wall time blocked receiving activations or gradients
+  double send_seconds = 0;       ///< wall time in sends
+  double allreduce_seconds = 0;  ///< wall time averaging gradients across replicas
+  double step_seconds = 0;       ///< wall time of whole compute_gradients() calls
+  /// The most bytes of activations held at once for backward: the outputs of this stage's layers
+  /// and (after the first stage) the received inputs, of every micro-batch between its forward and
+  /// its backward. Layers' own scratch (im2col matrices, pooling indices) is not included.
+  std::size_t peak_activation_bytes = 0;
+  /// What the per-micro-batch buffers take, allocated once.
+  std::size_t allocated_activation_bytes = 0;
+};
+
+/// One forward or backward as it ran, for bubble accounting.
+struct OpRecord {
+  Op op;
+  double start = 0, end = 0;  ///< by the options' clock
+};
+
+/// Loss and accuracy counts over part of a data set, on the last stage (zero elsewhere).
+struct EvaluationCounts {
+  double loss_sum = 0;
+  std::size_t correct = 0;
+  std::size_t samples = 0;
+};
+
+template <ModelType M, Transport E>
+class Runner {
+ public:
+  using T = typename M::scalar_type;
+  using architecture = typename M::architecture;
+  using stage_network = StageNetwork<architecture, T>;
+  static constexpr bool classifier = M::loss::target == TargetKind::labels;
+
+  Runner(E& endpoint, Plan plan, RunnerOptions options)
+      : e_(endpoint), plan_(std::move(plan)), o_(options), layout_{plan_.stages(), options.replicas} {
+    if (plan_.depth() != architecture::depth)
+      throw ConfigError("pipeline::Runner: the plan covers " + std::to_string(plan_.depth()) + " layers, the model has " +
+                        std::to_string(architecture::depth));
+    layout_.check(e_.size());
+    if (o_.micro_batches == 0) throw ConfigError("pipeline::RunnerOptions.micro_batches must be > 0");
+    if (o_.max_batch == 0) throw ConfigError("pipeline::RunnerOptions.max_batch must be > 0");
+    if (!o_.clock) o_.clock = &wall_clock;
+    stage_ = layout_.stage_of(e_.rank());
+    replica_ = layout_.replica_of(e_.rank());
+    micro_cap_ = (o_.max_batch + o_.micro_batches - 1) / o_.micro_batches;
+    const std::size_t first = plan_.first_layer(stage_), last = plan_.end_layer(stage_);
+    const std::size_t slots = max_in_flight(o_.schedule, stages(), stage_, o_.micro_batches);
+    for (std::size_t k = 0; k < slots; ++k) {
+      slots_.push_back(std::make_unique<Slot>(first, last, micro_cap_));
+      if (!first_stage()) slots_.back()->input.resize(slots_.back()->net.input_size() * micro_cap_);
+    }
+    const auto& net = slots_.front()->net;
+    params_.resize(net.parameter_count());
+    grads_.assign(net.parameter_count(), T(0));
+    tensors_ = net.tensors();
+    slots_.front()->net.initialize(params_, o_.seed);
+    output_grad_.resize(net.output_size() * micro_cap_);
+    if (!first_stage()) input_grad_.resize(net.input_size() * micro_cap_);
+    stats_.allocated_activation_bytes = slots * slot_bytes(micro_cap_);
+    if (layout_.replicas > 1)
+      group_.emplace(e_, layout_.stage_group(stage_), default_tags::replica_barrier);
+    check_neighbours_agree();
+  }
+
+  std::size_t stage() const noexcept { return stage_; }
+  std::size_t stages() const noexcept { return layout_.stages; }
+  std::size_t replica() const noexcept { return replica_; }
+  std::size_t replicas() const noexcept { return layout_.replicas; }
+  bool first_stage() const noexcept { return stage_ == 0; }
+  bool last_stage() const noexcept { return stage_ + 1 == stages(); }
+  const Plan& plan() const noexcept { return plan_; }
+  const RunnerOptions& options() const noexcept { return o_; }
+
+  /// This stage's parameters and gradients: the slice [parameter_offset(), + size) of the whole
+  /// model's flat buffers.
+  std::span<T> parameters() noexcept { return params_; }
+  std::span<const T> parameters() const noexcept { return params_; }
+  std::span<T> gradients() noexcept { return grads_; }
+  std::span<const T> gradients() const noexcept { return grads_; }
+  std::size_t parameter_offset() const noexcept { return slots_.front()->net.parameter_offset(); }
+  /// The stage's parameter tensors, offsets relative to parameters().
+  std::span<const TensorInfo> tensors() const noexcept { return tensors_; }
+
+  /// Gradients of `batch` (this replica's part of the global batch; every stage of the replica
+  /// passes the same one) into gradients(), replacing what was there. Returns the loss and
+  /// accuracy counts on the last stage, zeros (and the sample count) elsewhere.
+  StepResult compute_gradients(const data::Batch<T>& batch) {
+    const double step_start = wall_clock();
+    const std::size_t b = batch.size();
+    if (b > o_.max_batch)
+      throw ConfigError("pipeline::Runner::compute_gradients: a batch of " + std::to_string(b) +
+                        " samples, but RunnerOptions.max_batch is " + std::to_string(o_.max_batch));
+    std::fill(grads_.begin(), grads_.end(), T(0));
+    StepResult result;
+    result.samples = b;
+    if (b > 0) {
+      const std::size_t global = batch.global_size ? batch.global_size : b;
+      const T scale = T(1) / static_cast<T>(global);
+      const std::size_t m = std::min(o_.micro_batches, b);
+      if (m != ops_micro_batches_) {
+        ops_ = schedule_ops(o_.schedule, stages(), stage_, m);
+        ops_micro_batches_ = m;
+      }
+      double loss = 0;
+      for (const Op& op : ops_) {
+        if (op.kind == Op::forward)
+          forward(batch, m, op.micro_batch);
+        else
+          backward(batch, m, op.micro_batch, scale, loss, result.correct);
+      }
+      result.loss = loss / static_cast<double>(b);
+    }
+    if (group_) {
+      const double t0 = wall_clock();
+      collective::RingOptions ro;
+      ro.tag = default_tags::replica_allreduce;
+      collective::ring_allreduce(*group_, std::span<T>(grads_), ro);
+      stats_.allreduce_seconds += wall_clock() - t0;
+    }
+    ++stats_.steps;
+    stats_.step_seconds += wall_clock() - step_start;
+    return result;
+  }
+
+  /// One optimizer step on this stage's parameters with its gradients. Element-wise optimizers
+  /// (SGD, Momentum, Adam) then give each parameter exactly what the unsplit model's update would.
+  template <class O>
+  void update(const O& optimizer, typename O::template state<T>& state, const StepInfo& info) {
+    optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(tensors_), info);
+  }
+
+  /// Loss and correct predictions of samples [first, first + count) of `data` in evaluation mode,
+  /// passed through the pipeline in chunks of a micro-batch; counted on the last stage. Every stage
+  /// of the replica must call it with the same arguments.
+  EvaluationCounts evaluate(const data::Dataset<T>& data, std::size_t first, std::size_t count) {
+    if (first > data.size() || count > data.size() - first)
+      throw ConfigError("pipeline::Runner::evaluate: samples [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                        ") are not within the " + std::to_string(data.size()) + " of '" + data.name + "'");
+    EvaluationCounts c;
+    Slot& s = *slots_.front();
+    for (std::size_t at = first; at < first + count; at += micro_cap_) {
+      const std::size_t n = std::min(micro_cap_, first + count - at);
+      ConstMatrixView<T> in = first_stage() ? columns(data.inputs, at, n) : receive_input(s, n);
+      const auto out = s.net.forward(in, params_, RunInfo{});
+      if (!last_stage()) {
+        send(stage_ + 1, default_tags::activations, out);
+        continue;
+      }
+      const Targets<T> t = classifier ? Targets<T>{std::span<const std::int32_t>(data.labels).subspan(at, n)}
+                                      : Targets<T>{{}, columns(data.targets, at, n)};
+      c.loss_sum += static_cast<double>(M::loss::value(out, t));
+      c.samples += n;
+      if constexpr (classifier) c.correct += count_correct(out, t);
+    }
+    return c;
+  }
+
+  const StageStats& stats() const noexcept { return stats_; }
+  const std::vector<OpRecord>& op_log() const noexcept { return op_log_; }
+  void reset_stats() {
+    const std::size_t allocated = stats_.allocated_activation_bytes;
+    stats_ = {};
+    stats_.allocated_activation_bytes = allocated;
+    op_log_.clear();
+  }
+
+ private:
+  struct Slot {
+    Slot(std::size_t first, std::size_t last, std::size_t cap) : net(first, last, cap) {}
+    stage_network net;
+    Buffer<T> input;  // received activations (stages after the first), kept until backward
+  };
+
+  static double wall_clock() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+
+  std::size_t slot_bytes(std::size_t n) const {
+    const auto& net = slots_.front()->net;
+    return net.activation_bytes(n) + (first_stage() ? 0 : net.input_size() * n * sizeof(T));
+  }
+
+  static ConstMatrixView<T> columns(const Matrix<T>& m, std::size_t first, std::size_t count) {
+    return ConstMatrixView<T>(m.data() + static_cast<std::size_t>(m.rows()) * first, m.rows(), static_cast<Eigen::Index>(count));
+  }
+  static ConstMatrixView<T> columns(ConstMatrixView<T> m, std::size_t first, std::size_t count) {
+    return ConstMatrixView<T>(m.data() + static_cast<std::size_t>(m.rows()) * first, m.rows(), static_cast<Eigen::Index>(count));
+  }
+
+  static std::size_t count_correct(ConstMatrixView<T> out, const Targets<T>& t) {
+    std::size_t correct = 0;
+    for (Eigen::Index s = 0; s < out.cols(); ++s) {
+      Eigen::Index i = 0;
+      out.col(s).maxCoeff(&i);
+      correct += static_cast<std::int32_t>(i) == t.labels[static_cast<std::size_t>(s)] ? 1 : 0;
+    }
+    return correct;
+  }
+
+  /// Ranks of this replica's neighbouring stages.
+  std::size_t rank_of_stage(std::size_t s) const { return layout_.rank_of(replica_, s); }
+
+  ConstMatrixView<T> receive_input(Slot& s, std::size_t n) {
+    const std::size_t rows = s.net.input_size();
+    const double t0 = wall_clock();
+    e_.recv(rank_of_stage(stage_ - 1), default_tags::activations,
+            std::as_writable_bytes(std::span<T>(s.input.data(), rows * n)));
+    stats_.wait_seconds += wall_clock() - t0;
+    return ConstMatrixView<T>(s.input.data(), static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(n));
+  }
+
+  void send(std::size_t to_stage, Tag tag, ConstMatrixView<T> values) {
+    const double t0 = wall_clock();
+    e_.send(rank_of_stage(to_stage), tag,
+            std::as_bytes(std::span<const T>(values.data(), static_cast<std::size_t>(values.size()))));
+    stats_.send_seconds += wall_clock() - t0;
+  }
+
+  void forward(const data::Batch<T>& batch, std::size_t m, std::size_t micro) {
+    const auto [begin, end] = flotilla::detail::split_range(batch.size(), m, micro);
+    const std::size_t n = end - begin;
+    Slot& s = *slots_[micro % slots_.size()];
+    const ConstMatrixView<T> in = first_stage() ? columns(batch.inputs, begin, n) : receive_input(s, n);
+    const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, n),
+                       o_.seed, batch.epoch};
+    const double t0 = o_.clock();
+    const auto out = s.net.forward(in, params_, info);
+    const double t1 = o_.clock();
+    stats_.compute_seconds += t1 - t0;
+    if (o_.record_ops) op_log_.push_back({{Op::forward, micro}, t0, t1});
+    live_bytes_ += slot_bytes(n);
+    stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, live_bytes_);
+    if (!last_stage()) send(stage_ + 1, default_tags::activations, out);
+  }
+
+  void backward(const data::Batch<T>& batch, std::size_t m, std::size_t micro, T scale, double& loss, std::size_t& correct) {
+    const auto [begin, end] = flotilla::detail::split_range(batch.size(), m, micro);
+    const std::size_t n = end - begin;
+    Slot& s = *slots_[micro % slots_.size()];
+    const auto out_rows = static_cast<Eigen::Index>(s.net.output_size());
+    MatrixView<T> dout(output_grad_.data(), out_rows, static_cast<Eigen::Index>(n));
+    double t0 = 0;
+    if (last_stage()) {
+      const Targets<T> t = classifier ? Targets<T>{batch.targets.labels.subspan(begin, n)}
+                                      : Targets<T>{{}, columns(batch.targets.values, begin, n)};
+      t0 = o_.clock();
+      loss += static_cast<double>(M::loss::value_and_gradient(s.net.output(), t, dout, scale));
+      if constexpr (classifier) correct += count_correct(s.net.output(), t);
+    } else {
+      const double w0 = wall_clock();
+      e_.recv(rank_of_stage(stage_ + 1), default_tags::gradients,
+              std::as_writable_bytes(std::span<T>(output_grad_.data(), static_cast<std::size_t>(dout.size()))));
+      stats_.wait_seconds += wall_clock() - w0;
+      t0 = o_.clock();
+    }
+    MatrixView<T> din(input_grad_.data(), first_stage() ? 0 : static_cast<Eigen::Index>(s.net.input_size()),
+                      first_stage() ? 0 : static_cast<Eigen::Index>(n));
+    s.net.backward(ConstMatrixView<T>(dout.data(), dout.rows(), dout.cols()), params_, grads_,
+                   first_stage() ? nullptr : &din);
+    const double t1 = o_.clock();
+    stats_.compute_seconds += t1 - t0;
+    if (o_.record_ops) op_log_.push_back({{Op::backward, micro}, t0, t1});
+    live_bytes_ -= slot_bytes(n);
+    if (!first_stage()) send(stage_ - 1, default_tags::gradients, ConstMatrixView<T>(din.data(), din.rows(), din.cols()));
+  }
+
+  /// Every stage tells the next what it was built with; a rank given another plan or other options
+  /// than its neighbour stops here with both, instead of exchanging messages of the wrong sizes.
+  void check_neighbours_agree() {
+    std::vector<std::uint64_t> mine{stages(), layout_.replicas, o_.micro_batches, o_.max_batch,
+                                    static_cast<std::uint64_t>(o_.schedule), o_.seed};
+    for (std::size_t b : plan_.bounds()) mine.push_back(b);
+    if (!last_stage()) e_.send(rank_of_stage(stage_ + 1), default_tags::activations, std::as_bytes(std::span<const std::uint64_t>(mine)));
+    if (first_stage()) return;
+    std::vector<std::uint64_t> theirs(mine.size());
+    e_.recv(rank_of_stage(stage_ - 1), default_tags::activations, std::as_writable_bytes(std::span<std::uint64_t>(theirs)));
+    if (theirs != mine) {
+      auto text = [](const std::vector<std::uint64_t>& v) {
+        std::string s = "stages " + std::to_string(v[0]) + ", replicas " + std::to_string(v[1]) + ", micro_batches " +
+                        std::to_string(v[2]) + ", max_batch " + std::to_string(v[3]) + ", schedule " + std::to_string(v[4]) +
+                        ", seed " + std::to_string(v[5]) + ", bounds";
+        for (std::size_t i = 6; i < v.size(); ++i) s += " " + std::to_string(v[i]);
+        return s;
+      };
+      throw ConfigError("pipeline::Runner: rank " + std::to_string(e_.rank()) + " (stage " + std::to_string(stage_) +
+                        ") has {" + text(mine) + "}, but rank " + std::to_string(rank_of_stage(stage_ - 1)) + " (stage " +
+                        std::to_string(stage_ - 1) + ") has {" + text(theirs) + "}; every rank needs the same plan and options");
+    }
+  }
+
+  E& e_;
+  Plan plan_;
+  RunnerOptions o_;
+  Layout layout_;
+  std::size_t stage_ = 0, replica_ = 0, micro_cap_ = 1;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  Buffer<T> params_, grads_;
+  std::vector<TensorInfo> tensors_;
+  Buffer<T> output_grad_, input_grad_;
+  std::optional<transport::Group<E>> group_;
+  std::vector<Op> ops_;
+  std::size_t ops_micro_batches_ = 0;
+  std::size_t live_bytes_ = 0;
+  StageStats stats_;
+  std::vector<OpRecord> op_log_;
+};
+
+}  // namespace flotilla::pipeline
+// ---- end flotilla/pipeline/runner.hpp ----
+
+// ---- begin flotilla/pipeline/timing.hpp ----
+// measure_layer_costs: each layer's forward plus backward, timed on this machine, as costs for
+// Plan::automatic in place of the compile-time FLOP estimates (cost_model.hpp), which do not see
+// that pooling and copies are memory-bound or that a GEMM runs faster at some shapes than others.
+//
+// Each layer runs alone (a one-layer StageNetwork) on random inputs of `batch` samples, `repeats`
+// times after one warm-up; its cost is the fastest run in nanoseconds (the minimum is the least
+// disturbed by other work on the machine). The result depends on the machine and the moment: a job
+// whose ranks measure separately could split differently, so measure on one rank and send the
+// costs (or the resulting cut points) to the others, or measure once and pass the cuts.
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+
+namespace flotilla::pipeline {
+
+template <Architecture Arch, class T = float>
+std::vector<std::uint64_t> measure_layer_costs(std::size_t batch, std::size_t repeats = 3, std::uint64_t seed = 1) {
+  if (batch == 0 || repeats == 0) throw ConfigError("pipeline::measure_layer_costs: batch and repeats must be > 0");
+  std::vector<std::uint64_t> costs(Arch::depth);
+  Generator g(seed);
+  for (std::size_t i = 0; i < Arch::depth; ++i) {
+    StageNetwork<Arch, T> layer(i, i + 1, batch);
+    Buffer<T> params(layer.parameter_count()), grads(layer.parameter_count());
+    layer.initialize(params, seed);
+    Buffer<T> input(layer.input_size() * batch), dout(layer.output_size() * batch), din(layer.input_size() * batch);
+    for (auto& v : input) v = g.normal<T>();
+    for (auto& v : dout) v = g.normal<T>();
+    const auto b = static_cast<Eigen::Index>(batch);
+    const ConstMatrixView<T> in(input.data(), static_cast<Eigen::Index>(layer.input_size()), b);
+    const ConstMatrixView<T> dy(dout.data(), static_cast<Eigen::Index>(layer.output_size()), b);
+    MatrixView<T> dx(din.data(), static_cast<Eigen::Index>(layer.input_size()), b);
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t r = 0; r <= repeats; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      layer.forward(in, params, RunInfo{Mode::train, {}, seed, 0});
+      layer.backward(dy, params, grads, i > 0 ? &dx : nullptr);
+      const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0) best = std::min(best, ns);  // run 0 warms caches and sizes the layers' scratch
+    }
+    costs[i] = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(best));
+  }
+  return costs;
+}
+
+}  // namespace flotilla::pipeline
+// ---- end flotilla/pipeline/timing.hpp ----
+// ---- end flotilla/pipeline.hpp ----
+
 // Command-line flags for training programs.
 
 // ---- begin flotilla/cli/flags.hpp ----

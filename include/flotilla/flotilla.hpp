@@ -100,6 +100,9 @@
 #include "flotilla/policy/compressed.hpp"
 #include "flotilla/policy/synchronous.hpp"
 
+// Model-parallel, pipelined training (one network split into stages across ranks).
+#include "flotilla/pipeline.hpp"
+
 // Command-line flags for training programs.
 #include "flotilla/cli/flags.hpp"
 

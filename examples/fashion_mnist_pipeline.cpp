@@ -1,0 +1,133 @@
+// The Fashion-MNIST CNN of fashion_mnist_cnn.cpp, split into pipeline stages that run on threads of
+// this process (one rank each) and pass activations forward and gradients back in micro-batches:
+//
+//   fashion_mnist_pipeline --stages 2                     # automatic split, 1F1B, 4 micro-batches
+//   fashion_mnist_pipeline --stages 3 --schedule gpipe --micro-batches 8
+//   fashion_mnist_pipeline --stages 2 --cuts 4            # stage 1 starts at layer 4 (ReLU)
+//   fashion_mnist_pipeline --stages 2 --replicas 2        # 2 x 2 ranks: pipeline + data parallel
+//   fashion_mnist_pipeline --stages 3 --timed --plan-only # split by measured layer times, print it
+//
+// Same settings as the unsplit example: Adam, lr 1e-3 cosine-annealed to 0, batch 64, standardised
+// inputs, seed 1. A step computes the same gradients as the unsplit network (tests/pipeline), so
+// the curves differ from fashion_mnist_cnn's only by the order of float sums and the data order.
+#include <flotilla/flotilla.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace fm = flotilla::data::fashion_mnist;
+namespace pl = flotilla::pipeline;
+
+using Net = flotilla::Sequential<flotilla::Input<1, 28, 28>,                                 //
+                                 flotilla::Conv2D<32, 5>, flotilla::ReLU, flotilla::MaxPool2D<2>,  //
+                                 flotilla::Conv2D<64, 5>, flotilla::ReLU, flotilla::MaxPool2D<2>,  //
+                                 flotilla::Flatten, flotilla::Dense<10>>;
+using Model = flotilla::Model<Net, flotilla::SoftmaxCrossEntropy, flotilla::optim::Adam>;
+using Endpoint = flotilla::transport::InProcessEndpoint;
+
+static std::vector<std::size_t> parse_cuts(const std::string& text) {
+  std::vector<std::size_t> cuts;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    cuts.push_back(flotilla::cli::detail::parse_value<std::size_t>("cuts", text.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return cuts;
+}
+
+int main(int argc, char** argv) {
+  try {
+    flotilla::cli::Flags flags("fashion_mnist_pipeline", "train the Fashion-MNIST CNN split into pipeline stages");
+    auto& data_dir = flags.add<std::filesystem::path>("data", fm::default_directory(), "directory of the Fashion-MNIST IDX files",
+                                                      "FLOTILLA_FASHION_MNIST");
+    auto& stages = flags.add<std::size_t>("stages", 2, "pipeline stages (P)");
+    auto& replicas = flags.add<std::size_t>("replicas", 1, "pipeline replicas, data parallel (D); D x P ranks in all");
+    auto& micro = flags.add<std::size_t>("micro-batches", 4, "micro-batches per step (M)");
+    auto& schedule_name = flags.add<std::string>("schedule", "1f1b", "1f1b or gpipe (fill-drain)");
+    auto& cuts_text = flags.add<std::string>("cuts", "", "explicit cut points, e.g. 3,6 (default: automatic split)");
+    auto& timed = flags.add<bool>("timed", false, "split by measured layer times instead of estimated FLOPs");
+    auto& plan_only = flags.add<bool>("plan-only", false, "print the plan and exit");
+    auto& epochs = flags.add<std::size_t>("epochs", 5, "passes over the training set");
+    auto& batch = flags.add<std::size_t>("batch", 64, "samples per update, per replica");
+    auto& lr = flags.add<double>("lr", 1e-3, "base learning rate (cosine-annealed to 0)");
+    auto& seed = flags.add<std::uint64_t>("seed", 1, "seed of the initial weights and the data order");
+    if (!flags.parse(argc, argv, std::cout)) return 0;
+    if (schedule_name != "1f1b" && schedule_name != "gpipe")
+      throw flotilla::ConfigError("--schedule: expected 1f1b or gpipe, not '" + schedule_name + "'");
+    const auto schedule = schedule_name == "gpipe" ? pl::Schedule::fill_drain : pl::Schedule::one_forward_one_backward;
+
+    std::vector<std::uint64_t> costs;
+    if (timed) costs = pl::measure_layer_costs<Net>(batch / micro > 0 ? batch / micro : 1);
+    const pl::Plan plan = cuts_text.empty() ? pl::Plan::automatic<Net>(stages, costs, "measured ns per micro-batch")
+                                            : pl::Plan::from_cuts<Net>(parse_cuts(cuts_text), costs);
+    if (plan.stages() != stages)
+      throw flotilla::ConfigError("--cuts gives " + std::to_string(plan.stages()) + " stages, --stages says " + std::to_string(stages));
+    std::printf("%s", plan.describe().c_str());
+    if (plan_only) return 0;
+
+    std::printf("loading Fashion-MNIST from %s\n", data_dir.string().c_str());
+    auto train = fm::load<float>(fm::Split::train, data_dir);
+    auto test = fm::load<float>(fm::Split::test, data_dir);
+    const float mean = train.inputs.mean();
+    const float stddev = std::sqrt((train.inputs.array() - mean).square().mean());
+    for (auto* d : {&train, &test}) d->inputs = (d->inputs.array() - mean) / stddev;
+    std::printf("%zu stages x %zu replicas, %s, %zu micro-batches of a %zu-sample batch\n", stages, replicas,
+                std::string(pl::name(schedule)).c_str(), micro, batch);
+
+    const std::size_t steps_per_epoch = (train.size() + batch * replicas - 1) / (batch * replicas);
+    const flotilla::schedule::Cosine cosine{.total = epochs * steps_per_epoch, .min_factor = 0.0, .warmup = 0};
+    std::mutex print;
+    std::vector<pl::StageStats> stats(stages * replicas);
+    flotilla::transport::InProcess::run({}, stages * replicas, [&](Endpoint& e) {
+      pl::Runner<Model, Endpoint> runner(e, plan, {.schedule = schedule, .micro_batches = micro, .max_batch = batch,
+                                                   .replicas = replicas, .seed = seed});
+      flotilla::optim::Adam adam;
+      adam.learning_rate = lr;
+      flotilla::optim::Adam::state<float> state(runner.parameters().size());
+      flotilla::data::Loader<float> loader(train, {.batch_size = batch, .shuffle = true, .seed = seed,
+                                                   .shard_index = runner.replica(), .shard_count = replicas,
+                                                   .drop_last = false, .prefetch = 0});
+      std::uint64_t step = 0;
+      for (std::size_t epoch = 0; epoch < epochs; ++epoch) {
+        loader.start_epoch(epoch);
+        const auto t0 = std::chrono::steady_clock::now();
+        double loss_sum = 0;
+        std::size_t correct = 0, samples = 0;
+        while (const auto* b = loader.next()) {
+          const flotilla::StepResult r = runner.compute_gradients(*b);
+          runner.update(adam, state, flotilla::StepInfo{step + 1, lr * cosine(step)});
+          ++step;
+          loss_sum += r.loss * static_cast<double>(r.samples);
+          correct += r.correct;
+          samples += r.samples;
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        // Replica 0 evaluates the whole test set (the others would only repeat it).
+        if (runner.replica() != 0) continue;
+        const pl::EvaluationCounts c = runner.evaluate(test, 0, test.size());
+        if (!runner.last_stage()) continue;
+        const std::lock_guard lock(print);
+        std::printf("epoch %zu: train loss %.4f, train accuracy %.2f%% (replica 0), test loss %.4f, test accuracy %.2f%%, "
+                    "%.0f samples/s\n",
+                    epoch + 1, loss_sum / static_cast<double>(samples), 100.0 * static_cast<double>(correct) / static_cast<double>(samples),
+                    c.loss_sum / static_cast<double>(c.samples), 100.0 * static_cast<double>(c.correct) / static_cast<double>(c.samples),
+                    static_cast<double>(samples * replicas) / seconds);
+        std::fflush(stdout);
+      }
+      stats[e.rank()] = runner.stats();
+    });
+    std::printf("\nper rank, whole run: compute s, waiting for a neighbour s, peak activation MiB\n");
+    for (std::size_t r = 0; r < stats.size(); ++r)
+      std::printf("  rank %zu (replica %zu, stage %zu): %.1f, %.1f, %.2f\n", r, r / stages, r % stages, stats[r].compute_seconds,
+                  stats[r].wait_seconds, static_cast<double>(stats[r].peak_activation_bytes) / (1 << 20));
+    return 0;
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "error: %s\n", ex.what());
+    return 1;
+  }
+}
