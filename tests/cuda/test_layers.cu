@@ -165,10 +165,10 @@ void compare_optimizer(const char* what, const O& o) {
   auto params = normal_values(P, 7);
   typename O::template state<float> state(P);
   auto d_params = to_device<float>(params);
-  std::vector<cuda::DeviceBuffer<float>> d_state;
-  for (std::size_t k = 0; k < cuda::device_state_buffers<O>; ++k) {
-    d_state.emplace_back(P);
-    FLOTILLA_CUDA_CHECK(cudaMemset(d_state.back().data(), 0, d_state.back().bytes()));
+  std::vector<cuda::DeviceBuffer<float>> d_state(cuda::device_state_buffers<O>);
+  for (auto& b : d_state) {
+    b = cuda::DeviceBuffer<float>(P);
+    FLOTILLA_CUDA_CHECK(cudaMemset(b.data(), 0, b.bytes()));
   }
   float* ptrs[2] = {d_state.size() > 0 ? d_state[0].data() : nullptr, d_state.size() > 1 ? d_state[1].data() : nullptr};
   for (std::uint64_t step = 1; step <= 3; ++step) {
@@ -181,7 +181,7 @@ void compare_optimizer(const char* what, const O& o) {
   const auto gpu = to_host(d_params.data(), P);
   FLOTILLA_CHECK_CLOSE("parameters", std::span<const float>(gpu), std::span<const float>(params), tolerance);
   auto buffers = state.buffers();
-  for (std::size_t k = 0; k < buffers.size(); ++k) {
+  for (std::size_t k = 0; k < d_state.size(); ++k) {
     const auto s = to_host(d_state[k].data(), P);
     FLOTILLA_CHECK_CLOSE("optimizer state", std::span<const float>(s), std::span<const float>(buffers[k].data(), P), tolerance);
   }

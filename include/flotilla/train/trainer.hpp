@@ -601,7 +601,7 @@ class Trainer {
       timeline.record("pull parameters", "communication", w, 0, t3, t4);
       counters.exposed_comm_seconds += std::chrono::duration<double>(t4 - t3).count();
     } else {
-      PeerContext ctx{*this, group, s};
+      PeerContext<G> ctx{*this, group, s};  // (named: nvcc cannot deduce a member template's arguments)
       policy_.step(ctx);
       const auto t4 = Timeline::clock::now();
       timeline.record("update", "update", w, 0, t3, t4);
