@@ -134,6 +134,23 @@ class Crc32 {
 }  // namespace flotilla
 // ---- end flotilla/core/crc32.hpp ----
 
+// ---- begin flotilla/core/device.hpp ----
+// Where a model's arithmetic runs: the last template argument of Model<Net, Loss, Optimizer, T,
+// Device>. The same layer, loss and optimizer types serve every device; the device picks the engine
+// that runs them (train/engine.hpp), and everything above the engine (policies, transports,
+// checkpoints) sees the same flat host buffers whichever it is.
+namespace flotilla::device {
+
+/// The CPU: Eigen and flotilla's own GEMM, on the cores of this process (the default).
+struct Cpu {};
+
+/// One CUDA GPU: cuBLAS and flotilla's kernels. Needs <flotilla/cuda/engine.hpp>, a translation
+/// unit compiled by nvcc and the target flotilla::cuda (see docs/gpu.md).
+struct Cuda {};
+
+}  // namespace flotilla::device
+// ---- end flotilla/core/device.hpp ----
+
 // ---- begin flotilla/core/error.hpp ----
 // The exceptions flotilla throws. Every message names the problem and the place (file and offset,
 // layer, peer, flag) so that a user can act on it without a debugger.
@@ -1847,6 +1864,8 @@ struct Conv2D {
     static constexpr std::size_t patch = Kernel * Kernel * C;
     static constexpr std::size_t pixels = OH * OW;
 
+    using spec = Conv2D;  // the spec this layer was bound from (device backends dispatch on it)
+    static constexpr std::size_t kernel = Kernel, stride = Stride, padding = Padding;
     using scalar_type = T;
     using input_shape = In;
     using output_shape = Shape<Filters, OH, OW>;
@@ -2170,6 +2189,7 @@ struct Dense {
                   "Dense<N>: its input is an image (Shape<C, H, W>); put Flatten before Dense");
     static_assert(Initializer<Init, T>, "Dense<N, Init>: Init must be an initialiser (see nn/init.hpp)");
 
+    using spec = Dense;  // the spec this layer was bound from (device backends dispatch on it)
     using scalar_type = T;
     using input_shape = In;
     using output_shape = Shape<Outputs>;
@@ -2232,6 +2252,7 @@ struct Dropout {
   template <class In, class T>
   struct layer {
     static_assert(AnyShape<In>, "Dropout: input_shape must be a flotilla::Shape");
+    using spec = Dropout;  // the spec this layer was bound from (device backends dispatch on it)
     using scalar_type = T;
     using input_shape = In;
     using output_shape = In;
@@ -2289,6 +2310,7 @@ struct Flatten {
   template <class In, class T>
   struct layer {
     static_assert(AnyShape<In>, "Flatten: input_shape must be a flotilla::Shape");
+    using spec = Flatten;  // the spec this layer was bound from (device backends dispatch on it)
     using scalar_type = T;
     using input_shape = In;
     using output_shape = Shape<In::size>;
@@ -2331,6 +2353,8 @@ struct MaxPool2D {
     static constexpr std::size_t OH = (H - Kernel) / Stride + 1;
     static constexpr std::size_t OW = (W - Kernel) / Stride + 1;
 
+    using spec = MaxPool2D;  // the spec this layer was bound from (device backends dispatch on it)
+    static constexpr std::size_t kernel = Kernel, stride = Stride;
     using scalar_type = T;
     using input_shape = In;
     using output_shape = Shape<C, OH, OW>;
@@ -4421,18 +4445,16 @@ class Loader {
       for (std::size_t j = 0; j < n; ++j) s.labels[j] = data.labels[s.ids[j]];
     }
     // Assigning to an Eigen Map copies values rather than re-pointing it, so the batch is rebuilt.
+    // (Member by member, not with designated initializers: nvcc 13's device front end crashes on
+    // those here, and the Loader is compiled by nvcc wherever a CUDA model's Trainer is.)
+    const bool values = data.target_kind() == TargetKind::values;
+    const Targets<T> targets{
+        values ? std::span<const std::int32_t>() : std::span<const std::int32_t>(s.labels),
+        ConstMatrixView<T>(values ? s.values.data() : nullptr, values ? static_cast<Eigen::Index>(data.target_size()) : 0,
+                           values ? static_cast<Eigen::Index>(n) : 0)};
     s.batch.reset();
-    s.batch.emplace(Batch<T>{
-        .inputs = ConstMatrixView<T>(s.inputs.data(), static_cast<Eigen::Index>(features), static_cast<Eigen::Index>(n)),
-        .targets = data.target_kind() == TargetKind::values
-                       ? Targets<T>{.labels = {}, .values = ConstMatrixView<T>(s.values.data(), static_cast<Eigen::Index>(data.target_size()),
-                                                                           static_cast<Eigen::Index>(n))}
-                       : Targets<T>{.labels = std::span<const std::int32_t>(s.labels), .values = ConstMatrixView<T>(nullptr, 0, 0)},
-        .ids = std::span<const std::uint64_t>(s.ids),
-        .epoch = epoch_,
-        .index = b,
-        .global_size = slice.global_size,
-    });
+    s.batch.emplace(Batch<T>{ConstMatrixView<T>(s.inputs.data(), static_cast<Eigen::Index>(features), static_cast<Eigen::Index>(n)),
+                             targets, std::span<const std::uint64_t>(s.ids), epoch_, b, slice.global_size});
   }
 
   /// The prefetch thread: gathers batches in order, each into the slot it will be read from,
@@ -4505,16 +4527,18 @@ class Loader {
 // Models and training.
 
 // ---- begin flotilla/model.hpp ----
-// Model<Net, Loss, Optimizer, T>: the compile-time composition of what is trained (an architecture),
-// what it is scored by (a loss), how its parameters move (an optimizer) and in which scalar type.
+// Model<Net, Loss, Optimizer, T, Device>: the compile-time composition of what is trained (an
+// architecture), what it is scored by (a loss), how its parameters move (an optimizer), in which
+// scalar type, and on which device (core/device.hpp: device::Cpu by default, device::Cuda).
 // It holds no data; Trainer instantiates it. A composition that cannot work is rejected here with
 // a message that points to the concept's documentation.
 #include <cstddef>
+#include <type_traits>
 
 
 namespace flotilla {
 
-template <class Net, class LossT, class Opt, class T = float>
+template <class Net, class LossT, class Opt, class T = float, class Device = device::Cpu>
 struct Model {
   static_assert(std::is_floating_point_v<T>, "Model<Net, Loss, Optimizer, T>: T must be float or double");
   static_assert(Architecture<Net>,
@@ -4528,11 +4552,16 @@ struct Model {
   static_assert(LossT::target != TargetKind::labels || Net::output_shape::rank == 1,
                 "Model<Net, Loss, Optimizer>: a classification loss needs a vector output (one score per class); "
                 "end the network with Flatten and Dense<classes>");
+  static_assert(std::is_same_v<Device, device::Cpu> || std::is_same_v<Device, device::Cuda>,
+                "Model<Net, Loss, Optimizer, T, Device>: Device must be device::Cpu or device::Cuda");
+  static_assert(std::is_same_v<Device, device::Cpu> || std::is_same_v<T, float>,
+                "Model<..., device::Cuda>: the CUDA backend computes in float; use T = float");
 
   using architecture = Net;
   using loss = LossT;
   using optimizer = Opt;
   using scalar_type = T;
+  using device = Device;
   using network = Network<Net, T>;
   using input_shape = typename Net::input_shape;
   using output_shape = typename Net::output_shape;
@@ -4542,8 +4571,8 @@ struct Model {
 namespace detail {
 template <class M>
 struct is_model : std::false_type {};
-template <class N, class L, class O, class T>
-struct is_model<Model<N, L, O, T>> : std::true_type {};
+template <class N, class L, class O, class T, class D>
+struct is_model<Model<N, L, O, T, D>> : std::true_type {};
 }  // namespace detail
 
 /// A Model<...> type.
@@ -8028,6 +8057,13 @@ class Engine {
   /// Keys the dropout masks; restored from checkpoints.
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
 
+  /// The optimizer state lives in the trainer's host buffers here, so there is nothing to move.
+  /// (An engine that keeps it elsewhere, cuda::Engine on the GPU, copies it to `state` here, and
+  /// re-reads it from there after optimizer_state_changed().)
+  template <class State>
+  void optimizer_state_to_host(State& /*state*/) const noexcept {}
+  void optimizer_state_changed() noexcept {}
+
   /// One optimizer step on parameters() with gradients(). An element-wise optimizer (see
   /// concepts/optimizer.hpp) on a buffer worth splitting runs on every core, each a contiguous
   /// slice of the elements; any other runs on the calling thread.
@@ -8235,6 +8271,16 @@ class Engine {
   std::vector<Buffer<T>> output_grads_;
   std::vector<Partial> partial_;
   std::unique_ptr<std::atomic<std::size_t>[]> pending_;
+};
+
+/// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for
+/// device::Cuda; the primary template stops a CUDA model whose engine header is missing.
+template <class M, class Device = typename M::device>
+struct engine_for {
+  static_assert(std::is_same_v<Device, device::Cpu>,
+                "Model<..., device::Cuda>: include <flotilla/cuda/engine.hpp> (from a .cu file compiled by nvcc, "
+                "linked to flotilla::cuda; see docs/gpu.md) before using a CUDA model in a Trainer");
+  using type = Engine<M>;
 };
 
 }  // namespace detail
@@ -8908,7 +8954,7 @@ struct Evaluation {
 
 template <class M, class Policy = policy::Synchronous<>, class Backend = transport::InProcess>
 class Trainer {
-  static_assert(ModelType<M>, "Trainer<Model, Policy, Backend>: Model must be flotilla::Model<Net, Loss, Optimizer, T>");
+  static_assert(ModelType<M>, "Trainer<Model, Policy, Backend>: Model must be flotilla::Model<Net, Loss, Optimizer, T, Device>");
   static_assert(UpdatePolicy<Policy>,
                 "Trainer<Model, Policy, Backend>: Policy is not an update policy (see docs/concepts/update_policy.md); "
                 "built-in: policy::Synchronous<>, policy::Asynchronous<topology::ParameterServer>, "
@@ -9049,6 +9095,7 @@ class Trainer {
     WorkerState& s = *workers_[0];
     std::copy(params.begin(), params.end(), s.engine.parameters().begin());
     s.opt = std::move(state);
+    s.engine.optimizer_state_changed();
     s.step = step;
     // The seed keys the data order and the dropout masks: the resumed run continues the saved
     // run's sequence, whatever seed this trainer was built with.
@@ -9105,12 +9152,13 @@ class Trainer {
     WorkerState(const TrainerOptions<M>& o, const WorkerState& from) : WorkerState(o) {
       std::copy(from.engine.parameters().begin(), from.engine.parameters().end(), engine.parameters().begin());
       auto dst = opt.buffers();
+      from.engine.optimizer_state_to_host(const_cast<optimizer_state&>(from.opt));
       auto src = const_cast<optimizer_state&>(from.opt).buffers();
       for (std::size_t i = 0; i < dst.size(); ++i) std::copy(src[i].begin(), src[i].end(), dst[i].begin());
       step = from.step;
       engine.set_seed(from.engine.seed());
     }
-    detail::Engine<M> engine;
+    typename detail::engine_for<M>::type engine;
     optimizer_state opt;
     std::uint64_t step = 0;
     /// Error feedback: what the codec's rounding left out, one stream per bucket or shard.
@@ -9159,6 +9207,7 @@ class Trainer {
                                             detail::tensors_within(network_type::tensors, shards[s]));
       // A restored checkpoint's optimizer state belongs on the shards that serve it.
       auto dst = servers_[s]->optimizer_buffers().buffers();
+      workers_[0]->engine.optimizer_state_to_host(workers_[0]->opt);
       auto src = workers_[0]->opt.buffers();
       for (std::size_t i = 0; i < dst.size(); ++i)
         std::copy_n(src[i].begin() + static_cast<std::ptrdiff_t>(shards[s].begin), shards[s].size(), dst[i].begin());
@@ -9169,6 +9218,7 @@ class Trainer {
   /// The optimizer's buffers for the whole model: worker 0's, or assembled from the shards.
   std::vector<std::vector<T>> optimizer_buffers_copy() const {
     std::vector<std::vector<T>> out;
+    local().engine.optimizer_state_to_host(const_cast<optimizer_state&>(local().opt));
     auto own = const_cast<optimizer_state&>(local().opt).buffers();
     for (const auto& b : own) out.emplace_back(b.begin(), b.end());
     if (parameter_server && !servers_.empty()) {
@@ -9203,7 +9253,9 @@ class Trainer {
       client->exchange_full(e, detail::PsHeader::hello, s.engine.parameters());
     } else if (workers > 1) {
       collective::broadcast(group, s.engine.parameters(), 0, detail::protocol_tags::broadcast);
+      s.engine.optimizer_state_to_host(s.opt);
       for (auto b : s.opt.buffers()) collective::broadcast(group, b, 0, detail::protocol_tags::broadcast);
+      s.engine.optimizer_state_changed();
       std::uint64_t step = s.step;
       collective::broadcast(group, std::span<std::uint64_t>(&step, 1), 0, detail::protocol_tags::broadcast);
       s.step = step;
@@ -9374,7 +9426,7 @@ class Trainer {
       timeline.record("pull parameters", "communication", w, 0, t3, t4);
       counters.exposed_comm_seconds += std::chrono::duration<double>(t4 - t3).count();
     } else {
-      PeerContext ctx{*this, group, s};
+      PeerContext<G> ctx{*this, group, s};  // (named: nvcc cannot deduce a member template's arguments)
       policy_.step(ctx);
       const auto t4 = Timeline::clock::now();
       timeline.record("update", "update", w, 0, t3, t4);

@@ -17,6 +17,7 @@
 
 // Core: shapes, tensor views, random numbers, errors, threads.
 #include "flotilla/core/crc32.hpp"
+#include "flotilla/core/device.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/gemm.hpp"
 #include "flotilla/core/random.hpp"

@@ -218,18 +218,16 @@ class Loader {
       for (std::size_t j = 0; j < n; ++j) s.labels[j] = data.labels[s.ids[j]];
     }
     // Assigning to an Eigen Map copies values rather than re-pointing it, so the batch is rebuilt.
+    // (Member by member, not with designated initializers: nvcc 13's device front end crashes on
+    // those here, and the Loader is compiled by nvcc wherever a CUDA model's Trainer is.)
+    const bool values = data.target_kind() == TargetKind::values;
+    const Targets<T> targets{
+        values ? std::span<const std::int32_t>() : std::span<const std::int32_t>(s.labels),
+        ConstMatrixView<T>(values ? s.values.data() : nullptr, values ? static_cast<Eigen::Index>(data.target_size()) : 0,
+                           values ? static_cast<Eigen::Index>(n) : 0)};
     s.batch.reset();
-    s.batch.emplace(Batch<T>{
-        .inputs = ConstMatrixView<T>(s.inputs.data(), static_cast<Eigen::Index>(features), static_cast<Eigen::Index>(n)),
-        .targets = data.target_kind() == TargetKind::values
-                       ? Targets<T>{.labels = {}, .values = ConstMatrixView<T>(s.values.data(), static_cast<Eigen::Index>(data.target_size()),
-                                                                           static_cast<Eigen::Index>(n))}
-                       : Targets<T>{.labels = std::span<const std::int32_t>(s.labels), .values = ConstMatrixView<T>(nullptr, 0, 0)},
-        .ids = std::span<const std::uint64_t>(s.ids),
-        .epoch = epoch_,
-        .index = b,
-        .global_size = slice.global_size,
-    });
+    s.batch.emplace(Batch<T>{ConstMatrixView<T>(s.inputs.data(), static_cast<Eigen::Index>(features), static_cast<Eigen::Index>(n)),
+                             targets, std::span<const std::uint64_t>(s.ids), epoch_, b, slice.global_size});
   }
 
   /// The prefetch thread: gathers batches in order, each into the slot it will be read from,

@@ -60,6 +60,8 @@ struct Conv2D {
     static constexpr std::size_t patch = Kernel * Kernel * C;
     static constexpr std::size_t pixels = OH * OW;
 
+    using spec = Conv2D;  // the spec this layer was bound from (device backends dispatch on it)
+    static constexpr std::size_t kernel = Kernel, stride = Stride, padding = Padding;
     using scalar_type = T;
     using input_shape = In;
     using output_shape = Shape<Filters, OH, OW>;

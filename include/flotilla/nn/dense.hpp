@@ -25,6 +25,7 @@ struct Dense {
                   "Dense<N>: its input is an image (Shape<C, H, W>); put Flatten before Dense");
     static_assert(Initializer<Init, T>, "Dense<N, Init>: Init must be an initialiser (see nn/init.hpp)");
 
+    using spec = Dense;  // the spec this layer was bound from (device backends dispatch on it)
     using scalar_type = T;
     using input_shape = In;
     using output_shape = Shape<Outputs>;

@@ -24,6 +24,7 @@ struct Dropout {
   template <class In, class T>
   struct layer {
     static_assert(AnyShape<In>, "Dropout: input_shape must be a flotilla::Shape");
+    using spec = Dropout;  // the spec this layer was bound from (device backends dispatch on it)
     using scalar_type = T;
     using input_shape = In;
     using output_shape = In;

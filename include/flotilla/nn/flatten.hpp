@@ -13,6 +13,7 @@ struct Flatten {
   template <class In, class T>
   struct layer {
     static_assert(AnyShape<In>, "Flatten: input_shape must be a flotilla::Shape");
+    using spec = Flatten;  // the spec this layer was bound from (device backends dispatch on it)
     using scalar_type = T;
     using input_shape = In;
     using output_shape = Shape<In::size>;

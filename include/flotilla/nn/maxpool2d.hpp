@@ -27,6 +27,8 @@ struct MaxPool2D {
     static constexpr std::size_t OH = (H - Kernel) / Stride + 1;
     static constexpr std::size_t OW = (W - Kernel) / Stride + 1;
 
+    using spec = MaxPool2D;  // the spec this layer was bound from (device backends dispatch on it)
+    static constexpr std::size_t kernel = Kernel, stride = Stride;
     using scalar_type = T;
     using input_shape = In;
     using output_shape = Shape<C, OH, OW>;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "flotilla/concepts/optimizer.hpp"
+#include "flotilla/core/device.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/core/thread_pool.hpp"
 #include "flotilla/data/dataset.hpp"
@@ -89,6 +90,13 @@ class Engine {
   std::uint64_t seed() const noexcept { return seed_; }
   /// Keys the dropout masks; restored from checkpoints.
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
+
+  /// The optimizer state lives in the trainer's host buffers here, so there is nothing to move.
+  /// (An engine that keeps it elsewhere, cuda::Engine on the GPU, copies it to `state` here, and
+  /// re-reads it from there after optimizer_state_changed().)
+  template <class State>
+  void optimizer_state_to_host(State& /*state*/) const noexcept {}
+  void optimizer_state_changed() noexcept {}
 
   /// One optimizer step on parameters() with gradients(). An element-wise optimizer (see
   /// concepts/optimizer.hpp) on a buffer worth splitting runs on every core, each a contiguous
@@ -297,6 +305,16 @@ class Engine {
   std::vector<Buffer<T>> output_grads_;
   std::vector<Partial> partial_;
   std::unique_ptr<std::atomic<std::size_t>[]> pending_;
+};
+
+/// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for
+/// device::Cuda; the primary template stops a CUDA model whose engine header is missing.
+template <class M, class Device = typename M::device>
+struct engine_for {
+  static_assert(std::is_same_v<Device, device::Cpu>,
+                "Model<..., device::Cuda>: include <flotilla/cuda/engine.hpp> (from a .cu file compiled by nvcc, "
+                "linked to flotilla::cuda; see docs/gpu.md) before using a CUDA model in a Trainer");
+  using type = Engine<M>;
 };
 
 }  // namespace detail

@@ -129,7 +129,7 @@ struct Evaluation {
 
 template <class M, class Policy = policy::Synchronous<>, class Backend = transport::InProcess>
 class Trainer {
-  static_assert(ModelType<M>, "Trainer<Model, Policy, Backend>: Model must be flotilla::Model<Net, Loss, Optimizer, T>");
+  static_assert(ModelType<M>, "Trainer<Model, Policy, Backend>: Model must be flotilla::Model<Net, Loss, Optimizer, T, Device>");
   static_assert(UpdatePolicy<Policy>,
                 "Trainer<Model, Policy, Backend>: Policy is not an update policy (see docs/concepts/update_policy.md); "
                 "built-in: policy::Synchronous<>, policy::Asynchronous<topology::ParameterServer>, "
@@ -270,6 +270,7 @@ class Trainer {
     WorkerState& s = *workers_[0];
     std::copy(params.begin(), params.end(), s.engine.parameters().begin());
     s.opt = std::move(state);
+    s.engine.optimizer_state_changed();
     s.step = step;
     // The seed keys the data order and the dropout masks: the resumed run continues the saved
     // run's sequence, whatever seed this trainer was built with.
@@ -326,12 +327,13 @@ class Trainer {
     WorkerState(const TrainerOptions<M>& o, const WorkerState& from) : WorkerState(o) {
       std::copy(from.engine.parameters().begin(), from.engine.parameters().end(), engine.parameters().begin());
       auto dst = opt.buffers();
+      from.engine.optimizer_state_to_host(const_cast<optimizer_state&>(from.opt));
       auto src = const_cast<optimizer_state&>(from.opt).buffers();
       for (std::size_t i = 0; i < dst.size(); ++i) std::copy(src[i].begin(), src[i].end(), dst[i].begin());
       step = from.step;
       engine.set_seed(from.engine.seed());
     }
-    detail::Engine<M> engine;
+    typename detail::engine_for<M>::type engine;
     optimizer_state opt;
     std::uint64_t step = 0;
     /// Error feedback: what the codec's rounding left out, one stream per bucket or shard.
@@ -380,6 +382,7 @@ class Trainer {
                                             detail::tensors_within(network_type::tensors, shards[s]));
       // A restored checkpoint's optimizer state belongs on the shards that serve it.
       auto dst = servers_[s]->optimizer_buffers().buffers();
+      workers_[0]->engine.optimizer_state_to_host(workers_[0]->opt);
       auto src = workers_[0]->opt.buffers();
       for (std::size_t i = 0; i < dst.size(); ++i)
         std::copy_n(src[i].begin() + static_cast<std::ptrdiff_t>(shards[s].begin), shards[s].size(), dst[i].begin());
@@ -390,6 +393,7 @@ class Trainer {
   /// The optimizer's buffers for the whole model: worker 0's, or assembled from the shards.
   std::vector<std::vector<T>> optimizer_buffers_copy() const {
     std::vector<std::vector<T>> out;
+    local().engine.optimizer_state_to_host(const_cast<optimizer_state&>(local().opt));
     auto own = const_cast<optimizer_state&>(local().opt).buffers();
     for (const auto& b : own) out.emplace_back(b.begin(), b.end());
     if (parameter_server && !servers_.empty()) {
@@ -424,7 +428,9 @@ class Trainer {
       client->exchange_full(e, detail::PsHeader::hello, s.engine.parameters());
     } else if (workers > 1) {
       collective::broadcast(group, s.engine.parameters(), 0, detail::protocol_tags::broadcast);
+      s.engine.optimizer_state_to_host(s.opt);
       for (auto b : s.opt.buffers()) collective::broadcast(group, b, 0, detail::protocol_tags::broadcast);
+      s.engine.optimizer_state_changed();
       std::uint64_t step = s.step;
       collective::broadcast(group, std::span<std::uint64_t>(&step, 1), 0, detail::protocol_tags::broadcast);
       s.step = step;
@@ -595,7 +601,7 @@ class Trainer {
       timeline.record("pull parameters", "communication", w, 0, t3, t4);
       counters.exposed_comm_seconds += std::chrono::duration<double>(t4 - t3).count();
     } else {
-      PeerContext ctx{*this, group, s};
+      PeerContext<G> ctx{*this, group, s};  // (named: nvcc cannot deduce a member template's arguments)
       policy_.step(ctx);
       const auto t4 = Timeline::clock::now();
       timeline.record("update", "update", w, 0, t3, t4);

@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""GPU training throughput, flotilla (Model<..., device::Cuda>) against PyTorch on the same GPU.
+
+    python3 bench/gpu_train_vs_pytorch.py --flotilla build/bench/flotilla_gpu_train_bench \
+        [--models mlp,cnn] [--batches 64,256] [--runs 5] [--json out.json]
+
+Both sides train the same model (MLP 784-256-128-10, or the CNN conv5x5x32-pool-conv5x5x64-pool-
+dense10 of docs/benchmarks.md) with SGD and momentum 0.9 and softmax cross-entropy, on synthetic
+28x28 inputs with 10 classes (values do not change the work), for the same number of steps after a
+warm-up. Batches start on the host on both sides: flotilla's Trainer uploads each batch through
+page-locked memory; the PyTorch side indexes a pinned host tensor and copies with non_blocking=True.
+Each timed run ends when the GPU has finished (flotilla: the parameters copied back; PyTorch:
+torch.cuda.synchronize()). Runs alternate which side goes first; the driver prints medians, the
+spread and the ratio flotilla / PyTorch of the medians.
+
+NOT YET MEASURED: written on a machine without a GPU (see docs/benchmarks.md, "GPU (not yet measured)").
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+STEPS = {"mlp": 2000, "cnn": 300}
+WARMUP = {"mlp": 200, "cnn": 30}
+
+
+def torch_run(model, batch, steps, warmup):
+    import torch
+    import torch.nn as nn
+    dev = torch.device("cuda")
+    if model == "mlp":
+        net = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+    else:
+        net = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 5), nn.ReLU(),
+                            nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1024, 10))
+    net = net.to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    g = torch.Generator().manual_seed(7)
+    n = batch * 64
+    x = torch.rand(n, 1, 28, 28, generator=g).pin_memory()
+    y = torch.randint(0, 10, (n,), generator=g).pin_memory()
+
+    def step(i):
+        k = (i % 64) * batch
+        xb = x[k:k + batch].to(dev, non_blocking=True)
+        yb = y[k:k + batch].to(dev, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        out = net(xb)
+        loss = loss_fn(out, yb)
+        loss.backward()
+        opt.step()
+        return loss, out, yb
+
+    for i in range(warmup):
+        step(i)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        loss, out, yb = step(i)
+        # flotilla's Trainer reads the loss and the correct count every step (on the host): so do we.
+        _ = (loss.item(), (out.argmax(1) == yb).sum().item())
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def flotilla_run(binary, model, batch, steps, warmup):
+    out = subprocess.run([binary, "--model", model, "--batch", str(batch), "--steps", str(steps), "--warmup", str(warmup)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--flotilla", required=True, help="path to flotilla_gpu_train_bench")
+    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--batches", default="64,256")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--json", help="write the results here")
+    a = ap.parse_args()
+    import torch
+    if not torch.cuda.is_available():
+        print("no CUDA device visible to PyTorch", file=sys.stderr)
+        return 77
+    gpu = torch.cuda.get_device_name(0)
+    results = []
+    for model in a.models.split(","):
+        for batch in [int(b) for b in a.batches.split(",")]:
+            steps, warmup = STEPS[model], WARMUP[model]
+            ours, theirs = [], []
+            for r in range(a.runs):
+                order = ["f", "t"] if r % 2 == 0 else ["t", "f"]
+                for side in order:
+                    if side == "f":
+                        ours.append(flotilla_run(a.flotilla, model, batch, steps, warmup)["samples_per_s"])
+                    else:
+                        theirs.append(batch * steps / torch_run(model, batch, steps, warmup))
+            row = {"model": model, "batch": batch, "gpu": gpu, "flotilla_samples_per_s": statistics.median(ours),
+                   "torch_samples_per_s": statistics.median(theirs), "flotilla_runs": ours, "torch_runs": theirs,
+                   "torch_version": torch.__version__}
+            row["ratio"] = row["flotilla_samples_per_s"] / row["torch_samples_per_s"]
+            results.append(row)
+            print(f"{model} batch {batch}: flotilla {row['flotilla_samples_per_s']:.0f} samples/s "
+                  f"({min(ours):.0f}-{max(ours):.0f}), PyTorch {row['torch_samples_per_s']:.0f} "
+                  f"({min(theirs):.0f}-{max(theirs):.0f}), ratio {row['ratio']:.2f}  [{gpu}]", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
