@@ -811,6 +811,33 @@ TEST_CASE("failure: a peer killed with SIGKILL mid-job fails the others at once,
   }
 }
 
+TEST_CASE("failure: a peer stopped with SIGSTOP is detected within the stall limit, naming it") {
+  Captured cap;
+  auto o = launch_options(3, {"stall", "1"}, cap);
+  o.stop_on_failure = false;  // let the survivors report
+  o.environment = {"FLOTILLA_HEARTBEAT_MS=100"};  // stall limit: 6 x 100 ms
+  o.timeout = std::chrono::seconds(4);           // then the launcher kills the stopped rank
+  o.grace = std::chrono::milliseconds(200);
+  const auto result = transport::launch(o);
+  REQUIRE(result.ranks.size() == 3);
+  for (std::size_t r : {0u, 2u}) {
+    const std::string out = cap.of(r);
+    CAPTURE(r);
+    CAPTURE(out);
+    CHECK(result.ranks[r].exited);
+    CHECK(result.ranks[r].status == 3);  // caught the TransportError
+    CHECK(contains(out, "tcp rank " + std::to_string(r) + " of 3"));
+    CHECK(contains(out, "rank 1 at 127.0.0.1:"));
+    CHECK(contains(out, "has sent nothing, not even a heartbeat, for 600 ms"));
+    CHECK(contains(out, "stalled"));
+    const long long ms = caught_after(out);
+    // The victim stops 200 ms in; silence is counted from its last heartbeat.
+    CHECK(ms >= 600);
+    CHECK(ms < 2000);
+  }
+  CHECK(cap.of(0).find("recv from rank 1") != std::string::npos);
+}
+
 TEST_CASE("failure: across processes, the first failure is what every rank reports") {
   Captured cap;
   auto o = launch_options(4, {"fail", "2"}, cap);
