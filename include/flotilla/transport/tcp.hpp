@@ -709,11 +709,14 @@ class TcpEndpoint {
     fail(why, culprit);
   }
   /// The peer of `l` died or stalled: PeerLostError naming it. Unless the endpoint continues
-  /// without lost peers, every later operation fails with the same cause, as after fail().
-  [[noreturn]] void lose_peer(Link& l, const std::string& why) {
+  /// without lost peers, every later operation fails with the same cause, as after fail(). When it
+  /// continues, and the operation in progress does not need the peer (`needed`), this returns: the
+  /// loss shows in the operations that do need it.
+  void lose_peer(Link& l, const std::string& why, bool needed) {
     const std::size_t p = l.peer;
     l.close();
     l.lost = true;
+    if (survive_lost_peers_ && !needed) return;
     if (!survive_lost_peers_) {
       broken_ = why;
       culprit_ = p;
@@ -818,8 +821,10 @@ class TcpEndpoint {
       // The peer is gone. If it said why (an abort frame), that is the better message: read it.
       if (!l.goodbye) pump(l, false);
       const bool closed = ec == detail::asio::error::broken_pipe || ec == detail::asio::error::connection_reset;
-      lose_peer(l, peer_name(l.peer) + (closed ? " closed the connection" : " is unreachable") + " (" + ec.message() +
-                       "; its process exited or was killed?)");
+      lose_peer(l,
+                peer_name(l.peer) + (closed ? " closed the connection" : " is unreachable") + " (" + ec.message() +
+                    "; its process exited or was killed?)",
+                true);
     }
     return true;
   }
@@ -874,7 +879,9 @@ class TcpEndpoint {
           peer_name(l.peer) + (eof || ec == detail::asio::error::connection_reset ? " closed the connection" : " failed");
       if (l.in_frame || l.begin != l.end) what += " in the middle of a frame";
       what += eof ? " (its process exited or was killed)" : " (" + ec.message() + ")";
-      lose_peer(l, what);
+      const bool needed = wanted(l);
+      lose_peer(l, what, needed);
+      return false;
     }
   }
 
@@ -1185,7 +1192,8 @@ class TcpEndpoint {
       lose_peer(l, peer_name(l.peer) + " has sent nothing, not even a heartbeat, for " +
                        std::to_string(limit.count()) + " ms (heartbeats every " +
                        std::to_string(options_.heartbeat_interval.count()) +
-                       " ms): it is stalled (stopped, hung, or its machine unreachable)");
+                       " ms): it is stalled (stopped, hung, or its machine unreachable)",
+                true);
     }
   }
 
