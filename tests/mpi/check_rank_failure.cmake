@@ -1,5 +1,8 @@
 # cmake -DMPIEXEC=... -DNUMPROC_FLAG=... -DRANKS=3 "-DPREFLAGS=..." -DPROGRAM=... "-DPOSTFLAGS=..."
-#       -DLIMIT=<seconds> -P check_rank_failure.cmake
+#       -DLIMIT=<seconds> [-DMODE=kill] -P check_rank_failure.cmake
+#
+# MODE=kill: rank 1 is killed with SIGKILL instead (POSTFLAGS then ends with "kill"); mpirun must
+# end the job promptly and name the rank.
 #
 # Runs rank_failure.cpp under mpirun and checks that the job fails (non-zero exit status), that the
 # failed rank's error was printed, and that it ended within LIMIT seconds: through MPI_Abort, not
@@ -18,7 +21,15 @@ endif()
 if(rc MATCHES "timeout|[Tt]erminated")
   message(FATAL_ERROR "the job hung: killed after 120 s")
 endif()
-set(expected "flotilla: mpi rank 1 of ${RANKS} failed: rank one broke on purpose")
+if(MODE STREQUAL "kill")
+  set(expected "process rank 1 with PID")
+  string(FIND "${out}" "signal 9" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the output does not say that rank 1 was killed by signal 9")
+  endif()
+else()
+  set(expected "flotilla: mpi rank 1 of ${RANKS} failed: rank one broke on purpose")
+endif()
 string(FIND "${out}" "${expected}" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "the output lacks \"${expected}\"")
