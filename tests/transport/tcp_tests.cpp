@@ -415,6 +415,49 @@ TEST_CASE("wire: headers and control payloads round-trip; corruption is detected
   CHECK(!wire::decode_table(tb));
 }
 
+TEST_CASE("wire: every header is judged before its payload: version, bounds per kind, payload CRC") {
+  auto judged = [](wire::Header h) { return wire::header_problem(wire::decode(wire::encode(h)), 1000); };
+  wire::Header h;
+  h.type = wire::FrameType::data;
+  h.payload_length = 1000;
+  CHECK(judged(h).empty());
+  h.payload_length = 1001;
+  CHECK(contains(judged(h), "a data frame of 1001 bytes (at most 1000)"));
+  h.type = wire::FrameType::hello;
+  h.payload_length = wire::max_control_payload + 1;
+  CHECK(contains(judged(h), "a hello frame of 1048577 bytes"));
+  for (const auto t : {wire::FrameType::heartbeat, wire::FrameType::barrier, wire::FrameType::goodbye}) {
+    h.type = t;
+    h.payload_length = 1;
+    CHECK(contains(judged(h), "-byte payload"));
+  }
+  h.type = wire::FrameType::auth;
+  h.payload_length = 31;
+  CHECK(contains(judged(h), "an auth frame of 31 bytes"));
+  h.payload_length = 32;
+  CHECK(judged(h).empty());
+  h.version = 1;
+  CHECK(contains(judged(h), "protocol version 1, this side speaks version 2"));
+  // The payload CRC: set by seal_payload, checked by payload_problem; a frame without the flag is
+  // not checked.
+  std::vector<std::byte> p(100, std::byte{1});
+  wire::Header d;
+  d.type = wire::FrameType::data;
+  CHECK(wire::payload_problem(d, p).empty());
+  wire::seal_payload(d, p);
+  CHECK((d.flags & wire::header_flags::payload_crc) != 0);
+  CHECK(wire::payload_problem(d, p).empty());
+  p[50] = std::byte{2};
+  CHECK(contains(wire::payload_problem(d, p), "bad payload CRC"));
+  // A hello carries the auth flag and the nonce; any other auth value is malformed.
+  wire::Hello hello{4, 3, 99, 4242, "node7.example", 1, {}};
+  hello.nonce[31] = 9;
+  auto bytes = wire::encode_hello(hello);
+  CHECK(wire::decode_hello(bytes) == hello);
+  bytes[bytes.size() - 33] = std::byte{2};
+  CHECK(!wire::decode_hello(bytes));
+}
+
 // ---- handshake -------------------------------------------------------------------------------------
 
 TEST_CASE("handshake: a world-size mismatch is refused with both sizes") {
@@ -836,6 +879,22 @@ TEST_CASE("failure: a peer stopped with SIGSTOP is detected within the stall lim
     CHECK(ms < 2000);
   }
   CHECK(cap.of(0).find("recv from rank 1") != std::string::npos);
+}
+
+TEST_CASE("failure: a peer busy for longer than the stall limit is not stalled: its heartbeats speak for it") {
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+  o0.heartbeat_interval = o1.heartbeat_interval = std::chrono::milliseconds(50);  // stall limit 300 ms
+  std::vector<std::byte> got(8);
+  RankThread r0(o0, [&](TcpEndpoint& e) { e.recv(1, 4, got); });
+  RankThread r1(o1, [](TcpEndpoint& e) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // computing, not in the transport
+    const std::vector<std::byte> b(8, std::byte{5});
+    e.send(0, 4, b);
+  });
+  CHECK(r0.error() == "");
+  CHECK(r1.error() == "");
+  CHECK(got[7] == std::byte{5});
 }
 
 TEST_CASE("failure: across processes, the first failure is what every rank reports") {

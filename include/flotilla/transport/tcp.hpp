@@ -10,7 +10,10 @@
 //    ephemeral port of its bind address, registers (rank, host, port) with rank 0 and receives the
 //    table of every rank's address. Rank 0's registration connections are its links; between the
 //    other ranks the lower rank connects to the higher. Each connection starts with a hello both
-//    ways (protocol version, world size, rank, job id), checked on both sides.
+//    ways (protocol version, world size, rank, job id), checked on both sides, and, when the job
+//    has a shared secret, a challenge-response both ways (tcp_wire.hpp). A connection that fails
+//    the handshake (garbage, another version, no or a wrong secret) is dropped and logged, and the
+//    rendezvous goes on; a peer that authenticates but disagrees on the job ends it.
 //  - Frames (tcp_wire.hpp): a 48-byte header with a CRC, then the payload. A header and its payload
 //    go out in one gather write, straight from the caller's memory.
 //  - Receiving: a frame whose receive is already posted, and whose size matches, is read straight
@@ -31,6 +34,10 @@
 //  - Every wait ends by the timeout with a TransportError naming this rank, the peer, its host:port
 //    and the operation. A peer whose connection ends is reported at once, whatever this rank was
 //    waiting for. A rank whose body throws tells its peers why (an abort frame) before it closes.
+//  - Heartbeats: a second thread per endpoint sends a heartbeat frame on every connection each
+//    heartbeat interval (between the endpoint's frames, never inside one: the two share a lock per
+//    connection), also while the rank computes. A wait on a peer that has sent nothing for
+//    heartbeat_misses intervals fails with PeerLostError: it is stopped, hung or unreachable.
 //  - Shutdown: every rank sends a goodbye on each connection and closes only once it has a goodbye
 //    from every peer, so that no rank closes a connection that another still reads.
 #include <fcntl.h>
