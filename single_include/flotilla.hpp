@@ -155,6 +155,7 @@ struct Cuda {};
 // The exceptions flotilla throws. Every message names the problem and the place (file and offset,
 // layer, peer, flag) so that a user can act on it without a debugger.
 #include <cstdint>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -200,6 +201,18 @@ class ConfigError : public Error {
 class TransportError : public Error {
  public:
   using Error::Error;
+};
+
+/// A peer died or stalled (its connection closed, or it sent nothing, not even a heartbeat, for the
+/// transport's bound). `peer()` is its rank; what() names it, its host and the operation in flight.
+/// Topologies that can go on without a peer (asynchronous parameter servers) catch this one.
+class PeerLostError : public TransportError {
+ public:
+  PeerLostError(const std::string& what, std::size_t peer) : TransportError(what), peer_(peer) {}
+  std::size_t peer() const noexcept { return peer_; }
+
+ private:
+  std::size_t peer_;
 };
 
 /// Tensors passed to a layer, loss or optimizer disagree in shape.
@@ -957,6 +970,202 @@ inline void add_row_sums(const T* x, std::ptrdiff_t rows, std::ptrdiff_t cols, T
 }  // namespace FLOTILLA_SGEMM_ISA
 }  // namespace flotilla::detail
 // ---- end flotilla/core/gemm.hpp ----
+
+// ---- begin flotilla/core/hmac.hpp ----
+// HMAC-SHA256 (RFC 2104, FIPS 198-1) and a constant-time comparison, for the TCP transport's
+// challenge-response authentication of peers (transport/tcp_wire.hpp). Checked against RFC 4231's
+// test vectors (tests/unit/test_data.cpp).
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+
+// ---- begin flotilla/core/sha256.hpp ----
+// SHA-256 (FIPS 180-4), for authenticating peers (core/hmac.hpp). Written here rather than taken
+// from OpenSSL so that the header-only library needs nothing more to link; it is checked against
+// the standard's test vectors (tests/unit/test_data.cpp). Speed is not a goal: it hashes a few
+// dozen bytes per connection.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace flotilla {
+
+namespace detail {
+
+inline constexpr std::array<std::uint32_t, 64> sha256_k = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+inline constexpr std::uint32_t sha256_rotr(std::uint32_t x, int n) noexcept { return (x >> n) | (x << (32 - n)); }
+
+}  // namespace detail
+
+/// Incremental SHA-256: update() with the message in pieces, then digest() (once).
+class Sha256 {
+ public:
+  using Digest = std::array<std::uint8_t, 32>;
+  static constexpr std::size_t block_size = 64;
+
+  Sha256& update(std::span<const std::uint8_t> data) noexcept {
+    for (const std::uint8_t b : data) {
+      block_[fill_++] = b;
+      if (fill_ == block_size) {
+        compress();
+        fill_ = 0;
+      }
+    }
+    bits_ += static_cast<std::uint64_t>(data.size()) * 8;
+    return *this;
+  }
+  Sha256& update(std::span<const std::byte> data) noexcept {
+    return update(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
+  }
+  Sha256& update(std::string_view data) noexcept {
+    return update(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
+  }
+
+  Digest digest() noexcept {
+    const std::uint64_t bits = bits_;
+    // Padding: a 1 bit, zeros up to 56 bytes into a block, then the message length in bits.
+    block_[fill_++] = 0x80;
+    if (fill_ > 56) {
+      while (fill_ < block_size) block_[fill_++] = 0;
+      compress();
+      fill_ = 0;
+    }
+    while (fill_ < 56) block_[fill_++] = 0;
+    for (int i = 7; i >= 0; --i) block_[fill_++] = static_cast<std::uint8_t>(bits >> (8 * i));
+    compress();
+    Digest d{};
+    for (std::size_t i = 0; i < 8; ++i)
+      for (std::size_t j = 0; j < 4; ++j) d[4 * i + j] = static_cast<std::uint8_t>(h_[i] >> (24 - 8 * j));
+    return d;
+  }
+
+ private:
+  void compress() noexcept {
+    using detail::sha256_rotr;
+    std::array<std::uint32_t, 64> w{};
+    for (std::size_t i = 0; i < 16; ++i)
+      w[i] = std::uint32_t{block_[4 * i]} << 24 | std::uint32_t{block_[4 * i + 1]} << 16 |
+             std::uint32_t{block_[4 * i + 2]} << 8 | std::uint32_t{block_[4 * i + 3]};
+    for (std::size_t i = 16; i < 64; ++i) {
+      const std::uint32_t s0 = sha256_rotr(w[i - 15], 7) ^ sha256_rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+      const std::uint32_t s1 = sha256_rotr(w[i - 2], 17) ^ sha256_rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    std::uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
+    for (std::size_t i = 0; i < 64; ++i) {
+      const std::uint32_t s1 = sha256_rotr(e, 6) ^ sha256_rotr(e, 11) ^ sha256_rotr(e, 25);
+      const std::uint32_t ch = (e & f) ^ (~e & g);
+      const std::uint32_t t1 = h + s1 + ch + detail::sha256_k[i] + w[i];
+      const std::uint32_t s0 = sha256_rotr(a, 2) ^ sha256_rotr(a, 13) ^ sha256_rotr(a, 22);
+      const std::uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
+      const std::uint32_t t2 = s0 + maj;
+      h = g;
+      g = f;
+      f = e;
+      e = d + t1;
+      d = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
+    }
+    h_[0] += a;
+    h_[1] += b;
+    h_[2] += c;
+    h_[3] += d;
+    h_[4] += e;
+    h_[5] += f;
+    h_[6] += g;
+    h_[7] += h;
+  }
+
+  std::array<std::uint32_t, 8> h_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  std::array<std::uint8_t, block_size> block_{};
+  std::size_t fill_ = 0;
+  std::uint64_t bits_ = 0;
+};
+
+/// SHA-256 of `data` in one call.
+inline Sha256::Digest sha256(std::span<const std::byte> data) noexcept { return Sha256().update(data).digest(); }
+inline Sha256::Digest sha256(std::string_view data) noexcept { return Sha256().update(data).digest(); }
+
+}  // namespace flotilla
+// ---- end flotilla/core/sha256.hpp ----
+
+namespace flotilla {
+
+/// HMAC-SHA256 computed over a message given in pieces: update() them, then digest() (once).
+class HmacSha256 {
+ public:
+  using Digest = Sha256::Digest;
+
+  explicit HmacSha256(std::span<const std::uint8_t> key) noexcept {
+    // A key longer than a block is hashed first; a shorter one is padded with zeros.
+    std::array<std::uint8_t, Sha256::block_size> k{};
+    if (key.size() > k.size()) {
+      const auto d = Sha256().update(key).digest();
+      for (std::size_t i = 0; i < d.size(); ++i) k[i] = d[i];
+    } else {
+      for (std::size_t i = 0; i < key.size(); ++i) k[i] = key[i];
+    }
+    std::array<std::uint8_t, Sha256::block_size> pad{};
+    for (std::size_t i = 0; i < k.size(); ++i) pad[i] = static_cast<std::uint8_t>(k[i] ^ 0x36);
+    inner_.update(pad);
+    for (std::size_t i = 0; i < k.size(); ++i) pad[i] = static_cast<std::uint8_t>(k[i] ^ 0x5c);
+    outer_.update(pad);
+  }
+  explicit HmacSha256(std::string_view key) noexcept
+      : HmacSha256(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(key.data()), key.size())) {}
+
+  HmacSha256& update(std::span<const std::uint8_t> data) noexcept {
+    inner_.update(data);
+    return *this;
+  }
+  HmacSha256& update(std::span<const std::byte> data) noexcept {
+    inner_.update(data);
+    return *this;
+  }
+  HmacSha256& update(std::string_view data) noexcept {
+    inner_.update(data);
+    return *this;
+  }
+  Digest digest() noexcept {
+    const auto inner = inner_.digest();
+    return outer_.update(inner).digest();
+  }
+
+ private:
+  Sha256 inner_, outer_;
+};
+
+/// Whether `a` and `b` hold the same bytes, in a time that depends on their sizes only: comparing
+/// an authentication code byte by byte and stopping at the first difference would tell an attacker,
+/// by the time a refusal takes, how many leading bytes of a guess were right.
+inline bool constant_time_equal(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) noexcept {
+  if (a.size() != b.size()) return false;
+  std::uint8_t diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff = static_cast<std::uint8_t>(diff | (a[i] ^ b[i]));
+  // volatile: so that the compiler cannot turn the loop into an early exit.
+  volatile std::uint8_t result = diff;
+  return result == 0;
+}
+
+}  // namespace flotilla
+// ---- end flotilla/core/hmac.hpp ----
 
 // ---- begin flotilla/core/random.hpp ----
 // Seeded random numbers that give the same sequence on every platform and standard library.
@@ -6929,6 +7138,114 @@ inline constexpr Tag allreduce_small = tags::reserved_begin + 0x22;
 }  // namespace flotilla::collective::default_tags
 // ---- end flotilla/collective/tags.hpp ----
 
+// ---- begin flotilla/transport/operation.hpp ----
+// What collective operation a message belongs to, as a 64-bit fingerprint that a transport can
+// carry with each message (the TCP transport's frame header has a field for it), so that ranks that
+// disagree on which collective they are in (one calls broadcast where another calls allreduce, or
+// one skipped a call) fail at once, with an error naming both operations and the peer, instead of
+// exchanging bytes that happen to fit and computing wrong numbers, or waiting until a timeout.
+//
+// The fingerprint is not a hash but a packed record: kind (8 bits), round (24 bits) and element
+// count (32 bits), so that a rank that receives a foreign fingerprint can say what the peer was
+// doing. The tag is not in it: it travels beside it (the TCP header's tag field), and messages are
+// matched by it already. Element counts and rounds are compared modulo 2^32 and 2^24: two ranks 16
+// million calls apart are not told apart, which no real disagreement is.
+//
+// Collectives declare their operation with OperationScope; a transport that checks fingerprints
+// offers `set_operation(tag, Operation)` (the TCP endpoint does). The MPI transport does not: MPI
+// matches messages by communicator and tag and reports truncation itself, and its collectives
+// (MPI_Allreduce) cannot be told apart by a field of ours.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+
+namespace flotilla::transport {
+
+enum class OpKind : std::uint8_t {
+  none = 0,  // not declared: not checked
+  ring_allreduce = 1,
+  broadcast = 2,
+  allreduce_small = 3,
+  barrier = 4,
+  ps_push = 5,
+  ps_reply = 6,
+};
+
+inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
+  switch (k) {
+    case OpKind::none: return "an undeclared operation";
+    case OpKind::ring_allreduce: return "ring_allreduce";
+    case OpKind::broadcast: return "broadcast";
+    case OpKind::allreduce_small: return "allreduce_small";
+    case OpKind::barrier: return "barrier";
+    case OpKind::ps_push: return "parameter-server push";
+    case OpKind::ps_reply: return "parameter-server reply";
+  }
+  return "an unknown operation";
+}
+
+/// One collective call: its kind, which call of that tag it is on this rank (counted by the
+/// transport: 1 for the first), and how many elements it reduces or sends in all.
+struct Operation {
+  OpKind kind = OpKind::none;
+  std::uint32_t round = 0;     // 24 bits on the wire
+  std::uint64_t elements = 0;  // 32 bits on the wire
+
+  static constexpr std::uint32_t round_mask = 0xFFFFFFu;
+
+  /// The packed fingerprint; 0 for OpKind::none (not checked).
+  constexpr std::uint64_t fingerprint() const noexcept {
+    if (kind == OpKind::none) return 0;
+    return std::uint64_t{static_cast<std::uint8_t>(kind)} << 56 | std::uint64_t{round & round_mask} << 32 |
+           (elements & 0xFFFFFFFFu);
+  }
+  static constexpr Operation from_fingerprint(std::uint64_t f) noexcept {
+    return {static_cast<OpKind>(f >> 56), static_cast<std::uint32_t>(f >> 32) & round_mask, f & 0xFFFFFFFFu};
+  }
+  /// "ring_allreduce #7 of 1000 elements", for error messages.
+  std::string describe() const {
+    if (kind == OpKind::none) return std::string(op_kind_name(kind));
+    return std::string(op_kind_name(kind)) + " #" + std::to_string(round) + " of " + std::to_string(elements) +
+           " elements";
+  }
+  friend constexpr bool operator==(const Operation&, const Operation&) = default;
+};
+
+/// Whether two fingerprints can belong to the same collective call (an undeclared side matches
+/// anything).
+inline constexpr bool fingerprints_agree(std::uint64_t a, std::uint64_t b) noexcept { return a == 0 || b == 0 || a == b; }
+
+/// A transport whose messages carry the operation in progress on a tag.
+template <class E>
+concept OperationAware = requires(E& e, Tag tag, OpKind kind, std::uint64_t elements) {
+  e.begin_operation(tag, kind, elements);
+  e.end_operation(tag);
+};
+
+/// Declares, for the lifetime of the scope, that messages on `tag` belong to one call of `kind`
+/// over `elements` elements; does nothing on a transport that does not check operations.
+template <class E>
+class OperationScope {
+ public:
+  OperationScope(E& e, Tag tag, OpKind kind, std::uint64_t elements) : e_(e), tag_(tag) {
+    if constexpr (OperationAware<E>) e_.begin_operation(tag, kind, elements);
+  }
+  ~OperationScope() {
+    if constexpr (OperationAware<E>) e_.end_operation(tag_);
+  }
+  OperationScope(const OperationScope&) = delete;
+  OperationScope& operator=(const OperationScope&) = delete;
+
+ private:
+  E& e_;
+  Tag tag_;
+};
+
+}  // namespace flotilla::transport
+// ---- end flotilla/transport/operation.hpp ----
+
 namespace flotilla::collective {
 
 /// values = the element-wise sum of every rank's `values` (same size on every rank). For small
@@ -6940,6 +7257,7 @@ void allreduce_sum(E& e, std::span<T> values, Tag tag = default_tags::allreduce_
   using Wire = codec::Raw<T>;
   const std::size_t n = e.size(), rank = e.rank();
   if (n == 1 || values.empty()) return;
+  transport::OperationScope<E> op(e, tag, transport::OpKind::allreduce_small, values.size());
   std::vector<std::byte> bytes(Wire::encoded_size(values.size()));
   // Reduce: in round `mask`, ranks with that bit set send their partial sum down and stop.
   std::size_t mask = 1;
@@ -7035,6 +7353,7 @@ void broadcast(E& e, std::span<T> data, std::size_t root, const BroadcastOptions
   if (root >= e.size())
     throw ConfigError("broadcast: root " + std::to_string(root) + ", but the job has " + std::to_string(e.size()) +
                       " ranks");
+  transport::OperationScope<E> op(e, options.tag, transport::OpKind::broadcast, data.size());
   if constexpr (std::endian::native == std::endian::little) {
     detail::chain_broadcast_bytes(e, std::as_writable_bytes(data), root, options);
   } else {
@@ -7427,7 +7746,10 @@ void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
       return;
     }
   }
-  if (n > 1) detail::RingAllreduce<Wire, E, T>(e, data, options).run();
+  if (n > 1) {
+    transport::OperationScope<E> op(e, options.tag, transport::OpKind::ring_allreduce, data.size());
+    detail::RingAllreduce<Wire, E, T>(e, data, options).run();
+  }
   if constexpr (std::is_floating_point_v<T>)
     if (options.prescale && !options.average && n > 1) detail::scale_all(data, static_cast<T>(n), false);
 }
@@ -7621,9 +7943,17 @@ struct Synchronous<topology::ParameterServer> {
 // the result does not depend on arrival order, then one update) or applies each push as it comes
 // (asynchronous), replying to a worker only while it is at most `staleness_bound` pushes ahead of
 // the slowest worker still training (stale synchronous parallel).
+//
+// A worker that dies or stalls (the transport throws PeerLostError naming it): an asynchronous
+// server drops it from the set and goes on serving the others (the staleness bound then counts
+// only live workers, or they would wait forever for the dead one's clock). A synchronous server
+// cannot (a step needs every worker's gradient) and stops with the transport's error, which names
+// the rank, its host and the operation. A dead server ends the job the same way on its workers.
+// Workers that restart and rejoin a running server are not supported yet.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -7764,6 +8094,10 @@ class ParameterServerShard {
   optimizer_state& optimizer_buffers() noexcept { return state_; }
   /// Updates applied so far (the learning-rate schedule's step on this shard).
   std::uint64_t updates() const noexcept { return updates_; }
+  /// Pushes received and applied (or summed into a step) so far.
+  std::uint64_t pushes() const noexcept { return pushes_; }
+  /// Why each worker dropped by serve() was dropped (asynchronous serving only), in order.
+  const std::vector<std::string>& dropped_workers() const noexcept { return dropped_; }
 
   static std::size_t push_size(std::size_t n) { return PsHeader::size + Codec::encoded_size(n); }
   static std::size_t full_size(std::size_t n) { return PsHeader::size + n * sizeof(T); }
@@ -7780,6 +8114,26 @@ class ParameterServerShard {
     std::vector<char> pushed(workers, 0), done(workers, 0), pending(workers, 0);
     std::vector<std::uint64_t> clock(workers, 0), staleness(workers, 0);
     std::size_t done_count = 0;
+    // Asynchronous serving survives a lost worker, when the transport can go on without a peer.
+    bool tolerate = false;
+    if constexpr (requires { e.continue_without_lost_peers(true); }) {
+      tolerate = !aggregate;
+      if (tolerate) e.continue_without_lost_peers(true);
+    }
+    auto drop = [&](const PeerLostError& err) {
+      const std::size_t w = err.peer();
+      if (!tolerate || w >= workers) throw err;
+      if (done[w]) return;
+      done[w] = 1;
+      pending[w] = 0;
+      ++done_count;
+      dropped_.push_back(err.what());
+      std::size_t live = 0;
+      for (std::size_t v = 0; v < workers; ++v) live += done[v] ? 0 : 1;
+      std::fprintf(stderr, "flotilla: parameter server %zu: dropped worker %zu, going on (%zu still training): %s\n",
+                   e.rank(), w, live, err.what());
+      std::fflush(stderr);
+    };
 
     auto apply = [&](std::span<const T> gradient) {
       optimizer.update(std::span<T>(params_), gradient, state_, std::span<const TensorInfo>(tensors_),
@@ -7805,14 +8159,24 @@ class ParameterServerShard {
       return m;
     };
     // Releases the waiting workers that are within the bound of the slowest one still training.
+    // A worker lost while being answered is dropped; the slowest may then have changed.
     auto release = [&] {
-      const std::uint64_t low = slowest();
-      for (std::size_t w = 0; w < workers; ++w) {
-        if (!pending[w]) continue;
-        const std::uint64_t ahead = low == std::numeric_limits<std::uint64_t>::max() ? 0 : clock[w] - std::min(clock[w], low);
-        if (ahead <= staleness_bound) {
-          pending[w] = 0;
-          send_reply(w, ahead);
+      for (bool again = true; again;) {
+        again = false;
+        const std::uint64_t low = slowest();
+        for (std::size_t w = 0; w < workers; ++w) {
+          if (!pending[w]) continue;
+          const std::uint64_t ahead =
+              low == std::numeric_limits<std::uint64_t>::max() ? 0 : clock[w] - std::min(clock[w], low);
+          if (ahead <= staleness_bound) {
+            pending[w] = 0;
+            try {
+              send_reply(w, ahead);
+            } catch (const PeerLostError& err) {
+              drop(err);
+              again = true;
+            }
+          }
         }
       }
     };
@@ -7837,7 +8201,14 @@ class ParameterServerShard {
     };
 
     while (done_count < workers) {
-      const std::size_t w = e.recv_any(protocol_tags::ps_push, in);
+      std::size_t w = 0;
+      try {
+        w = e.recv_any(protocol_tags::ps_push, in);
+      } catch (const PeerLostError& err) {
+        drop(err);
+        if (!aggregate) release();
+        continue;
+      }
       if (w >= workers)
         throw TransportError("parameter server " + std::to_string(e.rank()) + ": push from rank " + std::to_string(w) +
                              ", which is not a worker");
@@ -7845,14 +8216,23 @@ class ParameterServerShard {
       const auto payload = std::span<const std::byte>(in).subspan(PsHeader::size);
       switch (h.kind) {
         case PsHeader::hello:
-          send_full(w);
+          try {
+            send_full(w);
+          } catch (const PeerLostError& err) {
+            drop(err);
+          }
           break;
         case PsHeader::done:
           if (!done[w]) {
             done[w] = 1;
             ++done_count;
           }
-          send_full(w);
+          try {
+            send_full(w);
+          } catch (const PeerLostError& err) {
+            if (!tolerate) throw;
+            (void)err;  // it had finished: nothing is lost
+          }
           if (aggregate) {
             aggregate_if_complete();
           } else {
@@ -7869,11 +8249,13 @@ class ParameterServerShard {
                                    " pushed twice in one synchronous step");
             Codec::decode(payload, std::span<T>(slots[w]));
             pushed[w] = 1;
+            ++pushes_;
             aggregate_if_complete();
           } else {
             staleness[w] = updates_ - std::min(updates_, h.version);
             Codec::decode(payload, std::span<T>(sum));
             apply(std::span<const T>(sum));
+            ++pushes_;
             ++clock[w];
             pending[w] = 1;
             release();
@@ -7892,6 +8274,8 @@ class ParameterServerShard {
   optimizer_state state_;
   std::vector<TensorInfo> tensors_;
   std::uint64_t updates_ = 0;
+  std::uint64_t pushes_ = 0;
+  std::vector<std::string> dropped_;
 };
 
 /// A worker's side of the protocol with every server.
@@ -8593,6 +8977,18 @@ class Group {
       throw TransportError("rank " + std::to_string(e_->rank()) + ": message with tag " + std::to_string(tag) +
                            " from rank " + std::to_string(from) + ", which is not in this group");
     return static_cast<std::size_t>(it - members_.begin());
+  }
+
+  /// Operations declared on the group are declared on its endpoint (transport/operation.hpp).
+  void begin_operation(Tag tag, OpKind kind, std::uint64_t elements)
+    requires OperationAware<E>
+  {
+    e_->begin_operation(tag, kind, elements);
+  }
+  void end_operation(Tag tag) noexcept
+    requires OperationAware<E>
+  {
+    e_->end_operation(tag);
   }
 
   /// A dissemination barrier: log2(size) rounds of one message each way.

@@ -1,9 +1,9 @@
 # cmake -DMPIEXEC=... -DNUMPROC_FLAG=... -DRANKS=3 "-DPREFLAGS=..." -DPROGRAM=... "-DPOSTFLAGS=..."
-#       -DLIMIT=<seconds> [-DMODE=throws|stalls] -P check_rank_failure.cmake
+#       -DLIMIT=<seconds> [-DMODE=throws|stalls|kill] -P check_rank_failure.cmake
 #
 # Runs rank_failure.cpp under mpirun and checks that the job fails (non-zero exit status), that the
-# failure was printed, and that it ended within LIMIT seconds: through MPI_Abort (MODE throws) or
-# the allreduce watchdog (MODE stalls), not through the other ranks' 30 s timeouts, and certainly
+# failure was printed, and that it ended within LIMIT seconds: through MPI_Abort (MODE throws), the
+# allreduce watchdog (MODE stalls) or mpirun noticing a rank killed by SIGKILL (MODE kill), not through the other ranks' 30 s timeouts, and certainly
 # not by hanging (killed after 120 s).
 cmake_minimum_required(VERSION 3.21)
 string(TIMESTAMP started "%s" UTC)
@@ -19,7 +19,13 @@ endif()
 if(rc MATCHES "timeout|[Tt]erminated")
   message(FATAL_ERROR "the job hung: killed after 120 s")
 endif()
-if(MODE STREQUAL "stalls")
+if(MODE STREQUAL "kill")
+  set(expected "process rank 1 with PID")
+  string(FIND "${out}" "signal 9" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the output does not say that rank 1 was killed by signal 9")
+  endif()
+elseif(MODE STREQUAL "stalls")
   # Any of the waiting ranks may be the first to fire; rank 0 always waits.
   set(expected "failed: allreduce_sum of 4 values timed out after 2000 ms (some rank did not take part")
 else()

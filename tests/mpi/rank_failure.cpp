@@ -5,7 +5,12 @@
 //           naming the rank and ends the whole job with MPI_Abort;
 //   stalls  rank 1 stays alive but never joins an allreduce_sum the others are in (a blocking
 //           MPI_Allreduce): their watchdog prints which call timed out and ends the job, after the
-//           2 s timeout this mode sets.
+//           2 s timeout this mode sets;
+//   kill    rank 1 is killed with SIGKILL while the others wait in a receive: mpirun must notice
+//           and end the job, naming the rank. (Open MPI 4.1 without ULFM cannot go on after a rank
+//           dies, whatever the policy: an asynchronous job over MPI stops too.)
+#include <signal.h>
+
 #include <chrono>
 #include <stdexcept>
 #include <string_view>
@@ -17,13 +22,15 @@
 using flotilla::transport::Mpi;
 
 int main(int argc, char** argv) {
-  const bool stalls = argc > 1 && std::string_view(argv[1]) == "stalls";
+  const std::string_view mode = argc > 1 ? argv[1] : "throws";
+  const bool stalls = mode == "stalls";
   Mpi::options o;
   o.timeout = stalls ? std::chrono::seconds(2) : std::chrono::seconds(30);
   Mpi::run(o, Mpi::launched_ranks(), [&](Mpi::endpoint& e) {
     if (e.rank() == 1) {
       if (stalls) std::this_thread::sleep_for(std::chrono::minutes(5));  // ended by mpirun long before
       std::this_thread::sleep_for(std::chrono::milliseconds(100));       // the others are waiting by now
+      if (mode == "kill") ::raise(SIGKILL);
       throw std::runtime_error("rank one broke on purpose");
     }
     if (stalls) {

@@ -9,6 +9,8 @@
 //   kill K                rank K kills itself (SIGKILL) in the middle of the job; rank 0 waits for a
 //                         message from K, the others for one from rank 0: all must fail at once
 //                         with an error naming rank K
+//   stall K               as kill, but rank K stops itself (SIGSTOP): its connections stay open, only
+//                         its heartbeats stop; the others must fail within the stall limit naming it
 //   timeout MS            rank 0, with a timeout of MS ms, receives from rank 1, which never sends
 //                         (it waits in a barrier): the receive must fail after MS, not much later
 //   print                 prints two lines to stdout, one to stderr, and a last line without newline
@@ -70,13 +72,17 @@ int main(int argc, char** argv) {
       std::printf("not stopped\n");
       return 1;
     }
-    if (mode == "fail" || mode == "kill") {
+    if (mode == "fail" || mode == "kill" || mode == "stall") {
       const std::size_t k = arg(argc, argv, 2);
       Tcp::run(o, o.world_size, [&](TcpEndpoint& e) {
         e.barrier();
         if (rank == k) {
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
           if (mode == "kill") ::raise(SIGKILL);
+          if (mode == "stall") {
+            ::raise(SIGSTOP);  // the launcher's timeout ends it
+            return;
+          }
           throw std::runtime_error("rank " + std::to_string(k) + " broke");
         }
         std::vector<std::byte> b(64);

@@ -9,7 +9,9 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,11 +20,15 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "flotilla/cli/flags.hpp"
+#include "flotilla/collective/broadcast.hpp"
+#include "flotilla/collective/ring_allreduce.hpp"
+#include "flotilla/core/hmac.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "flotilla/transport/tcp_launch.hpp"
 
@@ -45,22 +51,59 @@ long long ms_since(Clock::time_point t0) {
 class ScopedEnv {
  public:
   ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (const char* name : {"FLOTILLA_RANK", "FLOTILLA_WORLD_SIZE", "FLOTILLA_COORDINATOR", "FLOTILLA_BIND",
-                             "FLOTILLA_TIMEOUT_MS", "FLOTILLA_CONNECT_TIMEOUT_MS", "FLOTILLA_SOCKET_BUFFER"}) {
+    for (const char* name : names) {
       if (const char* v = std::getenv(name)) saved_[name] = v;
       ::unsetenv(name);
     }
     for (const auto& [k, v] : vars) ::setenv(k, v, 1);
   }
   ~ScopedEnv() {
-    for (const char* name : {"FLOTILLA_RANK", "FLOTILLA_WORLD_SIZE", "FLOTILLA_COORDINATOR", "FLOTILLA_BIND",
-                             "FLOTILLA_TIMEOUT_MS", "FLOTILLA_CONNECT_TIMEOUT_MS", "FLOTILLA_SOCKET_BUFFER"})
-      ::unsetenv(name);
+    for (const char* name : names) ::unsetenv(name);
     for (const auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
   }
 
  private:
+  static constexpr const char* names[] = {"FLOTILLA_RANK",         "FLOTILLA_WORLD_SIZE",   "FLOTILLA_COORDINATOR",
+                                          "FLOTILLA_BIND",         "FLOTILLA_TIMEOUT_MS",   "FLOTILLA_CONNECT_TIMEOUT_MS",
+                                          "FLOTILLA_SOCKET_BUFFER", "FLOTILLA_SECRET",      "FLOTILLA_SECRET_FILE",
+                                          "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA"};
   std::map<std::string, std::string> saved_;
+};
+
+/// What a rank's transport logged (TcpOptions::log): a count, and the first lines.
+class Log {
+ public:
+  std::function<void(const std::string&)> sink() {
+    return [state = state_](const std::string& line) {
+      const std::lock_guard lock(state->m);
+      ++state->count;
+      if (state->lines.size() < 50) state->lines.push_back(line);
+    };
+  }
+  std::size_t count() const {
+    const std::lock_guard lock(state_->m);
+    return state_->count;
+  }
+  bool has(const std::string& part) const {
+    const std::lock_guard lock(state_->m);
+    for (const auto& l : state_->lines)
+      if (l.find(part) != std::string::npos) return true;
+    return false;
+  }
+  std::string text() const {
+    const std::lock_guard lock(state_->m);
+    std::string s;
+    for (const auto& l : state_->lines) s += l + "\n";
+    return s;
+  }
+
+ private:
+  struct State {
+    mutable std::mutex m;
+    std::size_t count = 0;
+    std::vector<std::string> lines;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 std::string config_error(const std::function<void()>& f) {
@@ -372,6 +415,49 @@ TEST_CASE("wire: headers and control payloads round-trip; corruption is detected
   CHECK(!wire::decode_table(tb));
 }
 
+TEST_CASE("wire: every header is judged before its payload: version, bounds per kind, payload CRC") {
+  auto judged = [](wire::Header h) { return wire::header_problem(wire::decode(wire::encode(h)), 1000); };
+  wire::Header h;
+  h.type = wire::FrameType::data;
+  h.payload_length = 1000;
+  CHECK(judged(h).empty());
+  h.payload_length = 1001;
+  CHECK(contains(judged(h), "a data frame of 1001 bytes (at most 1000)"));
+  h.type = wire::FrameType::hello;
+  h.payload_length = wire::max_control_payload + 1;
+  CHECK(contains(judged(h), "a hello frame of 1048577 bytes"));
+  for (const auto t : {wire::FrameType::heartbeat, wire::FrameType::barrier, wire::FrameType::goodbye}) {
+    h.type = t;
+    h.payload_length = 1;
+    CHECK(contains(judged(h), "-byte payload"));
+  }
+  h.type = wire::FrameType::auth;
+  h.payload_length = 31;
+  CHECK(contains(judged(h), "an auth frame of 31 bytes"));
+  h.payload_length = 32;
+  CHECK(judged(h).empty());
+  h.version = 1;
+  CHECK(contains(judged(h), "protocol version 1, this side speaks version 2"));
+  // The payload CRC: set by seal_payload, checked by payload_problem; a frame without the flag is
+  // not checked.
+  std::vector<std::byte> p(100, std::byte{1});
+  wire::Header d;
+  d.type = wire::FrameType::data;
+  CHECK(wire::payload_problem(d, p).empty());
+  wire::seal_payload(d, p);
+  CHECK((d.flags & wire::header_flags::payload_crc) != 0);
+  CHECK(wire::payload_problem(d, p).empty());
+  p[50] = std::byte{2};
+  CHECK(contains(wire::payload_problem(d, p), "bad payload CRC"));
+  // A hello carries the auth flag and the nonce; any other auth value is malformed.
+  wire::Hello hello{4, 3, 99, 4242, "node7.example", 1, {}};
+  hello.nonce[31] = 9;
+  auto bytes = wire::encode_hello(hello);
+  CHECK(wire::decode_hello(bytes) == hello);
+  bytes[bytes.size() - 33] = std::byte{2};
+  CHECK(!wire::decode_hello(bytes));
+}
+
 // ---- handshake -------------------------------------------------------------------------------------
 
 TEST_CASE("handshake: a world-size mismatch is refused with both sizes") {
@@ -387,13 +473,16 @@ TEST_CASE("handshake: a world-size mismatch is refused with both sizes") {
     CHECK(contains(e, "world size 2"));
   }
   CHECK(contains(e0, "tcp rank 0 of 2"));
-  CHECK(contains(e1, "refused this rank"));
+  CHECK(contains(e1, "tcp rank 1 of 3"));
 }
 
 TEST_CASE("handshake: a protocol-version mismatch is refused with both versions, on either side") {
-  {  // a peer of another version registers with rank 0
+  {  // a peer of another version registers with rank 0: refused, told why, and the job goes on
     const auto port = transport::pick_free_port();
-    RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});
+    Log log;
+    auto o0 = job(0, 2, port);
+    o0.log = log.sink();
+    RankThread r0(o0, [](TcpEndpoint& e) { e.barrier(); });
     FakePeer peer(port);
     peer.hello(2, 1, wire::protocol_version + 1);
     const auto reply = peer.read();
@@ -401,10 +490,14 @@ TEST_CASE("handshake: a protocol-version mismatch is refused with both versions,
     CHECK(reply->first.type == wire::FrameType::refuse);
     CHECK(contains(reply->second, "version " + std::to_string(wire::protocol_version + 1)));
     CHECK(contains(reply->second, "version " + std::to_string(wire::protocol_version)));
-    const std::string e0 = r0.error();
-    CAPTURE(e0);
-    CHECK(contains(e0, "protocol version mismatch"));
-    CHECK(contains(e0, "127.0.0.1:"));
+    CHECK(peer.closed());
+    RankThread r1(job(1, 2, port), [](TcpEndpoint& e) { e.barrier(); });
+    CHECK(r0.error() == "");
+    CHECK(r1.error() == "");
+    CAPTURE(log.text());
+    CHECK(log.count() == 1);
+    CHECK(log.has("protocol version mismatch"));
+    CHECK(log.has("a connection from 127.0.0.1:"));
   }
   {  // a coordinator of another version answers rank 1
     auto io = std::make_shared<boost::asio::io_context>();
@@ -460,44 +553,71 @@ TEST_CASE("handshake: a rendezvous with a missing rank times out naming it") {
 
 // ---- hostile input ---------------------------------------------------------------------------------
 
-TEST_CASE("hostile: garbage sent to a listening rank drops the connection with an error") {
+namespace {
+
+/// Runs a job of two ranks with a coordinator that logs to `log`; `attack(port)` runs while rank 0
+/// waits for rank 1 to register; rank 1 starts after it. Both must then complete an exchange.
+void survive(const std::function<void(std::uint16_t)>& attack, Log& log, const std::string& secret = "") {
   const auto port = transport::pick_free_port();
-  RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});
-  FakePeer peer(port);
-  peer.write(bytes_of("GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curious\r\n\r\n"));
-  CHECK(peer.closed());
-  const std::string e0 = r0.error();
-  CAPTURE(e0);
-  CHECK(contains(e0, "bad magic number"));
-  CHECK(contains(e0, "a connection from 127.0.0.1:"));
+  auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+  o0.log = log.sink();
+  o0.secret = o1.secret = secret;
+  o0.connect_timeout = std::chrono::seconds(60);
+  auto body = [](TcpEndpoint& e) {
+    std::vector<std::byte> b(1000, std::byte{static_cast<unsigned char>(e.rank())}), in(1000);
+    e.sendrecv(1 - e.rank(), 3, b, 1 - e.rank(), in);
+    if (in[0] != std::byte{static_cast<unsigned char>(1 - e.rank())}) throw std::runtime_error("wrong data");
+  };
+  RankThread r0(o0, body);
+  attack(port);
+  RankThread r1(o1, body);
+  CHECK(r0.error() == "");
+  CHECK(r1.error() == "");
 }
 
-TEST_CASE("hostile: a header with a bad CRC, or announcing a huge payload, is refused before reading on") {
-  {
-    const auto port = transport::pick_free_port();
-    RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});
-    FakePeer peer(port);
-    wire::Header h;
-    h.type = wire::FrameType::hello;
-    peer.frame(h, wire::encode_hello({2, 1, 0, 1, "127.0.0.1"}), /*break_crc=*/true);
-    CHECK(peer.closed());
-    const std::string e0 = r0.error();
-    CAPTURE(e0);
-    CHECK(contains(e0, "bad header CRC"));
-  }
-  {
-    const auto port = transport::pick_free_port();
-    RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});
-    FakePeer peer(port);
-    wire::Header h;
-    h.type = wire::FrameType::hello;
-    h.payload_length = 1ull << 40;  // a terabyte: must not be allocated
-    peer.write(wire::encode(h));
-    CHECK(peer.closed());
-    const std::string e0 = r0.error();
-    CAPTURE(e0);
-    CHECK(contains(e0, "1099511627776 bytes"));
-  }
+}  // namespace
+
+TEST_CASE("hostile: garbage sent to a listening rank is dropped and logged; the job goes on") {
+  Log log;
+  survive(
+      [](std::uint16_t port) {
+        FakePeer peer(port);
+        peer.write(bytes_of("GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curious\r\n\r\n"));
+        CHECK(peer.closed());
+      },
+      log);
+  CAPTURE(log.text());
+  CHECK(log.count() == 1);
+  CHECK(log.has("bad magic number"));
+  CHECK(log.has("a connection from 127.0.0.1:"));
+  CHECK(log.has("dropped it"));
+}
+
+TEST_CASE("hostile: a header with a bad CRC, or announcing a huge payload, is dropped before reading on") {
+  Log log;
+  survive(
+      [](std::uint16_t port) {
+        {
+          FakePeer peer(port);
+          wire::Header h;
+          h.type = wire::FrameType::hello;
+          peer.frame(h, wire::encode_hello({2, 1, 0, 1, "127.0.0.1"}), /*break_crc=*/true);
+          CHECK(peer.closed());
+        }
+        {
+          FakePeer peer(port);
+          wire::Header h;
+          h.type = wire::FrameType::hello;
+          h.payload_length = 1ull << 40;  // a terabyte: must not be allocated
+          peer.write(wire::encode(h));
+          CHECK(peer.closed());
+        }
+      },
+      log);
+  CAPTURE(log.text());
+  CHECK(log.count() == 2);
+  CHECK(log.has("bad header CRC"));
+  CHECK(log.has("1099511627776 bytes"));
 }
 
 namespace {
@@ -734,6 +854,49 @@ TEST_CASE("failure: a peer killed with SIGKILL mid-job fails the others at once,
   }
 }
 
+TEST_CASE("failure: a peer stopped with SIGSTOP is detected within the stall limit, naming it") {
+  Captured cap;
+  auto o = launch_options(3, {"stall", "1"}, cap);
+  o.stop_on_failure = false;  // let the survivors report
+  o.environment = {"FLOTILLA_HEARTBEAT_MS=100"};  // stall limit: 6 x 100 ms
+  o.timeout = std::chrono::seconds(4);           // then the launcher kills the stopped rank
+  o.grace = std::chrono::milliseconds(200);
+  const auto result = transport::launch(o);
+  REQUIRE(result.ranks.size() == 3);
+  for (std::size_t r : {0u, 2u}) {
+    const std::string out = cap.of(r);
+    CAPTURE(r);
+    CAPTURE(out);
+    CHECK(result.ranks[r].exited);
+    CHECK(result.ranks[r].status == 3);  // caught the TransportError
+    CHECK(contains(out, "tcp rank " + std::to_string(r) + " of 3"));
+    CHECK(contains(out, "rank 1 at 127.0.0.1:"));
+    CHECK(contains(out, "has sent nothing, not even a heartbeat, for 600 ms"));
+    CHECK(contains(out, "stalled"));
+    const long long ms = caught_after(out);
+    // The victim stops 200 ms in; silence is counted from its last heartbeat.
+    CHECK(ms >= 600);
+    CHECK(ms < 2000);
+  }
+  CHECK(cap.of(0).find("recv from rank 1") != std::string::npos);
+}
+
+TEST_CASE("failure: a peer busy for longer than the stall limit is not stalled: its heartbeats speak for it") {
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+  o0.heartbeat_interval = o1.heartbeat_interval = std::chrono::milliseconds(50);  // stall limit 300 ms
+  std::vector<std::byte> got(8);
+  RankThread r0(o0, [&](TcpEndpoint& e) { e.recv(1, 4, got); });
+  RankThread r1(o1, [](TcpEndpoint& e) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // computing, not in the transport
+    const std::vector<std::byte> b(8, std::byte{5});
+    e.send(0, 4, b);
+  });
+  CHECK(r0.error() == "");
+  CHECK(r1.error() == "");
+  CHECK(got[7] == std::byte{5});
+}
+
 TEST_CASE("failure: across processes, the first failure is what every rank reports") {
   Captured cap;
   auto o = launch_options(4, {"fail", "2"}, cap);
@@ -946,4 +1109,330 @@ TEST_CASE("launcher: argument parsing") {
   CHECK(o->command == std::vector<std::string>{"prog", "--flag", "x"});
   const char* bad[] = {"flotilla-launch", "-n", "2", "--timeout", "soon", "prog"};
   CHECK(contains(config_error([&] { (void)transport::parse_launch_args(6, bad); }), "--timeout: 'soon'"));
+}
+
+// ---- authentication, integrity, fingerprints ----------------------------------------------------------
+
+namespace {
+
+std::string hex(const Sha256::Digest& d) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s;
+  for (const auto b : d) {
+    s += digits[b >> 4];
+    s += digits[b & 0xF];
+  }
+  return s;
+}
+
+std::string hmac_hex(const std::string& key, const std::string& data) {
+  return hex(HmacSha256(key).update(data).digest());
+}
+
+}  // namespace
+
+TEST_CASE("auth: SHA-256 and HMAC-SHA256 match the FIPS 180-4 and RFC 4231 test vectors") {
+  CHECK(hex(sha256(std::string_view(""))) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(hex(sha256(std::string_view("abc"))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(hex(sha256(std::string_view("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"))) ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  {  // a million 'a', fed in uneven pieces: the block boundary handling of update()
+    Sha256 h;
+    const std::string chunk(997, 'a');
+    std::size_t left = 1'000'000;
+    while (left > 0) {
+      const std::size_t n = std::min(left, chunk.size());
+      h.update(std::string_view(chunk).substr(0, n));
+      left -= n;
+    }
+    CHECK(hex(h.digest()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  }
+  // RFC 4231 test cases 1, 2, 3, 4, 6 and 7 (6 and 7: keys longer than a block, hashed first).
+  CHECK(hmac_hex(std::string(20, '\x0b'), "Hi There") ==
+        "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  CHECK(hmac_hex("Jefe", "what do ya want for nothing?") ==
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  CHECK(hmac_hex(std::string(20, '\xaa'), std::string(50, '\xdd')) ==
+        "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+  std::string key4;
+  for (int i = 1; i <= 25; ++i) key4 += static_cast<char>(i);
+  CHECK(hmac_hex(key4, std::string(50, '\xcd')) == "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
+  CHECK(hmac_hex(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First") ==
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  CHECK(hmac_hex(std::string(131, '\xaa'),
+                 "This is a test using a larger than block-size key and a larger than block-size data. The key needs "
+                 "to be hashed before being used by the HMAC algorithm.") ==
+        "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+  const std::array<std::uint8_t, 3> a{1, 2, 3}, b{1, 2, 3}, c{1, 2, 4};
+  CHECK(constant_time_equal(a, b));
+  CHECK(!constant_time_equal(a, c));
+  CHECK(!constant_time_equal(std::span<const std::uint8_t>(a).first(2), b));
+}
+
+TEST_CASE("auth: the secret from a file only its owner can read; required off loopback") {
+  const std::string path = "/tmp/flotilla_secret_test_" + std::to_string(::getpid());
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f);
+    std::fputs("s3cret\n", f);
+    std::fclose(f);
+  }
+  ::chmod(path.c_str(), 0644);
+  {
+    ScopedEnv env({{"FLOTILLA_SECRET_FILE", path.c_str()}});
+    const std::string e = config_error([] { TcpOptions::from_environment(); });
+    CHECK(contains(e, "FLOTILLA_SECRET_FILE"));
+    CHECK(contains(e, "may be read by others (mode 0644)"));
+    CHECK(contains(e, "chmod 600"));
+  }
+  ::chmod(path.c_str(), 0600);
+  {
+    ScopedEnv env({{"FLOTILLA_SECRET_FILE", path.c_str()}});
+    CHECK(TcpOptions::from_environment().secret == "s3cret");  // without the newline
+  }
+  {
+    ScopedEnv env({{"FLOTILLA_SECRET_FILE", path.c_str()}, {"FLOTILLA_SECRET", "x"}});
+    CHECK(contains(config_error([] { TcpOptions::from_environment(); }), "both set"));
+  }
+  ::unlink(path.c_str());
+  {
+    ScopedEnv env({{"FLOTILLA_SECRET_FILE", path.c_str()}});
+    CHECK(contains(config_error([] { TcpOptions::from_environment(); }), "cannot open"));
+  }
+  {
+    ScopedEnv env({{"FLOTILLA_HEARTBEAT_MS", "250"}, {"FLOTILLA_CHECKSUM_DATA", "1"}});
+    const auto o = TcpOptions::from_environment();
+    CHECK(o.heartbeat_interval == std::chrono::milliseconds(250));
+    CHECK(o.stall_limit() == std::chrono::milliseconds(1500));
+    CHECK(o.checksum_data);
+  }
+  {
+    ScopedEnv env({{"FLOTILLA_CHECKSUM_DATA", "yes"}});
+    CHECK(contains(config_error([] { TcpOptions::from_environment(); }), "FLOTILLA_CHECKSUM_DATA: 'yes' is not 0 or 1"));
+  }
+  // Listening beyond loopback without a secret: refused before anything listens.
+  auto o = job(1, 2, 29500);
+  o.bind = "0.0.0.0";
+  const std::string e = config_error([&] { Tcp::run(o, 2, [](TcpEndpoint&) {}); });
+  CHECK(contains(e, "listens on 0.0.0.0 (FLOTILLA_BIND)"));
+  CHECK(contains(e, "FLOTILLA_SECRET"));
+  auto c = job(0, 2, 29500);
+  c.coordinator = "0.0.0.0:29500";
+  CHECK(contains(config_error([&] { Tcp::run(c, 2, [](TcpEndpoint&) {}); }), "coordinator address 0.0.0.0:29500"));
+}
+
+namespace {
+
+/// A client that speaks the handshake by hand: `hello_auth` is what its hello claims, `secret` the
+/// secret its proof uses (none sent when empty). Returns whether the server let it through (it
+/// then gets the table of ranks).
+bool fake_handshake(std::uint16_t port, std::uint8_t hello_auth, const std::string& secret) {
+  FakePeer peer(port);
+  wire::Hello m;
+  m.world_size = 2;
+  m.rank = 1;
+  m.listen_port = 1;
+  m.listen_host = "127.0.0.1";
+  m.auth = hello_auth;
+  m.nonce[0] = 42;
+  const auto mine = wire::encode_hello(m);
+  wire::Header h;
+  h.type = wire::FrameType::hello;
+  peer.frame(h, mine);
+  const auto reply = peer.read();
+  if (!reply || reply->first.type != wire::FrameType::hello) return false;
+  const auto proof = peer.read();
+  if (!proof || proof->first.type != wire::FrameType::auth) return false;
+  if (secret.empty()) return false;  // closes without a proof
+  {
+    const auto theirs = bytes_of(reply->second);
+    const auto d = wire::auth_proof(secret, wire::Role::client, mine, theirs);
+    wire::Header a;
+    a.type = wire::FrameType::auth;
+    a.sequence = 1;
+    peer.frame(a, std::span<const std::byte>(reinterpret_cast<const std::byte*>(d.data()), d.size()));
+  }
+  const auto next = peer.read();
+  return next && next->first.type == wire::FrameType::table;
+}
+
+long rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib;
+}
+
+/// One hostile connection of kind `k % 7` to `port`.
+void attack_once(std::uint16_t port, std::size_t k, std::mt19937& rng) {
+  FakePeer peer(port);
+  switch (k % 7) {
+    case 0: {  // random bytes (at least a header's worth: fewer would wait for the rest)
+      std::vector<std::byte> junk(wire::header_size + rng() % 300);
+      for (auto& b : junk) b = static_cast<std::byte>(rng());
+      peer.write(junk);
+      break;
+    }
+    case 1: {  // a truncated frame: half a header, then the connection ends
+      wire::Header h;
+      h.type = wire::FrameType::hello;
+      const auto b = wire::encode(h);
+      peer.write(std::span<const std::byte>(b).first(20));
+      return;
+    }
+    case 2: {  // a length far beyond any control frame
+      wire::Header h;
+      h.type = wire::FrameType::hello;
+      h.payload_length = 1ull << 62;
+      peer.write(wire::encode(h));
+      break;
+    }
+    case 3: {  // another protocol version
+      peer.hello(2, 1, wire::protocol_version + 7);
+      break;
+    }
+    case 4: {  // a truncated hello payload
+      wire::Header h;
+      h.type = wire::FrameType::hello;
+      h.payload_length = 100;
+      peer.write(wire::encode(h));
+      peer.write(std::vector<std::byte>(10));
+      return;
+    }
+    case 5: {  // no secret
+      peer.hello(2, 1);
+      break;
+    }
+    default:  // connects, and hangs up without a word
+      return;
+  }
+  peer.closed();
+}
+
+}  // namespace
+
+TEST_CASE("hostile: with a secret, strangers (no secret, a wrong one, garbage) are dropped and logged; the job completes") {
+  Log log;
+  const std::string secret = "correct horse battery staple";
+  survive(
+      [&](std::uint16_t port) {
+        CHECK(!fake_handshake(port, 0, ""));            // no secret
+        CHECK(!fake_handshake(port, 1, "wrong"));       // a wrong secret
+        CHECK(!fake_handshake(port, 1, ""));            // claims one, proves nothing (closes)
+        std::mt19937 rng(1);
+        for (std::size_t k = 0; k < 7; ++k) attack_once(port, k, rng);
+      },
+      log, secret);
+  CAPTURE(log.text());
+  CHECK(log.count() == 10);
+  CHECK(log.has("authentication required"));
+  CHECK(log.has("authentication failed"));
+  CHECK(log.has("bad magic number"));
+  CHECK(log.has("protocol version mismatch"));
+  CHECK(log.has("closed the connection"));
+
+  // A rank with the wrong secret is refused, and says why.
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+  o0.secret = secret;
+  o1.secret = "another";
+  o0.connect_timeout = std::chrono::milliseconds(1500);
+  o0.log = [](const std::string&) {};
+  RankThread r0(o0, [](TcpEndpoint&) {});
+  RankThread r1(o1, [](TcpEndpoint&) {});
+  const std::string e1 = r1.error();
+  CAPTURE(e1);
+  CHECK(contains(e1, "authentication failed"));
+  CHECK(contains(r0.error(), "did not register"));
+}
+
+TEST_CASE("hostile: 1000 bad connections to a live coordinator: each dropped, the job completes, memory stays flat") {
+  Log log;
+  long before = 0, after = 0;
+  survive(
+      [&](std::uint16_t port) {
+        std::mt19937 rng(7);
+        for (std::size_t k = 0; k < 140; ++k) attack_once(port, k, rng);  // warm up the allocator
+        before = rss_kib();
+        for (std::size_t k = 0; k < 1000; ++k) attack_once(port, k, rng);
+        after = rss_kib();
+      },
+      log, "s");
+  MESSAGE("RSS before " << before << " KiB, after 1000 bad connections " << after << " KiB");
+  CHECK(log.count() == 1140);  // every one of them logged
+  CHECK(before > 0);
+  CHECK(after - before < 2048);
+}
+
+TEST_CASE("hostile: a payload that does not match its CRC fails the receive, naming the peer") {
+  const auto port = transport::pick_free_port();
+  std::string e0;
+  RankThread r0(job(0, 2, port), [&](TcpEndpoint& e) {
+    std::vector<std::byte> b(64);
+    e.recv(1, 5, b);
+  });
+  {
+    RegisteredFake fake(port);
+    std::vector<std::byte> payload(64, std::byte{9});
+    wire::Header h;
+    h.type = wire::FrameType::data;
+    h.tag = 5;
+    h.sequence = 1;
+    wire::seal_payload(h, payload);
+    payload[17] ^= std::byte{4};  // corrupted on the way
+    fake.peer.frame(h, payload);
+    CHECK(fake.peer.closed());
+  }
+  e0 = r0.error();
+  CAPTURE(e0);
+  CHECK(contains(e0, "recv from rank 1 at 127.0.0.1:1 (tag 5) failed"));
+  CHECK(contains(e0, "bad payload CRC"));
+}
+
+TEST_CASE("wire: checked data frames and operation fingerprints; ranks in different collectives fail at once") {
+  {  // with CRCs on data frames, a job's messages arrive intact
+    const auto port = transport::pick_free_port();
+    auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+    o0.checksum_data = o1.checksum_data = true;
+    auto body = [](TcpEndpoint& e) {
+      std::vector<std::byte> out(100000, std::byte{3}), in(100000);
+      e.sendrecv(1 - e.rank(), 1, out, 1 - e.rank(), in);
+      if (in != out) throw std::runtime_error("corrupted");
+    };
+    RankThread r0(o0, body), r1(o1, body);
+    CHECK(r0.error() == "");
+    CHECK(r1.error() == "");
+  }
+  const transport::Operation op{transport::OpKind::broadcast, 7, 1000};
+  CHECK(transport::Operation::from_fingerprint(op.fingerprint()) == op);
+  CHECK(op.describe() == "broadcast #7 of 1000 elements");
+  CHECK(transport::Operation{}.fingerprint() == 0);
+  // Rank 0 broadcasts while rank 1 allreduces, on one tag and with messages of one size.
+  const auto port = transport::pick_free_port();
+  const auto t0 = Clock::now();
+  RankThread r0(job(0, 2, port), [](TcpEndpoint& e) {
+    std::vector<float> v(1000, 1.0f);
+    collective::BroadcastOptions o;
+    o.tag = 77;
+    collective::broadcast(e, std::span<float>(v), 1, o);
+  });
+  RankThread r1(job(1, 2, port), [](TcpEndpoint& e) {
+    std::vector<float> v(1000, 1.0f);
+    collective::RingOptions o;
+    o.tag = 77;
+    collective::ring_allreduce(e, std::span<float>(v), o);
+  });
+  const std::string e0 = r0.error(), e1 = r1.error();
+  CAPTURE(e0);
+  CAPTURE(e1);
+  CHECK(ms_since(t0) < 3000);
+  const std::string both = e0 + "\n" + e1;
+  CHECK(contains(both, "ring_allreduce #1 of 1000 elements"));
+  CHECK(contains(both, "broadcast #1 of 1000 elements"));
+  CHECK(contains(both, "disagree on which collective"));
+  CHECK(contains(both, "rank 1 at 127.0.0.1:"));
 }

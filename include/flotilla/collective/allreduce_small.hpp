@@ -11,6 +11,7 @@
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/collective/tags.hpp"
 #include "flotilla/concepts/transport.hpp"
+#include "flotilla/transport/operation.hpp"
 
 namespace flotilla::collective {
 
@@ -23,6 +24,7 @@ void allreduce_sum(E& e, std::span<T> values, Tag tag = default_tags::allreduce_
   using Wire = codec::Raw<T>;
   const std::size_t n = e.size(), rank = e.rank();
   if (n == 1 || values.empty()) return;
+  transport::OperationScope<E> op(e, tag, transport::OpKind::allreduce_small, values.size());
   std::vector<std::byte> bytes(Wire::encoded_size(values.size()));
   // Reduce: in round `mask`, ranks with that bit set send their partial sum down and stop.
   std::size_t mask = 1;

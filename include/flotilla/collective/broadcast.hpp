@@ -20,6 +20,7 @@
 #include "flotilla/collective/tags.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/transport/operation.hpp"
 
 namespace flotilla::collective {
 
@@ -69,6 +70,7 @@ void broadcast(E& e, std::span<T> data, std::size_t root, const BroadcastOptions
   if (root >= e.size())
     throw ConfigError("broadcast: root " + std::to_string(root) + ", but the job has " + std::to_string(e.size()) +
                       " ranks");
+  transport::OperationScope<E> op(e, options.tag, transport::OpKind::broadcast, data.size());
   if constexpr (std::endian::native == std::endian::little) {
     detail::chain_broadcast_bytes(e, std::as_writable_bytes(data), root, options);
   } else {

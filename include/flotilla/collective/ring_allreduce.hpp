@@ -30,6 +30,7 @@
 #include "flotilla/concepts/codec.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/transport/operation.hpp"
 
 namespace flotilla::collective {
 
@@ -273,7 +274,10 @@ void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
       return;
     }
   }
-  if (n > 1) detail::RingAllreduce<Wire, E, T>(e, data, options).run();
+  if (n > 1) {
+    transport::OperationScope<E> op(e, options.tag, transport::OpKind::ring_allreduce, data.size());
+    detail::RingAllreduce<Wire, E, T>(e, data, options).run();
+  }
   if constexpr (std::is_floating_point_v<T>)
     if (options.prescale && !options.average && n > 1) detail::scale_all(data, static_cast<T>(n), false);
 }

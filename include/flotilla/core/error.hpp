@@ -2,6 +2,7 @@
 // The exceptions flotilla throws. Every message names the problem and the place (file and offset,
 // layer, peer, flag) so that a user can act on it without a debugger.
 #include <cstdint>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -47,6 +48,18 @@ class ConfigError : public Error {
 class TransportError : public Error {
  public:
   using Error::Error;
+};
+
+/// A peer died or stalled (its connection closed, or it sent nothing, not even a heartbeat, for the
+/// transport's bound). `peer()` is its rank; what() names it, its host and the operation in flight.
+/// Topologies that can go on without a peer (asynchronous parameter servers) catch this one.
+class PeerLostError : public TransportError {
+ public:
+  PeerLostError(const std::string& what, std::size_t peer) : TransportError(what), peer_(peer) {}
+  std::size_t peer() const noexcept { return peer_; }
+
+ private:
+  std::size_t peer_;
 };
 
 /// Tensors passed to a layer, loss or optimizer disagree in shape.

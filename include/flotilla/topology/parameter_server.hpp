@@ -13,9 +13,17 @@
 // the result does not depend on arrival order, then one update) or applies each push as it comes
 // (asynchronous), replying to a worker only while it is at most `staleness_bound` pushes ahead of
 // the slowest worker still training (stale synchronous parallel).
+//
+// A worker that dies or stalls (the transport throws PeerLostError naming it): an asynchronous
+// server drops it from the set and goes on serving the others (the staleness bound then counts
+// only live workers, or they would wait forever for the dead one's clock). A synchronous server
+// cannot (a step needs every worker's gradient) and stops with the transport's error, which names
+// the rank, its host and the operation. A dead server ends the job the same way on its workers.
+// Workers that restart and rejoin a running server are not supported yet.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -101,6 +109,10 @@ class ParameterServerShard {
   optimizer_state& optimizer_buffers() noexcept { return state_; }
   /// Updates applied so far (the learning-rate schedule's step on this shard).
   std::uint64_t updates() const noexcept { return updates_; }
+  /// Pushes received and applied (or summed into a step) so far.
+  std::uint64_t pushes() const noexcept { return pushes_; }
+  /// Why each worker dropped by serve() was dropped (asynchronous serving only), in order.
+  const std::vector<std::string>& dropped_workers() const noexcept { return dropped_; }
 
   static std::size_t push_size(std::size_t n) { return PsHeader::size + Codec::encoded_size(n); }
   static std::size_t full_size(std::size_t n) { return PsHeader::size + n * sizeof(T); }
@@ -117,6 +129,26 @@ class ParameterServerShard {
     std::vector<char> pushed(workers, 0), done(workers, 0), pending(workers, 0);
     std::vector<std::uint64_t> clock(workers, 0), staleness(workers, 0);
     std::size_t done_count = 0;
+    // Asynchronous serving survives a lost worker, when the transport can go on without a peer.
+    bool tolerate = false;
+    if constexpr (requires { e.continue_without_lost_peers(true); }) {
+      tolerate = !aggregate;
+      if (tolerate) e.continue_without_lost_peers(true);
+    }
+    auto drop = [&](const PeerLostError& err) {
+      const std::size_t w = err.peer();
+      if (!tolerate || w >= workers) throw err;
+      if (done[w]) return;
+      done[w] = 1;
+      pending[w] = 0;
+      ++done_count;
+      dropped_.push_back(err.what());
+      std::size_t live = 0;
+      for (std::size_t v = 0; v < workers; ++v) live += done[v] ? 0 : 1;
+      std::fprintf(stderr, "flotilla: parameter server %zu: dropped worker %zu, going on (%zu still training): %s\n",
+                   e.rank(), w, live, err.what());
+      std::fflush(stderr);
+    };
 
     auto apply = [&](std::span<const T> gradient) {
       optimizer.update(std::span<T>(params_), gradient, state_, std::span<const TensorInfo>(tensors_),
@@ -142,14 +174,24 @@ class ParameterServerShard {
       return m;
     };
     // Releases the waiting workers that are within the bound of the slowest one still training.
+    // A worker lost while being answered is dropped; the slowest may then have changed.
     auto release = [&] {
-      const std::uint64_t low = slowest();
-      for (std::size_t w = 0; w < workers; ++w) {
-        if (!pending[w]) continue;
-        const std::uint64_t ahead = low == std::numeric_limits<std::uint64_t>::max() ? 0 : clock[w] - std::min(clock[w], low);
-        if (ahead <= staleness_bound) {
-          pending[w] = 0;
-          send_reply(w, ahead);
+      for (bool again = true; again;) {
+        again = false;
+        const std::uint64_t low = slowest();
+        for (std::size_t w = 0; w < workers; ++w) {
+          if (!pending[w]) continue;
+          const std::uint64_t ahead =
+              low == std::numeric_limits<std::uint64_t>::max() ? 0 : clock[w] - std::min(clock[w], low);
+          if (ahead <= staleness_bound) {
+            pending[w] = 0;
+            try {
+              send_reply(w, ahead);
+            } catch (const PeerLostError& err) {
+              drop(err);
+              again = true;
+            }
+          }
         }
       }
     };
@@ -174,7 +216,14 @@ class ParameterServerShard {
     };
 
     while (done_count < workers) {
-      const std::size_t w = e.recv_any(protocol_tags::ps_push, in);
+      std::size_t w = 0;
+      try {
+        w = e.recv_any(protocol_tags::ps_push, in);
+      } catch (const PeerLostError& err) {
+        drop(err);
+        if (!aggregate) release();
+        continue;
+      }
       if (w >= workers)
         throw TransportError("parameter server " + std::to_string(e.rank()) + ": push from rank " + std::to_string(w) +
                              ", which is not a worker");
@@ -182,14 +231,23 @@ class ParameterServerShard {
       const auto payload = std::span<const std::byte>(in).subspan(PsHeader::size);
       switch (h.kind) {
         case PsHeader::hello:
-          send_full(w);
+          try {
+            send_full(w);
+          } catch (const PeerLostError& err) {
+            drop(err);
+          }
           break;
         case PsHeader::done:
           if (!done[w]) {
             done[w] = 1;
             ++done_count;
           }
-          send_full(w);
+          try {
+            send_full(w);
+          } catch (const PeerLostError& err) {
+            if (!tolerate) throw;
+            (void)err;  // it had finished: nothing is lost
+          }
           if (aggregate) {
             aggregate_if_complete();
           } else {
@@ -206,11 +264,13 @@ class ParameterServerShard {
                                    " pushed twice in one synchronous step");
             Codec::decode(payload, std::span<T>(slots[w]));
             pushed[w] = 1;
+            ++pushes_;
             aggregate_if_complete();
           } else {
             staleness[w] = updates_ - std::min(updates_, h.version);
             Codec::decode(payload, std::span<T>(sum));
             apply(std::span<const T>(sum));
+            ++pushes_;
             ++clock[w];
             pending[w] = 1;
             release();
@@ -229,6 +289,8 @@ class ParameterServerShard {
   optimizer_state state_;
   std::vector<TensorInfo> tensors_;
   std::uint64_t updates_ = 0;
+  std::uint64_t pushes_ = 0;
+  std::vector<std::string> dropped_;
 };
 
 /// A worker's side of the protocol with every server.

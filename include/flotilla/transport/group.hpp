@@ -14,6 +14,7 @@
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/transport/operation.hpp"
 
 namespace flotilla::transport {
 
@@ -48,6 +49,18 @@ class Group {
       throw TransportError("rank " + std::to_string(e_->rank()) + ": message with tag " + std::to_string(tag) +
                            " from rank " + std::to_string(from) + ", which is not in this group");
     return static_cast<std::size_t>(it - members_.begin());
+  }
+
+  /// Operations declared on the group are declared on its endpoint (transport/operation.hpp).
+  void begin_operation(Tag tag, OpKind kind, std::uint64_t elements)
+    requires OperationAware<E>
+  {
+    e_->begin_operation(tag, kind, elements);
+  }
+  void end_operation(Tag tag) noexcept
+    requires OperationAware<E>
+  {
+    e_->end_operation(tag);
   }
 
   /// A dissemination barrier: log2(size) rounds of one message each way.

@@ -10,7 +10,10 @@
 //    ephemeral port of its bind address, registers (rank, host, port) with rank 0 and receives the
 //    table of every rank's address. Rank 0's registration connections are its links; between the
 //    other ranks the lower rank connects to the higher. Each connection starts with a hello both
-//    ways (protocol version, world size, rank, job id), checked on both sides.
+//    ways (protocol version, world size, rank, job id), checked on both sides, and, when the job
+//    has a shared secret, a challenge-response both ways (tcp_wire.hpp). A connection that fails
+//    the handshake (garbage, another version, no or a wrong secret) is dropped and logged, and the
+//    rendezvous goes on; a peer that authenticates but disagrees on the job ends it.
 //  - Frames (tcp_wire.hpp): a 48-byte header with a CRC, then the payload. A header and its payload
 //    go out in one gather write, straight from the caller's memory.
 //  - Receiving: a frame whose receive is already posted, and whose size matches, is read straight
@@ -31,9 +34,15 @@
 //  - Every wait ends by the timeout with a TransportError naming this rank, the peer, its host:port
 //    and the operation. A peer whose connection ends is reported at once, whatever this rank was
 //    waiting for. A rank whose body throws tells its peers why (an abort frame) before it closes.
+//  - Heartbeats: a second thread per endpoint sends a heartbeat frame on every connection each
+//    heartbeat interval (between the endpoint's frames, never inside one: the two share a lock per
+//    connection), also while the rank computes. A wait on a peer that has sent nothing for
+//    heartbeat_misses intervals fails with PeerLostError: it is stopped, hung or unreachable.
 //  - Shutdown: every rank sends a goodbye on each connection and closes only once it has a goodbye
 //    from every peer, so that no rank closes a connection that another still reads.
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,21 +54,27 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "flotilla/cli/flags.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/transport/operation.hpp"
 #include "flotilla/transport/tcp_socket.hpp"
 #include "flotilla/transport/tcp_wire.hpp"
 
@@ -96,11 +111,35 @@ struct TcpOptions {
   /// held in memory of its own). A header announcing more is a protocol error, refused before
   /// anything is allocated. Messages read into a posted receive are bounded by its buffer instead.
   std::uint64_t max_message_bytes = std::uint64_t{1} << 32;
+  /// The shared secret that authenticates every connection (HMAC-SHA256 challenge-response in the
+  /// handshake; the secret itself never goes on the wire). The same on every rank. Required when
+  /// a rank listens on anything but loopback. FLOTILLA_SECRET, or FLOTILLA_SECRET_FILE /
+  /// --secret-file: a file that only its owner may read (as ssh requires of a private key).
+  std::string secret;
+  /// How often each rank sends a heartbeat on every connection, from a thread of its own, also
+  /// while its body computes. FLOTILLA_HEARTBEAT_MS, --heartbeat-ms.
+  std::chrono::milliseconds heartbeat_interval{500};
+  /// A peer that a rank waits on, and that has sent nothing, not even a heartbeat, for this many
+  /// intervals is declared stalled (stopped, hung, or its machine unreachable): the wait fails
+  /// naming it. A peer whose process dies is reported at once (its connection closes).
+  std::uint32_t heartbeat_misses = 6;
+  /// Whether data frames carry a CRC-32 of their payload, checked on receipt. Control frames always
+  /// do. Off by default: it costs a pass over every message on both sides (docs/reliability.md has
+  /// the measurement), and TCP's own checksum already covers each segment.
+  /// FLOTILLA_CHECKSUM_DATA (0 or 1), --checksum-data.
+  bool checksum_data = false;
+  /// Where the transport reports what it drops (a connection that failed the handshake). Empty:
+  /// one line on stderr.
+  std::function<void(const std::string&)> log;
+
+  /// The silence after which a waited-for peer is declared stalled.
+  std::chrono::milliseconds stall_limit() const noexcept { return heartbeat_interval * heartbeat_misses; }
 
   /// The options from FLOTILLA_RANK, FLOTILLA_WORLD_SIZE, FLOTILLA_COORDINATOR, FLOTILLA_BIND,
-  /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS and FLOTILLA_SOCKET_BUFFER; unset variables
-  /// keep the defaults above. A value that cannot be used is a ConfigError naming the variable and
-  /// the text.
+  /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS, FLOTILLA_SOCKET_BUFFER, FLOTILLA_SECRET,
+  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS and FLOTILLA_CHECKSUM_DATA; unset variables keep
+  /// the defaults above. A value that cannot be used is a ConfigError naming the variable and the
+  /// text (never the secret).
   static TcpOptions from_environment();
 };
 
@@ -113,7 +152,44 @@ struct TcpSettingText {
 };
 struct TcpSettingTexts {
   TcpSettingText rank, world_size, coordinator, bind, timeout_ms, connect_timeout_ms, socket_buffer;
+  TcpSettingText secret, secret_file, heartbeat_ms, checksum_data;
 };
+
+/// Whether a listening address keeps a job on this machine (an unauthenticated job is safe only there).
+inline bool is_loopback_host(std::string_view host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.starts_with("127.");
+}
+
+/// The secret in `path`: refused when the file may be read by anyone but its owner, like ssh does
+/// with a private key; a trailing newline is not part of it.
+inline std::string read_secret_file(const std::string& path, const std::string& name) {
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw ConfigError(name + ": cannot open '" + path + "': " + errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw ConfigError(name + ": cannot stat '" + path + "': " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) throw ConfigError(name + ": '" + path + "' is not a regular file");
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw ConfigError(name + ": '" + path + "' may be read by others (mode " + mode +
+                      "): a secret must be readable by its owner only (chmod 600 '" + path + "')");
+  }
+  constexpr std::size_t limit = 4096;
+  std::string text(limit + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t r = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw ConfigError(name + ": cannot read '" + path + "': " + errno_text(errno));
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  if (got > limit) throw ConfigError(name + ": '" + path + "' is larger than " + std::to_string(limit) + " bytes: not a secret");
+  text.resize(got);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty()) throw ConfigError(name + ": '" + path + "' is empty");
+  return text;
+}
 
 inline std::uint64_t tcp_parse_number(const TcpSettingText& s, const char* what, std::uint64_t max) {
   const std::string& t = *s.text;
@@ -145,7 +221,22 @@ inline void tcp_validate(const TcpOptions& o) {
       throw ConfigError("tcp: the coordinator (FLOTILLA_COORDINATOR) '" + o.coordinator +
                         "' is not host:port with a port from 1 to 65535 (e.g. 127.0.0.1:29500)");
     if (o.bind.empty()) throw ConfigError("tcp: the bind address (FLOTILLA_BIND) is empty");
+    if (o.secret.empty()) {
+      // Anyone who can reach a listening port could otherwise join the job, or feed it data.
+      if (!is_loopback_host(o.bind))
+        throw ConfigError("tcp: rank " + std::to_string(o.rank) + " listens on " + o.bind +
+                          " (FLOTILLA_BIND), which other machines can reach: set a shared secret, the same on every "
+                          "rank, with FLOTILLA_SECRET or FLOTILLA_SECRET_FILE (a file only its owner can read)");
+      if (o.rank == 0 && !is_loopback_host(hp->host))
+        throw ConfigError("tcp: rank 0 listens at the coordinator address " + o.coordinator +
+                          " (FLOTILLA_COORDINATOR), which other machines can reach: set a shared secret, the same on "
+                          "every rank, with FLOTILLA_SECRET or FLOTILLA_SECRET_FILE (a file only its owner can read)");
+    }
   }
+  if (o.heartbeat_interval.count() <= 0)
+    throw ConfigError("tcp: the heartbeat interval (FLOTILLA_HEARTBEAT_MS) must be positive");
+  if (o.heartbeat_misses < 2)
+    throw ConfigError("tcp: heartbeat_misses must be at least 2 (one late heartbeat is not a stalled peer)");
 }
 
 inline TcpOptions tcp_options_from(const TcpSettingTexts& t) {
@@ -194,6 +285,23 @@ inline TcpOptions tcp_options_from(const TcpSettingTexts& t) {
   }
   if (t.socket_buffer.text)
     o.socket_buffer_bytes = static_cast<std::size_t>(tcp_parse_number(t.socket_buffer, "a number of bytes", 1u << 30));
+  if (t.secret.text && t.secret_file.text)
+    throw ConfigError(t.secret.name + " and " + t.secret_file.name + " are both set: give the secret one way");
+  if (t.secret.text) {
+    if (t.secret.text->empty()) throw ConfigError(t.secret.name + " is set but empty");
+    o.secret = *t.secret.text;
+  }
+  if (t.secret_file.text) o.secret = read_secret_file(*t.secret_file.text, t.secret_file.name);
+  if (t.heartbeat_ms.text) {
+    o.heartbeat_interval = std::chrono::milliseconds(tcp_parse_number(t.heartbeat_ms, "a number of milliseconds", 3'600'000));
+    if (o.heartbeat_interval.count() == 0)
+      throw ConfigError(t.heartbeat_ms.name + ": '0' must be a positive number of milliseconds");
+  }
+  if (t.checksum_data.text) {
+    if (*t.checksum_data.text != "0" && *t.checksum_data.text != "1")
+      throw ConfigError(t.checksum_data.name + ": '" + *t.checksum_data.text + "' is not 0 or 1");
+    o.checksum_data = *t.checksum_data.text == "1";
+  }
   return o;
 }
 
@@ -208,12 +316,14 @@ inline TcpOptions TcpOptions::from_environment() {
   };
   return detail::tcp_options_from({env("FLOTILLA_RANK"), env("FLOTILLA_WORLD_SIZE"), env("FLOTILLA_COORDINATOR"),
                                    env("FLOTILLA_BIND"), env("FLOTILLA_TIMEOUT_MS"), env("FLOTILLA_CONNECT_TIMEOUT_MS"),
-                                   env("FLOTILLA_SOCKET_BUFFER")});
+                                   env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),
+                                   env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA")});
 }
 
 /// The TCP settings as command-line flags of a cli::Flags, each falling back to its environment
 /// variable: --rank, --world-size, --coordinator, --bind, --timeout-ms, --connect-timeout-ms,
-/// --socket-buffer.
+/// --socket-buffer, --secret-file, --heartbeat-ms, --checksum-data. (The secret itself has no flag:
+/// a command line is visible to every user of the machine. FLOTILLA_SECRET still applies.)
 ///
 ///   cli::Flags flags("train", "...");
 ///   transport::TcpFlags tcp(flags);
@@ -237,7 +347,14 @@ class TcpFlags {
                                                 "FLOTILLA_CONNECT_TIMEOUT_MS")),
         socket_buffer_(flags.add<std::string>("socket-buffer", "0",
                                               "socket buffer size in bytes (0: the kernel's automatic tuning)",
-                                              "FLOTILLA_SOCKET_BUFFER")) {}
+                                              "FLOTILLA_SOCKET_BUFFER")),
+        secret_file_(flags.add<std::string>("secret-file", "",
+                                            "a file holding the shared secret (readable by its owner only)",
+                                            "FLOTILLA_SECRET_FILE")),
+        heartbeat_(flags.add<std::string>("heartbeat-ms", "500", "heartbeat interval in ms; a peer silent for 6 is stalled",
+                                          "FLOTILLA_HEARTBEAT_MS")),
+        checksum_data_(flags.add<std::string>("checksum-data", "0", "1: a CRC-32 on every data frame's payload",
+                                              "FLOTILLA_CHECKSUM_DATA")) {}
 
   /// The options given (call after Flags::parse); ConfigError naming the flag for a bad value.
   TcpOptions options() const {
@@ -253,11 +370,21 @@ class TcpFlags {
                                      item(bind_, "bind", "FLOTILLA_BIND"),
                                      item(timeout_, "timeout-ms", "FLOTILLA_TIMEOUT_MS"),
                                      item(connect_timeout_, "connect-timeout-ms", "FLOTILLA_CONNECT_TIMEOUT_MS"),
-                                     item(socket_buffer_, "socket-buffer", "FLOTILLA_SOCKET_BUFFER")});
+                                     item(socket_buffer_, "socket-buffer", "FLOTILLA_SOCKET_BUFFER"), secret_from_env(),
+                                     item(secret_file_, "secret-file", "FLOTILLA_SECRET_FILE"),
+                                     item(heartbeat_, "heartbeat-ms", "FLOTILLA_HEARTBEAT_MS"),
+                                     item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA")});
   }
 
  private:
+  static detail::TcpSettingText secret_from_env() {
+    detail::TcpSettingText s;
+    s.name = "FLOTILLA_SECRET";
+    if (const char* v = std::getenv("FLOTILLA_SECRET")) s.text = std::string(v);
+    return s;
+  }
   const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_;
+  const std::string &secret_file_, &heartbeat_, &checksum_data_;
 };
 
 namespace detail {
@@ -284,6 +411,81 @@ struct TcpMessage {
   std::unique_ptr<std::byte[]> bytes;
   std::size_t size = 0;
   std::uint64_t arrival = 0;  // order of arrival over all links, for recv_any
+  std::uint64_t fingerprint = 0;  // the sender's operation (transport/operation.hpp)
+};
+
+/// What a link's writer shares with the heartbeat thread: the two write to one socket, whole frames
+/// each, never one inside the other.
+struct TcpSendGuard {
+  std::mutex m;
+  int fd = -1;              // the socket, while open
+  bool beating = false;     // heartbeats go out (from the end of the handshake to the last frame)
+  bool mid_frame = false;   // the endpoint has written part of a frame: a heartbeat would split it
+  wire::HeaderBytes beat = [] {
+    wire::Header h;
+    h.type = wire::FrameType::heartbeat;
+    return wire::encode(h);
+  }();
+  std::size_t beat_done = wire::header_size;  // below header_size: a heartbeat partly written
+
+  /// Writes what is left of a heartbeat (with `m` held); false when the socket takes no more now.
+  /// An error is left for the endpoint's next write to report.
+  bool finish_beat() noexcept {
+    while (beat_done < wire::header_size && fd >= 0) {
+      const ssize_t r = ::send(fd, beat.data() + beat_done, wire::header_size - beat_done, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (r > 0) {
+        beat_done += static_cast<std::size_t>(r);
+      } else if (r < 0 && errno == EINTR) {
+        continue;
+      } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return false;
+      } else {
+        beat_done = wire::header_size;
+        return true;
+      }
+    }
+    return true;
+  }
+};
+
+/// The thread that sends every link's heartbeats, also while the rank's own thread computes (it
+/// does not touch the endpoint, only the links' send guards).
+class TcpHeartbeat {
+ public:
+  TcpHeartbeat(std::vector<std::shared_ptr<TcpSendGuard>> guards, std::chrono::milliseconds interval)
+      : guards_(std::move(guards)), interval_(interval), thread_([this] { run(); }) {}
+  TcpHeartbeat(const TcpHeartbeat&) = delete;
+  TcpHeartbeat& operator=(const TcpHeartbeat&) = delete;
+  ~TcpHeartbeat() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(m_);
+    while (!cv_.wait_for(lock, interval_, [this] { return stop_; })) {
+      lock.unlock();
+      for (const auto& g : guards_) {
+        std::lock_guard gl(g->m);
+        if (g->fd < 0 || !g->beating || g->mid_frame) continue;
+        if (g->beat_done == wire::header_size) g->beat_done = 0;
+        g->finish_beat();
+      }
+      lock.lock();
+    }
+  }
+
+  std::vector<std::shared_ptr<TcpSendGuard>> guards_;
+  std::chrono::milliseconds interval_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the rest is ready
 };
 
 /// A connection to one peer, and the state of the frame being read from it.
@@ -305,6 +507,9 @@ struct TcpLink {
   std::uint64_t send_sequence = 0;
   std::uint64_t recv_sequence = 0;
   bool send_broken = false;  // a frame was left half-written: the stream cannot carry another
+  std::shared_ptr<TcpSendGuard> guard = std::make_shared<TcpSendGuard>();
+  Clock::time_point heard{};  // when anything last arrived from the peer
+  bool lost = false;          // the peer died or stalled (see TcpEndpoint::continue_without_lost_peers)
 
   std::unique_ptr<std::byte[]> buffer = std::make_unique_for_overwrite<std::byte[]>(tcp_read_buffer);
   std::size_t begin = 0, end = 0;  // unread bytes in `buffer`
@@ -325,6 +530,11 @@ struct TcpLink {
 
   bool open() const noexcept { return socket.is_open(); }
   void close() noexcept {
+    {
+      std::lock_guard lock(guard->m);  // the heartbeat thread must not write to a reused descriptor
+      guard->fd = -1;
+      guard->beating = false;
+    }
     ErrorCode ec;
     socket.close(ec);  // cancels the armed waits
   }
@@ -356,6 +566,7 @@ struct TcpPosted {
   bool wrong_size = false;  // the message had another size: reported once it has been consumed
   std::uint64_t message_size = 0;
   TcpLink* adopted = nullptr;  // the link whose frame is being read for this receive
+  std::uint64_t fingerprint = 0;  // this rank's operation on the tag when the receive was posted
 };
 
 /// A frame being written: header and payload, from the caller's memory, in one gather write.
@@ -420,6 +631,32 @@ class TcpEndpoint {
   void sendrecv(std::size_t to, Tag tag, std::span<const std::byte> out, std::size_t from, std::span<std::byte> in);
   void barrier();
 
+  /// Declares that messages on `tag` belong to one call of `kind` over `elements` elements, until
+  /// end_operation(tag): they carry its fingerprint, and a message from a peer in another call on
+  /// that tag fails the receive naming both (transport/operation.hpp; OperationScope calls these).
+  void begin_operation(Tag tag, OpKind kind, std::uint64_t elements) {
+    auto& t = ops_[tag];
+    ++t.rounds;
+    t.current = Operation{kind, t.rounds, elements}.fingerprint();
+  }
+  void end_operation(Tag tag) noexcept {
+    if (const auto it = ops_.find(tag); it != ops_.end()) it->second.current = 0;
+  }
+
+  /// Whether the endpoint stays usable after a peer dies or stalls (default: no). Either way the
+  /// operation waiting on the peer throws PeerLostError naming it; when continuing, later
+  /// operations with the other peers go on, recv_any no longer waits for the lost one, and close()
+  /// expects no goodbye from it. For topologies that can do without a peer (asynchronous
+  /// parameter servers dropping a dead worker).
+  void continue_without_lost_peers(bool on) noexcept { survive_lost_peers_ = on; }
+  /// The peers lost so far (empty unless continue_without_lost_peers(true)).
+  std::vector<std::size_t> lost_peers() const {
+    std::vector<std::size_t> out;
+    for (const auto& l : links_)
+      if (l.lost) out.push_back(l.peer);
+    return out;
+  }
+
   /// The orderly end: a goodbye to every peer, then waits (up to the timeout) for every peer's
   /// goodbye, then closes. Messages sent to this rank and never received are dropped.
   void close();
@@ -433,7 +670,19 @@ class TcpEndpoint {
   TcpEndpoint(const TcpOptions& o, std::shared_ptr<detail::TcpReactor> reactor, std::vector<Link> links,
               std::vector<std::string> addresses, TrafficCounters handshake)
       : options_(o), rank_(o.rank), size_(o.world_size), reactor_(std::move(reactor)), links_(std::move(links)),
-        addresses_(std::move(addresses)), counters_(handshake) {}
+        addresses_(std::move(addresses)), counters_(handshake) {
+    std::vector<std::shared_ptr<detail::TcpSendGuard>> guards;
+    const auto now = Clock::now();
+    for (auto& l : links_) {
+      l.heard = now;
+      if (!l.open()) continue;
+      std::lock_guard lock(l.guard->m);
+      l.guard->fd = l.socket.native_handle();
+      l.guard->beating = true;
+      guards.push_back(l.guard);
+    }
+    if (!guards.empty()) heartbeat_ = std::make_unique<detail::TcpHeartbeat>(std::move(guards), options_.heartbeat_interval);
+  }
 
   // ---- naming --------------------------------------------------------------------------------
   std::string who() const { return "tcp rank " + std::to_string(rank_) + " of " + std::to_string(size_); }
@@ -466,6 +715,21 @@ class TcpEndpoint {
     l.close();
     fail(why, culprit);
   }
+  /// The peer of `l` died or stalled: PeerLostError naming it. Unless the endpoint continues
+  /// without lost peers, every later operation fails with the same cause, as after fail(). When it
+  /// continues, and the operation in progress does not need the peer (`needed`), this returns: the
+  /// loss shows in the operations that do need it.
+  void lose_peer(Link& l, const std::string& why, bool needed) {
+    const std::size_t p = l.peer;
+    l.close();
+    l.lost = true;
+    if (survive_lost_peers_ && !needed) return;
+    if (!survive_lost_peers_) {
+      broken_ = why;
+      culprit_ = p;
+    }
+    throw PeerLostError(who() + ": " + describe_op() + " failed: " + why, p);
+  }
   [[noreturn]] void protocol_error(Link& l, const std::string& what) {
     fail_link(l, peer_name(l.peer) + " sent a bad frame: " + what + "; connection closed", rank_);
   }
@@ -482,6 +746,9 @@ class TcpEndpoint {
   }
   Link& link(std::size_t peer) {
     Link& l = links_[peer];
+    if (l.lost)
+      throw PeerLostError(who() + ": " + describe_op() + ": " + peer_name(peer) + " was lost earlier (it died or stalled)",
+                          peer);
     if (l.send_broken || !l.open())
       throw TransportError(who() + ": " + describe_op() + ": the connection to " + peer_name(peer) +
                            " is unusable after an earlier failure");
@@ -499,9 +766,30 @@ class TcpEndpoint {
     h.aux = aux;
     h.sequence = l.send_sequence++;
     h.payload_length = payload.size();
+    if (type == wire::FrameType::data) h.fingerprint = current_fingerprint(tag);
+    if (type != wire::FrameType::data || options_.checksum_data) wire::seal_payload(h, payload);
     wire::encode(h, o.header);
     o.payload = payload;
+    if (type == wire::FrameType::goodbye || type == wire::FrameType::abort) {
+      std::lock_guard lock(l.guard->m);  // the last frame on this connection: no heartbeat after it
+      l.guard->beating = false;
+    }
     return o;
+  }
+
+  std::uint64_t current_fingerprint(Tag tag) const {
+    const auto it = ops_.find(tag);
+    return it == ops_.end() ? 0 : it->second.current;
+  }
+
+  /// A message from `from` for receive `p`: both must be of one operation.
+  void check_fingerprint(std::uint64_t theirs, const detail::TcpPosted& p, std::size_t from) {
+    if (fingerprints_agree(theirs, p.fingerprint)) return;
+    fail(peer_name(from) + " sent a message (tag " + std::to_string(p.tag) + ") of " +
+             Operation::from_fingerprint(theirs).describe() + " while this rank is in " +
+             Operation::from_fingerprint(p.fingerprint).describe() +
+             ": the ranks disagree on which collective they are in (did one of them skip or add a call?)",
+         rank_);
   }
 
   /// Writes as much of `o` as the socket takes now, or `quantum` bytes; true when the socket took
@@ -523,7 +811,14 @@ class TcpEndpoint {
         bufs[n++] = detail::asio::buffer(o.payload.data() + off,
                                  std::min(o.payload.size() - off, stop_at - std::max(o.written, wire::header_size)));
       detail::ErrorCode ec;
-      const std::size_t r = l.socket.write_some(std::span<const detail::asio::const_buffer>(bufs.data(), n), ec);
+      std::size_t r = 0;
+      {
+        // A heartbeat partly written goes first; none can start while this frame is partly written.
+        std::lock_guard lock(l.guard->m);
+        if (!l.guard->finish_beat()) return false;
+        r = l.socket.write_some(std::span<const detail::asio::const_buffer>(bufs.data(), n), ec);
+        if (!ec) l.guard->mid_frame = o.written + r < o.total();
+      }
       if (!ec && r > 0) {
         o.written += r;
         continue;
@@ -533,9 +828,10 @@ class TcpEndpoint {
       // The peer is gone. If it said why (an abort frame), that is the better message: read it.
       if (!l.goodbye) pump(l, false);
       const bool closed = ec == detail::asio::error::broken_pipe || ec == detail::asio::error::connection_reset;
-      fail_link(l, peer_name(l.peer) + (closed ? " closed the connection" : " is unreachable") + " (" + ec.message() +
-                       "; its process exited or was killed?)",
-                l.peer);
+      lose_peer(l,
+                peer_name(l.peer) + (closed ? " closed the connection" : " is unreachable") + " (" + ec.message() +
+                    "; its process exited or was killed?)",
+                true);
     }
     return true;
   }
@@ -543,7 +839,7 @@ class TcpEndpoint {
   // ---- receiving -------------------------------------------------------------------------------
   /// Whether the operation in progress waits for something from `l`.
   bool wanted(const Link& l) const {
-    if (l.peer == rank_) return false;
+    if (l.peer == rank_ || l.lost) return false;
     if (posted_ && !posted_->done && (posted_->peer == l.peer || posted_->peer == detail::tcp_nobody) &&
         (posted_->adopted == nullptr || posted_->adopted == &l))
       return true;
@@ -573,6 +869,7 @@ class TcpEndpoint {
       const std::size_t r = l.socket.read_some(detail::asio::buffer(p, n), ec);
       if (!ec && r > 0) {
         count += static_cast<Count>(r);
+        l.heard = Clock::now();
         return true;
       }
       if (ec == detail::asio::error::interrupted) continue;
@@ -589,7 +886,9 @@ class TcpEndpoint {
           peer_name(l.peer) + (eof || ec == detail::asio::error::connection_reset ? " closed the connection" : " failed");
       if (l.in_frame || l.begin != l.end) what += " in the middle of a frame";
       what += eof ? " (its process exited or was killed)" : " (" + ec.message() + ")";
-      fail_link(l, what, l.peer);
+      const bool needed = wanted(l);
+      lose_peer(l, what, needed);
+      return false;
     }
   }
 
@@ -630,16 +929,19 @@ class TcpEndpoint {
   void start_frame(Link& l) {
     const auto d = wire::decode(std::span<const std::byte, wire::header_size>(l.buffer.get() + l.begin, wire::header_size));
     l.begin += wire::header_size;
-    counters_.header_bytes_received += wire::header_size;
+    // Heartbeats are the transport's own, like the TCP acknowledgements: not counted as traffic.
+    if (d.header.type != wire::FrameType::heartbeat) counters_.header_bytes_received += wire::header_size;
     if (auto problem = d.problem(); !problem.empty()) protocol_error(l, problem);
     const wire::Header& h = d.header;
     if (h.version != wire::protocol_version)
       protocol_error(l, "protocol version " + std::to_string(h.version) + ", this rank speaks version " +
                             std::to_string(wire::protocol_version));
-    if (h.sequence != l.recv_sequence)
-      protocol_error(l, "frame number " + std::to_string(h.sequence) + " where " + std::to_string(l.recv_sequence) +
-                            " was due (a frame was lost or repeated)");
-    ++l.recv_sequence;
+    if (h.type != wire::FrameType::heartbeat) {
+      if (h.sequence != l.recv_sequence)
+        protocol_error(l, "frame number " + std::to_string(h.sequence) + " where " + std::to_string(l.recv_sequence) +
+                              " was due (a frame was lost or repeated)");
+      ++l.recv_sequence;
+    }
     l.large = h.payload_length >= detail::tcp_read_buffer;
     l.frame = h;
     l.frame_done = 0;
@@ -652,6 +954,7 @@ class TcpEndpoint {
         if (p && !p->done && !p->adopted && (p->peer == l.peer || p->peer == detail::tcp_nobody) && p->tag == h.tag) {
           // Its receive is waiting: the length is checked against the receive's buffer, and the
           // payload goes straight there (or, of another size, is read and dropped).
+          check_fingerprint(h.fingerprint, *p, l.peer);
           p->adopted = &l;
           if (h.payload_length == p->buffer.size()) {
             l.sink = Link::Sink::user;
@@ -679,6 +982,7 @@ class TcpEndpoint {
       }
       case wire::FrameType::barrier:
       case wire::FrameType::goodbye:
+      case wire::FrameType::heartbeat:
         if (h.payload_length != 0)
           protocol_error(l, "a " + std::string(wire::type_name(h.type)) + " frame with a " +
                                 std::to_string(h.payload_length) + "-byte payload");
@@ -698,10 +1002,16 @@ class TcpEndpoint {
   void finish_frame(Link& l) {
     l.in_frame = false;
     const wire::Header& h = l.frame;
+    if ((h.flags & wire::header_flags::payload_crc) != 0 && l.sink != Link::Sink::discard) {
+      const std::byte* got = l.sink == Link::Sink::user ? l.user : l.staging.get();
+      if (auto problem = wire::payload_problem(h, {got, static_cast<std::size_t>(h.payload_length)}); !problem.empty())
+        protocol_error(l, problem + " (tag " + std::to_string(h.tag) + ")");
+    }
     switch (h.type) {
       case wire::FrameType::data:
         if (l.sink == Link::Sink::staging) {
-          l.queue.push_back({h.tag, std::move(l.staging), static_cast<std::size_t>(h.payload_length), arrivals_++});
+          l.queue.push_back({h.tag, std::move(l.staging), static_cast<std::size_t>(h.payload_length), arrivals_++,
+                             h.fingerprint});
         } else if (posted_ && posted_->adopted == &l) {
           received(*posted_, h.payload_length, l.peer);
         } else {
@@ -764,6 +1074,7 @@ class TcpEndpoint {
     for (auto& l : links_)
       if (l.peer != rank_ && (any || l.peer == p.peer)) consider(l.queue, l.peer);
     if (best_queue) {
+      check_fingerprint(best->fingerprint, p, best_from);
       detail::TcpMessage m = std::move(*best);
       best_queue->erase(best);
       if (m.size == p.buffer.size() && m.size > 0) std::memcpy(p.buffer.data(), m.bytes.get(), m.size);
@@ -773,6 +1084,7 @@ class TcpEndpoint {
     for (auto& l : links_) {
       if (l.peer == rank_ || !(any || l.peer == p.peer) || !l.in_frame) continue;
       if (l.frame.type != wire::FrameType::data || l.sink != Link::Sink::staging || l.frame.tag != p.tag) continue;
+      check_fingerprint(l.frame.fingerprint, p, l.peer);
       p.adopted = &l;
       if (l.frame.payload_length == p.buffer.size()) {
         if (l.frame_done > 0) std::memcpy(p.buffer.data(), l.staging.get(), static_cast<std::size_t>(l.frame_done));
@@ -804,6 +1116,7 @@ class TcpEndpoint {
   template <class Done, class Waiting>
   void drive(std::span<detail::TcpOutgoing> outs, Done&& done, Waiting&& waiting, Clock::time_point until) {
     bool eager = false;
+    const auto watch_from = Clock::now();  // silence before this wait does not count against a peer
     // While a receive is pending too, writes go in quanta between reads rather than all the socket
     // takes: both directions then flow at once, and what arrives is read while it is still in
     // cache. (A whole send buffer at a time, several MiB, leaves the received data waiting.)
@@ -811,13 +1124,15 @@ class TcpEndpoint {
       const bool reading = posted_ && !posted_->done;
       bool more = false;  // a socket took a whole quantum, and may take more at once
       for (auto& o : outs)
-        if (!o.done()) more |= push(o, reading ? detail::tcp_send_quantum : static_cast<std::size_t>(-1)) && !o.done();
+        if (!o.done() && !o.link->lost)
+          more |= push(o, reading ? detail::tcp_send_quantum : static_cast<std::size_t>(-1)) && !o.done();
       for (auto& l : links_)
         if (l.open() && !l.eof && wanted(l)) pump(l, true);
-      const bool written = std::all_of(outs.begin(), outs.end(), [](const auto& o) { return o.done(); });
+      const bool written = std::all_of(outs.begin(), outs.end(), [](const auto& o) { return o.done() || o.link->lost; });
       if (written && done()) return;
       if (more) continue;
       check_not_waiting_for_the_finished();
+      check_stalled(outs, watch_from);
       const auto now = Clock::now();
       if (now >= until) {
         std::string what = waiting();
@@ -834,12 +1149,13 @@ class TcpEndpoint {
       for (auto& l : links_) {
         if (!l.open() || l.eof) continue;
         for (const auto& o : outs)
-          if (o.link == &l && !o.done()) l.arm(detail::asio::socket_base::wait_write);
+          if (o.link == &l && !o.done() && !l.lost) l.arm(detail::asio::socket_base::wait_write);
         if (!l.parked || eager || wanted(l)) l.arm(detail::asio::socket_base::wait_read);
       }
       detail::TcpReactor& r = *reactor_;
       const std::uint64_t seen = r.events;
-      const auto stall = eager ? until : std::min(until, Clock::now() + detail::tcp_stall);
+      // Wake up at least once a heartbeat interval, to see whether a peer has gone silent.
+      const auto stall = std::min({until, Clock::now() + (eager ? options_.heartbeat_interval : detail::tcp_stall)});
       detail::run_until(r.io, [&] { return r.events != seen; }, stall);
       if (r.events == seen) {
         // Nothing armed (every link closed or ended): nothing can happen before `stall`.
@@ -868,17 +1184,42 @@ class TcpEndpoint {
     }
   }
 
+  /// Fails with PeerLostError when a peer this wait needs has sent nothing, not even a heartbeat,
+  /// for the stall limit (counted from `watch_from` at the earliest).
+  void check_stalled(std::span<const detail::TcpOutgoing> outs, Clock::time_point watch_from) {
+    const auto limit = options_.stall_limit();
+    auto silent = [&](const Link& l) { return Clock::now() - std::max(l.heard, watch_from) > limit; };
+    for (auto& l : links_) {
+      if (!l.open() || l.eof || l.goodbye || l.peer == rank_) continue;
+      bool waits = wanted(l);
+      for (const auto& o : outs) waits = waits || (o.link == &l && !o.done());
+      if (!waits || !silent(l)) continue;
+      pump(l, false);  // a heartbeat may be waiting in the kernel, read or not
+      if (!l.open() || !silent(l)) continue;
+      lose_peer(l, peer_name(l.peer) + " has sent nothing, not even a heartbeat, for " +
+                       std::to_string(limit.count()) + " ms (heartbeats every " +
+                       std::to_string(options_.heartbeat_interval.count()) +
+                       " ms): it is stalled (stopped, hung, or its machine unreachable)",
+                true);
+    }
+  }
+
   /// A peer that has said goodbye sends nothing more: waiting for it would only end in a timeout.
   /// (An error of the program's, not of the connections: the endpoint stays usable.)
   void check_not_waiting_for_the_finished() const {
-    auto finished = [](const Link& l) { return l.goodbye && !l.in_frame; };
+    auto finished = [](const Link& l) { return (l.goodbye && !l.in_frame) || l.lost; };
     std::string why;
+    if (posted_ && !posted_->done && !posted_->adopted && posted_->peer != detail::tcp_nobody &&
+        links_[posted_->peer].lost)
+      throw PeerLostError(who() + ": " + describe_op() + " failed: " + peer_name(posted_->peer) +
+                              " was lost earlier (it died or stalled)",
+                          posted_->peer);
     if (posted_ && !posted_->done && !posted_->adopted) {
       if (posted_->peer != detail::tcp_nobody && finished(links_[posted_->peer]))
         why = peer_name(posted_->peer) + " has finished (it said goodbye) and will send nothing more";
       if (posted_->peer == detail::tcp_nobody &&
           std::all_of(links_.begin(), links_.end(), [&](const Link& l) { return l.peer == rank_ || finished(l); }))
-        why = "every other rank has finished (said goodbye) and will send nothing more";
+        why = "every other rank has finished (said goodbye) or was lost, and will send nothing more";
     }
     if (token_link_ && wanted(*token_link_) && finished(*token_link_))
       why = peer_name(token_link_->peer) + " has finished (it said goodbye) and will not enter the barrier";
@@ -943,6 +1284,7 @@ class TcpEndpoint {
       recv.peer = peer;
       recv.tag = tag;
       recv.buffer = buffer;
+      recv.fingerprint = e.current_fingerprint(tag);
       posted = true;
       e.post(recv);
       return recv;
@@ -974,6 +1316,14 @@ class TcpEndpoint {
   Link* token_link_ = nullptr;
   std::uint64_t token_key_ = 0;
   bool awaiting_goodbye_ = false;
+  struct OpTrack {
+    std::uint32_t rounds = 0;     // calls declared on the tag so far
+    std::uint64_t current = 0;    // the fingerprint of the one in progress, 0 when none
+  };
+  std::unordered_map<Tag, OpTrack> ops_;
+  bool survive_lost_peers_ = false;
+  // Last: stopped before anything it reads (the links' send guards, which it shares) goes.
+  std::unique_ptr<detail::TcpHeartbeat> heartbeat_;
 };
 
 // ---- operations ------------------------------------------------------------------------------
@@ -1063,18 +1413,26 @@ inline void TcpEndpoint::close() {
   if (closed_) return;
   Scope scope(*this, {"shutdown", detail::tcp_nobody, detail::tcp_nobody, 0, false});
   for (std::size_t p = 0; p < size_; ++p)
-    if (p != rank_) scope.many.push_back(frame(link(p), wire::FrameType::goodbye, 0, 0, {}));
+    if (p != rank_ && !links_[p].lost) scope.many.push_back(frame(link(p), wire::FrameType::goodbye, 0, 0, {}));
   scope.outs = scope.many;
   awaiting_goodbye_ = true;
-  drive(
-      scope.outs, [&] { return std::none_of(links_.begin(), links_.end(), [&](const Link& l) { return wanted(l); }); },
-      [&] {
-        std::string missing;
-        for (const auto& l : links_)
-          if (l.peer != rank_ && !l.goodbye) missing += (missing.empty() ? "" : ", ") + peer_name(l.peer);
-        return "no goodbye from " + missing + " (still busy, or stuck)";
-      },
-      deadline());
+  const auto until = deadline();
+  for (;;) {
+    try {
+      drive(
+          scope.outs, [&] { return std::none_of(links_.begin(), links_.end(), [&](const Link& l) { return wanted(l); }); },
+          [&] {
+            std::string missing;
+            for (const auto& l : links_)
+              if (l.peer != rank_ && !l.goodbye && !l.lost) missing += (missing.empty() ? "" : ", ") + peer_name(l.peer);
+            return "no goodbye from " + missing + " (still busy, or stuck)";
+          },
+          until);
+      break;
+    } catch (const PeerLostError&) {
+      if (!survive_lost_peers_) throw;  // else: the others' goodbyes are still due
+    }
+  }
   counters_.header_bytes_sent += wire::header_size * scope.many.size();
   scope.outs = {};
   // Every peer has sent its last frame, and this rank has read up to it: the sockets are drained,
@@ -1085,6 +1443,7 @@ inline void TcpEndpoint::close() {
   }
   self_queue_.clear();
   closed_ = true;
+  heartbeat_.reset();
 }
 
 inline void TcpEndpoint::abort(std::string_view reason) noexcept {
@@ -1135,6 +1494,7 @@ inline void TcpEndpoint::abort(std::string_view reason) noexcept {
     l.socket.shutdown(detail::asio::socket_base::shutdown_send, ec);
     l.close();
   }
+  heartbeat_.reset();
 }
 
 // ---- rendezvous ------------------------------------------------------------------------------
@@ -1217,8 +1577,8 @@ class TcpRendezvous {
       }
       if (ec == asio::error::interrupted) continue;
       if (!ec || would_block(ec)) {
-        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_write, until_))
-          fail("writing to " + peer + " timed out after " + connect_text());
+        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_write, io_until()))
+          fail("writing to " + peer + " timed out" + timed_out_text());
         continue;
       }
       fail("writing to " + peer + " failed: " + ec.message());
@@ -1231,6 +1591,7 @@ class TcpRendezvous {
     h.type = type;
     h.sequence = l.send_sequence++;
     h.payload_length = payload.size();
+    wire::seal_payload(h, payload);
     const auto hdr = wire::encode(h);
     write_all(l, hdr, payload, peer);
   }
@@ -1246,8 +1607,8 @@ class TcpRendezvous {
       }
       if (ec == asio::error::interrupted) continue;
       if (!ec || would_block(ec)) {
-        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_read, until_))
-          fail(waiting + ": timed out after " + connect_text());
+        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_read, io_until()))
+          fail(waiting + ": timed out" + timed_out_text());
         continue;
       }
       fail(waiting + ": " + peer + (ec == asio::error::eof ? " closed the connection" : " failed: " + ec.message()));
@@ -1279,6 +1640,8 @@ class TcpRendezvous {
     f.payload.resize(static_cast<std::size_t>(h.payload_length));
     read_exact(l, f.payload.data(), f.payload.size(), peer, waiting);
     counters_.header_bytes_received += f.payload.size();
+    if (auto problem = wire::payload_problem(h, f.payload); !problem.empty())
+      fail(waiting + ": " + peer + " sent a bad frame: " + problem + "; connection closed");
     return f;
   }
 
@@ -1307,40 +1670,112 @@ class TcpRendezvous {
       refusal = peer + " sent a malformed hello";
       return std::nullopt;
     }
-    if (hello->world_size != n_) {
-      refusal = "world size mismatch: " + peer + " (rank " + std::to_string(hello->rank) + ") was started with world size " +
-                std::to_string(hello->world_size) + ", " + who() + " with world size " + std::to_string(n_) +
-                " (FLOTILLA_WORLD_SIZE)";
+    const bool mine = !o_.secret.empty();
+    if (hello->auth != (mine ? 1 : 0)) {
+      refusal = mine ? "authentication required: " + peer + " has no shared secret, " + who() +
+                           " has one (set the same FLOTILLA_SECRET or FLOTILLA_SECRET_FILE on every rank)"
+                     : "authentication mismatch: " + peer + " has a shared secret, " + who() +
+                           " has none (set the same FLOTILLA_SECRET or FLOTILLA_SECRET_FILE on every rank)";
       return std::nullopt;
     }
     return hello;
   }
 
+  /// The world size is checked only once the peer is authenticated: a stranger's claim of another
+  /// size must not end the job.
+  std::string check_world_size(const wire::Hello& hello, const std::string& peer) const {
+    if (hello.world_size == n_) return {};
+    return "world size mismatch: " + peer + " (rank " + std::to_string(hello.rank) + ") was started with world size " +
+           std::to_string(hello.world_size) + ", " + who() + " with world size " + std::to_string(n_) +
+           " (FLOTILLA_WORLD_SIZE)";
+  }
+
   /// Tells `l`'s peer why it is refused (best effort), and ends the rendezvous with the reason
   /// (run() tells the ranks already connected).
   [[noreturn]] void refuse(TcpLink& l, const std::string& reason) {
+    tell_refused(l, reason);
+    fail(reason);
+  }
+  void tell_refused(TcpLink& l, const std::string& reason) {
     const std::span<const std::byte> text(reinterpret_cast<const std::byte*>(reason.data()), reason.size());
     try {
       send_frame(l, wire::FrameType::refuse, text, "the refused peer");
     } catch (...) {
     }
-    fail(reason);
   }
 
-  /// A connection from a rank, accepted during the rendezvous, with its hello.
+  void log(const std::string& line) const {
+    if (o_.log) {
+      o_.log(line);
+    } else {
+      std::fprintf(stderr, "flotilla: %s\n", line.c_str());
+      std::fflush(stderr);
+    }
+  }
+
+  /// A hello of this rank's for one connection: a fresh nonce each time.
+  std::vector<std::byte> hello_payload(std::uint16_t port, const std::string& host) const {
+    wire::Hello h;
+    h.world_size = static_cast<std::uint32_t>(n_);
+    h.rank = static_cast<std::uint32_t>(r_);
+    h.job_id = job_id_;
+    h.listen_port = port;
+    h.listen_host = host;
+    h.auth = o_.secret.empty() ? 0 : 1;
+    std::random_device rd;
+    for (std::size_t i = 0; i < h.nonce.size(); i += 4) {
+      const std::uint32_t v = rd();
+      for (std::size_t k = 0; k < 4; ++k) h.nonce[i + k] = static_cast<std::uint8_t>(v >> (8 * k));
+    }
+    return wire::encode_hello(h);
+  }
+
+  std::span<const std::byte> proof_bytes(const Sha256::Digest& d) const {
+    return {reinterpret_cast<const std::byte*>(d.data()), d.size()};
+  }
+
+  /// The client's side of a connection's handshake, after its hello went out: reads the server's
+  /// hello (and proof), checks it, and proves this rank's secret. Any failure ends the rendezvous.
+  wire::Hello client_handshake(TcpLink& l, std::span<const std::byte> sent, const std::string& peer,
+                               const std::string& waiting) {
+    std::string refusal;
+    const auto reply = read_frame(l, peer, waiting);
+    auto hello = check_hello(reply, peer, waiting, refusal);
+    if (hello && refusal.empty()) refusal = check_world_size(*hello, peer);
+    if (!hello || !refusal.empty()) refuse(l, refusal);
+    if (!o_.secret.empty()) {
+      const auto f = read_frame(l, peer, waiting + " (authentication)");
+      if (f.header().type == wire::FrameType::refuse) fail(waiting + ": " + peer + " refused this rank: " + text_of(f.payload));
+      if (f.header().type != wire::FrameType::auth || f.header().version != wire::protocol_version ||
+          !wire::proof_matches(f.payload, wire::auth_proof(o_.secret, wire::Role::server, sent, reply.payload)))
+        refuse(l, "authentication failed: " + peer +
+                      " does not know this job's shared secret (is FLOTILLA_SECRET the same on every rank?)");
+      send_frame(l, wire::FrameType::auth, proof_bytes(wire::auth_proof(o_.secret, wire::Role::client, sent, reply.payload)),
+                 peer);
+    }
+    return *hello;
+  }
+
+  /// A connection from a rank, accepted and authenticated during the rendezvous, with its hello.
   struct Arrival {
     TcpLink link;
-    std::string peer;                  ///< "a connection from host:port"
-    std::optional<wire::Hello> hello;  ///< empty when `refusal` says why it is refused
+    std::string peer;  ///< "a connection from host:port"
+    wire::Hello hello;
   };
 
-  /// Waits until `until_` for the next connection on `listener`, then reads and checks its hello
-  /// (`doing` names the step in messages: "registering", "accepting"). Empty when the kernel
-  /// offered no connection after all. On the deadline, fails with `timed_out(missing)`, where
-  /// `missing` lists ranks 1 to `below` - 1 that have no link yet.
-  template <class TimedOut>
-  std::optional<Arrival> accept_hello(Listener& listener, std::string_view doing, std::size_t below,
-                                      std::string& refusal, TimedOut&& timed_out) {
+  /// How long one accepted connection may take to complete its handshake: a connection that says
+  /// nothing must not hold up the ranks behind it for the whole rendezvous.
+  static constexpr std::chrono::milliseconds handshake_limit{5000};
+
+  /// Waits until `until_` for the next connection on `listener`, then runs the server's side of
+  /// its handshake, answering with `reply` (this rank's hello payload: `doing` names the step in
+  /// messages: "registering", "accepting"). A connection that is malformed, of another protocol
+  /// version, unauthenticated or too slow is dropped and logged (told why, when it is a flotilla
+  /// peer), and this returns empty: the rendezvous goes on with the others. On the deadline, fails
+  /// with `timed_out(missing)`, where `missing` lists ranks 1 to `below` - 1 that have no link yet.
+  template <class Reply, class TimedOut>
+  std::optional<Arrival> accept_hello(Listener& listener, std::string_view doing, std::size_t below, Reply&& reply,
+                                      TimedOut&& timed_out) {
     if (!wait_ready(reactor_->io, listener.acceptor, asio::socket_base::wait_read, until_)) {
       std::string missing;
       for (std::size_t p = 1; p < below; ++p)
@@ -1349,24 +1784,47 @@ class TcpRendezvous {
     }
     auto incoming = accept_one(listener.acceptor);
     if (!incoming) return std::nullopt;
-    Arrival a{TcpLink(reactor_), {}, std::nullopt};
+    Arrival a{TcpLink(reactor_), {}, {}};
     a.link.socket = std::move(*incoming);
     tune_socket(a.link.socket, 0);
     a.peer = "a connection from " + format_host_port(remote_host_port(a.link.socket));
     const std::string waiting = std::string(doing) + " " + a.peer;
-    const auto f = read_frame(a.link, a.peer, waiting);
-    a.hello = check_hello(f, a.peer, waiting, refusal);
-    return a;
-  }
-
-  std::vector<std::byte> hello_payload(std::uint16_t port, const std::string& host) const {
-    wire::Hello h;
-    h.world_size = static_cast<std::uint32_t>(n_);
-    h.rank = static_cast<std::uint32_t>(r_);
-    h.job_id = job_id_;
-    h.listen_port = port;
-    h.listen_host = host;
-    return wire::encode_hello(h);
+    conn_until_ = Clock::now() + handshake_limit;
+    struct Reset {
+      Clock::time_point& t;
+      ~Reset() { t = Clock::time_point::max(); }
+    } reset{conn_until_};
+    std::string refusal;
+    try {
+      const auto f = read_frame(a.link, a.peer, waiting);
+      if (f.header().type == wire::FrameType::refuse || f.header().type == wire::FrameType::abort) {
+        refusal = a.peer + " sent a " + std::string(wire::type_name(f.header().type)) + " frame where a hello was due";
+      } else if (auto hello = check_hello(f, a.peer, waiting, refusal)) {
+        const auto answer = reply();
+        send_frame(a.link, wire::FrameType::hello, answer, a.peer);
+        if (!o_.secret.empty()) {
+          send_frame(a.link, wire::FrameType::auth,
+                     proof_bytes(wire::auth_proof(o_.secret, wire::Role::server, f.payload, answer)), a.peer);
+          const auto proof = read_frame(a.link, a.peer, waiting + " (authentication)");
+          if (proof.header().type != wire::FrameType::auth || proof.header().version != wire::protocol_version ||
+              !wire::proof_matches(proof.payload, wire::auth_proof(o_.secret, wire::Role::client, f.payload, answer)))
+            refusal = "authentication failed: " + a.peer +
+                      " does not know this job's shared secret (is FLOTILLA_SECRET the same on every rank?)";
+        }
+        if (refusal.empty()) {
+          a.hello = *hello;
+          return a;
+        }
+      }
+    } catch (const TransportError& e) {
+      // A peer that breaks the protocol is dropped, not allowed to end the job. (Its message
+      // already names this rank and the connection.)
+      log(std::string(e.what()) + "; dropped it, still waiting for the ranks");
+      return std::nullopt;
+    }
+    tell_refused(a.link, refusal);
+    log(who() + ": rendezvous: refused " + a.peer + ": " + refusal + "; dropped it, still waiting for the ranks");
+    return std::nullopt;
   }
 
   // Rank 0: accepts every other rank's registration, then sends each the table.
@@ -1381,33 +1839,35 @@ class TcpRendezvous {
     table.entries[0] = {coordinator_.host, coordinator_.port};
     std::size_t registered = 0;
     while (registered < n_ - 1) {
-      std::string refusal;
-      auto arrival = accept_hello(listener, "registering", n_, refusal, [&](const std::string& missing) {
-        return "timed out after " + connect_text() + " at the coordinator " + addresses_[0] + ": rank(s) " + missing +
-               " did not register (were they started, with FLOTILLA_COORDINATOR=" + addresses_[0] + "?)";
-      });
+      auto arrival = accept_hello(
+          listener, "registering", n_, [&] { return hello_payload(coordinator_.port, coordinator_.host); },
+          [&](const std::string& missing) {
+            return "timed out after " + connect_text() + " at the coordinator " + addresses_[0] + ": rank(s) " +
+                   missing + " did not register (were they started, with FLOTILLA_COORDINATOR=" + addresses_[0] + "?)";
+          });
       if (!arrival) continue;
       TcpLink& c = arrival->link;
       const std::string& peer = arrival->peer;
       const auto& hello = arrival->hello;
-      if (hello) {
-        if (hello->rank == 0 || hello->rank >= n_)
-          refusal = peer + " claims rank " + std::to_string(hello->rank) + ", but rank 0 is the coordinator and the job has ranks 0 to " +
-                    std::to_string(n_ - 1);
-        else if (links_[hello->rank].open())
-          refusal = "rank " + std::to_string(hello->rank) + " registered twice (" + addresses_[hello->rank] + ", then " +
-                    peer + "): two processes were given the same FLOTILLA_RANK";
-        else if (hello->job_id != 0)
-          refusal = peer + " (rank " + std::to_string(hello->rank) + ") registered with a job id from another job";
+      // Authenticated (or on loopback without a secret): a disagreement now is a misconfigured
+      // job, and ends it.
+      std::string refusal = check_world_size(hello, peer);
+      if (!refusal.empty()) {
+      } else if (hello.rank == 0 || hello.rank >= n_) {
+        refusal = peer + " claims rank " + std::to_string(hello.rank) +
+                  ", but rank 0 is the coordinator and the job has ranks 0 to " + std::to_string(n_ - 1);
+      } else if (links_[hello.rank].open()) {
+        refusal = "rank " + std::to_string(hello.rank) + " registered twice (" + addresses_[hello.rank] + ", then " +
+                  peer + "): two processes were given the same FLOTILLA_RANK";
+      } else if (hello.job_id != 0) {
+        refusal = peer + " (rank " + std::to_string(hello.rank) + ") registered with a job id from another job";
       }
       if (!refusal.empty()) refuse(c, refusal);
-      const std::size_t k = hello->rank;
-      std::string host = hello->listen_host;
+      const std::size_t k = hello.rank;
+      std::string host = hello.listen_host;
       if (host.empty() || is_wildcard_host(host)) host = remote_host_port(c.socket).host;
-      table.entries[k] = {host, hello->listen_port};
-      addresses_[k] = format_host_port(host, hello->listen_port);
-      const auto reply = hello_payload(coordinator_.port, coordinator_.host);
-      send_frame(c, wire::FrameType::hello, reply, "rank " + std::to_string(k) + " at " + addresses_[k]);
+      table.entries[k] = {host, hello.listen_port};
+      addresses_[k] = format_host_port(host, hello.listen_port);
       c.peer = k;
       c.address = addresses_[k];
       links_[k] = std::move(c);
@@ -1429,15 +1889,15 @@ class TcpRendezvous {
                            " (FLOTILLA_COORDINATOR)");
     std::string host = o_.bind;
     if (is_wildcard_host(host)) host = local_host_port(c0.socket).host;
-    send_frame(c0, wire::FrameType::hello, hello_payload(listener.port, host), coord);
-    std::string refusal;
-    const auto reply = read_frame(c0, coord, "registering with " + coord);
-    const auto hello = check_hello(reply, coord, "registering with " + coord, refusal);
-    if (!hello) refuse(c0, refusal);
-    if (hello->rank != 0) refuse(c0, coord + " answered as rank " + std::to_string(hello->rank));
+    const auto registration = hello_payload(listener.port, host);
+    send_frame(c0, wire::FrameType::hello, registration, coord);
+    const auto hello = client_handshake(c0, registration, coord, "registering with " + coord);
+    if (hello.rank != 0) refuse(c0, coord + " answered as rank " + std::to_string(hello.rank));
     const auto tf = read_frame(c0, coord, "waiting for the table of ranks from " + coord);
     if (tf.header().type == wire::FrameType::abort)
       fail("waiting for the table of ranks: " + coord + " gave up: " + text_of(tf.payload));
+    if (tf.header().type == wire::FrameType::refuse)
+      fail("waiting for the table of ranks: " + coord + " refused this rank: " + text_of(tf.payload));
     auto table = tf.header().type == wire::FrameType::table ? wire::decode_table(tf.payload) : std::nullopt;
     if (!table || table->entries.size() != n_ || table->job_id == 0)
       fail(coord + " sent a malformed table of ranks");
@@ -1448,53 +1908,63 @@ class TcpRendezvous {
     // 1. Connect to every higher rank and say hello. Each listens already (it registered after
     //    listening), and the kernel completes the connection before the peer accepts it, so this
     //    waits for no peer.
-    const auto mine = hello_payload(0, {});
+    std::vector<std::vector<std::byte>> sent(n_);
     for (std::size_t p = r_ + 1; p < n_; ++p) {
       const std::string peer = "rank " + std::to_string(p) + " at " + addresses_[p];
       links_[p].socket = connect_to(reactor_->io, {table->entries[p].host, table->entries[p].port}, until_, o_.socket_buffer_bytes,
                                 who() + ": rendezvous: cannot connect to " + peer + " within " + connect_text());
       links_[p].address = addresses_[p];
-      send_frame(links_[p], wire::FrameType::hello, mine, peer);
+      sent[p] = hello_payload(0, {});
+      send_frame(links_[p], wire::FrameType::hello, sent[p], peer);
     }
-    // 2. Accept every lower rank but 0 (whose link is the registration), and answer its hello.
+    // 2. Accept every lower rank but 0 (whose link is the registration): answer its hello, and
+    //    authenticate it. A lower rank proves its secret (step 3) once the ranks below it have
+    //    been answered, so every wait here ends.
     for (std::size_t accepted = 0; accepted + 1 < r_;) {
-      auto arrival = accept_hello(listener, "accepting", r_, refusal, [&](const std::string& missing) {
-        return "timed out after " + connect_text() + " waiting for rank(s) " + missing + " to connect to " +
-               addresses_[r_];
-      });
+      auto arrival = accept_hello(
+          listener, "accepting", r_, [&] { return hello_payload(0, {}); },
+          [&](const std::string& missing) {
+            return "timed out after " + connect_text() + " waiting for rank(s) " + missing + " to connect to " +
+                   addresses_[r_];
+          });
       if (!arrival) continue;
       TcpLink& c = arrival->link;
       const std::string& peer = arrival->peer;
       const auto& h = arrival->hello;
-      if (h) {
-        if (h->job_id != job_id_)
-          refusal = peer + " belongs to another job (its job id differs from the coordinator's)";
-        else if (h->rank == 0 || h->rank >= r_)
-          refusal = peer + " claims rank " + std::to_string(h->rank) + ", but only ranks 1 to " + std::to_string(r_ - 1) +
-                    " connect to rank " + std::to_string(r_);
-        else if (links_[h->rank].open())
-          refusal = "rank " + std::to_string(h->rank) + " connected twice";
+      std::string refusal = check_world_size(h, peer);
+      if (!refusal.empty()) {
+      } else if (h.job_id != job_id_) {
+        refusal = peer + " belongs to another job (its job id differs from the coordinator's)";
+      } else if (h.rank == 0 || h.rank >= r_) {
+        refusal = peer + " claims rank " + std::to_string(h.rank) + ", but only ranks 1 to " + std::to_string(r_ - 1) +
+                  " connect to rank " + std::to_string(r_);
+      } else if (links_[h.rank].open()) {
+        refusal = "rank " + std::to_string(h.rank) + " connected twice";
       }
       if (!refusal.empty()) refuse(c, refusal);
-      send_frame(c, wire::FrameType::hello, mine, "rank " + std::to_string(h->rank) + " at " + addresses_[h->rank]);
-      c.peer = h->rank;
-      c.address = addresses_[h->rank];
-      links_[h->rank] = std::move(c);
+      c.peer = h.rank;
+      c.address = addresses_[h.rank];
+      links_[h.rank] = std::move(c);
       ++accepted;
     }
-    // 3. The higher ranks' answers.
+    // 3. The higher ranks' answers, and this rank's proofs.
     for (std::size_t p = r_ + 1; p < n_; ++p) {
       const std::string peer = "rank " + std::to_string(p) + " at " + addresses_[p];
-      const auto f = read_frame(links_[p], peer, "connecting to " + peer);
-      auto h = check_hello(f, peer, "connecting to " + peer, refusal);
-      if (h && (h->rank != p || h->job_id != job_id_)) refusal = peer + " answered as another rank or job";
-      if (!refusal.empty()) refuse(links_[p], refusal);
+      const auto h = client_handshake(links_[p], sent[p], peer, "connecting to " + peer);
+      if (h.rank != p || h.job_id != job_id_) refuse(links_[p], peer + " answered as another rank or job");
     }
+  }
+
+  Clock::time_point io_until() const { return std::min(until_, conn_until_); }
+  std::string timed_out_text() const {
+    return conn_until_ < until_ ? " (a connection's handshake may take " + std::to_string(handshake_limit.count()) + " ms)"
+                                : " after " + connect_text();
   }
 
   const TcpOptions& o_;
   std::size_t n_, r_;
   Clock::time_point until_;
+  Clock::time_point conn_until_ = Clock::time_point::max();  // the accepted connection's handshake deadline
   std::shared_ptr<TcpReactor> reactor_;  // the endpoint's, once the rendezvous is done
   HostPort coordinator_;
   std::uint64_t job_id_ = 0;

@@ -10,24 +10,38 @@
 //        0    4 magic           'F' 'L' 'O' 'T'
 //        4    2 version         protocol_version; a peer of another version is refused
 //        6    1 type            FrameType
-//        7    1 flags           bit 0: payload_crc is set (reserved; 0 for now)
+//        7    1 flags           bit 0: payload_crc is set and must match
 //        8    4 tag             the message's tag (data), the round (barrier), else 0
 //       12    4 aux             the barrier's epoch; the rank that failed first (abort); else 0
-//       16    8 sequence        frames sent on this connection in this direction before this one
-//       24    8 fingerprint     the collective this message belongs to (reserved; 0 for now)
+//       16    8 sequence        frames sent on this connection in this direction before this one,
+//                               heartbeats not counted
+//       24    8 fingerprint     the collective this message belongs to (transport/operation.hpp),
+//                               0 when the sender declared none
 //       32    8 payload_length  bytes after the header
 //       40    4 payload_crc     CRC-32 of the payload when flags bit 0 is set, else 0
 //       44    4 header_crc      CRC-32 of bytes 0..43
 //
-// Why these fields: the CRC makes a corrupted or foreign byte stream fail at its first header rather
-// than be read as a length (and allocated); the sequence number catches a lost or repeated frame
-// (a bug in a sender, as TCP itself does neither); the fingerprint and payload CRC are there so that
-// a later version can check that both sides of a message are in the same collective, and that the
-// payload arrived intact, without changing the header's size.
+// Why these fields: the header CRC makes a corrupted or foreign byte stream fail at its first
+// header rather than be read as a length (and allocated); the sequence number catches a lost or
+// repeated frame (a bug in a sender, as TCP itself does neither); the fingerprint lets the receiver
+// check that both sides of a message are in the same collective call; the payload CRC, that the
+// payload arrived intact. Control frames always carry a payload CRC; data frames when the sender's
+// TcpOptions::checksum_data is on (it costs a pass over every message: see docs/reliability.md).
 //
-// A connection starts with a hello from the side that connected and a hello (or a refusal) back.
+// A connection starts with a handshake (the side that connected is the client):
+//   client -> server  hello   (its Hello, with a fresh random nonce)
+//   server -> client  hello   (its Hello, with a nonce of its own), or refuse
+//   server -> client  auth    HMAC-SHA256(secret, "flotilla server" || both hello payloads)
+//   client -> server  auth    HMAC-SHA256(secret, "flotilla client" || both hello payloads)
+// The auth frames are sent only when the job has a shared secret (Hello::auth says so; a peer that
+// disagrees is refused). Each side proves that it knows the secret without sending it, over both
+// nonces, so a recorded handshake cannot be replayed; the proofs cover the whole hellos, so their
+// fields (rank, job id, listening address) cannot be altered on the way.
 // Magic, version and type are at fixed offsets in every version, and a refusal is read whatever its
 // version, so that a rank can always say why it refused a peer.
+//
+// After the handshake, each side sends a heartbeat frame (no payload) every heartbeat interval on
+// every connection, so that a peer can tell a stalled rank from a busy one.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -38,12 +52,14 @@
 #include <vector>
 
 #include "flotilla/core/crc32.hpp"
+#include "flotilla/core/hmac.hpp"
 
 namespace flotilla::transport::wire {
 
 inline constexpr std::size_t header_size = 48;
 inline constexpr std::uint32_t magic = 0x544F4C46u;  // "FLOT" as little-endian bytes
-inline constexpr std::uint16_t protocol_version = 1;
+/// 1: the first; 2: payload CRC, operation fingerprint, heartbeats, authentication.
+inline constexpr std::uint16_t protocol_version = 2;
 
 /// The largest payload of a frame other than data (hello, table, refusal, abort). A header that
 /// announces more is refused before anything is allocated.
@@ -58,10 +74,12 @@ enum class FrameType : std::uint8_t {
   goodbye = 6,  // no payload; the last frame the sender writes on this connection
   abort = 7,    // payload: why the job failed (UTF-8 text); aux: the rank that failed first. The
                 // sender closes after it.
+  heartbeat = 8,  // no payload; not counted in the sequence (sent from a thread of its own)
+  auth = 9,       // payload: the sender's proof that it knows the secret (32 bytes)
 };
 
 namespace header_flags {
-/// payload_crc holds the CRC-32 of the payload (reserved: not yet written or checked).
+/// payload_crc holds the CRC-32 of the payload, and the receiver checks it.
 inline constexpr std::uint8_t payload_crc = 1u << 0;
 }  // namespace header_flags
 
@@ -74,6 +92,8 @@ inline constexpr std::string_view type_name(FrameType t) noexcept {
     case FrameType::barrier: return "barrier";
     case FrameType::goodbye: return "goodbye";
     case FrameType::abort: return "abort";
+    case FrameType::heartbeat: return "heartbeat";
+    case FrameType::auth: return "auth";
   }
   return "unknown";
 }
@@ -146,7 +166,7 @@ struct Decoded {
   bool crc_ok() const noexcept { return stored_crc == computed_crc; }
   bool type_known() const noexcept {
     const auto t = static_cast<std::uint8_t>(header.type);
-    return t >= static_cast<std::uint8_t>(FrameType::hello) && t <= static_cast<std::uint8_t>(FrameType::abort);
+    return t >= static_cast<std::uint8_t>(FrameType::hello) && t <= static_cast<std::uint8_t>(FrameType::auth);
   }
   /// Empty when magic, CRC and type are good; else what is wrong, for an error message.
   std::string problem() const {
@@ -181,18 +201,58 @@ inline Decoded decode(std::span<const std::byte, header_size> in) noexcept {
   return d;
 }
 
+/// Sets the payload CRC of `h` (and its flag) for `payload`.
+inline void seal_payload(Header& h, std::span<const std::byte> payload) noexcept {
+  h.flags |= header_flags::payload_crc;
+  h.payload_crc = crc32(payload);
+}
+
+/// Empty when `payload` matches the CRC `h` announces (or `h` announces none); else what is wrong.
+inline std::string payload_problem(const Header& h, std::span<const std::byte> payload) {
+  if ((h.flags & header_flags::payload_crc) == 0) return {};
+  const std::uint32_t c = crc32(payload);
+  if (c == h.payload_crc) return {};
+  return "bad payload CRC (the " + std::to_string(payload.size()) + "-byte payload of a " +
+         std::string(type_name(h.type)) + " frame was corrupted on the way)";
+}
+
+/// Everything a receiver checks in a header before it reads the payload: magic, header CRC, type,
+/// version, and the payload length against `max_payload` (so that nothing is allocated for a
+/// length no frame of that kind may have). Empty when the header may be acted on.
+inline std::string header_problem(const Decoded& d, std::uint64_t max_payload) {
+  if (auto p = d.problem(); !p.empty()) return p;
+  const Header& h = d.header;
+  if (h.version != protocol_version)
+    return "protocol version " + std::to_string(h.version) + ", this side speaks version " +
+           std::to_string(protocol_version);
+  const bool empty_kind = h.type == FrameType::barrier || h.type == FrameType::goodbye || h.type == FrameType::heartbeat;
+  if (empty_kind && h.payload_length != 0)
+    return "a " + std::string(type_name(h.type)) + " frame with a " + std::to_string(h.payload_length) + "-byte payload";
+  if (h.type == FrameType::auth && h.payload_length != Sha256::Digest{}.size())
+    return "an auth frame of " + std::to_string(h.payload_length) + " bytes (a proof has 32)";
+  const std::uint64_t limit = h.type == FrameType::data ? max_payload : max_control_payload;
+  if (h.payload_length > limit)
+    return "a " + std::string(type_name(h.type)) + " frame of " + std::to_string(h.payload_length) + " bytes (at most " +
+           std::to_string(limit) + ")";
+  return {};
+}
+
 // ---- control payloads ----------------------------------------------------------------------
 
 /// A rank introducing itself. `listen_host`/`listen_port`: where it accepts connections from the
 /// ranks below it (sent to the coordinator at rendezvous; empty/0 on mesh connections).
 /// `job_id`: chosen by the coordinator and handed out in the table, so that a connection from
 /// another job that happens to reach this port is refused (0 while registering).
+/// `auth`: 1 when the sender has a shared secret and will prove it (auth frames follow), else 0.
+/// `nonce`: random, fresh for every connection (the challenge the other side's proof must cover).
 struct Hello {
   std::uint32_t world_size = 0;
   std::uint32_t rank = 0;
   std::uint64_t job_id = 0;
   std::uint16_t listen_port = 0;
   std::string listen_host;
+  std::uint8_t auth = 0;
+  std::array<std::uint8_t, 32> nonce{};
 
   friend bool operator==(const Hello&, const Hello&) = default;
 };
@@ -263,6 +323,8 @@ inline std::vector<std::byte> encode_hello(const Hello& h) {
   w.num<std::uint64_t>(h.job_id);
   w.num<std::uint16_t>(h.listen_port);
   w.text(h.listen_host.substr(0, 0xFFFF));
+  w.num<std::uint8_t>(h.auth);
+  for (const auto b : h.nonce) w.num<std::uint8_t>(b);
   return std::move(w.out);
 }
 
@@ -275,7 +337,9 @@ inline std::optional<Hello> decode_hello(std::span<const std::byte> payload) {
   h.job_id = r.num<std::uint64_t>();
   h.listen_port = r.num<std::uint16_t>();
   h.listen_host = r.text();
-  if (!r.ok || !r.in.empty()) return std::nullopt;
+  h.auth = r.num<std::uint8_t>();
+  for (auto& b : h.nonce) b = r.num<std::uint8_t>();
+  if (!r.ok || !r.in.empty() || h.auth > 1) return std::nullopt;
   return h;
 }
 
@@ -307,6 +371,30 @@ inline std::optional<Table> decode_table(std::span<const std::byte> payload) {
   }
   if (!r.ok || !r.in.empty()) return std::nullopt;
   return t;
+}
+
+enum class Role : std::uint8_t { client, server };
+
+/// The proof that the sender of an auth frame in `role` knows `secret`: an HMAC over both hello
+/// payloads as sent (the client's first), each with its length, so that no field of either can be
+/// changed and no pair of hellos is taken for another.
+inline Sha256::Digest auth_proof(std::string_view secret, Role role, std::span<const std::byte> client_hello,
+                                 std::span<const std::byte> server_hello) {
+  HmacSha256 mac(secret);
+  mac.update(std::string_view(role == Role::client ? "flotilla client" : "flotilla server"));
+  for (const auto part : {client_hello, server_hello}) {
+    std::array<std::byte, 8> n{};
+    detail::wire_put<std::uint64_t>(n.data(), part.size());
+    mac.update(std::span<const std::byte>(n));
+    mac.update(part);
+  }
+  return mac.digest();
+}
+
+/// Whether `proof` (an auth frame's payload) is what `expected` says, in constant time.
+inline bool proof_matches(std::span<const std::byte> proof, const Sha256::Digest& expected) noexcept {
+  return constant_time_equal(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(proof.data()), proof.size()),
+                             expected);
 }
 
 }  // namespace flotilla::transport::wire
