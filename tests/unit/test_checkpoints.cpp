@@ -124,6 +124,17 @@ TEST_CASE("checkpoints: periodic sets are named by step and rotated to the last 
   CHECK(names_in(dir) == std::vector<std::string>{"step-000000000018.worker.ckpt", "step-000000000020.worker.ckpt"});
   CHECK(checkpoint::Reader(checkpoint::set_file(dir, 18, "worker")).u64("step") == 18);
 
+  // By time: a period shorter than any update gives a set after every update.
+  const auto timed = fresh_dir("rotation_timed");
+  Trainer<M> by_time(setup(1, 1));
+  FitOptions g = quiet(1);
+  g.checkpoints.directory = timed;
+  g.checkpoints.every_seconds = 1e-9;
+  g.checkpoints.keep = 0;
+  by_time.fit(data, nullptr, g);
+  CHECK(checkpoint::list_sets(timed).size() == 10);
+  std::filesystem::remove_all(timed);
+
   // Parameter servers: a file per server besides worker 0's, each rotated by its writer.
   const auto ps_dir = fresh_dir("rotation_ps");
   Trainer<M, SyncPs> ps(setup(2, 2));
@@ -295,4 +306,20 @@ TEST_CASE("checkpoints: unusable policy values are refused by name") {
   f.checkpoints.resume = false;
   f.checkpoints.directory = "/proc/flotilla-cannot-create-this";
   CHECK_THROWS_WITH_AS(t.fit(data, nullptr, f), doctest::Contains("cannot create"), ConfigError);
+}
+
+TEST_CASE("checkpoints: only set files count; temporary and foreign files are left alone") {
+  const auto dir = fresh_dir("names");
+  for (const char* name : {"step-000000000001.worker.ckpt.tmp-123", "notes.txt", "step-12.worker.ckpt",
+                           "step-00000000000x.worker.ckpt", "step-000000000003..ckpt"})
+    std::ofstream(dir / name) << "x";
+  std::ofstream(dir / "step-000000000002.server-0-of-1.ckpt") << "x";
+  const auto sets = checkpoint::list_sets(dir);
+  REQUIRE(sets.size() == 1);
+  CHECK(sets.begin()->first == 2);
+  CHECK(sets.begin()->second.count("server-0-of-1") == 1);
+  CHECK(checkpoint::rotate(dir, "server-0-of-1", 1).empty());
+  CHECK(names_in(dir).size() == 6);
+  CHECK(checkpoint::set_file(dir, 42, "worker").filename() == "step-000000000042.worker.ckpt");
+  std::filesystem::remove_all(dir);
 }
