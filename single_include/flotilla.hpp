@@ -4586,6 +4586,8 @@ concept ModelType = detail::is_model<M>::value;
 #include <system_error>
 #include <vector>
 
+#include <unistd.h>
+
 
 // ---- begin flotilla/train/checkpoint_format.hpp ----
 // The on-disk container for checkpoints: named, typed records, each with its own CRC-32, in a file
@@ -5392,18 +5394,30 @@ inline ResumeSearch find_resume_point(
 }
 
 /// Removes the files of part `part` in `dir` except those of its newest `keep` steps (0: keeps
-/// all). Returns the files removed. A file that cannot be removed is left (and not reported as
-/// removed): rotation is housekeeping, never a reason to fail a save that succeeded.
+/// all), and the temporary files of that part that another process left (a writer killed while
+/// saving: each part has one writer, so they are no one's now). Returns the files removed. A file
+/// that cannot be removed is left (and not reported): rotation is housekeeping, never a reason to
+/// fail a save that succeeded.
 inline std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part, std::size_t keep) {
   std::vector<std::filesystem::path> removed;
+  std::error_code ec;
+  const std::string own_suffix = ".ckpt.tmp-" + std::to_string(::getpid());
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto tmp = name.rfind(".ckpt.tmp-");
+    if (tmp == std::string::npos || name.substr(tmp) == own_suffix) continue;
+    const auto parsed = detail::parse_set_name(std::string_view(name).substr(0, tmp + 5));
+    std::error_code rm;
+    if (parsed && parsed->second == part && std::filesystem::remove(entry.path(), rm) && !rm) removed.push_back(entry.path());
+  }
   if (keep == 0) return removed;
   std::vector<std::pair<std::uint64_t, std::filesystem::path>> mine;
   for (const auto& [step, files] : list_sets(dir))
     if (const auto f = files.find(part); f != files.end()) mine.emplace_back(step, f->second);
   if (mine.size() <= keep) return removed;
   for (std::size_t i = 0; i + keep < mine.size(); ++i) {
-    std::error_code ec;
-    if (std::filesystem::remove(mine[i].second, ec) && !ec) removed.push_back(mine[i].second);
+    std::error_code rm;
+    if (std::filesystem::remove(mine[i].second, rm) && !rm) removed.push_back(mine[i].second);
   }
   return removed;
 }

@@ -320,6 +320,11 @@ TEST_CASE("checkpoints: only set files count; temporary and foreign files are le
   CHECK(sets.begin()->second.count("server-0-of-1") == 1);
   CHECK(checkpoint::rotate(dir, "server-0-of-1", 1).empty());
   CHECK(names_in(dir).size() == 6);
+  // A temporary file of another process (a writer killed mid-save) goes with its part's rotation.
+  const auto removed = checkpoint::rotate(dir, "worker", 1);
+  REQUIRE(removed.size() == 1);
+  CHECK(removed[0].filename() == "step-000000000001.worker.ckpt.tmp-123");
+  CHECK(names_in(dir).size() == 5);
   CHECK(checkpoint::set_file(dir, 42, "worker").filename() == "step-000000000042.worker.ckpt");
   std::filesystem::remove_all(dir);
 }
