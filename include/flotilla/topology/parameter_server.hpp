@@ -5,7 +5,8 @@
 // Ranks [0, W) are workers and ranks [W, W + S) servers; server s holds shard s. Messages:
 //   worker -> server, tag ps_push:       Header{kind, version_used} + Codec(gradient shard)
 //   server -> worker, tag ps_reply:      Header{reply, version, steps_ahead, staleness} + Codec(params shard)
-//   server -> worker, tag ps_full_reply: Header + the params shard in full precision (after hello/done)
+//   server -> worker, tag ps_full_reply: Header + the params shard in full precision (after hello,
+//                                        done, and checkpoint: a request to save the shard)
 // Every message of a tag has one size, known to both sides in advance; the 32-byte header is part of
 // the payload as the transport sees it (its own framing is counted apart).
 //
