@@ -27,6 +27,7 @@ struct Settings {
   double lr;
   std::string policy;
   std::filesystem::path data, metrics, plot, trace;
+  flotilla::CheckpointPolicy checkpoints;
 };
 
 /// The ranks of an out-of-process job, from its launcher's environment (flotilla-launch or mpirun).
@@ -80,6 +81,7 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   fit.plot_file = s.plot;
   fit.trace_file = s.trace;
   fit.plot_title = "Fashion-MNIST CNN, " + std::string(Backend::name) + ", " + s.policy;
+  fit.checkpoints = s.checkpoints;
   const auto history = trainer.fit(train, &test, fit);
   if (history.empty()) return 0;  // a parameter server: the workers report
   const auto& last = history.back();
@@ -117,9 +119,26 @@ int run_example(int argc, char** argv, const char* program, typename Backend::op
     auto& metrics = flags.add<std::filesystem::path>("metrics", "distributed_metrics.jsonl", "per-epoch metrics");
     auto& plot = flags.add<std::filesystem::path>("plot", "distributed_curves.svg", "loss and accuracy curves (SVG)");
     auto& trace = flags.add<std::filesystem::path>("trace", "", "Chrome-trace timeline of every worker (JSON)");
+    auto& ckpt_dir = flags.add<std::string>("checkpoint-dir", "",
+                                            "directory for periodic checkpoint sets (empty: none; see docs/reliability.md)");
+    auto& ckpt_steps = flags.add<std::size_t>("checkpoint-every", 0, "a checkpoint set every N updates (0: not by steps)");
+    auto& ckpt_seconds = flags.add<double>("checkpoint-seconds", 0, "a checkpoint set every S seconds (0: not by time)");
+    auto& ckpt_keep = flags.add<std::size_t>("checkpoint-keep", 3, "checkpoint sets kept (0: all)");
+    auto& resume = flags.add<bool>("resume", false,
+                                   "start from the newest complete set in --checkpoint-dir, if any (for restarts: "
+                                   "flotilla-launch --restarts N); --epochs then counts the whole run");
     if (!flags.parse(argc, argv, std::cout)) return 0;
-    const Settings s{workers, servers, epochs, batch, baseline, lr, policy, data, metrics, plot, trace};
+    Settings s{workers, servers, epochs, batch, baseline, lr, policy, data, metrics, plot, trace, {}};
     if (s.workers == 0) throw flotilla::ConfigError("--workers must be at least 1");
+    if (!(ckpt_seconds >= 0) || !std::isfinite(ckpt_seconds))
+      throw flotilla::ConfigError("--checkpoint-seconds: " + std::to_string(ckpt_seconds) + " is not a number of seconds >= 0");
+    if (ckpt_dir.empty() && (ckpt_steps > 0 || ckpt_seconds > 0 || resume))
+      throw flotilla::ConfigError("--checkpoint-every, --checkpoint-seconds and --resume need --checkpoint-dir");
+    s.checkpoints.directory = ckpt_dir;
+    s.checkpoints.every_steps = ckpt_steps;
+    s.checkpoints.every_seconds = ckpt_seconds;
+    s.checkpoints.keep = ckpt_keep;
+    s.checkpoints.resume = resume;
 
     auto train = fm::load<float>(fm::Split::train, s.data);
     auto test = fm::load<float>(fm::Split::test, s.data);

@@ -4791,6 +4791,42 @@ concept ModelType = detail::is_model<M>::value;
 }  // namespace flotilla
 // ---- end flotilla/model.hpp ----
 
+// ---- begin flotilla/train/checkpoint_dir.hpp ----
+// A directory of checkpoint sets: what periodic checkpoints are named, which set a restarted job
+// resumes from, and how old sets are rotated away. The files themselves are checkpoint_format.hpp
+// containers; what goes in them is the Trainer's business.
+//
+// A set is what the job saved at one step: one file from worker 0 (position, seed, and the model
+// and optimizer state when the workers hold them) and, with parameter servers, one file per
+// server (its slice of the parameters, its optimizer state, its update count):
+//
+//   step-000000000120.worker.ckpt
+//   step-000000000120.server-0-of-2.ckpt
+//   step-000000000120.server-1-of-2.ckpt
+//
+// The step is zero-padded, so names sort by step. Each file is written atomically by the process
+// that owns the state (Writer::commit), so a set is complete only when every one of its files is
+// there and verifies; resume takes the newest complete set and says what it passed over and why.
+// Each writer rotates its own files (keeping its newest `keep` steps) only after a successful
+// write, so a failed save never removes what an earlier one left.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <unistd.h>
+
+
 // ---- begin flotilla/train/checkpoint_format.hpp ----
 // The on-disk container for checkpoints: named, typed records, each with its own CRC-32, in a file
 // that is replaced atomically. What goes in it (parameters, optimizer state, RNG, epoch) is the
@@ -5455,6 +5491,178 @@ class Reader {
 
 }  // namespace flotilla::checkpoint
 // ---- end flotilla/train/checkpoint_format.hpp ----
+
+namespace flotilla {
+
+/// When fit() writes checkpoint sets into a directory, and whether it starts from one.
+struct CheckpointPolicy {
+  /// Where the sets go (created if missing); empty: no periodic checkpoints, no resume.
+  std::filesystem::path directory;
+  /// A set every this many updates (counted from the start of the run, so a resumed run keeps the
+  /// same schedule); 0: not by steps.
+  std::uint64_t every_steps = 0;
+  /// A set when this many seconds have passed since the last one (or since fit() began); 0: not
+  /// by time.
+  double every_seconds = 0;
+  /// Sets kept; older ones are removed after each successful save. 0 keeps every set.
+  std::size_t keep = 3;
+  /// A set when fit() ends: normally, and also when it leaves by an exception while the workers'
+  /// state is that of a completed update (not with parameter servers, which may be what failed).
+  bool at_exit = true;
+  /// fit() starts from the newest complete set in `directory`, when there is one, and then treats
+  /// FitOptions::epochs as the length of the whole run: a restarted program passes the same flags
+  /// and trains only what is left.
+  bool resume = false;
+
+  bool enabled() const noexcept { return !directory.empty(); }
+
+  /// Throws ConfigError naming the field when a value is unusable.
+  void validate() const {
+    if (!(every_seconds >= 0) || !std::isfinite(every_seconds))
+      throw ConfigError("CheckpointPolicy::every_seconds must be a finite number >= 0, not " + std::to_string(every_seconds));
+    if (!enabled() && (every_steps || every_seconds > 0 || resume))
+      throw ConfigError("CheckpointPolicy: every_steps, every_seconds and resume need a directory");
+  }
+};
+
+namespace checkpoint {
+
+/// The file of part `part` ("worker", "server-0-of-2") of the set saved at `step`.
+inline std::filesystem::path set_file(const std::filesystem::path& dir, std::uint64_t step, std::string_view part) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%012llu.", static_cast<unsigned long long>(step));
+  return dir / (std::string(name) + std::string(part) + ".ckpt");
+}
+
+inline std::string worker_part() { return "worker"; }
+inline std::string server_part(std::size_t index, std::size_t servers) {
+  return "server-" + std::to_string(index) + "-of-" + std::to_string(servers);
+}
+
+namespace detail {
+
+/// (step, part) of a set file's name, or nothing for any other name (temporary files included).
+inline std::optional<std::pair<std::uint64_t, std::string>> parse_set_name(std::string_view name) {
+  constexpr std::string_view prefix = "step-", suffix = ".ckpt";
+  if (name.size() < prefix.size() + 12 + 1 + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+      name.substr(name.size() - suffix.size()) != suffix)
+    return std::nullopt;
+  const std::string_view digits = name.substr(prefix.size(), 12);
+  std::uint64_t step = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
+  if (name[prefix.size() + 12] != '.') return std::nullopt;
+  const std::string_view part = name.substr(prefix.size() + 13, name.size() - prefix.size() - 13 - suffix.size());
+  if (part.empty()) return std::nullopt;
+  return std::pair(step, std::string(part));
+}
+
+}  // namespace detail
+
+/// The set files in `dir`: step -> part -> path. A missing directory has none.
+inline std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> list_sets(const std::filesystem::path& dir) {
+  std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> sets;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return sets;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (const auto parsed = detail::parse_set_name(entry.path().filename().string()))
+      sets[parsed->first][parsed->second] = entry.path();
+  }
+  if (ec) throw CheckpointError(dir.string() + ": cannot list the checkpoint directory: " + ec.message());
+  return sets;
+}
+
+/// A file resume passed over, and why ("truncated ...", "checksum mismatch in record 5 ...",
+/// "of another model ...", "the set has no file for part server-1-of-2").
+struct Skipped {
+  std::uint64_t step = 0;
+  std::filesystem::path file;
+  std::string reason;
+};
+
+/// A complete set: its step and its parts' verified readers (part name -> reader).
+struct ResumePoint {
+  std::uint64_t step = 0;
+  std::map<std::string, Reader> parts;
+};
+
+/// What a search for the newest complete set found, and what it passed over to find it.
+struct ResumeSearch {
+  std::optional<ResumePoint> point;
+  std::vector<Skipped> skipped;
+};
+
+/// Finds the newest set of `dir` whose parts `required` are all present and verify, and for which
+/// `check(part, reader)` throws no CheckpointError (the caller's test that the file fits this
+/// job: same model, same shard layout). Returns that set, if any, and every newer file or set it
+/// passed over.
+inline ResumeSearch find_resume_point(
+    const std::filesystem::path& dir, const std::vector<std::string>& required,
+    const std::function<void(const std::string& part, const Reader&)>& check) {
+  ResumeSearch out;
+  std::vector<Skipped>& skipped = out.skipped;
+  const auto sets = list_sets(dir);
+  for (auto it = sets.rbegin(); it != sets.rend(); ++it) {
+    const auto& [step, files] = *it;
+    ResumePoint point;
+    point.step = step;
+    bool complete = true;
+    for (const auto& part : required) {
+      const auto f = files.find(part);
+      if (f == files.end()) {
+        skipped.push_back({step, set_file(dir, step, part), "the set of step " + std::to_string(step) + " has no file for part " + part});
+        complete = false;
+        continue;
+      }
+      try {
+        Reader r(f->second);
+        check(part, r);
+        point.parts.emplace(part, std::move(r));
+      } catch (const CheckpointError& e) {
+        skipped.push_back({step, f->second, e.what()});
+        complete = false;
+      }
+    }
+    if (complete) {
+      out.point = std::move(point);
+      return out;
+    }
+  }
+  return out;
+}
+
+/// Removes the files of part `part` in `dir` except those of its newest `keep` steps (0: keeps
+/// all), and the temporary files of that part that another process left (a writer killed while
+/// saving: each part has one writer, so they are no one's now). Returns the files removed. A file
+/// that cannot be removed is left (and not reported): rotation is housekeeping, never a reason to
+/// fail a save that succeeded.
+inline std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part, std::size_t keep) {
+  std::vector<std::filesystem::path> removed;
+  std::error_code ec;
+  const std::string own_suffix = ".ckpt.tmp-" + std::to_string(::getpid());
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto tmp = name.rfind(".ckpt.tmp-");
+    if (tmp == std::string::npos || name.substr(tmp) == own_suffix) continue;
+    const auto parsed = detail::parse_set_name(std::string_view(name).substr(0, tmp + 5));
+    std::error_code rm;
+    if (parsed && parsed->second == part && std::filesystem::remove(entry.path(), rm) && !rm) removed.push_back(entry.path());
+  }
+  if (keep == 0) return removed;
+  std::vector<std::pair<std::uint64_t, std::filesystem::path>> mine;
+  for (const auto& [step, files] : list_sets(dir))
+    if (const auto f = files.find(part); f != files.end()) mine.emplace_back(step, f->second);
+  if (mine.size() <= keep) return removed;
+  for (std::size_t i = 0; i + keep < mine.size(); ++i) {
+    std::error_code rm;
+    if (std::filesystem::remove(mine[i].second, rm) && !rm) removed.push_back(mine[i].second);
+  }
+  return removed;
+}
+
+}  // namespace checkpoint
+}  // namespace flotilla
+// ---- end flotilla/train/checkpoint_dir.hpp ----
 
 // ---- begin flotilla/train/confusion.hpp ----
 // A confusion matrix over a fixed set of classes, mergeable across workers: each worker counts its
@@ -7935,7 +8143,8 @@ struct Synchronous<topology::ParameterServer> {
 // Ranks [0, W) are workers and ranks [W, W + S) servers; server s holds shard s. Messages:
 //   worker -> server, tag ps_push:       Header{kind, version_used} + Codec(gradient shard)
 //   server -> worker, tag ps_reply:      Header{reply, version, steps_ahead, staleness} + Codec(params shard)
-//   server -> worker, tag ps_full_reply: Header + the params shard in full precision (after hello/done)
+//   server -> worker, tag ps_full_reply: Header + the params shard in full precision (after hello,
+//                                        done, and checkpoint: a request to save the shard)
 // Every message of a tag has one size, known to both sides in advance; the 32-byte header is part of
 // the payload as the transport sees it (its own framing is counted apart).
 //
@@ -8053,7 +8262,9 @@ inline std::vector<TensorInfo> tensors_within(std::span<const TensorInfo> tensor
 }
 
 struct PsHeader {
-  enum Kind : std::uint32_t { push = 1, done = 2, hello = 3, reply = 4 };
+  enum Kind : std::uint32_t { push = 1, done = 2, hello = 3, reply = 4, checkpoint = 5 };
+  /// reply flags: the server saved its shard as asked (checkpoint).
+  static constexpr std::uint32_t saved = 1;
   std::uint32_t kind = 0;
   std::uint32_t flags = 0;
   std::uint64_t version = 0;      ///< push: the version the gradient was computed on; reply: the shard's version
@@ -8098,15 +8309,21 @@ class ParameterServerShard {
   std::uint64_t pushes() const noexcept { return pushes_; }
   /// Why each worker dropped by serve() was dropped (asynchronous serving only), in order.
   const std::vector<std::string>& dropped_workers() const noexcept { return dropped_; }
+  /// Sets the update count, for a shard restored from a checkpoint.
+  void set_updates(std::uint64_t updates) noexcept { updates_ = updates; }
 
   static std::size_t push_size(std::size_t n) { return PsHeader::size + Codec::encoded_size(n); }
   static std::size_t full_size(std::size_t n) { return PsHeader::size + n * sizeof(T); }
 
   /// Serves `workers` workers (job ranks 0..workers-1) until each has said it is done.
-  /// `aggregate` and `staleness_bound` come from the policy.
+  /// `aggregate` and `staleness_bound` come from the policy. A worker's checkpoint message (the
+  /// step in its header) calls `save(step)`, which returns whether the shard was saved; the reply
+  /// says so. In order with that worker's pushes, so in synchronous training the shard saved is
+  /// exactly the one of that step.
   template <Transport E>
   void serve(E& e, std::size_t workers, bool aggregate, std::size_t staleness_bound, const Optimizer& optimizer,
-             const std::function<double(std::uint64_t)>& schedule) {
+             const std::function<double(std::uint64_t)>& schedule,
+             const std::function<bool(std::uint64_t step)>& save = {}) {
     const std::size_t n = shard_.size();
     std::vector<std::byte> in(push_size(n)), reply(push_size(n)), full(full_size(n));
     Buffer<T> sum(n, T(0));
@@ -8146,8 +8363,8 @@ class ParameterServerShard {
       Codec::encode(std::span<const T>(params_), std::span<std::byte>(reply).subspan(PsHeader::size));
       e.send(w, protocol_tags::ps_reply, reply);
     };
-    auto send_full = [&](std::size_t w) {
-      PsHeader h{PsHeader::reply, 0, updates_, 0, 0};
+    auto send_full = [&](std::size_t w, std::uint32_t flags = 0) {
+      PsHeader h{PsHeader::reply, flags, updates_, 0, 0};
       h.write(full.data());
       if (n) std::memcpy(full.data() + PsHeader::size, params_.data(), n * sizeof(T));
       e.send(w, protocol_tags::ps_full_reply, full);
@@ -8218,6 +8435,13 @@ class ParameterServerShard {
         case PsHeader::hello:
           try {
             send_full(w);
+          } catch (const PeerLostError& err) {
+            drop(err);
+          }
+          break;
+        case PsHeader::checkpoint:
+          try {
+            send_full(w, save && save(h.version) ? PsHeader::saved : 0);
           } catch (const PeerLostError& err) {
             drop(err);
           }
@@ -8318,6 +8542,28 @@ class ParameterServerClient {
     Codec::decode(std::span<const std::byte>(in_).subspan(PsHeader::size, size - PsHeader::size),
                   parameters.subspan(r.begin, r.size()));
     return {h.steps_ahead, h.staleness};
+  }
+
+  /// Asks every server to save its shard as part of the checkpoint set of `step`; returns the
+  /// indices of the servers that say they could not. The parameters are left alone (the replies'
+  /// full-precision shards are not copied in: that would change what a lossy codec's run does).
+  template <Transport E>
+  std::vector<std::size_t> checkpoint(E& e, std::uint64_t step) {
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const std::size_t size = PsHeader::size + Codec::encoded_size(shards_[s].size());
+      std::fill(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(size), std::byte{0});
+      PsHeader{PsHeader::checkpoint, 0, step, 0, 0}.write(out_.data());
+      e.send(first_server_ + s, protocol_tags::ps_push, std::span<const std::byte>(out_).first(size));
+    }
+    std::vector<std::size_t> failed;
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const std::size_t size = PsHeader::size + shards_[s].size() * sizeof(T);
+      e.recv(first_server_ + s, protocol_tags::ps_full_reply, std::span<std::byte>(in_).first(size));
+      const PsHeader h = PsHeader::read(in_.data());
+      expect_reply(h, e.rank(), s);
+      if (!(h.flags & PsHeader::saved)) failed.push_back(s);
+    }
+    return failed;
   }
 
   /// hello (at the start of a fit) or done (at its end): every server answers with its shard in
@@ -9326,6 +9572,9 @@ struct FitOptions {
   std::string plot_title = "flotilla training";
   /// A checkpoint written after each epoch, atomically; empty: none.
   std::filesystem::path checkpoint_file;
+  /// Periodic checkpoint sets in a directory, rotation, and resuming from the newest complete set
+  /// (see train/checkpoint_dir.hpp); off unless checkpoints.directory is set.
+  CheckpointPolicy checkpoints;
   /// Per-step counters of every worker (compute, exposed communication, update times, bytes,
   /// staleness) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
   std::filesystem::path step_log_file;
@@ -9393,9 +9642,23 @@ class Trainer {
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     check_dataset(train, "fit: training set");
     if (validation) check_dataset(*validation, "fit: validation set");
+    fit.checkpoints.validate();
     const std::size_t servers = parameter_server ? options_.servers : 0;
     const std::size_t ranks = Backend::in_process ? options_.workers + servers : 0;
     Shared shared(fit);
+    shared.epochs = fit.epochs;
+    if (fit.checkpoints.enabled()) {
+      std::error_code ec;
+      std::filesystem::create_directories(fit.checkpoints.directory, ec);
+      if (ec)
+        throw ConfigError("FitOptions::checkpoints.directory: cannot create " + fit.checkpoints.directory.string() + ": " +
+                          ec.message());
+      if (fit.checkpoints.resume) {
+        resume_from(fit.checkpoints.directory, fit.log);
+        // epochs counts the whole run: a restarted program trains what is left (a part-done epoch counts as one).
+        shared.epochs = fit.epochs > epoch_ ? static_cast<std::size_t>(fit.epochs - epoch_) : 0;
+      }
+    }
     // Where this call starts; workers count from here on their own, and the position is written
     // back only by the worker that owns it (worker 0 in-process), so no thread reads a member
     // another writes.
@@ -9415,9 +9678,10 @@ class Trainer {
       if (e.rank() < workers) {
         run_worker(e, workers, train, validation, fit, shared);
       } else {
-        run_server(e, workers, e.rank() - workers);
+        run_server(e, workers, e.rank() - workers, fit);
       }
     });
+    pending_shards_.clear();  // consumed by the servers hosted here
     if (shared.timeline.enabled() && (Backend::in_process || shared.reporting_rank))
       shared.timeline.write(fit.trace_file);
     return shared.history;
@@ -9444,38 +9708,87 @@ class Trainer {
 
   /// Writes parameters, optimizer state, step, seed and data position to `path` atomically.
   /// With parameter servers in another process, the optimizer state lives there and is not saved.
+  /// A checkpoint directory (FitOptions::checkpoints) keeps what save() leaves out: the servers'
+  /// optimizer state and update counts, in shard files each server process writes itself.
   void save(const std::filesystem::path& path) const {
-    const WorkerState& s = local();
-    checkpoint::Writer w;
-    w.add_string("model", signature());
-    w.add_string("optimizer", std::string(optimizer_type::name));
-    w.add_u64("step", s.step);
-    w.add_u64("epoch", epoch_);
-    w.add_u64("batch_in_epoch", batch_in_epoch_);
-    w.add_u64("seed", s.engine.seed());
-    w.add_array<T>("parameters", s.engine.parameters());
-    const bool have_state = !parameter_server || !servers_.empty();
-    w.add_u64("has_optimizer_state", have_state ? 1 : 0);
-    if (have_state) {
-      auto buffers = optimizer_buffers_copy();
-      for (std::size_t i = 0; i < buffers.size(); ++i)
-        w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
-    }
-    w.commit(path);
+    write_worker_file(path, epoch_, batch_in_epoch_, !parameter_server || !servers_.empty());
   }
 
   /// Restores what save() wrote, seed included. The checkpoint must come from the same model and
   /// optimizer types; nothing is changed unless the whole checkpoint verifies and matches.
   void load(const std::filesystem::path& path) {
     const checkpoint::Reader r(path);
+    check_worker_file(r);
+    load_worker_file(r);
+    pending_shards_.clear();
+  }
+
+  /// What resume_from() did: the step it resumed from (none: no complete set, nothing changed),
+  /// the files it read, and every newer file or set it passed over, with the reason.
+  struct ResumeReport {
+    std::optional<std::uint64_t> step;
+    std::vector<std::filesystem::path> files;
+    std::vector<checkpoint::Skipped> skipped;
+  };
+
+  /// Restores the newest complete checkpoint set in `dir` (see train/checkpoint_dir.hpp): worker
+  /// 0's file and, with parameter servers, every server's shard file (a server process takes its
+  /// own shard when fit() starts). A set is used only when every file verifies and fits this
+  /// trainer (model, optimizer, shard layout); each newer one passed over is reported on `log`
+  /// and in the result. FitOptions::checkpoints.resume calls this at the start of fit().
+  ResumeReport resume_from(const std::filesystem::path& dir, std::ostream* log = nullptr) {
+    const std::size_t servers = parameter_server ? options_.servers : 0;
+    std::vector<std::string> parts = {checkpoint::worker_part()};
+    for (std::size_t k = 0; k < servers; ++k) parts.push_back(checkpoint::server_part(k, servers));
+    auto found = checkpoint::find_resume_point(dir, parts, [&](const std::string& part, const checkpoint::Reader& r) {
+      if (part == checkpoint::worker_part()) {
+        check_worker_file(r);
+      } else {
+        const auto at = std::find(parts.begin(), parts.end(), part) - parts.begin();
+        check_shard_file(r, static_cast<std::size_t>(at) - 1, servers);
+      }
+    });
+    ResumeReport report;
+    report.skipped = found.skipped;
+    for (const auto& k : report.skipped)
+      if (log) *log << "checkpoint: skipped " << k.file.string() << ": " << k.reason << "\n";
+    if (!found.point) {
+      if (log) *log << "checkpoint: no complete checkpoint set in " << dir.string() << "; starting from the beginning\n";
+      return report;
+    }
+    auto& point = *found.point;
+    load_worker_file(point.parts.at(checkpoint::worker_part()));
+    pending_shards_.clear();
+    for (std::size_t k = 0; k < servers; ++k) pending_shards_.push_back(point.parts.at(checkpoint::server_part(k, servers)));
+    report.step = point.step;
+    for (const auto& part : parts) report.files.push_back(checkpoint::set_file(dir, point.step, part));
+    if (log)
+      *log << "checkpoint: resuming from step " << point.step << " (epoch " << epoch_ + 1 << ", batch " << batch_in_epoch_
+           << ") in " << dir.string() << "\n";
+    return report;
+  }
+
+  /// Checkpoint saves that failed (periodic and at exit, worker and server files): each message
+  /// names the file and the reason. Training goes on after a failed save; the sets saved before
+  /// are kept.
+  std::vector<std::string> checkpoint_failures() const {
+    const std::lock_guard lock(states_mutex_);
+    return checkpoint_failures_;
+  }
+
+ private:
+  void check_worker_file(const checkpoint::Reader& r) const {
     const std::string model = r.string("model");
     if (model != signature())
-      throw CheckpointError(path.string() + ": the checkpoint is of another model.\n  checkpoint: " + model +
+      throw CheckpointError(r.source() + ": the checkpoint is of another model.\n  checkpoint: " + model +
                             "\n  this model: " + signature());
     const std::string opt = r.string("optimizer");
     if (opt != optimizer_type::name)
-      throw CheckpointError(path.string() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
+      throw CheckpointError(r.source() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
                             std::string(optimizer_type::name));
+  }
+
+  void load_worker_file(const checkpoint::Reader& r) {
     Buffer<T> params(parameter_count);
     r.array_into<T>("parameters", std::span<T>(params));
     optimizer_state state(parameter_count);
@@ -9502,6 +9815,82 @@ class Trainer {
     servers_.clear();
     server_rebuild_ = true;
   }
+
+  void write_worker_file(const std::filesystem::path& path, std::uint64_t epoch, std::uint64_t batch,
+                         bool with_optimizer_state) const {
+    const WorkerState& s = local();
+    checkpoint::Writer w;
+    w.add_string("model", signature());
+    w.add_string("optimizer", std::string(optimizer_type::name));
+    w.add_u64("step", s.step);
+    w.add_u64("epoch", epoch);
+    w.add_u64("batch_in_epoch", batch);
+    w.add_u64("seed", s.engine.seed());
+    w.add_array<T>("parameters", s.engine.parameters());
+    w.add_u64("has_optimizer_state", with_optimizer_state ? 1 : 0);
+    if (with_optimizer_state) {
+      auto buffers = optimizer_buffers_copy();
+      for (std::size_t i = 0; i < buffers.size(); ++i)
+        w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
+    }
+    w.commit(path);
+  }
+
+  /// A shard file must be shard `index` of `servers` of this model's parameters.
+  void check_shard_file(const checkpoint::Reader& r, std::size_t index, std::size_t servers) const {
+    check_worker_file(r);
+    const auto shards = detail::balanced_shards(parameter_count, servers);
+    const std::uint64_t got_index = r.u64("shard_index"), got_count = r.u64("shard_count");
+    const std::uint64_t begin = r.u64("shard_begin"), end = r.u64("shard_end");
+    if (got_index != index || got_count != servers || begin != shards[index].begin || end != shards[index].end)
+      throw CheckpointError(r.source() + ": holds shard " + std::to_string(got_index) + " of " + std::to_string(got_count) +
+                            " (parameters " + std::to_string(begin) + ".." + std::to_string(end) + "), this job needs shard " +
+                            std::to_string(index) + " of " + std::to_string(servers) + " (parameters " +
+                            std::to_string(shards[index].begin) + ".." + std::to_string(shards[index].end) + ")");
+    if (r.count("parameters") != end - begin)
+      throw CheckpointError(r.source() + ": record 'parameters' has " + std::to_string(r.count("parameters")) +
+                            " elements for a shard of " + std::to_string(end - begin));
+  }
+
+  /// Writes server `index`'s shard as part of the set of `step`, rotates its older files, and
+  /// says whether it worked; a failure is logged and kept (checkpoint_failures()), not thrown:
+  /// the server goes on serving and the set of that step stays incomplete.
+  template <class S>  // S: Shard, declared below
+  bool save_shard(S& shard, std::size_t index, std::size_t servers, std::uint64_t step, const FitOptions& fit) {
+    const auto& cp = fit.checkpoints;
+    if (!cp.enabled()) return false;
+    const std::string part = checkpoint::server_part(index, servers);
+    const auto path = checkpoint::set_file(cp.directory, step, part);
+    try {
+      checkpoint::Writer w;
+      w.add_string("model", signature());
+      w.add_string("optimizer", std::string(optimizer_type::name));
+      w.add_u64("step", step);
+      w.add_u64("updates", shard.updates());
+      w.add_u64("shard_index", index);
+      w.add_u64("shard_count", servers);
+      w.add_u64("shard_begin", shard.shard().begin);
+      w.add_u64("shard_end", shard.shard().end);
+      w.add_array<T>("parameters", std::span<const T>(shard.parameters()));
+      auto buffers = shard.optimizer_buffers().buffers();
+      for (std::size_t i = 0; i < buffers.size(); ++i)
+        w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
+      w.commit(path);
+    } catch (const CheckpointError& e) {
+      note_checkpoint_failure(std::string("parameter server ") + std::to_string(index) + ": " + e.what(), fit.log);
+      return false;
+    }
+    checkpoint::rotate(cp.directory, part, cp.keep);
+    return true;
+  }
+
+  void note_checkpoint_failure(const std::string& what, std::ostream* log) {
+    const std::lock_guard lock(states_mutex_);
+    checkpoint_failures_.push_back(what);
+    if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
+  }
+
+ public:
 
   // ---- state ------------------------------------------------------------------------------
 
@@ -9574,6 +9963,7 @@ class Trainer {
     std::optional<std::ofstream> step_log;
     bool reporting_rank = false;
     std::uint64_t start_epoch = 0, start_batch = 0;
+    std::size_t epochs = 0;  // to run in this call
     std::mutex step_log_mutex;
   };
 
@@ -9601,12 +9991,20 @@ class Trainer {
       const auto all = workers_[0]->engine.parameters();
       servers_[s] = std::make_unique<Shard>(shards[s], all.subspan(shards[s].begin, shards[s].size()),
                                             detail::tensors_within(network_type::tensors, shards[s]));
-      // A restored checkpoint's optimizer state belongs on the shards that serve it.
       auto dst = servers_[s]->optimizer_buffers().buffers();
-      workers_[0]->engine.optimizer_state_to_host(workers_[0]->opt);
-      auto src = workers_[0]->opt.buffers();
-      for (std::size_t i = 0; i < dst.size(); ++i)
-        std::copy_n(src[i].begin() + static_cast<std::ptrdiff_t>(shards[s].begin), shards[s].size(), dst[i].begin());
+      if (s < pending_shards_.size()) {
+        // resume_from() verified it: this shard's parameters, optimizer state and update count.
+        const checkpoint::Reader& r = pending_shards_[s];
+        r.array_into<T>("parameters", servers_[s]->parameters());
+        for (std::size_t i = 0; i < dst.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), dst[i]);
+        servers_[s]->set_updates(r.u64("updates"));
+      } else {
+        // A restored single-file checkpoint's optimizer state belongs on the shards that serve it.
+        workers_[0]->engine.optimizer_state_to_host(workers_[0]->opt);
+        auto src = workers_[0]->opt.buffers();
+        for (std::size_t i = 0; i < dst.size(); ++i)
+          std::copy_n(src[i].begin() + static_cast<std::ptrdiff_t>(shards[s].begin), shards[s].size(), dst[i].begin());
+      }
     }
     return *servers_[s];
   }
@@ -9706,72 +10104,127 @@ class Trainer {
     std::uint64_t epoch = shared.start_epoch, first_batch = shared.start_batch;
     std::uint64_t steps_this_call = 0;
     bool stop = false;
-    for (std::size_t epoch_index = 0; epoch_index < fit.epochs && !stop; ++epoch_index) {
-      const auto started = std::chrono::steady_clock::now();
-      loader.start_epoch(epoch, first_batch);
-      std::optional<ProgressBar> bar;
-      if (reporter && fit.log)
-        bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(epoch + 1), fit.progress);
-      double loss_sum = 0;
-      std::size_t correct = 0, seen = 0, micro = 0, position = first_batch;
-      CounterTotals totals;
-      StepCounters counters;
-      TrafficCounters before = e.counters();
-      while (const data::Batch<T>* batch = loader.next()) {
-        // Micro-batches of one update: K, or what is left of the epoch.
-        const std::size_t remaining = loader.batches_per_epoch() - (batch->index - micro);
-        const std::size_t group_size = std::min(micro_batches, remaining);
-        const bool last = micro + 1 == group_size;
-        const StepResult r = worker_step(e, group, s, *batch, micro, group_size, last, runner.get(), client, counters,
-                                         timeline, w);
-        loss_sum += r.loss * static_cast<double>(r.samples);
-        correct += r.correct;
-        seen += r.samples;
-        ++position;
-        micro = last ? 0 : micro + 1;
-        if (last) {
-          const TrafficCounters now = e.counters();
-          counters.traffic = now - before;
-          before = now;
-          counters.step = s.step;
-          totals.add(counters);
-          if (reporter) counters_.push_back(counters);
-          if (step_log) write_step_log(*step_log, w, counters, shared);
-          counters = {};
-          if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
+    // Checkpoint sets are worker 0's decision alone (its state is the job's in synchronous
+    // training; servers save on its request), so no other worker waits for them.
+    const CheckpointPolicy& cp = fit.checkpoints;
+    const bool saves_sets = reporter && cp.enabled();
+    auto last_save = std::chrono::steady_clock::now();
+    std::optional<std::uint64_t> saved_step;
+    if (saves_sets && cp.resume && s.step > 0) saved_step = s.step;  // what resume_from() loaded
+    // The position after the last completed update: what a checkpoint taken now must record.
+    std::uint64_t done_step = s.step, done_epoch = epoch, done_batch = first_batch;
+    auto save_set = [&] {
+      if constexpr (parameter_server) {
+        for (const std::size_t k : client->checkpoint(e, s.step))
+          note_checkpoint_failure("parameter server " + std::to_string(k) + " could not save its shard of step " +
+                                      std::to_string(s.step) + " (its log says why); that set is incomplete",
+                                  fit.log);
+      }
+      const auto path = checkpoint::set_file(cp.directory, s.step, checkpoint::worker_part());
+      try {
+        write_worker_file(path, done_epoch, done_batch, !parameter_server);
+        checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
+      } catch (const CheckpointError& err) {
+        note_checkpoint_failure(err.what(), fit.log);
+      }
+      saved_step = s.step;
+      last_save = std::chrono::steady_clock::now();
+    };
+    try {
+      for (std::size_t epoch_index = 0; epoch_index < shared.epochs && !stop; ++epoch_index) {
+        const auto started = std::chrono::steady_clock::now();
+        loader.start_epoch(epoch, first_batch);
+        std::optional<ProgressBar> bar;
+        if (reporter && fit.log)
+          bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(epoch + 1), fit.progress);
+        double loss_sum = 0;
+        std::size_t correct = 0, seen = 0, micro = 0, position = first_batch;
+        CounterTotals totals;
+        StepCounters counters;
+        TrafficCounters before = e.counters();
+        while (const data::Batch<T>* batch = loader.next()) {
+          // Micro-batches of one update: K, or what is left of the epoch.
+          const std::size_t remaining = loader.batches_per_epoch() - (batch->index - micro);
+          const std::size_t group_size = std::min(micro_batches, remaining);
+          const bool last = micro + 1 == group_size;
+          const StepResult r = worker_step(e, group, s, *batch, micro, group_size, last, runner.get(), client, counters,
+                                           timeline, w);
+          loss_sum += r.loss * static_cast<double>(r.samples);
+          correct += r.correct;
+          seen += r.samples;
+          ++position;
+          micro = last ? 0 : micro + 1;
+          if (last) {
+            const TrafficCounters now = e.counters();
+            counters.traffic = now - before;
+            before = now;
+            counters.step = s.step;
+            totals.add(counters);
+            if (reporter) counters_.push_back(counters);
+            if (step_log) write_step_log(*step_log, w, counters, shared);
+            counters = {};
+            if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
+            // An update that ends the epoch resumes at the start of the next.
+            const bool epoch_done = position == loader.batches_per_epoch();
+            done_step = s.step;
+            done_epoch = epoch_done ? epoch + 1 : epoch;
+            done_batch = epoch_done ? 0 : position;
+            if (saves_sets && saved_step != s.step &&
+                ((cp.every_steps && s.step % cp.every_steps == 0) ||
+                 (cp.every_seconds > 0 &&
+                  std::chrono::steady_clock::now() - last_save >= std::chrono::duration<double>(cp.every_seconds))))
+              save_set();
+          }
+          // The bar shows the job's rate: every worker takes an equal share of each global batch.
+          if (bar)
+            bar->update(position, seen * workers, loss_sum / static_cast<double>(std::max<std::size_t>(seen, 1)),
+                        classifier ? static_cast<double>(correct) / static_cast<double>(std::max<std::size_t>(seen, 1))
+                                   : std::numeric_limits<double>::quiet_NaN());
+          if (stop && last) break;
         }
-        // The bar shows the job's rate: every worker takes an equal share of each global batch.
-        if (bar)
-          bar->update(position, seen * workers, loss_sum / static_cast<double>(std::max<std::size_t>(seen, 1)),
-                      classifier ? static_cast<double>(correct) / static_cast<double>(std::max<std::size_t>(seen, 1))
-                                 : std::numeric_limits<double>::quiet_NaN());
-        if (stop && last) break;
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s);
+        if (stop && position < loader.batches_per_epoch()) {
+          first_batch = position;  // a stopped epoch resumes where it stopped
+        } else {
+          ++epoch;
+          first_batch = 0;
+        }
+        rec.epoch = epoch;
+        if (owns_position) {
+          epoch_ = epoch;
+          batch_in_epoch_ = first_batch;
+          history_.push_back(rec);
+          shared.history.push_back(rec);
+        }
+        if (reporter) {
+          if (bar) bar->finish(summary(rec));
+          if (metrics) metrics->write(rec);
+          if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, history_, fit.plot_title);
+        }
+        if (!fit.checkpoint_file.empty()) {
+          group.barrier();  // servers are idle while every worker waits here
+          if (reporter) save(fit.checkpoint_file);
+          group.barrier();
+        }
       }
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s);
-      if (stop) {
-        first_batch = position;  // a stopped epoch resumes where it stopped
-      } else {
-        ++epoch;
-        first_batch = 0;
+      if (saves_sets && cp.at_exit && saved_step != s.step) save_set();
+    } catch (...) {
+      // Leaving by an exception (a peer died, a transport timed out): worker 0 saves what it has
+      // if that is the state of a completed update. Parameters and optimizer state change only
+      // together with the step counter, so an unchanged counter means nothing is half applied.
+      // Not with parameter servers: they hold the state, and may be what failed.
+      if (saves_sets && cp.at_exit && !parameter_server && s.step == done_step && saved_step != s.step) {
+        const auto path = checkpoint::set_file(cp.directory, s.step, checkpoint::worker_part());
+        try {
+          write_worker_file(path, done_epoch, done_batch, true);
+          checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
+          if (fit.log) *fit.log << "checkpoint: saved step " << s.step << " to " << path.string() << " before stopping\n";
+        } catch (const CheckpointError& err) {
+          note_checkpoint_failure(err.what(), fit.log);
+        }
       }
-      rec.epoch = epoch;
-      if (owns_position) {
-        epoch_ = epoch;
-        batch_in_epoch_ = first_batch;
-        history_.push_back(rec);
-        shared.history.push_back(rec);
-      }
-      if (reporter) {
-        if (bar) bar->finish(summary(rec));
-        if (metrics) metrics->write(rec);
-        if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, history_, fit.plot_title);
-      }
-      if (!fit.checkpoint_file.empty()) {
-        group.barrier();  // servers are idle while every worker waits here
-        if (reporter) save(fit.checkpoint_file);
-        group.barrier();
-      }
+      throw;
     }
     if constexpr (parameter_server) client->exchange_full(e, detail::PsHeader::done, s.engine.parameters());
   }
@@ -9899,12 +10352,13 @@ class Trainer {
   // ---- a server's fit ----------------------------------------------------------------------
 
   template <class E>
-  void run_server(E& e, std::size_t workers, std::size_t index) {
+  void run_server(E& e, std::size_t workers, std::size_t index, const FitOptions& fit) {
     if constexpr (parameter_server) {
       Shard& shard = server_state(index, options_.servers);
-      shard.serve(e, workers, Policy::aggregate, Policy::staleness_bound, options_.optimizer, options_.schedule);
+      shard.serve(e, workers, Policy::aggregate, Policy::staleness_bound, options_.optimizer, options_.schedule,
+                  [&](std::uint64_t step) { return save_shard(shard, index, options_.servers, step, fit); });
     } else {
-      (void)e, (void)workers, (void)index;
+      (void)e, (void)workers, (void)index, (void)fit;
     }
   }
 
@@ -10059,11 +10513,14 @@ class Trainer {
   std::vector<std::unique_ptr<WorkerState>> workers_;
   std::vector<std::unique_ptr<Shard>> servers_;
   bool server_rebuild_ = false;
-  std::mutex states_mutex_;
+  mutable std::mutex states_mutex_;
   History history_;
   std::vector<StepCounters> counters_;
   std::uint64_t epoch_ = 0;
   std::uint64_t batch_in_epoch_ = 0;
+  /// The shard files of the set resume_from() chose, for the servers this process hosts.
+  std::vector<checkpoint::Reader> pending_shards_;
+  std::vector<std::string> checkpoint_failures_;
 };
 
 }  // namespace flotilla

@@ -68,6 +68,7 @@
 
 // Models and training.
 #include "flotilla/model.hpp"
+#include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
 #include "flotilla/train/confusion.hpp"
 #include "flotilla/train/history.hpp"

@@ -1099,6 +1099,49 @@ TEST_CASE("launcher: the flotilla-launch program") {
   CHECK(contains(out, "usage: flotilla-launch"));
 }
 
+TEST_CASE("launcher: restarts start the whole job again after a rank is killed") {
+  Captured cap;
+  auto o = launch_options(3, {}, cap);
+  // Rank 1 of the first attempt kills itself with SIGKILL; the others would sleep for a minute.
+  o.command = {"/bin/sh", "-c",
+               "echo attempt $FLOTILLA_RESTART; "
+               "if [ \"$FLOTILLA_RESTART\" = 0 ]; then if [ \"$FLOTILLA_RANK\" = 1 ]; then sleep 0.2; kill -9 $$; fi; sleep 60; fi"};
+  o.restarts = 2;
+  const auto t0 = Clock::now();
+  const auto job = transport::run_job(o);
+  CHECK(ms_since(t0) < 10000);  // the survivors of the first attempt were stopped, not waited for
+  CHECK(job.exit_code() == 0);
+  CHECK(job.restarts == 1);
+  REQUIRE(job.failures.size() == 1);
+  CHECK(job.failures[0] == "rank 1 was killed by signal 9 (Killed)");
+  std::string messages;
+  for (const auto& m : cap.messages) messages += m + "\n";
+  CAPTURE(messages);
+  CHECK(contains(messages, "rank 1 was killed by signal 9 (Killed); restarting the job (restart 1 of 2)"));
+  CHECK(contains(cap.of(1), "attempt 0\n"));  // (the others may be stopped before they print)
+  for (std::size_t r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK(contains(cap.of(r), "attempt 1\n"));
+  }
+
+  // A job that fails every time gives up after its restarts, with the last failure's status.
+  Captured cap2;
+  auto always = launch_options(2, {"exit", "0", "5"}, cap2);
+  always.restarts = 1;
+  const auto failed = transport::run_job(always);
+  CHECK(failed.restarts == 1);
+  CHECK(failed.failures.size() == 2);
+  CHECK(failed.exit_code() == 5);
+  REQUIRE(!cap2.messages.empty());
+  CHECK(contains(cap2.messages.back(), "no restarts left (1 used)"));
+
+  const char* bad[] = {"flotilla-launch", "-n", "2", "--restarts", "-1", "prog"};
+  CHECK(contains(config_error([&] { (void)transport::parse_launch_args(6, bad); }),
+                 "--restarts: '-1' is not a number of restarts"));
+  const char* good[] = {"flotilla-launch", "-n", "2", "--restarts=3", "prog"};
+  CHECK(transport::parse_launch_args(5, good)->restarts == 3);
+}
+
 TEST_CASE("launcher: argument parsing") {
   const char* argv[] = {"flotilla-launch", "-n", "3", "--timeout=2.5", "--env", "A=b", "--", "prog", "--flag", "x"};
   const auto o = transport::parse_launch_args(10, argv);

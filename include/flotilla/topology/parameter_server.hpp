@@ -5,7 +5,8 @@
 // Ranks [0, W) are workers and ranks [W, W + S) servers; server s holds shard s. Messages:
 //   worker -> server, tag ps_push:       Header{kind, version_used} + Codec(gradient shard)
 //   server -> worker, tag ps_reply:      Header{reply, version, steps_ahead, staleness} + Codec(params shard)
-//   server -> worker, tag ps_full_reply: Header + the params shard in full precision (after hello/done)
+//   server -> worker, tag ps_full_reply: Header + the params shard in full precision (after hello,
+//                                        done, and checkpoint: a request to save the shard)
 // Every message of a tag has one size, known to both sides in advance; the 32-byte header is part of
 // the payload as the transport sees it (its own framing is counted apart).
 //
@@ -68,7 +69,9 @@ inline std::vector<TensorInfo> tensors_within(std::span<const TensorInfo> tensor
 }
 
 struct PsHeader {
-  enum Kind : std::uint32_t { push = 1, done = 2, hello = 3, reply = 4 };
+  enum Kind : std::uint32_t { push = 1, done = 2, hello = 3, reply = 4, checkpoint = 5 };
+  /// reply flags: the server saved its shard as asked (checkpoint).
+  static constexpr std::uint32_t saved = 1;
   std::uint32_t kind = 0;
   std::uint32_t flags = 0;
   std::uint64_t version = 0;      ///< push: the version the gradient was computed on; reply: the shard's version
@@ -113,15 +116,21 @@ class ParameterServerShard {
   std::uint64_t pushes() const noexcept { return pushes_; }
   /// Why each worker dropped by serve() was dropped (asynchronous serving only), in order.
   const std::vector<std::string>& dropped_workers() const noexcept { return dropped_; }
+  /// Sets the update count, for a shard restored from a checkpoint.
+  void set_updates(std::uint64_t updates) noexcept { updates_ = updates; }
 
   static std::size_t push_size(std::size_t n) { return PsHeader::size + Codec::encoded_size(n); }
   static std::size_t full_size(std::size_t n) { return PsHeader::size + n * sizeof(T); }
 
   /// Serves `workers` workers (job ranks 0..workers-1) until each has said it is done.
-  /// `aggregate` and `staleness_bound` come from the policy.
+  /// `aggregate` and `staleness_bound` come from the policy. A worker's checkpoint message (the
+  /// step in its header) calls `save(step)`, which returns whether the shard was saved; the reply
+  /// says so. In order with that worker's pushes, so in synchronous training the shard saved is
+  /// exactly the one of that step.
   template <Transport E>
   void serve(E& e, std::size_t workers, bool aggregate, std::size_t staleness_bound, const Optimizer& optimizer,
-             const std::function<double(std::uint64_t)>& schedule) {
+             const std::function<double(std::uint64_t)>& schedule,
+             const std::function<bool(std::uint64_t step)>& save = {}) {
     const std::size_t n = shard_.size();
     std::vector<std::byte> in(push_size(n)), reply(push_size(n)), full(full_size(n));
     Buffer<T> sum(n, T(0));
@@ -161,8 +170,8 @@ class ParameterServerShard {
       Codec::encode(std::span<const T>(params_), std::span<std::byte>(reply).subspan(PsHeader::size));
       e.send(w, protocol_tags::ps_reply, reply);
     };
-    auto send_full = [&](std::size_t w) {
-      PsHeader h{PsHeader::reply, 0, updates_, 0, 0};
+    auto send_full = [&](std::size_t w, std::uint32_t flags = 0) {
+      PsHeader h{PsHeader::reply, flags, updates_, 0, 0};
       h.write(full.data());
       if (n) std::memcpy(full.data() + PsHeader::size, params_.data(), n * sizeof(T));
       e.send(w, protocol_tags::ps_full_reply, full);
@@ -233,6 +242,13 @@ class ParameterServerShard {
         case PsHeader::hello:
           try {
             send_full(w);
+          } catch (const PeerLostError& err) {
+            drop(err);
+          }
+          break;
+        case PsHeader::checkpoint:
+          try {
+            send_full(w, save && save(h.version) ? PsHeader::saved : 0);
           } catch (const PeerLostError& err) {
             drop(err);
           }
@@ -333,6 +349,28 @@ class ParameterServerClient {
     Codec::decode(std::span<const std::byte>(in_).subspan(PsHeader::size, size - PsHeader::size),
                   parameters.subspan(r.begin, r.size()));
     return {h.steps_ahead, h.staleness};
+  }
+
+  /// Asks every server to save its shard as part of the checkpoint set of `step`; returns the
+  /// indices of the servers that say they could not. The parameters are left alone (the replies'
+  /// full-precision shards are not copied in: that would change what a lossy codec's run does).
+  template <Transport E>
+  std::vector<std::size_t> checkpoint(E& e, std::uint64_t step) {
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const std::size_t size = PsHeader::size + Codec::encoded_size(shards_[s].size());
+      std::fill(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(size), std::byte{0});
+      PsHeader{PsHeader::checkpoint, 0, step, 0, 0}.write(out_.data());
+      e.send(first_server_ + s, protocol_tags::ps_push, std::span<const std::byte>(out_).first(size));
+    }
+    std::vector<std::size_t> failed;
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const std::size_t size = PsHeader::size + shards_[s].size() * sizeof(T);
+      e.recv(first_server_ + s, protocol_tags::ps_full_reply, std::span<std::byte>(in_).first(size));
+      const PsHeader h = PsHeader::read(in_.data());
+      expect_reply(h, e.rank(), s);
+      if (!(h.flags & PsHeader::saved)) failed.push_back(s);
+    }
+    return failed;
   }
 
   /// hello (at the start of a fit) or done (at its end): every server answers with its shard in

@@ -9,6 +9,11 @@
 // status or is killed, the others are stopped (SIGTERM, then SIGKILL after a grace period) and
 // the result names that rank and how it ended; a timeout bounds the whole job.
 //
+// With restarts (run_job(), flotilla-launch --restarts N), a job that fails that way is started
+// again, whole, up to N times: TensorFlow's checkpoint-and-restart. Each attempt's ranks get
+// FLOTILLA_RESTART (0 for the first), and a program that resumes from its checkpoints
+// (FitOptions::checkpoints.resume) goes on from the newest complete set.
+//
 // POSIX only (posix_spawn, poll, process groups): processes and pipes are not sockets, and stay
 // out of Boost.Asio; only the coordinator's free port is found through the socket layer
 // (tcp_socket.hpp). Each rank runs in a process group of its own, so that stopping it stops what
@@ -64,6 +69,9 @@ struct LaunchOptions {
   std::uint16_t port = 0;
   /// Whether the failure of one rank stops the others (the default), or they are left to finish.
   bool stop_on_failure = true;
+  /// run_job(): how many times a job whose rank failed is started again, whole (0: never). A job
+  /// stopped by its timeout or by an interrupt is not restarted.
+  std::size_t restarts = 0;
   /// Extra environment variables for every rank, "NAME=value".
   std::vector<std::string> environment;
   /// Each line a rank prints, without its newline; `stream` is 1 (stdout) or 2 (stderr). Default:
@@ -278,6 +286,9 @@ inline LaunchResult launch(const LaunchOptions& o) {
   for (char** e = environ; e && *e; ++e)
     if (!overridden(*e)) base.emplace_back(*e);
   for (const auto& e : o.environment) base.push_back(e);
+  if (std::none_of(o.environment.begin(), o.environment.end(),
+                   [](const std::string& e) { return e.rfind("FLOTILLA_RESTART=", 0) == 0; }))
+    base.push_back("FLOTILLA_RESTART=0");
   base.push_back("FLOTILLA_WORLD_SIZE=" + std::to_string(o.ranks));
   base.push_back("FLOTILLA_COORDINATOR=" + result.coordinator);
   if (!reports.path().empty()) base.push_back("FLOTILLA_LAUNCH_REPORTS=" + reports.path());
@@ -499,6 +510,44 @@ inline LaunchResult launch(const LaunchOptions& o) {
   return result;
 }
 
+/// What run_job() did: the last attempt's result and how many restarts it took.
+struct JobResult {
+  LaunchResult last;
+  std::size_t restarts = 0;
+  /// How each failed attempt ended, in order: "rank 2 was killed by signal 9 (Killed)".
+  std::vector<std::string> failures;
+  int exit_code() const noexcept { return last.exit_code(); }
+};
+
+/// Runs the job with launch(), and again, whole, up to `o.restarts` times while an attempt ends
+/// because a rank failed. Each attempt's ranks have FLOTILLA_RESTART set to the attempt's number
+/// and a fresh coordinator port (unless `o.port` fixes one). Every restart is announced through
+/// `o.on_message` with the rank that failed and how.
+inline JobResult run_job(const LaunchOptions& o) {
+  auto message = o.on_message ? o.on_message : [](const std::string& m) {
+    detail::write_fd(2, "flotilla-launch: " + m + "\n");
+  };
+  JobResult job;
+  for (std::size_t attempt = 0;; ++attempt) {
+    LaunchOptions a = o;
+    a.environment.erase(std::remove_if(a.environment.begin(), a.environment.end(),
+                                       [](const std::string& e) { return e.rfind("FLOTILLA_RESTART=", 0) == 0; }),
+                        a.environment.end());
+    a.environment.push_back("FLOTILLA_RESTART=" + std::to_string(attempt));
+    job.last = launch(a);
+    job.restarts = attempt;
+    if (job.last.ok() || !job.last.first_failure || job.last.timed_out || job.last.interrupted) return job;
+    const std::string how = job.last.ranks[*job.last.first_failure].describe(*job.last.first_failure);
+    job.failures.push_back(how);
+    if (attempt >= o.restarts) {
+      if (o.restarts > 0) message(how + "; no restarts left (" + std::to_string(o.restarts) + " used)");
+      return job;
+    }
+    message(how + "; restarting the job (restart " + std::to_string(attempt + 1) + " of " + std::to_string(o.restarts) +
+            ")");
+  }
+}
+
 namespace detail {
 
 inline volatile std::sig_atomic_t launch_interrupted = 0;
@@ -515,7 +564,7 @@ inline double parse_seconds(std::string_view flag, std::string_view text) {
 }  // namespace detail
 
 inline constexpr std::string_view launch_usage =
-    "usage: flotilla-launch -n N [--timeout S] [--grace S] [--port P] [--env NAME=VALUE]... [--] program [args...]\n"
+    "usage: flotilla-launch -n N [--timeout S] [--grace S] [--restarts R] [--port P] [--env NAME=VALUE]... [--] program [args...]\n"
     "\n"
     "Starts N copies of the program on this machine as the ranks of a flotilla TCP job: each gets\n"
     "FLOTILLA_RANK (0 to N-1), FLOTILLA_WORLD_SIZE=N and FLOTILLA_COORDINATOR (a free loopback port),\n"
@@ -525,6 +574,9 @@ inline constexpr std::string_view launch_usage =
     "  -n, --ranks N    number of ranks\n"
     "  --timeout S      stop the job after S seconds (exit status 124); default: no limit\n"
     "  --grace S        seconds between SIGTERM and SIGKILL when stopping ranks; default 2\n"
+    "  --restarts R     when a rank fails, stop the others and start the whole job again, up to R\n"
+    "                   times (each rank gets FLOTILLA_RESTART=attempt; a program that resumes from its\n"
+    "                   checkpoints goes on from the newest complete set); default 0\n"
     "  --port P         the coordinator's port; default: a free one\n"
     "  --env NAME=VALUE an extra environment variable for every rank (repeatable)\n";
 
@@ -561,6 +613,13 @@ inline std::optional<LaunchOptions> parse_launch_args(int argc, const char* cons
       o.timeout = std::chrono::milliseconds(static_cast<long long>(detail::parse_seconds(name, value(name, arg)) * 1000));
     } else if (name == "--grace") {
       o.grace = std::chrono::milliseconds(static_cast<long long>(detail::parse_seconds(name, value(name, arg)) * 1000));
+    } else if (name == "--restarts") {
+      const auto v = value(name, arg);
+      std::size_t n = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (v.empty() || ec != std::errc{} || end != v.data() + v.size() || n > 1000)
+        throw ConfigError("flotilla-launch: --restarts: '" + std::string(v) + "' is not a number of restarts (0 to 1000)");
+      o.restarts = n;
     } else if (name == "--port") {
       const auto v = value(name, arg);
       unsigned p = 0;
@@ -597,7 +656,7 @@ inline int launch_main(int argc, const char* const* argv) {
     for (int s : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(s, &sa, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
     o->interrupted = &detail::launch_interrupted;
-    return launch(*o).exit_code();
+    return run_job(*o).exit_code();
   } catch (const ConfigError& e) {
     std::cerr << e.what() << "\n";
     return 2;

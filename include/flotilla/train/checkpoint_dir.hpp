@@ -1,0 +1,208 @@
+#pragma once
+// A directory of checkpoint sets: what periodic checkpoints are named, which set a restarted job
+// resumes from, and how old sets are rotated away. The files themselves are checkpoint_format.hpp
+// containers; what goes in them is the Trainer's business.
+//
+// A set is what the job saved at one step: one file from worker 0 (position, seed, and the model
+// and optimizer state when the workers hold them) and, with parameter servers, one file per
+// server (its slice of the parameters, its optimizer state, its update count):
+//
+//   step-000000000120.worker.ckpt
+//   step-000000000120.server-0-of-2.ckpt
+//   step-000000000120.server-1-of-2.ckpt
+//
+// The step is zero-padded, so names sort by step. Each file is written atomically by the process
+// that owns the state (Writer::commit), so a set is complete only when every one of its files is
+// there and verifies; resume takes the newest complete set and says what it passed over and why.
+// Each writer rotates its own files (keeping its newest `keep` steps) only after a successful
+// write, so a failed save never removes what an earlier one left.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <unistd.h>
+
+#include "flotilla/core/error.hpp"
+#include "flotilla/train/checkpoint_format.hpp"
+
+namespace flotilla {
+
+/// When fit() writes checkpoint sets into a directory, and whether it starts from one.
+struct CheckpointPolicy {
+  /// Where the sets go (created if missing); empty: no periodic checkpoints, no resume.
+  std::filesystem::path directory;
+  /// A set every this many updates (counted from the start of the run, so a resumed run keeps the
+  /// same schedule); 0: not by steps.
+  std::uint64_t every_steps = 0;
+  /// A set when this many seconds have passed since the last one (or since fit() began); 0: not
+  /// by time.
+  double every_seconds = 0;
+  /// Sets kept; older ones are removed after each successful save. 0 keeps every set.
+  std::size_t keep = 3;
+  /// A set when fit() ends: normally, and also when it leaves by an exception while the workers'
+  /// state is that of a completed update (not with parameter servers, which may be what failed).
+  bool at_exit = true;
+  /// fit() starts from the newest complete set in `directory`, when there is one, and then treats
+  /// FitOptions::epochs as the length of the whole run: a restarted program passes the same flags
+  /// and trains only what is left.
+  bool resume = false;
+
+  bool enabled() const noexcept { return !directory.empty(); }
+
+  /// Throws ConfigError naming the field when a value is unusable.
+  void validate() const {
+    if (!(every_seconds >= 0) || !std::isfinite(every_seconds))
+      throw ConfigError("CheckpointPolicy::every_seconds must be a finite number >= 0, not " + std::to_string(every_seconds));
+    if (!enabled() && (every_steps || every_seconds > 0 || resume))
+      throw ConfigError("CheckpointPolicy: every_steps, every_seconds and resume need a directory");
+  }
+};
+
+namespace checkpoint {
+
+/// The file of part `part` ("worker", "server-0-of-2") of the set saved at `step`.
+inline std::filesystem::path set_file(const std::filesystem::path& dir, std::uint64_t step, std::string_view part) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%012llu.", static_cast<unsigned long long>(step));
+  return dir / (std::string(name) + std::string(part) + ".ckpt");
+}
+
+inline std::string worker_part() { return "worker"; }
+inline std::string server_part(std::size_t index, std::size_t servers) {
+  return "server-" + std::to_string(index) + "-of-" + std::to_string(servers);
+}
+
+namespace detail {
+
+/// (step, part) of a set file's name, or nothing for any other name (temporary files included).
+inline std::optional<std::pair<std::uint64_t, std::string>> parse_set_name(std::string_view name) {
+  constexpr std::string_view prefix = "step-", suffix = ".ckpt";
+  if (name.size() < prefix.size() + 12 + 1 + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+      name.substr(name.size() - suffix.size()) != suffix)
+    return std::nullopt;
+  const std::string_view digits = name.substr(prefix.size(), 12);
+  std::uint64_t step = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
+  if (name[prefix.size() + 12] != '.') return std::nullopt;
+  const std::string_view part = name.substr(prefix.size() + 13, name.size() - prefix.size() - 13 - suffix.size());
+  if (part.empty()) return std::nullopt;
+  return std::pair(step, std::string(part));
+}
+
+}  // namespace detail
+
+/// The set files in `dir`: step -> part -> path. A missing directory has none.
+inline std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> list_sets(const std::filesystem::path& dir) {
+  std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> sets;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return sets;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (const auto parsed = detail::parse_set_name(entry.path().filename().string()))
+      sets[parsed->first][parsed->second] = entry.path();
+  }
+  if (ec) throw CheckpointError(dir.string() + ": cannot list the checkpoint directory: " + ec.message());
+  return sets;
+}
+
+/// A file resume passed over, and why ("truncated ...", "checksum mismatch in record 5 ...",
+/// "of another model ...", "the set has no file for part server-1-of-2").
+struct Skipped {
+  std::uint64_t step = 0;
+  std::filesystem::path file;
+  std::string reason;
+};
+
+/// A complete set: its step and its parts' verified readers (part name -> reader).
+struct ResumePoint {
+  std::uint64_t step = 0;
+  std::map<std::string, Reader> parts;
+};
+
+/// What a search for the newest complete set found, and what it passed over to find it.
+struct ResumeSearch {
+  std::optional<ResumePoint> point;
+  std::vector<Skipped> skipped;
+};
+
+/// Finds the newest set of `dir` whose parts `required` are all present and verify, and for which
+/// `check(part, reader)` throws no CheckpointError (the caller's test that the file fits this
+/// job: same model, same shard layout). Returns that set, if any, and every newer file or set it
+/// passed over.
+inline ResumeSearch find_resume_point(
+    const std::filesystem::path& dir, const std::vector<std::string>& required,
+    const std::function<void(const std::string& part, const Reader&)>& check) {
+  ResumeSearch out;
+  std::vector<Skipped>& skipped = out.skipped;
+  const auto sets = list_sets(dir);
+  for (auto it = sets.rbegin(); it != sets.rend(); ++it) {
+    const auto& [step, files] = *it;
+    ResumePoint point;
+    point.step = step;
+    bool complete = true;
+    for (const auto& part : required) {
+      const auto f = files.find(part);
+      if (f == files.end()) {
+        skipped.push_back({step, set_file(dir, step, part), "the set of step " + std::to_string(step) + " has no file for part " + part});
+        complete = false;
+        continue;
+      }
+      try {
+        Reader r(f->second);
+        check(part, r);
+        point.parts.emplace(part, std::move(r));
+      } catch (const CheckpointError& e) {
+        skipped.push_back({step, f->second, e.what()});
+        complete = false;
+      }
+    }
+    if (complete) {
+      out.point = std::move(point);
+      return out;
+    }
+  }
+  return out;
+}
+
+/// Removes the files of part `part` in `dir` except those of its newest `keep` steps (0: keeps
+/// all), and the temporary files of that part that another process left (a writer killed while
+/// saving: each part has one writer, so they are no one's now). Returns the files removed. A file
+/// that cannot be removed is left (and not reported): rotation is housekeeping, never a reason to
+/// fail a save that succeeded.
+inline std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part, std::size_t keep) {
+  std::vector<std::filesystem::path> removed;
+  std::error_code ec;
+  const std::string own_suffix = ".ckpt.tmp-" + std::to_string(::getpid());
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto tmp = name.rfind(".ckpt.tmp-");
+    if (tmp == std::string::npos || name.substr(tmp) == own_suffix) continue;
+    const auto parsed = detail::parse_set_name(std::string_view(name).substr(0, tmp + 5));
+    std::error_code rm;
+    if (parsed && parsed->second == part && std::filesystem::remove(entry.path(), rm) && !rm) removed.push_back(entry.path());
+  }
+  if (keep == 0) return removed;
+  std::vector<std::pair<std::uint64_t, std::filesystem::path>> mine;
+  for (const auto& [step, files] : list_sets(dir))
+    if (const auto f = files.find(part); f != files.end()) mine.emplace_back(step, f->second);
+  if (mine.size() <= keep) return removed;
+  for (std::size_t i = 0; i + keep < mine.size(); ++i) {
+    std::error_code rm;
+    if (std::filesystem::remove(mine[i].second, rm) && !rm) removed.push_back(mine[i].second);
+  }
+  return removed;
+}
+
+}  // namespace checkpoint
+}  // namespace flotilla

@@ -1,0 +1,103 @@
+// An interrupted out-of-process job resumed from its checkpoints ends with exactly the parameters
+// of the same job run without a break. Every rank of a job started by flotilla-launch (TCP) or
+// mpirun (MPI) runs this program; run_resume.cmake runs three jobs in one directory:
+//
+//   checkpoint_resume_<backend> <dir> whole  ring|ps S   2 epochs, no break; rank 0 saves the result
+//   checkpoint_resume_<backend> <dir> first  ring|ps S   stops after 11 updates, sets every 4, none at exit
+//   checkpoint_resume_<backend> <dir> resume ring|ps S   resumes from the newest set (update 8), ends
+//                                                        the 2 epochs; rank 0 compares, bit for bit
+//
+// With parameter servers ("ps S", the last S ranks), the servers' optimizer state and update
+// counts live in the server processes and come back from their own shard files.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "../common/blobs.hpp"
+#include "flotilla/flotilla.hpp"
+#if defined(FLOTILLA_TEST_TCP)
+#include "flotilla/transport/tcp.hpp"
+using Backend = flotilla::transport::Tcp;
+static Backend::options backend_options() { return Backend::options::from_environment(); }
+#elif defined(FLOTILLA_TEST_MPI)
+#include "flotilla/transport/mpi.hpp"
+using Backend = flotilla::transport::Mpi;
+static Backend::options backend_options() { return {}; }
+#endif
+
+using namespace flotilla;
+using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
+using M = Model<Net, SoftmaxCrossEntropy, optim::Adam, double>;
+
+template <class Policy>
+static int run(const std::filesystem::path& dir, const std::string& phase, std::size_t servers) {
+  const auto data = flotilla_test::blobs<double>(490, 11);  // 490: the last global batch is partial
+  TrainerOptions<M> o;
+  o.optimizer.learning_rate = 0.01;
+  o.schedule = schedule::Cosine{.total = 150};
+  o.batch_size = 8;
+  o.servers = servers;
+  o.seed = phase == "resume" ? 99 : 23;  // the resumed job must take the seed from its checkpoint
+  o.workers = 0;                          // as launched
+  Trainer<M, Policy, Backend> trainer(o, Policy{}, backend_options());
+  FitOptions f;
+  f.epochs = 2;
+  f.log = nullptr;
+  const auto sets = dir / "sets";
+  if (phase == "first") {
+    f.checkpoints.directory = sets;
+    f.checkpoints.every_steps = 4;
+    f.checkpoints.at_exit = false;
+    f.max_steps = 11;
+  } else if (phase == "resume") {
+    f.checkpoints.directory = sets;
+    f.checkpoints.resume = true;
+    f.checkpoints.at_exit = false;
+  } else if (phase != "whole") {
+    std::fprintf(stderr, "unknown phase '%s'\n", phase.c_str());
+    return 2;
+  }
+  const auto history = trainer.fit(data, nullptr, f);
+  if (history.empty()) return 0;  // a parameter server
+  bool rank_zero = std::getenv("FLOTILLA_RANK") == nullptr || std::string(std::getenv("FLOTILLA_RANK")) == "0";
+#if defined(FLOTILLA_TEST_MPI)
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  rank_zero = r == 0;
+#endif
+  if (!rank_zero) return 0;
+  if (phase == "whole") {
+    trainer.save(dir / "whole.ckpt");
+    return 0;
+  }
+  if (phase == "first") return trainer.step() == 11 ? 0 : 1;
+  const checkpoint::Reader whole(dir / "whole.ckpt");
+  const auto expected = whole.array<double>("parameters");
+  const auto got = std::as_const(trainer).parameters();
+  const bool same = expected.size() == got.size() && std::memcmp(expected.data(), got.data(), got.size_bytes()) == 0;
+  std::printf("resumed at update 8, ended at update %llu (uninterrupted: %llu); parameters %s\n",
+              static_cast<unsigned long long>(trainer.step()), static_cast<unsigned long long>(whole.u64("step")),
+              same ? "bit-identical" : "DIFFER");
+  return same && trainer.step() == whole.u64("step") ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  try {
+    if (argc < 4) {
+      std::fprintf(stderr, "usage: %s DIR whole|first|resume ring|ps SERVERS\n", argv[0]);
+      return 2;
+    }
+    const std::string mode = argv[3];
+    if (mode == "ring") return run<policy::Synchronous<topology::Ring>>(argv[1], argv[2], 1);
+    if (mode == "ps")
+      return run<policy::Synchronous<topology::ParameterServer>>(argv[1], argv[2],
+                                                                argc > 4 ? static_cast<std::size_t>(std::stoul(argv[4])) : 1);
+    std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,330 @@
+// Checkpoint sets in a directory: periodic saves, rotation, resume from the newest set that
+// verifies (and what it skips), bit-identical continuation of an interrupted run, and saves that
+// fail without harming what was saved before.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../common/blobs.hpp"
+#include "flotilla/flotilla.hpp"
+
+using namespace flotilla;
+
+namespace {
+
+using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, Flatten, Dense<12>, Tanh, Dropout<20>, Dense<3>>;
+using M = Model<Net, SoftmaxCrossEntropy, optim::Adam>;
+using Ring = policy::Synchronous<>;
+using SyncPs = policy::Synchronous<topology::ParameterServer>;
+using AsyncPs = policy::Asynchronous<topology::ParameterServer>;
+
+TrainerOptions<M> setup(std::size_t workers, std::size_t servers, std::uint64_t seed = 5) {
+  TrainerOptions<M> o;
+  o.optimizer.learning_rate = 0.01;
+  o.schedule = schedule::Cosine{.total = 200};  // the schedule's position must survive a resume too
+  o.batch_size = 10;
+  o.workers = workers;
+  o.servers = servers;
+  o.seed = seed;
+  return o;
+}
+
+FitOptions quiet(std::size_t epochs) {
+  FitOptions f;
+  f.epochs = epochs;
+  f.log = nullptr;
+  return f;
+}
+
+/// A fresh, empty directory under the temporary directory.
+std::filesystem::path fresh_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_test_checkpoints_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::vector<std::string> names_in(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+template <class T>
+bool bitwise_equal(std::span<const T> a, std::span<const T> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+/// Trains 2 epochs without a break; then again, stopped after `stop_after` updates with sets every
+/// 4 updates and none at exit (as if killed), and resumed by a trainer of another seed from the
+/// newest set. Both must end with the same parameters, bit for bit, and the same step.
+template <class P>
+void check_resume_equals_uninterrupted(std::size_t workers, std::size_t servers, const std::string& name) {
+  const auto data = flotilla_test::blobs<float>(250, 3);  // 250: a partial last batch
+  Trainer<M, P> whole(setup(workers, servers));
+  whole.fit(data, nullptr, quiet(2));
+
+  const auto dir = fresh_dir(name);
+  {
+    Trainer<M, P> first(setup(workers, servers));
+    FitOptions f = quiet(2);
+    f.checkpoints.directory = dir;
+    f.checkpoints.every_steps = 4;
+    f.checkpoints.at_exit = false;
+    f.max_steps = 11;
+    first.fit(data, nullptr, f);
+    REQUIRE(first.step() == 11);
+  }
+  Trainer<M, P> resumed(setup(workers, servers, /*seed=*/77));  // load must replace the seed too
+  FitOptions f = quiet(2);
+  f.checkpoints.directory = dir;
+  f.checkpoints.resume = true;
+  f.checkpoints.at_exit = false;
+  std::ostringstream log;
+  f.log = &log;
+  resumed.fit(data, nullptr, f);
+  CHECK(log.str().find("resuming from step 8") != std::string::npos);
+  CHECK(resumed.step() == whole.step());
+  CHECK(resumed.epoch() == 2);
+  CHECK(bitwise_equal(std::as_const(resumed).parameters(), std::as_const(whole).parameters()));
+  std::filesystem::remove_all(dir);
+}
+
+/// Writes `bytes` over the file (to damage it).
+void overwrite(const std::filesystem::path& p, const std::vector<char>& bytes) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<char> contents(const std::filesystem::path& p) {
+  std::vector<char> b(std::filesystem::file_size(p));
+  std::ifstream(p, std::ios::binary).read(b.data(), static_cast<std::streamsize>(b.size()));
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoints: periodic sets are named by step and rotated to the last M") {
+  const auto data = flotilla_test::blobs<float>(100, 1);  // 10 updates per epoch
+  const auto dir = fresh_dir("rotation");
+  Trainer<M> t(setup(1, 1));
+  FitOptions f = quiet(2);
+  f.checkpoints.directory = dir;
+  f.checkpoints.every_steps = 3;
+  f.checkpoints.keep = 2;
+  t.fit(data, nullptr, f);
+  // Saved at 3, 6, ..., 18 and at exit (20); the last two remain.
+  CHECK(names_in(dir) == std::vector<std::string>{"step-000000000018.worker.ckpt", "step-000000000020.worker.ckpt"});
+  CHECK(checkpoint::Reader(checkpoint::set_file(dir, 18, "worker")).u64("step") == 18);
+
+  // By time: a period shorter than any update gives a set after every update.
+  const auto timed = fresh_dir("rotation_timed");
+  Trainer<M> by_time(setup(1, 1));
+  FitOptions g = quiet(1);
+  g.checkpoints.directory = timed;
+  g.checkpoints.every_seconds = 1e-9;
+  g.checkpoints.keep = 0;
+  by_time.fit(data, nullptr, g);
+  CHECK(checkpoint::list_sets(timed).size() == 10);
+  std::filesystem::remove_all(timed);
+
+  // Parameter servers: a file per server besides worker 0's, each rotated by its writer.
+  const auto ps_dir = fresh_dir("rotation_ps");
+  Trainer<M, SyncPs> ps(setup(2, 2));
+  f.checkpoints.directory = ps_dir;
+  f.checkpoints.every_steps = 2;
+  f.checkpoints.keep = 1;
+  f.epochs = 1;  // 5 updates of 2 x 10 samples
+  ps.fit(data, nullptr, f);
+  CHECK(names_in(ps_dir) == std::vector<std::string>{"step-000000000005.server-0-of-2.ckpt",
+                                                     "step-000000000005.server-1-of-2.ckpt",
+                                                     "step-000000000005.worker.ckpt"});
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(ps_dir);
+}
+
+TEST_CASE("checkpoints: a run interrupted and resumed equals the uninterrupted run, bit for bit") {
+  SUBCASE("one worker") { check_resume_equals_uninterrupted<Ring>(1, 1, "resume_1"); }
+  SUBCASE("two workers, ring") { check_resume_equals_uninterrupted<Ring>(2, 1, "resume_ring2"); }
+  SUBCASE("two workers, two synchronous parameter servers") { check_resume_equals_uninterrupted<SyncPs>(2, 2, "resume_ps"); }
+  SUBCASE("one worker, an asynchronous parameter server") { check_resume_equals_uninterrupted<AsyncPs>(1, 1, "resume_async"); }
+}
+
+TEST_CASE("checkpoints: resume takes the newest set that verifies and says what it skipped") {
+  const auto data = flotilla_test::blobs<float>(100, 2);
+  const auto dir = fresh_dir("skip");
+  Trainer<M, SyncPs> t(setup(2, 2));
+  FitOptions f = quiet(1);
+  f.checkpoints.directory = dir;
+  f.checkpoints.every_steps = 1;
+  f.checkpoints.keep = 0;  // keep all: sets of steps 1..5
+  t.fit(data, nullptr, f);
+  REQUIRE(checkpoint::list_sets(dir).size() == 5);
+
+  // Step 5: a flipped byte in worker 0's file; step 4: server 1's file truncated; step 3: server
+  // 0's file missing; step 6 (newer than all): a file of another model.
+  auto w5 = contents(checkpoint::set_file(dir, 5, "worker"));
+  w5[w5.size() / 2] ^= 0x40;
+  overwrite(checkpoint::set_file(dir, 5, "worker"), w5);
+  auto s4 = contents(checkpoint::set_file(dir, 4, "server-1-of-2"));
+  s4.resize(s4.size() - 7);
+  overwrite(checkpoint::set_file(dir, 4, "server-1-of-2"), s4);
+  std::filesystem::remove(checkpoint::set_file(dir, 3, "server-0-of-2"));
+  using Other = Model<Sequential<Input<1, 6, 6>, Flatten, Dense<3>>, SoftmaxCrossEntropy, optim::Adam>;
+  Trainer<Other>().save(checkpoint::set_file(dir, 6, "worker"));
+
+  Trainer<M, SyncPs> r(setup(2, 2, 9));
+  std::ostringstream log;
+  const auto report = r.resume_from(dir, &log);
+  REQUIRE(report.step.has_value());
+  CHECK(*report.step == 2);
+  CHECK(r.step() == 2);
+  REQUIRE(report.skipped.size() >= 4);
+  const auto reason_for = [&](std::uint64_t step) {
+    std::string all;
+    for (const auto& s : report.skipped)
+      if (s.step == step) all += s.file.string() + ": " + s.reason + "\n";
+    return all;
+  };
+  CHECK(reason_for(6).find("another model") != std::string::npos);
+  CHECK(reason_for(6).find("server-0-of-2") != std::string::npos);  // the foreign step has no servers' files either
+  CHECK(reason_for(5).find("step-000000000005.worker.ckpt") != std::string::npos);
+  CHECK(reason_for(5).find("checksum mismatch") != std::string::npos);
+  CHECK(reason_for(5).find("record") != std::string::npos);
+  CHECK(reason_for(4).find("truncated") != std::string::npos);
+  CHECK(reason_for(3).find("no file for part server-0-of-2") != std::string::npos);
+  CHECK(log.str().find("resuming from step 2") != std::string::npos);
+  CHECK(log.str().find("skipped " + checkpoint::set_file(dir, 5, "worker").string()) != std::string::npos);
+
+  // A resumed fit goes on from step 2 with those shards: one more epoch of 5 updates.
+  f.checkpoints.every_steps = 0;
+  f.checkpoints.at_exit = false;
+  r.fit(data, nullptr, f);  // the rest of epoch 1: its last 3 updates
+  CHECK(r.step() == 5);
+  CHECK(r.epoch() == 1);
+
+  // Nothing usable: nothing changes, and the report says so.
+  const auto empty = fresh_dir("skip_empty");
+  Trainer<M> fresh(setup(1, 1));
+  std::ostringstream log2;
+  CHECK_FALSE(fresh.resume_from(empty, &log2).step.has_value());
+  CHECK(log2.str().find("no complete checkpoint set") != std::string::npos);
+  CHECK(fresh.step() == 0);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(empty);
+}
+
+TEST_CASE("checkpoints: a save that fails (disk full) keeps the previous set and training goes on") {
+  const auto data = flotilla_test::blobs<float>(100, 4);
+  const auto dir = fresh_dir("full");
+  Trainer<M> t(setup(1, 1));
+  FitOptions f = quiet(1);
+  f.checkpoints.directory = dir;
+  t.fit(data, nullptr, f);  // the set of step 10, at exit
+  const auto good = contents(checkpoint::set_file(dir, 10, "worker"));
+
+  // A file size limit makes write(2) fail with EFBIG part way, as a full disk fails with ENOSPC.
+  struct rlimit old {};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+  const auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = 200;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  f.checkpoints.every_steps = 5;
+  t.fit(data, nullptr, f);  // saves at 15 and 20 fail
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  ::signal(SIGXFSZ, old_handler);
+
+  CHECK(t.step() == 20);
+  const auto failures = t.checkpoint_failures();
+  REQUIRE(failures.size() == 2);
+  CHECK(failures[0].find(checkpoint::set_file(dir, 15, "worker").string()) != std::string::npos);
+  CHECK(failures[0].find("cannot write") != std::string::npos);
+  CHECK(failures[0].find("previous checkpoint is unchanged") != std::string::npos);
+  CHECK(names_in(dir) == std::vector<std::string>{"step-000000000010.worker.ckpt"});  // no temporary file left
+  CHECK(contents(checkpoint::set_file(dir, 10, "worker")) == good);
+  Trainer<M> r(setup(1, 1));
+  CHECK(r.resume_from(dir).step == std::optional<std::uint64_t>(10));
+  std::filesystem::remove_all(dir);
+}
+
+/// Synchronous ring training in which worker 1 fails before its update number `fail_at` + 1.
+struct FailingSynchronous {
+  static constexpr std::string_view name = "synchronous, failing";
+  using topology = topology::Ring;
+  static constexpr bool reduce_gradients_in_backward = true;
+  std::uint64_t fail_at = 6;
+  template <class Context>
+  void step(Context& ctx) {
+    if (ctx.rank() == 1 && ctx.step() == fail_at) throw std::runtime_error("worker 1 fails on purpose");
+    ctx.apply_optimizer();
+  }
+};
+
+TEST_CASE("checkpoints: a job that fails saves the last completed update at exit") {
+  // Worker 1 fails in its 7th update; worker 0 leaves by the job's abort with 6 updates done (or
+  // 7, if it applied its own before the abort reached it: both are completed updates). What it
+  // saves must be exactly what a clean run has after that many updates.
+  const auto data = flotilla_test::blobs<float>(200, 6);
+  const auto dir = fresh_dir("failure");
+  Trainer<M, FailingSynchronous> t(setup(2, 1));
+  FitOptions f = quiet(1);
+  f.checkpoints.directory = dir;
+  CHECK_THROWS_WITH_AS(t.fit(data, nullptr, f), doctest::Contains("fails on purpose"), std::runtime_error);
+  const auto sets = checkpoint::list_sets(dir);
+  REQUIRE(sets.size() == 1);
+  const std::uint64_t saved = sets.begin()->first;
+  CHECK((saved == 6 || saved == 7));
+  Trainer<M, Ring> clean(setup(2, 1));
+  FitOptions g = quiet(1);
+  g.max_steps = saved;
+  clean.fit(data, nullptr, g);
+  Trainer<M, Ring> r(setup(2, 1));
+  REQUIRE(r.resume_from(dir).step == std::optional<std::uint64_t>(saved));
+  CHECK(bitwise_equal(std::as_const(r).parameters(), std::as_const(clean).parameters()));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("checkpoints: unusable policy values are refused by name") {
+  const auto data = flotilla_test::blobs<float>(20, 1);
+  Trainer<M> t(setup(1, 1));
+  FitOptions f = quiet(1);
+  f.checkpoints.directory = fresh_dir("bad");
+  f.checkpoints.every_seconds = -1;
+  CHECK_THROWS_WITH_AS(t.fit(data, nullptr, f), doctest::Contains("every_seconds"), ConfigError);
+  f.checkpoints.every_seconds = 0;
+  f.checkpoints.directory.clear();
+  f.checkpoints.resume = true;
+  CHECK_THROWS_WITH_AS(t.fit(data, nullptr, f), doctest::Contains("need a directory"), ConfigError);
+  f.checkpoints.resume = false;
+  f.checkpoints.directory = "/proc/flotilla-cannot-create-this";
+  CHECK_THROWS_WITH_AS(t.fit(data, nullptr, f), doctest::Contains("cannot create"), ConfigError);
+}
+
+TEST_CASE("checkpoints: only set files count; temporary and foreign files are left alone") {
+  const auto dir = fresh_dir("names");
+  for (const char* name : {"step-000000000001.worker.ckpt.tmp-123", "notes.txt", "step-12.worker.ckpt",
+                           "step-00000000000x.worker.ckpt", "step-000000000003..ckpt"})
+    std::ofstream(dir / name) << "x";
+  std::ofstream(dir / "step-000000000002.server-0-of-1.ckpt") << "x";
+  const auto sets = checkpoint::list_sets(dir);
+  REQUIRE(sets.size() == 1);
+  CHECK(sets.begin()->first == 2);
+  CHECK(sets.begin()->second.count("server-0-of-1") == 1);
+  CHECK(checkpoint::rotate(dir, "server-0-of-1", 1).empty());
+  CHECK(names_in(dir).size() == 6);
+  // A temporary file of another process (a writer killed mid-save) goes with its part's rotation.
+  const auto removed = checkpoint::rotate(dir, "worker", 1);
+  REQUIRE(removed.size() == 1);
+  CHECK(removed[0].filename() == "step-000000000001.worker.ckpt.tmp-123");
+  CHECK(names_in(dir).size() == 5);
+  CHECK(checkpoint::set_file(dir, 42, "worker").filename() == "step-000000000042.worker.ckpt");
+  std::filesystem::remove_all(dir);
+}
