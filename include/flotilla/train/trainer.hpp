@@ -273,7 +273,8 @@ class Trainer {
   ResumeReport resume_from(const std::filesystem::path& dir, std::ostream* log = nullptr) {
     const std::size_t servers = parameter_server ? options_.servers : 0;
     std::vector<std::string> parts = {checkpoint::worker_part()};
-    for (std::size_t k = 0; k < servers; ++k) parts.push_back(checkpoint::server_part(k, servers));
+    // `!=`, not `<`: nvcc warns of a comparison with zero when `servers` is the constant 0.
+    for (std::size_t k = 0; k != servers; ++k) parts.push_back(checkpoint::server_part(k, servers));
     auto found = checkpoint::find_resume_point(dir, parts, [&](const std::string& part, const checkpoint::Reader& r) {
       if (part == checkpoint::worker_part()) {
         check_worker_file(r);
@@ -293,7 +294,7 @@ class Trainer {
     auto& point = *found.point;
     load_worker_file(point.parts.at(checkpoint::worker_part()));
     pending_shards_.clear();
-    for (std::size_t k = 0; k < servers; ++k) pending_shards_.push_back(point.parts.at(checkpoint::server_part(k, servers)));
+    for (std::size_t k = 0; k != servers; ++k) pending_shards_.push_back(point.parts.at(checkpoint::server_part(k, servers)));
     report.step = point.step;
     for (const auto& part : parts) report.files.push_back(checkpoint::set_file(dir, point.step, part));
     if (log)
