@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 
+#include "common/quiet_fit.hpp"
 #include "common/blobs.hpp"
 #include "cuda/gpu_compare.hpp"
 #include "flotilla/cuda/engine.hpp"
@@ -29,12 +30,7 @@ TrainerOptions<M> options(std::size_t workers = 1, std::size_t batch = 20) {
   o.workers = workers;
   return o;
 }
-FitOptions quiet(std::size_t epochs) {
-  FitOptions f;
-  f.epochs = epochs;
-  f.log = nullptr;
-  return f;
-}
+using flotilla_test::quiet;
 
 }  // namespace
 

@@ -17,15 +17,9 @@
 
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
-#if defined(FLOTILLA_TEST_TCP)
-#include "flotilla/transport/tcp.hpp"
-using Backend = flotilla::transport::Tcp;
-static Backend::options backend_options() { return Backend::options::from_environment(); }
-#elif defined(FLOTILLA_TEST_MPI)
-#include "flotilla/transport/mpi.hpp"
-using Backend = flotilla::transport::Mpi;
-static Backend::options backend_options() { return {}; }
-#endif
+#include "../common/process_backend.hpp"
+using flotilla_test::Backend;
+using flotilla_test::backend_options;
 
 using namespace flotilla;
 using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;

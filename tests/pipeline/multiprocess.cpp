@@ -13,15 +13,9 @@
 
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
-#if defined(FLOTILLA_TEST_MPI)
-#include "flotilla/transport/mpi.hpp"
-using Backend = flotilla::transport::Mpi;
-static Backend::options backend_options() { return {}; }
-#else
-#include "flotilla/transport/tcp.hpp"
-using Backend = flotilla::transport::Tcp;
-static Backend::options backend_options() { return Backend::options::from_environment(); }
-#endif
+#include "../common/process_backend.hpp"
+using flotilla_test::Backend;
+using flotilla_test::backend_options;
 
 using namespace flotilla;
 namespace pl = flotilla::pipeline;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/quiet_fit.hpp"
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
 
@@ -36,12 +37,7 @@ TrainerOptions<M> setup(std::size_t workers, std::size_t servers, std::uint64_t 
   return o;
 }
 
-FitOptions quiet(std::size_t epochs) {
-  FitOptions f;
-  f.epochs = epochs;
-  f.log = nullptr;
-  return f;
-}
+using flotilla_test::quiet;
 
 /// A fresh, empty directory under the temporary directory.
 std::filesystem::path fresh_dir(const std::string& name) {
