@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/blobs.hpp"
+#include "../common/quiet_fit.hpp"
 #include "flotilla/codec/fp16.hpp"
 #include "flotilla/flotilla.hpp"
 #include "flotilla/policy/accumulate.hpp"
@@ -35,12 +36,7 @@ std::filesystem::path scratch(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("flotilla_" + std::to_string(::getpid()) + "_" + name);
 }
 
-FitOptions quiet(std::size_t epochs = 1) {
-  FitOptions f;
-  f.epochs = epochs;
-  f.log = nullptr;
-  return f;
-}
+using flotilla_test::quiet;
 
 template <class M>
 TrainerOptions<M> setup(std::size_t batch, std::size_t workers, std::size_t servers = 1) {

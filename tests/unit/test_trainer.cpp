@@ -7,6 +7,7 @@
 #include <fstream>
 #include <vector>
 
+#include "../common/quiet_fit.hpp"
 #include "flotilla/flotilla.hpp"
 
 using namespace flotilla;
@@ -46,12 +47,7 @@ TrainerOptions<M> options(std::size_t threads, std::uint64_t seed = 3) {
   return o;
 }
 
-FitOptions quiet(std::size_t epochs) {
-  FitOptions f;
-  f.epochs = epochs;
-  f.log = nullptr;
-  return f;
-}
+using flotilla_test::quiet;
 
 template <class T>
 bool bitwise_equal(std::span<const T> a, std::span<const T> b) {

@@ -48,7 +48,10 @@
 #include "flotilla/topology/ring.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
 #include "flotilla/train/confusion.hpp"
+#include "flotilla/train/dataset_check.hpp"
 #include "flotilla/train/engine.hpp"
+#include "flotilla/train/evaluation.hpp"
+#include "flotilla/train/fit_options.hpp"
 #include "flotilla/train/history.hpp"
 #include "flotilla/train/metrics_log.hpp"
 #include "flotilla/train/plot.hpp"
@@ -92,39 +95,6 @@ struct TrainerOptions {
   std::size_t servers = 1;
   /// For experiments with slow workers.
   Straggler straggler{};
-};
-
-/// What one call of fit() does besides training.
-struct FitOptions {
-  /// Epochs to run in this call (a resumed trainer continues from its epoch()).
-  std::size_t epochs = 1;
-  /// Per-epoch metrics as JSON lines (.jsonl, .json) or CSV (.csv); empty: none.
-  std::filesystem::path metrics_file;
-  /// An SVG plot of loss and accuracy per epoch, rewritten after each epoch; empty: none.
-  std::filesystem::path plot_file;
-  std::string plot_title = "flotilla training";
-  /// A checkpoint written after each epoch, atomically; empty: none.
-  std::filesystem::path checkpoint_file;
-  /// Per-step counters of every worker (compute, exposed communication, update times, bytes,
-  /// staleness) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
-  std::filesystem::path step_log_file;
-  /// A Chrome-trace timeline of compute and communication per rank; empty: none. Processes other
-  /// than rank 0's add ".rank<k>".
-  std::filesystem::path trace_file;
-  /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
-  ProgressBar::Style progress = ProgressBar::Style::automatic;
-  /// Where worker 0 writes progress and epoch summaries; nullptr for silence.
-  std::ostream* log = &std::cerr;
-  /// Stop after this many updates in this call (0: no limit); for quick runs and benchmarks.
-  std::uint64_t max_steps = 0;
-};
-
-/// Loss, accuracy and (for classifiers) the confusion matrix of a model on a data set.
-struct Evaluation {
-  double loss = 0;
-  double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN for regression
-  std::size_t samples = 0;
-  std::optional<ConfusionMatrix> confusion;
 };
 
 template <class M, class Policy = policy::Synchronous<>, class Backend = transport::InProcess>
@@ -476,17 +446,17 @@ class Trainer {
 
     // Worker 0 in-process, and every worker out of process, owns this process's position.
     const bool owns_position = reporter || !Backend::in_process;
-    std::uint64_t epoch = shared.start_epoch, first_batch = shared.start_batch;
+    flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
     std::uint64_t steps_this_call = 0;
     bool stop = false;
     for (std::size_t epoch_index = 0; epoch_index < fit.epochs && !stop; ++epoch_index) {
       const auto started = std::chrono::steady_clock::now();
-      loader.start_epoch(epoch, first_batch);
+      loader.start_epoch(at.epoch, at.batch);
       std::optional<ProgressBar> bar;
       if (reporter && fit.log)
-        bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(epoch + 1), fit.progress);
+        bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(at.epoch + 1), fit.progress);
       double loss_sum = 0;
-      std::size_t correct = 0, seen = 0, micro = 0, position = first_batch;
+      std::size_t correct = 0, seen = 0, micro = 0, position = at.batch;
       CounterTotals totals;
       StepCounters counters;
       TrafficCounters before = e.counters();
@@ -514,29 +484,21 @@ class Trainer {
           if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
         }
         // The bar shows the job's rate: every worker takes an equal share of each global batch.
-        if (bar)
-          bar->update(position, seen * workers, loss_sum / static_cast<double>(std::max<std::size_t>(seen, 1)),
-                      classifier ? static_cast<double>(correct) / static_cast<double>(std::max<std::size_t>(seen, 1))
-                                 : std::numeric_limits<double>::quiet_NaN());
+        if (bar) detail::show_running(*bar, position, seen * workers, loss_sum, correct, seen, classifier);
         if (stop && last) break;
       }
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s);
-      if (stop) {
-        first_batch = position;  // a stopped epoch resumes where it stopped
-      } else {
-        ++epoch;
-        first_batch = 0;
-      }
-      rec.epoch = epoch;
+      at.end_epoch(stop, position);
+      rec.epoch = at.epoch;
       if (owns_position) {
-        epoch_ = epoch;
-        batch_in_epoch_ = first_batch;
+        epoch_ = at.epoch;
+        batch_in_epoch_ = at.batch;
         history_.push_back(rec);
         shared.history.push_back(rec);
       }
       if (reporter) {
-        if (bar) bar->finish(summary(rec));
+        if (bar) bar->finish(detail::epoch_summary(rec));
         if (metrics) metrics->write(rec);
         if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, history_, fit.plot_title);
       }
@@ -703,14 +665,7 @@ class Trainer {
                                   static_cast<double>(totals.max_staleness)};
     if (workers > 1) {
       collective::allreduce_sum(group, std::span<double>(sums), detail::protocol_tags::metrics);
-      // max(x) as -min(-x) would need another collective; maxima are few: gather them as sums of
-      // one-hot vectors instead.
-      std::vector<double> spread(maxima.size() * workers, 0.0);
-      for (std::size_t i = 0; i < maxima.size(); ++i) spread[i * workers + group.rank()] = maxima[i];
-      collective::allreduce_sum(group, std::span<double>(spread), detail::protocol_tags::metrics);
-      for (std::size_t i = 0; i < maxima.size(); ++i)
-        maxima[i] = *std::max_element(spread.begin() + static_cast<std::ptrdiff_t>(i * workers),
-                                      spread.begin() + static_cast<std::ptrdiff_t>((i + 1) * workers));
+      collective::allreduce_max(group, std::span<double>(maxima), detail::protocol_tags::metrics);
     }
     EpochRecord rec;
     rec.step = s.step;
@@ -774,56 +729,10 @@ class Trainer {
     out.flush();
   }
 
-  Evaluation to_evaluation(const detail::EvaluationPart& part) const {
-    Evaluation ev;
-    ev.samples = part.samples;
-    ev.loss = part.samples ? part.loss_sum / static_cast<double>(part.samples) : 0.0;
-    if constexpr (classifier) {
-      constexpr std::size_t k = M::output_shape::size;
-      ConfusionMatrix c(k);
-      for (std::size_t a = 0; a < k; ++a)
-        for (std::size_t p = 0; p < k; ++p)
-          if (const auto n = part.confusion[a * k + p]) c.add(static_cast<std::int32_t>(p), static_cast<std::int32_t>(a), n);
-      ev.accuracy = c.accuracy();
-      ev.confusion = std::move(c);
-    }
-    return ev;
-  }
+  static Evaluation to_evaluation(const detail::EvaluationPart& part) { return detail::to_evaluation<M>(part); }
 
   static void check_dataset(const data::Dataset<T>& d, const char* what) {
-    const std::string name = std::string("Trainer::") + what + " '" + d.name + "'";
-    if (d.feature_size() != M::input_shape::size)
-      throw ShapeError(name + " has " + std::to_string(d.feature_size()) + " features per sample, the model's input is " +
-                       std::to_string(M::input_shape::size));
-    if constexpr (classifier) {
-      if (d.labels.size() != d.size())
-        throw ShapeError(name + " has " + std::to_string(d.labels.size()) + " labels for " + std::to_string(d.size()) +
-                         " samples; the model's loss (" + std::string(M::loss::name) + ") needs one label per sample");
-      if (d.classes > M::output_shape::size)
-        throw ShapeError(name + " has " + std::to_string(d.classes) + " classes, the model has " +
-                         std::to_string(M::output_shape::size) + " outputs");
-    } else {
-      if (static_cast<std::size_t>(d.targets.rows()) != M::output_shape::size ||
-          static_cast<std::size_t>(d.targets.cols()) != d.size())
-        throw ShapeError(name + " has targets of " + std::to_string(d.targets.rows()) + "x" +
-                         std::to_string(d.targets.cols()) + ", the model needs " + std::to_string(M::output_shape::size) +
-                         "x" + std::to_string(d.size()));
-    }
-  }
-
-  static std::string summary(const EpochRecord& r) {
-    auto fixed = [](double v, int digits) {
-      if (std::isnan(v)) return std::string("-");
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-      return std::string(buf);
-    };
-    std::string s = "loss " + fixed(r.train_loss, 4);
-    if (!std::isnan(r.train_accuracy)) s += ", accuracy " + fixed(100 * r.train_accuracy, 2) + "%";
-    if (r.val_loss) s += " | validation loss " + fixed(*r.val_loss, 4);
-    if (r.val_accuracy) s += ", accuracy " + fixed(100 * *r.val_accuracy, 2) + "%";
-    s += " | " + fixed(r.samples_per_second, 0) + " samples/s, " + fixed(r.seconds, 1) + " s";
-    return s;
+    detail::check_dataset<M>(d, std::string("Trainer::") + what);
   }
 
   TrainerOptions<M> options_;
