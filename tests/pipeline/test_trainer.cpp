@@ -226,3 +226,34 @@ TEST_CASE("pipeline::Trainer: bad options and data are refused with a message na
                          ConfigError);
   }
 }
+
+TEST_CASE("pipeline::Trainer: a regression model (MSE, no accuracy) takes one worker's steps") {
+  using R = Model<Sequential<Input<4>, Dense<8>, Tanh, Dense<6>, Tanh, Dense<2>>, MSE, optim::Momentum, double>;
+  data::Dataset<double> d;
+  d.name = "sines";
+  Generator g(3);
+  d.inputs.resize(4, 40);
+  d.targets.resize(2, 40);
+  for (Eigen::Index s = 0; s < 40; ++s) {
+    for (Eigen::Index i = 0; i < 4; ++i) d.inputs(i, s) = g.normal<double>();
+    d.targets(0, s) = std::sin(d.inputs(0, s) + d.inputs(1, s));
+    d.targets(1, s) = d.inputs(2, s) * d.inputs(3, s);
+  }
+  auto ro = common_options<TrainerOptions<R>>(6);
+  Trainer<R> plain(ro);
+  const History want = plain.fit(d, &d, quiet(2));
+  auto po = common_options<pl::TrainerOptions<R>>(6);
+  po.micro_batches = 4;
+  pl::Trainer<R> piped(pl::Plan::automatic<R::architecture, double>(3), po);
+  const History got = piped.fit(d, &d, quiet(2));
+  CHECK(max_difference(piped.parameters(), plain.parameters()) < 1e-12);
+  REQUIRE(got.size() == 2);
+  CHECK(std::isnan(got[1].train_accuracy));
+  CHECK(!got[1].val_accuracy);
+  CHECK(got[1].train_loss == doctest::Approx(want[1].train_loss).epsilon(1e-12));
+  CHECK(*got[1].val_loss == doctest::Approx(*want[1].val_loss).epsilon(1e-12));
+  const Evaluation e = piped.evaluate(d);
+  CHECK(std::isnan(e.accuracy));
+  CHECK(!e.confusion);
+  CHECK(e.loss == doctest::Approx(plain.evaluate(d).loss).epsilon(1e-12));
+}
