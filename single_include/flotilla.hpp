@@ -6604,6 +6604,106 @@ class MetricsLog {
 }  // namespace flotilla
 // ---- end flotilla/train/metrics_log.hpp ----
 
+// ---- begin flotilla/train/model_checkpoint.hpp ----
+// A trainer's checkpoint of a model: the model's signature (scalar type, each parameter tensor's
+// layer, name and size, so that a checkpoint is never loaded into another model), its parameters
+// and optimizer state in the unsplit model's flat layout, the step, the seed and the data
+// position. flotilla::Trainer and pipeline::Trainer both write and read it through here, so each
+// loads what the other saved.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+template <ModelType M>
+std::string model_signature() {
+  using T = typename M::scalar_type;
+  std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(M::parameter_count) + ":";
+  for (const auto& t : M::network::tensors) {
+    // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
+    s += ' ';
+    s += std::to_string(t.layer);
+    s += '.';
+    s += t.layer_name;
+    s += '.';
+    s += t.name;
+    s += '[';
+    s += std::to_string(t.size);
+    s += ']';
+  }
+  return s;
+}
+
+/// Where a run stands: what a checkpoint stores besides the arrays.
+struct RunPosition {
+  std::uint64_t step = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t batch_in_epoch = 0;
+  std::uint64_t seed = 0;
+};
+
+/// Writes `path` atomically. `optimizer` holds the optimizer's buffers over the whole model, or
+/// is null where the state is elsewhere (parameter servers in another process).
+template <ModelType M>
+void write_checkpoint(const std::filesystem::path& path, std::span<const typename M::scalar_type> parameters,
+                      const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at) {
+  using T = typename M::scalar_type;
+  checkpoint::Writer w;
+  w.add_string("model", model_signature<M>());
+  w.add_string("optimizer", std::string(M::optimizer::name));
+  w.add_u64("step", at.step);
+  w.add_u64("epoch", at.epoch);
+  w.add_u64("batch_in_epoch", at.batch_in_epoch);
+  w.add_u64("seed", at.seed);
+  w.add_array<T>("parameters", parameters);
+  w.add_u64("has_optimizer_state", optimizer ? 1 : 0);
+  if (optimizer)
+    for (std::size_t i = 0; i < optimizer->size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), (*optimizer)[i]);
+  w.commit(path);
+}
+
+/// What read_checkpoint() found; the optimizer state is zero where none was saved.
+template <ModelType M>
+struct LoadedCheckpoint {
+  std::vector<typename M::scalar_type> parameters;
+  typename M::optimizer::template state<typename M::scalar_type> optimizer;
+  bool has_optimizer_state = true;
+  RunPosition at;
+};
+
+/// Reads and verifies a checkpoint of M with M's optimizer: CheckpointError naming the file and
+/// what differs otherwise.
+template <ModelType M>
+LoadedCheckpoint<M> read_checkpoint(const std::filesystem::path& path) {
+  using T = typename M::scalar_type;
+  const checkpoint::Reader r(path);
+  const std::string model = r.string("model");
+  if (model != model_signature<M>())
+    throw CheckpointError(path.string() + ": the checkpoint is of another model.\n  checkpoint: " + model +
+                          "\n  this model: " + model_signature<M>());
+  const std::string opt = r.string("optimizer");
+  if (opt != M::optimizer::name)
+    throw CheckpointError(path.string() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
+                          std::string(M::optimizer::name));
+  LoadedCheckpoint<M> c{std::vector<T>(M::parameter_count), typename M::optimizer::template state<T>(M::parameter_count), true, {}};
+  r.array_into<T>("parameters", std::span<T>(c.parameters));
+  c.has_optimizer_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
+  if (c.has_optimizer_state) {
+    auto buffers = c.optimizer.buffers();
+    for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
+  }
+  c.at = {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+  return c;
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/model_checkpoint.hpp ----
+
 // ---- begin flotilla/train/plot.hpp ----
 // Learning curves as a self-contained SVG: loss and accuracy against epoch, side by side. Any
 // browser shows it, it needs no library or script, and rewriting it after every epoch is cheap.
@@ -9161,58 +9261,32 @@ class Trainer {
   /// With parameter servers in another process, the optimizer state lives there and is not saved.
   void save(const std::filesystem::path& path) const {
     const WorkerState& s = local();
-    checkpoint::Writer w;
-    w.add_string("model", signature());
-    w.add_string("optimizer", std::string(optimizer_type::name));
-    w.add_u64("step", s.step);
-    w.add_u64("epoch", epoch_);
-    w.add_u64("batch_in_epoch", batch_in_epoch_);
-    w.add_u64("seed", s.engine.seed());
-    w.add_array<T>("parameters", s.engine.parameters());
-    const bool have_state = !parameter_server || !servers_.empty();
-    w.add_u64("has_optimizer_state", have_state ? 1 : 0);
-    if (have_state) {
-      auto buffers = optimizer_buffers_copy();
-      for (std::size_t i = 0; i < buffers.size(); ++i)
-        w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
+    const detail::RunPosition at{s.step, epoch_, batch_in_epoch_, s.engine.seed()};
+    if (parameter_server && servers_.empty()) {
+      detail::write_checkpoint<M>(path, s.engine.parameters(), nullptr, at);
+      return;
     }
-    w.commit(path);
+    const auto buffers = optimizer_buffers_copy();
+    const std::vector<std::span<const T>> spans(buffers.begin(), buffers.end());
+    detail::write_checkpoint<M>(path, s.engine.parameters(), &spans, at);
   }
 
   /// Restores what save() wrote, seed included. The checkpoint must come from the same model and
   /// optimizer types; nothing is changed unless the whole checkpoint verifies and matches.
   void load(const std::filesystem::path& path) {
-    const checkpoint::Reader r(path);
-    const std::string model = r.string("model");
-    if (model != signature())
-      throw CheckpointError(path.string() + ": the checkpoint is of another model.\n  checkpoint: " + model +
-                            "\n  this model: " + signature());
-    const std::string opt = r.string("optimizer");
-    if (opt != optimizer_type::name)
-      throw CheckpointError(path.string() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
-                            std::string(optimizer_type::name));
-    Buffer<T> params(parameter_count);
-    r.array_into<T>("parameters", std::span<T>(params));
-    optimizer_state state(parameter_count);
-    const bool has_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
-    if (has_state) {
-      auto buffers = state.buffers();
-      for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
-    }
-    const std::uint64_t step = r.u64("step"), epoch = r.u64("epoch"), batch = r.u64("batch_in_epoch");
-    const std::uint64_t seed = r.u64("seed");
+    detail::LoadedCheckpoint<M> c = detail::read_checkpoint<M>(path);
     // Verified: now change state. Every worker and server of this process starts from it.
     workers_.resize(1);
     WorkerState& s = *workers_[0];
-    std::copy(params.begin(), params.end(), s.engine.parameters().begin());
-    s.opt = std::move(state);
-    s.step = step;
+    std::copy(c.parameters.begin(), c.parameters.end(), s.engine.parameters().begin());
+    s.opt = std::move(c.optimizer);
+    s.step = c.at.step;
     // The seed keys the data order and the dropout masks: the resumed run continues the saved
     // run's sequence, whatever seed this trainer was built with.
-    s.engine.set_seed(seed);
-    options_.seed = seed;
-    epoch_ = epoch;
-    batch_in_epoch_ = batch;
+    s.engine.set_seed(c.at.seed);
+    options_.seed = c.at.seed;
+    epoch_ = c.at.epoch;
+    batch_in_epoch_ = c.at.batch_in_epoch;
     servers_.clear();
     server_rebuild_ = true;
   }
@@ -9237,22 +9311,7 @@ class Trainer {
   double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(local().step); }
 
   /// A one-line description of the architecture's parameter tensors, stored in checkpoints.
-  static std::string signature() {
-    std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(parameter_count) + ":";
-    for (const auto& t : network_type::tensors) {
-      // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
-      s += ' ';
-      s += std::to_string(t.layer);
-      s += '.';
-      s += t.layer_name;
-      s += '.';
-      s += t.name;
-      s += '[';
-      s += std::to_string(t.size);
-      s += ']';
-    }
-    return s;
-  }
+  static std::string signature() { return detail::model_signature<M>(); }
 
  private:
   /// Everything one worker rank owns.
@@ -11692,14 +11751,15 @@ std::vector<std::uint64_t> measure_layer_costs(std::size_t batch, std::size_t re
 // numbers are summed over the job. After fit(), parameters() holds the whole model's parameters,
 // gathered from replica 0's stages, in the layout of flotilla::Trainer<Model>::parameters(), so an
 // ordinary Trainer can load, evaluate or save them; setting them before fit() starts the stages
-// from them. Optimizer state stays with the stages between fit() calls (this object keeps it).
+// from them. The optimizer state is gathered the same way, so save() writes the checkpoint
+// flotilla::Trainer<Model>::save() would, and load() reads one that it wrote.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -11753,7 +11813,11 @@ class Trainer {
   static constexpr bool classifier = M::loss::target == TargetKind::labels;
 
   explicit Trainer(Plan plan, TrainerOptions<M> options = {}, typename Backend::options transport = {})
-      : plan_(std::move(plan)), options_(std::move(options)), transport_(std::move(transport)), params_(parameter_count) {
+      : plan_(std::move(plan)),
+        options_(std::move(options)),
+        transport_(std::move(transport)),
+        params_(parameter_count),
+        opt_(parameter_count) {
     if (plan_.depth() != architecture::depth)
       throw ConfigError("pipeline::Trainer: the plan covers " + std::to_string(plan_.depth()) + " layers, the model has " +
                         std::to_string(architecture::depth));
@@ -11772,19 +11836,18 @@ class Trainer {
 
   /// Trains for `fit.epochs` epochs over `train`, evaluating on `validation` after each epoch when
   /// given. Every rank of the job calls it. Returns one record per epoch, the same on every rank,
-  /// also written to the metrics file when set. Checkpoints, step logs and traces are not written
-  /// for pipelines: setting them is a ConfigError.
+  /// also written to the metrics file when set, with a checkpoint after each epoch when
+  /// fit.checkpoint_file is set (by rank 0). Step logs and traces are not written for pipelines:
+  /// setting them is a ConfigError.
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
-    for (const auto& [file, name] : {std::pair{&fit.checkpoint_file, "checkpoint_file"}, std::pair{&fit.step_log_file, "step_log_file"},
-                                     std::pair{&fit.trace_file, "trace_file"}})
+    for (const auto& [file, name] : {std::pair{&fit.step_log_file, "step_log_file"}, std::pair{&fit.trace_file, "trace_file"}})
       if (!file->empty())
         throw ConfigError(std::string("pipeline::Trainer::fit: FitOptions::") + name +
-                          " is not supported for pipelines; gather parameters() and use flotilla::Trainer to save them");
+                          " is not written for pipelines (stage_stats() has each rank's times)");
     Shared shared{epoch_, batch_in_epoch_, step_, {}};
     const std::size_t ranks = layout().ranks();
-    states_.resize(Backend::in_process ? ranks : 1);
     stats_.assign(Backend::in_process ? ranks : 1, StageStats{});
     Backend::run(transport_, Backend::in_process ? ranks : 0,
                  [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
@@ -11808,6 +11871,29 @@ class Trainer {
       if (owns_state(e)) total = part;
     });
     return flotilla::detail::to_evaluation<M>(total);
+  }
+
+  // ---- checkpoints ------------------------------------------------------------------------
+
+  /// Writes what flotilla::Trainer<Model>::save() writes (parameters, optimizer state, step, seed,
+  /// data position; the unsplit layout), atomically; either trainer can load() it.
+  void save(const std::filesystem::path& path) const {
+    const auto buffers = const_cast<optimizer_state&>(opt_).buffers();
+    const std::vector<std::span<const T>> spans(buffers.begin(), buffers.end());
+    flotilla::detail::write_checkpoint<M>(path, params_, &spans, {step_, epoch_, batch_in_epoch_, options_.seed});
+  }
+
+  /// Restores a checkpoint of this model and optimizer written by either trainer, seed included;
+  /// nothing changes unless the whole checkpoint verifies and matches.
+  void load(const std::filesystem::path& path) {
+    flotilla::detail::LoadedCheckpoint<M> c = flotilla::detail::read_checkpoint<M>(path);
+    params_ = std::move(c.parameters);
+    opt_ = std::move(c.optimizer);
+    step_ = c.at.step;
+    epoch_ = c.at.epoch;
+    batch_in_epoch_ = c.at.batch_in_epoch;
+    // The seed keys the data order and the dropout masks: the run continues the saved one's.
+    options_.seed = c.at.seed;
   }
 
   // ---- state ------------------------------------------------------------------------------
@@ -11883,8 +11969,14 @@ class Trainer {
     runner_type runner(e, plan_, runner_options());
     load_stage(runner);
     const std::size_t slot = Backend::in_process ? e.rank() : 0;
-    if (!states_[slot]) states_[slot] = std::make_unique<optimizer_state>(runner.parameters().size());
-    optimizer_state& state = *states_[slot];
+    // The stage's slice of the whole optimizer state (read, like parameters(), before any gather).
+    optimizer_state state(runner.parameters().size());
+    {
+      auto mine = state.buffers();
+      auto whole = opt_.buffers();
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        std::copy_n(whole[i].begin() + static_cast<std::ptrdiff_t>(runner.parameter_offset()), mine[i].size(), mine[i].begin());
+    }
     const bool reporter = runner.replica() == 0 && runner.last_stage();
     const bool owner = owns_state(e);
 
@@ -11944,6 +12036,10 @@ class Trainer {
         history_.push_back(rec);
         shared.history.push_back(rec);
       }
+      if (!fit.checkpoint_file.empty()) {
+        gather(e, runner, state);
+        if (e.rank() == 0) save(fit.checkpoint_file);
+      }
       if (reporter) {
         plotted.push_back(rec);
         if (bar) bar->finish(flotilla::detail::epoch_summary(rec));
@@ -11952,20 +12048,31 @@ class Trainer {
       }
     }
     stats_[slot] = whole;
-    gather_parameters(e, runner);
+    gather(e, runner, state);
   }
 
-  /// parameters() = replica 0's stages' slices put together, on every rank's process: each rank
-  /// adds its slice (replica 0) or nothing to zeros, and sums of one value and zeros are exact.
-  void gather_parameters(endpoint_type& e, runner_type& runner) {
-    std::vector<T> all(parameter_count, T(0));
-    if (runner.replica() == 0)
-      std::copy(runner.parameters().begin(), runner.parameters().end(),
-                all.begin() + static_cast<std::ptrdiff_t>(runner.parameter_offset()));
-    collective::RingOptions ro;
-    ro.tag = default_tags::trainer_gather;
-    collective::ring_allreduce(e, std::span<T>(all), ro);
-    if (owns_state(e)) std::copy(all.begin(), all.end(), params_.begin());
+  /// parameters() and the optimizer state = replica 0's stages' slices put together, in every
+  /// rank's process. Each rank adds its slice (replica 0) or nothing to zeros, and a sum of one
+  /// value and zeros is exact. The owner writes them; every rank has read them before it gets here.
+  void gather(endpoint_type& e, runner_type& runner, optimizer_state& state) {
+    auto state_buffers = state.buffers();
+    std::vector<std::span<const T>> slices{std::span<const T>(runner.parameters())};
+    std::vector<std::span<T>> targets{std::span<T>(params_)};
+    auto whole = opt_.buffers();
+    for (std::size_t i = 0; i < state_buffers.size(); ++i) {
+      slices.emplace_back(state_buffers[i]);
+      targets.push_back(whole[i]);
+    }
+    std::vector<T> all(parameter_count);
+    for (std::size_t k = 0; k < slices.size(); ++k) {
+      std::fill(all.begin(), all.end(), T(0));
+      if (runner.replica() == 0)
+        std::copy(slices[k].begin(), slices[k].end(), all.begin() + static_cast<std::ptrdiff_t>(runner.parameter_offset()));
+      collective::RingOptions ro;
+      ro.tag = default_tags::trainer_gather;
+      collective::ring_allreduce(e, std::span<T>(all), ro);
+      if (owns_state(e)) std::copy(all.begin(), all.end(), targets[k].begin());
+    }
   }
 
   static void accumulate(StageStats& into, const StageStats& s) {
@@ -12025,8 +12132,8 @@ class Trainer {
   TrainerOptions<M> options_;
   typename Backend::options transport_;
   std::vector<T> params_;
-  /// Each rank's optimizer state for its stage (in-process: by rank; else this rank's).
-  std::vector<std::unique_ptr<optimizer_state>> states_;
+  /// The whole model's optimizer state, gathered from the stages after fit() as params_ is.
+  optimizer_state opt_;
   std::vector<StageStats> stats_;
   History history_;
   std::uint64_t epoch_ = 0, batch_in_epoch_ = 0, step_ = 0;

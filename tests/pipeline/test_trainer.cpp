@@ -1,7 +1,7 @@
 // pipeline::Trainer: fit() over P stages (and D replicas) takes the steps the data-parallel Trainer
 // takes on one worker (D workers) with the same batch and seed, reports the same History, hands
-// back the unsplit model's parameters, keeps its optimizer state across fit() calls, and refuses
-// what it does not do.
+// back the unsplit model's parameters, keeps its optimizer state across fit() calls, writes and
+// reads checkpoints the ordinary Trainer reads and writes, and refuses what it does not do.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -174,6 +174,42 @@ TEST_CASE("pipeline::Trainer: two fit() calls of one epoch equal one of two (the
   CHECK(twice.history().size() == 2);
 }
 
+TEST_CASE("pipeline::Trainer: checkpoints go both ways between the pipeline and the ordinary Trainer, optimizer state included") {
+  const Reference want = reference(1, batch, 2);
+  const auto dir = std::filesystem::temp_directory_path() / "flotilla_pipeline_checkpoints";
+  std::filesystem::create_directories(dir);
+  const auto o = pipeline_options(3, pl::Schedule::one_forward_one_backward, 1, batch);
+  SUBCASE("pipeline epoch 1 (checkpoint written by fit), Trainer epoch 2") {
+    pl::Trainer<M> piped(pl::Plan::automatic<Net, double>(3), o);
+    FitOptions f = quiet(1);
+    f.checkpoint_file = dir / "piped.ckpt";
+    piped.fit(train_set(), &validation_set(), f);
+    Trainer<M> plain(common_options<TrainerOptions<M>>(batch));
+    plain.load(f.checkpoint_file);
+    CHECK(plain.step() == 8);
+    CHECK(plain.epoch() == 1);
+    plain.fit(train_set(), &validation_set(), quiet(1));
+    CHECK(max_difference(plain.parameters(), want.params) < 1e-10);
+  }
+  SUBCASE("Trainer epoch 1, pipeline epoch 2 (and the pipeline's save and load)") {
+    Trainer<M> plain(common_options<TrainerOptions<M>>(batch));
+    plain.fit(train_set(), &validation_set(), quiet(1));
+    plain.save(dir / "plain.ckpt");
+    pl::Trainer<M> piped(pl::Plan::automatic<Net, double>(2), o);
+    piped.load(dir / "plain.ckpt");
+    const History h = piped.fit(train_set(), &validation_set(), quiet(1));
+    CHECK(h[0].epoch == 2);
+    CHECK(h[0].step == 16);
+    CHECK(max_difference(piped.parameters(), want.params) < 1e-10);
+    piped.save(dir / "piped.ckpt");
+    pl::Trainer<M> again(pl::Plan::automatic<Net, double>(3), o);
+    again.load(dir / "piped.ckpt");
+    CHECK(max_difference(again.parameters(), piped.parameters()) == 0.0);
+    CHECK(again.step() == 16);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("pipeline::Trainer: progress and the metrics file come from the last stage of replica 0") {
   const auto dir = std::filesystem::temp_directory_path() / "flotilla_pipeline_trainer";
   std::filesystem::create_directories(dir);
@@ -203,11 +239,21 @@ TEST_CASE("pipeline::Trainer: progress and the metrics file come from the last s
 TEST_CASE("pipeline::Trainer: bad options and data are refused with a message naming the problem") {
   const auto plan = pl::Plan::automatic<Net, double>(2);
   auto o = pipeline_options(2, pl::Schedule::fill_drain, 1, batch);
-  SUBCASE("checkpoints are not written for pipelines") {
+  SUBCASE("step logs are not written for pipelines") {
     pl::Trainer<M> t(plan, o);
     FitOptions f = quiet(1);
-    f.checkpoint_file = "never.ckpt";
-    CHECK_THROWS_WITH_AS(t.fit(train_set(), nullptr, f), doctest::Contains("FitOptions::checkpoint_file"), ConfigError);
+    f.step_log_file = "never.jsonl";
+    CHECK_THROWS_WITH_AS(t.fit(train_set(), nullptr, f), doctest::Contains("FitOptions::step_log_file"), ConfigError);
+  }
+  SUBCASE("a checkpoint of another model") {
+    using Other = Model<Sequential<Input<1, 6, 6>, Flatten, Dense<3>>, SoftmaxCrossEntropy, optim::Adam, double>;
+    const auto path = std::filesystem::temp_directory_path() / "flotilla_pipeline_other.ckpt";
+    Trainer<Other>(common_options<TrainerOptions<Other>>(batch)).save(path);
+    pl::Trainer<M> t(plan, o);
+    const std::vector<double> before(t.parameters().begin(), t.parameters().end());
+    CHECK_THROWS_WITH_AS(t.load(path), doctest::Contains("the checkpoint is of another model"), CheckpointError);
+    CHECK(max_difference(t.parameters(), before) == 0.0);
+    std::filesystem::remove(path);
   }
   SUBCASE("a data set of the wrong shape") {
     pl::Trainer<M> t(plan, o);

@@ -18,14 +18,15 @@
 // numbers are summed over the job. After fit(), parameters() holds the whole model's parameters,
 // gathered from replica 0's stages, in the layout of flotilla::Trainer<Model>::parameters(), so an
 // ordinary Trainer can load, evaluate or save them; setting them before fit() starts the stages
-// from them. Optimizer state stays with the stages between fit() calls (this object keeps it).
+// from them. The optimizer state is gathered the same way, so save() writes the checkpoint
+// flotilla::Trainer<Model>::save() would, and load() reads one that it wrote.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -50,6 +51,7 @@
 #include "flotilla/train/fit_options.hpp"
 #include "flotilla/train/history.hpp"
 #include "flotilla/train/metrics_log.hpp"
+#include "flotilla/train/model_checkpoint.hpp"
 #include "flotilla/train/plot.hpp"
 #include "flotilla/train/progress.hpp"
 #include "flotilla/transport/in_process.hpp"
@@ -100,7 +102,11 @@ class Trainer {
   static constexpr bool classifier = M::loss::target == TargetKind::labels;
 
   explicit Trainer(Plan plan, TrainerOptions<M> options = {}, typename Backend::options transport = {})
-      : plan_(std::move(plan)), options_(std::move(options)), transport_(std::move(transport)), params_(parameter_count) {
+      : plan_(std::move(plan)),
+        options_(std::move(options)),
+        transport_(std::move(transport)),
+        params_(parameter_count),
+        opt_(parameter_count) {
     if (plan_.depth() != architecture::depth)
       throw ConfigError("pipeline::Trainer: the plan covers " + std::to_string(plan_.depth()) + " layers, the model has " +
                         std::to_string(architecture::depth));
@@ -119,19 +125,18 @@ class Trainer {
 
   /// Trains for `fit.epochs` epochs over `train`, evaluating on `validation` after each epoch when
   /// given. Every rank of the job calls it. Returns one record per epoch, the same on every rank,
-  /// also written to the metrics file when set. Checkpoints, step logs and traces are not written
-  /// for pipelines: setting them is a ConfigError.
+  /// also written to the metrics file when set, with a checkpoint after each epoch when
+  /// fit.checkpoint_file is set (by rank 0). Step logs and traces are not written for pipelines:
+  /// setting them is a ConfigError.
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
-    for (const auto& [file, name] : {std::pair{&fit.checkpoint_file, "checkpoint_file"}, std::pair{&fit.step_log_file, "step_log_file"},
-                                     std::pair{&fit.trace_file, "trace_file"}})
+    for (const auto& [file, name] : {std::pair{&fit.step_log_file, "step_log_file"}, std::pair{&fit.trace_file, "trace_file"}})
       if (!file->empty())
         throw ConfigError(std::string("pipeline::Trainer::fit: FitOptions::") + name +
-                          " is not supported for pipelines; gather parameters() and use flotilla::Trainer to save them");
+                          " is not written for pipelines (stage_stats() has each rank's times)");
     Shared shared{epoch_, batch_in_epoch_, step_, {}};
     const std::size_t ranks = layout().ranks();
-    states_.resize(Backend::in_process ? ranks : 1);
     stats_.assign(Backend::in_process ? ranks : 1, StageStats{});
     Backend::run(transport_, Backend::in_process ? ranks : 0,
                  [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
@@ -155,6 +160,29 @@ class Trainer {
       if (owns_state(e)) total = part;
     });
     return flotilla::detail::to_evaluation<M>(total);
+  }
+
+  // ---- checkpoints ------------------------------------------------------------------------
+
+  /// Writes what flotilla::Trainer<Model>::save() writes (parameters, optimizer state, step, seed,
+  /// data position; the unsplit layout), atomically; either trainer can load() it.
+  void save(const std::filesystem::path& path) const {
+    const auto buffers = const_cast<optimizer_state&>(opt_).buffers();
+    const std::vector<std::span<const T>> spans(buffers.begin(), buffers.end());
+    flotilla::detail::write_checkpoint<M>(path, params_, &spans, {step_, epoch_, batch_in_epoch_, options_.seed});
+  }
+
+  /// Restores a checkpoint of this model and optimizer written by either trainer, seed included;
+  /// nothing changes unless the whole checkpoint verifies and matches.
+  void load(const std::filesystem::path& path) {
+    flotilla::detail::LoadedCheckpoint<M> c = flotilla::detail::read_checkpoint<M>(path);
+    params_ = std::move(c.parameters);
+    opt_ = std::move(c.optimizer);
+    step_ = c.at.step;
+    epoch_ = c.at.epoch;
+    batch_in_epoch_ = c.at.batch_in_epoch;
+    // The seed keys the data order and the dropout masks: the run continues the saved one's.
+    options_.seed = c.at.seed;
   }
 
   // ---- state ------------------------------------------------------------------------------
@@ -230,8 +258,14 @@ class Trainer {
     runner_type runner(e, plan_, runner_options());
     load_stage(runner);
     const std::size_t slot = Backend::in_process ? e.rank() : 0;
-    if (!states_[slot]) states_[slot] = std::make_unique<optimizer_state>(runner.parameters().size());
-    optimizer_state& state = *states_[slot];
+    // The stage's slice of the whole optimizer state (read, like parameters(), before any gather).
+    optimizer_state state(runner.parameters().size());
+    {
+      auto mine = state.buffers();
+      auto whole = opt_.buffers();
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        std::copy_n(whole[i].begin() + static_cast<std::ptrdiff_t>(runner.parameter_offset()), mine[i].size(), mine[i].begin());
+    }
     const bool reporter = runner.replica() == 0 && runner.last_stage();
     const bool owner = owns_state(e);
 
@@ -291,6 +325,10 @@ class Trainer {
         history_.push_back(rec);
         shared.history.push_back(rec);
       }
+      if (!fit.checkpoint_file.empty()) {
+        gather(e, runner, state);
+        if (e.rank() == 0) save(fit.checkpoint_file);
+      }
       if (reporter) {
         plotted.push_back(rec);
         if (bar) bar->finish(flotilla::detail::epoch_summary(rec));
@@ -299,20 +337,31 @@ class Trainer {
       }
     }
     stats_[slot] = whole;
-    gather_parameters(e, runner);
+    gather(e, runner, state);
   }
 
-  /// parameters() = replica 0's stages' slices put together, on every rank's process: each rank
-  /// adds its slice (replica 0) or nothing to zeros, and sums of one value and zeros are exact.
-  void gather_parameters(endpoint_type& e, runner_type& runner) {
-    std::vector<T> all(parameter_count, T(0));
-    if (runner.replica() == 0)
-      std::copy(runner.parameters().begin(), runner.parameters().end(),
-                all.begin() + static_cast<std::ptrdiff_t>(runner.parameter_offset()));
-    collective::RingOptions ro;
-    ro.tag = default_tags::trainer_gather;
-    collective::ring_allreduce(e, std::span<T>(all), ro);
-    if (owns_state(e)) std::copy(all.begin(), all.end(), params_.begin());
+  /// parameters() and the optimizer state = replica 0's stages' slices put together, in every
+  /// rank's process. Each rank adds its slice (replica 0) or nothing to zeros, and a sum of one
+  /// value and zeros is exact. The owner writes them; every rank has read them before it gets here.
+  void gather(endpoint_type& e, runner_type& runner, optimizer_state& state) {
+    auto state_buffers = state.buffers();
+    std::vector<std::span<const T>> slices{std::span<const T>(runner.parameters())};
+    std::vector<std::span<T>> targets{std::span<T>(params_)};
+    auto whole = opt_.buffers();
+    for (std::size_t i = 0; i < state_buffers.size(); ++i) {
+      slices.emplace_back(state_buffers[i]);
+      targets.push_back(whole[i]);
+    }
+    std::vector<T> all(parameter_count);
+    for (std::size_t k = 0; k < slices.size(); ++k) {
+      std::fill(all.begin(), all.end(), T(0));
+      if (runner.replica() == 0)
+        std::copy(slices[k].begin(), slices[k].end(), all.begin() + static_cast<std::ptrdiff_t>(runner.parameter_offset()));
+      collective::RingOptions ro;
+      ro.tag = default_tags::trainer_gather;
+      collective::ring_allreduce(e, std::span<T>(all), ro);
+      if (owns_state(e)) std::copy(all.begin(), all.end(), targets[k].begin());
+    }
   }
 
   static void accumulate(StageStats& into, const StageStats& s) {
@@ -372,8 +421,8 @@ class Trainer {
   TrainerOptions<M> options_;
   typename Backend::options transport_;
   std::vector<T> params_;
-  /// Each rank's optimizer state for its stage (in-process: by rank; else this rank's).
-  std::vector<std::unique_ptr<optimizer_state>> states_;
+  /// The whole model's optimizer state, gathered from the stages after fit() as params_ is.
+  optimizer_state opt_;
   std::vector<StageStats> stats_;
   History history_;
   std::uint64_t epoch_ = 0, batch_in_epoch_ = 0, step_ = 0;

@@ -54,6 +54,7 @@
 #include "flotilla/train/fit_options.hpp"
 #include "flotilla/train/history.hpp"
 #include "flotilla/train/metrics_log.hpp"
+#include "flotilla/train/model_checkpoint.hpp"
 #include "flotilla/train/plot.hpp"
 #include "flotilla/train/progress.hpp"
 #include "flotilla/train/ready_runner.hpp"
@@ -195,58 +196,32 @@ class Trainer {
   /// With parameter servers in another process, the optimizer state lives there and is not saved.
   void save(const std::filesystem::path& path) const {
     const WorkerState& s = local();
-    checkpoint::Writer w;
-    w.add_string("model", signature());
-    w.add_string("optimizer", std::string(optimizer_type::name));
-    w.add_u64("step", s.step);
-    w.add_u64("epoch", epoch_);
-    w.add_u64("batch_in_epoch", batch_in_epoch_);
-    w.add_u64("seed", s.engine.seed());
-    w.add_array<T>("parameters", s.engine.parameters());
-    const bool have_state = !parameter_server || !servers_.empty();
-    w.add_u64("has_optimizer_state", have_state ? 1 : 0);
-    if (have_state) {
-      auto buffers = optimizer_buffers_copy();
-      for (std::size_t i = 0; i < buffers.size(); ++i)
-        w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
+    const detail::RunPosition at{s.step, epoch_, batch_in_epoch_, s.engine.seed()};
+    if (parameter_server && servers_.empty()) {
+      detail::write_checkpoint<M>(path, s.engine.parameters(), nullptr, at);
+      return;
     }
-    w.commit(path);
+    const auto buffers = optimizer_buffers_copy();
+    const std::vector<std::span<const T>> spans(buffers.begin(), buffers.end());
+    detail::write_checkpoint<M>(path, s.engine.parameters(), &spans, at);
   }
 
   /// Restores what save() wrote, seed included. The checkpoint must come from the same model and
   /// optimizer types; nothing is changed unless the whole checkpoint verifies and matches.
   void load(const std::filesystem::path& path) {
-    const checkpoint::Reader r(path);
-    const std::string model = r.string("model");
-    if (model != signature())
-      throw CheckpointError(path.string() + ": the checkpoint is of another model.\n  checkpoint: " + model +
-                            "\n  this model: " + signature());
-    const std::string opt = r.string("optimizer");
-    if (opt != optimizer_type::name)
-      throw CheckpointError(path.string() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
-                            std::string(optimizer_type::name));
-    Buffer<T> params(parameter_count);
-    r.array_into<T>("parameters", std::span<T>(params));
-    optimizer_state state(parameter_count);
-    const bool has_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
-    if (has_state) {
-      auto buffers = state.buffers();
-      for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
-    }
-    const std::uint64_t step = r.u64("step"), epoch = r.u64("epoch"), batch = r.u64("batch_in_epoch");
-    const std::uint64_t seed = r.u64("seed");
+    detail::LoadedCheckpoint<M> c = detail::read_checkpoint<M>(path);
     // Verified: now change state. Every worker and server of this process starts from it.
     workers_.resize(1);
     WorkerState& s = *workers_[0];
-    std::copy(params.begin(), params.end(), s.engine.parameters().begin());
-    s.opt = std::move(state);
-    s.step = step;
+    std::copy(c.parameters.begin(), c.parameters.end(), s.engine.parameters().begin());
+    s.opt = std::move(c.optimizer);
+    s.step = c.at.step;
     // The seed keys the data order and the dropout masks: the resumed run continues the saved
     // run's sequence, whatever seed this trainer was built with.
-    s.engine.set_seed(seed);
-    options_.seed = seed;
-    epoch_ = epoch;
-    batch_in_epoch_ = batch;
+    s.engine.set_seed(c.at.seed);
+    options_.seed = c.at.seed;
+    epoch_ = c.at.epoch;
+    batch_in_epoch_ = c.at.batch_in_epoch;
     servers_.clear();
     server_rebuild_ = true;
   }
@@ -271,22 +246,7 @@ class Trainer {
   double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(local().step); }
 
   /// A one-line description of the architecture's parameter tensors, stored in checkpoints.
-  static std::string signature() {
-    std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(parameter_count) + ":";
-    for (const auto& t : network_type::tensors) {
-      // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
-      s += ' ';
-      s += std::to_string(t.layer);
-      s += '.';
-      s += t.layer_name;
-      s += '.';
-      s += t.name;
-      s += '[';
-      s += std::to_string(t.size);
-      s += ']';
-    }
-    return s;
-  }
+  static std::string signature() { return detail::model_signature<M>(); }
 
  private:
   /// Everything one worker rank owns.
