@@ -2,9 +2,11 @@
 // pipeline::Trainer<Model, Backend>: the whole training loop of a pipelined model in one call, as
 // flotilla::Trainer has it for data parallelism.
 //
-//   pipeline::Trainer<Model> t(pipeline::Plan::automatic<Net>(3), {.batch_size = 64, .micro_batches = 8});
-//   History h = t.fit(train, &test, {.epochs = 5, .metrics_file = "metrics.jsonl"});
-//   std::span<const float> w = t.parameters();   // the unsplit model's flat layout
+//   pipeline::TrainerOptions<Model> o;            // optimizer, schedule, batch_size, seed as Trainer's,
+//   o.micro_batches = 8;                          // and the pipeline's own settings
+//   pipeline::Trainer<Model> t(pipeline::Plan::automatic<Net>(3), o);
+//   History h = t.fit(train, &test, fit_options);   // flotilla::FitOptions
+//   std::span<const float> w = t.parameters();     // the unsplit model's flat layout
 //
 // fit() runs every rank of a D x P job (layout.hpp): in-process, each rank on a thread of this
 // process; over TCP or MPI, this process's rank (every process calls fit() with the same plan and
