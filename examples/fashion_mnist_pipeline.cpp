@@ -8,14 +8,13 @@
 //   fashion_mnist_pipeline --stages 3 --timed --plan-only # split by measured layer times, print it
 //
 // Same settings as the unsplit example: Adam, lr 1e-3 cosine-annealed to 0, batch 64, standardised
-// inputs, seed 1. A step computes the same gradients as the unsplit network (tests/pipeline), so
-// the curves differ from fashion_mnist_cnn's only by the order of float sums and the data order.
+// inputs, seed 1. pipeline::Trainer runs the loop (every rank a thread) and reports like Trainer;
+// a step computes what the unsplit network's does (tests/pipeline), so the curves differ from
+// fashion_mnist_cnn's only by the order of float sums.
 #include <flotilla/flotilla.hpp>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,7 +26,6 @@ using Net = flotilla::Sequential<flotilla::Input<1, 28, 28>,                    
                                  flotilla::Conv2D<64, 5>, flotilla::ReLU, flotilla::MaxPool2D<2>,  //
                                  flotilla::Flatten, flotilla::Dense<10>>;
 using Model = flotilla::Model<Net, flotilla::SoftmaxCrossEntropy, flotilla::optim::Adam>;
-using Endpoint = flotilla::transport::InProcessEndpoint;
 
 static std::vector<std::size_t> parse_cuts(const std::string& text) {
   std::vector<std::size_t> cuts;
@@ -56,6 +54,7 @@ int main(int argc, char** argv) {
     auto& batch = flags.add<std::size_t>("batch", 64, "samples per update, per replica");
     auto& lr = flags.add<double>("lr", 1e-3, "base learning rate (cosine-annealed to 0)");
     auto& seed = flags.add<std::uint64_t>("seed", 1, "seed of the initial weights and the data order");
+    auto& metrics = flags.add<std::filesystem::path>("metrics", "", "per-epoch metrics file (.jsonl or .csv)");
     if (!flags.parse(argc, argv, std::cout)) return 0;
     if (schedule_name != "1f1b" && schedule_name != "gpipe")
       throw flotilla::ConfigError("--schedule: expected 1f1b or gpipe, not '" + schedule_name + "'");
@@ -79,49 +78,23 @@ int main(int argc, char** argv) {
     std::printf("%zu stages x %zu replicas, %s, %zu micro-batches of a %zu-sample batch\n", stages, replicas,
                 std::string(pl::name(schedule)).c_str(), micro, batch);
 
+    pl::TrainerOptions<Model> options;
+    options.optimizer.learning_rate = lr;
     const std::size_t steps_per_epoch = (train.size() + batch * replicas - 1) / (batch * replicas);
-    const flotilla::schedule::Cosine cosine{.total = epochs * steps_per_epoch, .min_factor = 0.0, .warmup = 0};
-    std::mutex print;
-    std::vector<pl::StageStats> stats(stages * replicas);
-    flotilla::transport::InProcess::run({}, stages * replicas, [&](Endpoint& e) {
-      pl::Runner<Model, Endpoint> runner(e, plan, {.schedule = schedule, .micro_batches = micro, .max_batch = batch,
-                                                   .replicas = replicas, .seed = seed});
-      flotilla::optim::Adam adam;
-      adam.learning_rate = lr;
-      flotilla::optim::Adam::state<float> state(runner.parameters().size());
-      flotilla::data::Loader<float> loader(train, {.batch_size = batch, .shuffle = true, .seed = seed,
-                                                   .shard_index = runner.replica(), .shard_count = replicas,
-                                                   .drop_last = false, .prefetch = 0});
-      std::uint64_t step = 0;
-      for (std::size_t epoch = 0; epoch < epochs; ++epoch) {
-        loader.start_epoch(epoch);
-        const auto t0 = std::chrono::steady_clock::now();
-        double loss_sum = 0;
-        std::size_t correct = 0, samples = 0;
-        while (const auto* b = loader.next()) {
-          const flotilla::StepResult r = runner.compute_gradients(*b);
-          runner.update(adam, state, flotilla::StepInfo{step + 1, lr * cosine(step)});
-          ++step;
-          loss_sum += r.loss * static_cast<double>(r.samples);
-          correct += r.correct;
-          samples += r.samples;
-        }
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        // Replica 0 evaluates the whole test set (the others would only repeat it).
-        if (runner.replica() != 0) continue;
-        const pl::EvaluationCounts c = runner.evaluate(test, 0, test.size());
-        if (!runner.last_stage()) continue;
-        const std::lock_guard lock(print);
-        std::printf("epoch %zu: train loss %.4f, train accuracy %.2f%% (replica 0), test loss %.4f, test accuracy %.2f%%, "
-                    "%.0f samples/s\n",
-                    epoch + 1, loss_sum / static_cast<double>(samples), 100.0 * static_cast<double>(correct) / static_cast<double>(samples),
-                    c.loss_sum / static_cast<double>(c.samples), 100.0 * static_cast<double>(c.correct) / static_cast<double>(c.samples),
-                    static_cast<double>(samples * replicas) / seconds);
-        std::fflush(stdout);
-      }
-      stats[e.rank()] = runner.stats();
-    });
+    options.schedule = flotilla::schedule::Cosine{.total = epochs * steps_per_epoch, .min_factor = 0.0, .warmup = 0};
+    options.batch_size = batch;
+    options.seed = seed;
+    options.micro_batches = micro;
+    options.pipeline_schedule = schedule;
+    options.replicas = replicas;
+    pl::Trainer<Model> trainer(plan, options);
+    flotilla::FitOptions fit;
+    fit.epochs = epochs;
+    fit.metrics_file = metrics;
+    trainer.fit(train, &test, fit);
+
     std::printf("\nper rank, whole run: compute s, waiting for a neighbour s, peak activation MiB\n");
+    const auto& stats = trainer.stage_stats();
     for (std::size_t r = 0; r < stats.size(); ++r)
       std::printf("  rank %zu (replica %zu, stage %zu): %.1f, %.1f, %.2f\n", r, r / stages, r % stages, stats[r].compute_seconds,
                   stats[r].wait_seconds, static_cast<double>(stats[r].peak_activation_bytes) / (1 << 20));

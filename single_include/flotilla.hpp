@@ -5890,10 +5890,721 @@ class ConfusionMatrix {
 }  // namespace flotilla
 // ---- end flotilla/train/confusion.hpp ----
 
+// ---- begin flotilla/train/evaluation.hpp ----
+// What evaluating a model on a data set gives (Evaluation), and how the counts that ranks add up
+// (detail::EvaluationPart, from the Engine or a pipeline's last stage) become one. Shared by the
+// data-parallel Trainer and pipeline::Trainer so both report the same numbers the same way.
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+
+// ---- begin flotilla/train/engine.hpp ----
+// The compute engine of one rank: a model's flat parameter and gradient buffers, one Network
+// replica per core, and the forward/backward pass over a batch split across those cores.
+//
+// It does not update parameters: where the optimizer runs (on this rank after an allreduce, or on
+// a parameter server) is the update policy's business. It does tell the policy, while backward is
+// still running, which gradients are final: `on_ready(offset)` means that [offset, P) of the
+// gradient buffer will not change again in this step. Layers finish last-first, so `offset` only
+// decreases, and a policy can start sending the end of the buffer while the start is still being
+// computed (the overlap of communication with backward that Horovod and PyTorch DDP do).
+//
+// With several cores, each core's replica writes its gradients into a buffer of its own; when the
+// last core finishes a layer, that core adds the other cores' contributions for the layer into the
+// main buffer, in core order (so the sum does not depend on timing), and then reports it ready.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+
+namespace flotilla {
+
+/// The outcome of one forward and backward pass.
+struct StepResult {
+  double loss = 0;          ///< mean loss of the batch part this rank computed
+  std::size_t correct = 0;  ///< samples whose arg-max output is their label (classifiers)
+  std::size_t samples = 0;
+};
+
+namespace detail {
+
+/// Loss sum, sample count and confusion counts over part of a data set, to be added across ranks.
+struct EvaluationPart {
+  double loss_sum = 0;
+  std::size_t samples = 0;
+  std::vector<std::uint64_t> confusion;  ///< classes x classes counts, row = actual (classifiers)
+};
+
+/// on_ready callback that does nothing: the engine then sums the cores' gradients after backward,
+/// in parallel, instead of layer by layer.
+struct NoReadyCallback {
+  void operator()(std::size_t /*offset*/) const noexcept {}
+};
+
+template <ModelType M>
+class Engine {
+ public:
+  using T = typename M::scalar_type;
+  using network_type = typename M::network;
+  static constexpr std::size_t parameter_count = M::parameter_count;
+  static constexpr bool classifier = M::loss::target == TargetKind::labels;
+  static constexpr std::size_t input_size = M::input_shape::size;
+  static constexpr std::size_t output_size = M::output_shape::size;
+
+  Engine(std::size_t threads, std::size_t eval_batch_size, std::uint64_t seed)
+      : pool_(std::max<std::size_t>(threads, 1)),
+        eval_batch_(std::max<std::size_t>(eval_batch_size, 1)),
+        seed_(seed),
+        params_(parameter_count),
+        grads_(parameter_count, T(0)),
+        replicas_(pool_.size()),
+        thread_grads_(pool_.size()),
+        output_grads_(pool_.size()),
+        partial_(pool_.size()),
+        pending_(std::make_unique<std::atomic<std::size_t>[]>(network_type::depth)) {
+    for (std::size_t i = 1; i < pool_.size(); ++i) thread_grads_[i].assign(parameter_count, T(0));
+    replicas_[0].initialize(params_, seed);
+  }
+
+  std::span<T> parameters() noexcept { return params_; }
+  std::span<const T> parameters() const noexcept { return params_; }
+  std::span<T> gradients() noexcept { return grads_; }
+  std::span<const T> gradients() const noexcept { return grads_; }
+  std::size_t threads() const noexcept { return pool_.size(); }
+  std::uint64_t seed() const noexcept { return seed_; }
+  /// Keys the dropout masks; restored from checkpoints.
+  void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
+
+  /// The optimizer state lives in the trainer's host buffers here, so there is nothing to move.
+  /// (An engine that keeps it elsewhere, cuda::Engine on the GPU, copies it to `state` here, and
+  /// re-reads it from there after optimizer_state_changed().)
+  template <class State>
+  void optimizer_state_to_host(State& /*state*/) const noexcept {}
+  void optimizer_state_changed() noexcept {}
+
+  /// One optimizer step on parameters() with gradients(). An element-wise optimizer (see
+  /// concepts/optimizer.hpp) on a buffer worth splitting runs on every core, each a contiguous
+  /// slice of the elements; any other runs on the calling thread.
+  template <class O, class State>
+  void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> tensors, const StepInfo& info) {
+    constexpr std::size_t worth_splitting = 1 << 15;  // below this, waking the cores costs more
+    if constexpr (elementwise_optimizer<O>) {
+      if (pool_.size() > 1 && parameter_count >= worth_splitting) {
+        pool_.run([&](std::size_t k) {
+          // Slice k of the elements, as pieces of the tensors it overlaps: element-wise optimizers
+          // give the same result for any split. Slices are cut at multiples of 16 elements so that
+          // no two cores write the same cache line.
+          const auto [b0, e0] = split_range(parameter_count / 16, pool_.size(), k);
+          const std::size_t begin = b0 * 16, end = k + 1 == pool_.size() ? parameter_count : e0 * 16;
+          std::array<TensorInfo, 64> local;
+          std::size_t n = 0;
+          for (const auto& t : tensors) {
+            const std::size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.size);
+            if (lo >= hi) continue;
+            if (n == local.size()) {  // a network with very many tensors: flush and go on
+              optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(local.data(), n), info);
+              n = 0;
+            }
+            local[n] = t;
+            local[n].offset = lo;
+            local[n].size = hi - lo;
+            ++n;
+          }
+          if (n) optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(local.data(), n), info);
+        });
+        return;
+      }
+    }
+    optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, tensors, info);
+  }
+
+  /// Forward and backward over `batch`, split across the cores. Adds `scale` times the gradient of
+  /// the batch's summed loss to gradients() (which are zeroed first unless `accumulate`).
+  template <class OnReady = NoReadyCallback>
+  StepResult compute_gradients(const data::Batch<T>& batch, T scale, bool accumulate = false, OnReady&& on_ready = {}) {
+    constexpr bool report = !std::is_same_v<std::remove_cvref_t<OnReady>, NoReadyCallback>;
+    const std::size_t n = batch.size(), cores = pool_.size();
+    if (!accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
+    if constexpr (report) {
+      for (std::size_t l = 0; l < network_type::depth; ++l) pending_[l].store(cores, std::memory_order_relaxed);
+    }
+    pool_.run([&](std::size_t k) {
+      const auto [begin, end] = split_range(n, cores, k);
+      std::span<T> g = k == 0 ? std::span<T>(grads_) : std::span<T>(thread_grads_[k]);
+      if (k != 0) std::fill(g.begin(), g.end(), T(0));
+      partial_[k] = {};
+      auto hook = [&](std::size_t layer, std::size_t offset, std::size_t count) {
+        if constexpr (report) layer_done(layer, offset, count, on_ready);
+      };
+      if (end == begin) {
+        // No samples for this core: it still counts as done with every layer, last first.
+        if constexpr (report) {
+          for (std::size_t l = network_type::depth; l-- > 0;)
+            if (network_type::parameter_counts[l] > 0)
+              hook(l, network_type::parameter_offsets[l], network_type::parameter_counts[l]);
+        }
+        return;
+      }
+      partial_[k] = run_part(k, batch, begin, end, scale, g, hook);
+    });
+    if constexpr (!report) {
+      if (cores > 1) {
+        pool_.run([&](std::size_t k) {
+          const auto [begin, end] = split_range(parameter_count, cores, k);
+          add_thread_gradients(begin, end - begin);
+        });
+      }
+    }
+    StepResult r;
+    double loss_sum = 0;
+    for (const auto& p : partial_) {
+      loss_sum += p.loss;
+      r.correct += p.correct;
+    }
+    r.samples = n;
+    r.loss = n ? loss_sum / static_cast<double>(n) : 0.0;
+    return r;
+  }
+
+  /// Loss sum and confusion counts of samples [first, first + count) of `data`, in evaluation mode.
+  EvaluationPart evaluate(const data::Dataset<T>& data, std::size_t first, std::size_t count) {
+    const std::size_t cores = pool_.size();
+    std::vector<EvaluationPart> parts(cores);
+    pool_.run([&](std::size_t k) {
+      auto& part = parts[k];
+      if constexpr (classifier) part.confusion.assign(output_size * output_size, 0);
+      const auto [b, e] = split_range(count, cores, k);
+      for (std::size_t at = first + b; at < first + e; at += eval_batch_) {
+        const std::size_t m = std::min(eval_batch_, first + e - at);
+        const auto out = replicas_[k].forward(columns(data.inputs, at, m), params_, RunInfo{});
+        const Targets<T> t = targets(data, at, m);
+        part.loss_sum += static_cast<double>(M::loss::value(out, t));
+        part.samples += m;
+        if constexpr (classifier) {
+          for (std::size_t s = 0; s < m; ++s)
+            ++part.confusion[static_cast<std::size_t>(t.labels[s]) * output_size +
+                             static_cast<std::size_t>(argmax(out.col(static_cast<Eigen::Index>(s))))];
+        }
+      }
+    });
+    EvaluationPart all;
+    if constexpr (classifier) all.confusion.assign(output_size * output_size, 0);
+    for (const auto& p : parts) {
+      all.loss_sum += p.loss_sum;
+      all.samples += p.samples;
+      for (std::size_t i = 0; i < p.confusion.size(); ++i) all.confusion[i] += p.confusion[i];
+    }
+    return all;
+  }
+
+  /// The model's outputs ((output size) x samples) for `inputs`.
+  Matrix<T> predict(ConstMatrixView<T> inputs) {
+    const auto n = static_cast<std::size_t>(inputs.cols());
+    Matrix<T> out(static_cast<Eigen::Index>(output_size), inputs.cols());
+    pool_.run([&](std::size_t k) {
+      const auto [begin, end] = split_range(n, pool_.size(), k);
+      for (std::size_t first = begin; first < end; first += eval_batch_) {
+        const std::size_t count = std::min(eval_batch_, end - first);
+        out.middleCols(static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(count)) =
+            replicas_[k].forward(columns(inputs, first, count), params_, RunInfo{});
+      }
+    });
+    return out;
+  }
+
+  static ConstMatrixView<T> columns(ConstMatrixView<T> m, std::size_t first, std::size_t count) {
+    return ConstMatrixView<T>(m.data() + static_cast<std::size_t>(m.rows()) * first, m.rows(),
+                              static_cast<Eigen::Index>(count));
+  }
+  static ConstMatrixView<T> columns(const Matrix<T>& m, std::size_t first, std::size_t count) {
+    return columns(ConstMatrixView<T>(m.data(), m.rows(), m.cols()), first, count);
+  }
+
+ private:
+  struct Partial {
+    double loss = 0;
+    std::size_t correct = 0;
+  };
+
+  template <class OnReady>
+  void layer_done(std::size_t layer, std::size_t offset, std::size_t count, OnReady& on_ready) {
+    if (pending_[layer].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    add_thread_gradients(offset, count);
+    on_ready(offset);
+  }
+
+  void add_thread_gradients(std::size_t offset, std::size_t count) {
+    if (count == 0) return;
+    auto dst = VectorView<T>(grads_.data() + offset, static_cast<Eigen::Index>(count));
+    for (std::size_t j = 1; j < pool_.size(); ++j)
+      dst += ConstVectorView<T>(thread_grads_[j].data() + offset, static_cast<Eigen::Index>(count));
+  }
+
+  template <class Hook>
+  Partial run_part(std::size_t k, const data::Batch<T>& batch, std::size_t begin, std::size_t end, T scale,
+                   std::span<T> g, Hook& hook) {
+    const std::size_t count = end - begin;
+    const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, count),
+                       seed_, batch.epoch};
+    auto& net = replicas_[k];
+    const auto out = net.forward(columns(batch.inputs, begin, count), params_, info);
+    auto& dout = output_grads_[k];
+    dout.resize(output_size * count);
+    auto grad = MatrixView<T>(dout.data(), static_cast<Eigen::Index>(output_size), static_cast<Eigen::Index>(count));
+    const Targets<T> t = classifier ? Targets<T>{batch.targets.labels.subspan(begin, count)}
+                                    : Targets<T>{{}, columns(batch.targets.values, begin, count)};
+    Partial p;
+    p.loss = static_cast<double>(M::loss::value_and_gradient(out, t, grad, scale));
+    if constexpr (classifier) {
+      for (std::size_t s = 0; s < count; ++s)
+        p.correct += argmax(out.col(static_cast<Eigen::Index>(s))) == t.labels[s] ? 1 : 0;
+    }
+    net.backward(ConstMatrixView<T>(dout.data(), grad.rows(), grad.cols()), params_, g, hook);
+    return p;
+  }
+
+  template <class Col>
+  static std::int32_t argmax(const Col& c) {
+    Eigen::Index i = 0;
+    c.maxCoeff(&i);
+    return static_cast<std::int32_t>(i);
+  }
+
+  static Targets<T> targets(const data::Dataset<T>& d, std::size_t first, std::size_t count) {
+    // (A view cannot be re-pointed after construction, so each kind is built whole.)
+    if constexpr (classifier) {
+      return Targets<T>{std::span<const std::int32_t>(d.labels).subspan(first, count)};
+    } else {
+      return Targets<T>{{}, columns(d.targets, first, count)};
+    }
+  }
+
+  ThreadPool pool_;
+  std::size_t eval_batch_;
+  std::uint64_t seed_;
+  Buffer<T> params_;
+  Buffer<T> grads_;
+  std::vector<network_type> replicas_;
+  std::vector<Buffer<T>> thread_grads_;
+  std::vector<Buffer<T>> output_grads_;
+  std::vector<Partial> partial_;
+  std::unique_ptr<std::atomic<std::size_t>[]> pending_;
+};
+
+/// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for
+/// device::Cuda; the primary template stops a CUDA model whose engine header is missing.
+template <class M, class Device = typename M::device>
+struct engine_for {
+  static_assert(std::is_same_v<Device, device::Cpu>,
+                "Model<..., device::Cuda>: include <flotilla/cuda/engine.hpp> (from a .cu file compiled by nvcc, "
+                "linked to flotilla::cuda; see docs/gpu.md) before using a CUDA model in a Trainer");
+  using type = Engine<M>;
+};
+
+}  // namespace detail
+}  // namespace flotilla
+// ---- end flotilla/train/engine.hpp ----
+
+namespace flotilla {
+
+/// Loss, accuracy and (for classifiers) the confusion matrix of a model on a data set.
+struct Evaluation {
+  double loss = 0;
+  double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN for regression
+  std::size_t samples = 0;
+  std::optional<ConfusionMatrix> confusion;
+};
+
+namespace detail {
+
+/// The mean loss, and for a classifier the confusion matrix and accuracy, of summed counts.
+template <ModelType M>
+Evaluation to_evaluation(const EvaluationPart& part) {
+  Evaluation ev;
+  ev.samples = part.samples;
+  ev.loss = part.samples ? part.loss_sum / static_cast<double>(part.samples) : 0.0;
+  if constexpr (M::loss::target == TargetKind::labels) {
+    constexpr std::size_t k = M::output_shape::size;
+    ConfusionMatrix c(k);
+    for (std::size_t a = 0; a < k; ++a)
+      for (std::size_t p = 0; p < k; ++p)
+        if (const auto n = part.confusion[a * k + p]) c.add(static_cast<std::int32_t>(p), static_cast<std::int32_t>(a), n);
+    ev.accuracy = c.accuracy();
+    ev.confusion = std::move(c);
+  }
+  return ev;
+}
+
+}  // namespace detail
+}  // namespace flotilla
+// ---- end flotilla/train/evaluation.hpp ----
+
+// ---- begin flotilla/train/fit_options.hpp ----
+// FitOptions: what one call of a trainer's fit() does besides training (epochs, metrics, plots,
+// checkpoints, logs, progress). The data-parallel Trainer and pipeline::Trainer take the same.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+
+// ---- begin flotilla/train/progress.hpp ----
+// Progress of an epoch on a terminal or in a log.
+//
+// On a terminal one line is redrawn in place (carriage return), at most ten times a second so that
+// drawing never costs noticeable time. Elsewhere (CI logs, a file, a pipe) redrawing would leave
+// hundreds of lines, so a plain line is written at each tenth of the epoch instead.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace flotilla {
+
+namespace detail {
+
+inline std::string progress_number(double v, int precision, std::chars_format fmt = std::chars_format::general) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, fmt, precision);
+  return std::string(buf, r.ptr);
+}
+
+/// 1234567 -> "1.23M": three significant digits are all a reader of a progress line takes in.
+inline std::string progress_si(double v) {
+  if (!std::isfinite(v)) return progress_number(v, 3);
+  const char* suffix = "";
+  if (v >= 999.5e6) {
+    v /= 1e9, suffix = "G";
+  } else if (v >= 999.5e3) {
+    v /= 1e6, suffix = "M";
+  } else if (v >= 999.5) {
+    v /= 1e3, suffix = "k";
+  }
+  const int decimals = v >= 99.95 ? 0 : v >= 9.995 ? 1 : 2;
+  return progress_number(v, decimals, std::chars_format::fixed) + suffix;
+}
+
+/// 75 s -> "1:15", 3725 s -> "1:02:05".
+inline std::string progress_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  if (seconds > 359999) return ">99h";
+  const auto s = static_cast<std::uint64_t>(std::llround(seconds));
+  // snprintf rather than string concatenation: GCC 12 misreports the latter (-Wrestrict, PR 105329).
+  char text[32];
+  if (s >= 3600)
+    std::snprintf(text, sizeof text, "%llu:%02llu:%02llu", static_cast<unsigned long long>(s / 3600),
+                  static_cast<unsigned long long>(s / 60 % 60), static_cast<unsigned long long>(s % 60));
+  else
+    std::snprintf(text, sizeof text, "%llu:%02llu", static_cast<unsigned long long>(s / 60),
+                  static_cast<unsigned long long>(s % 60));
+  return text;
+}
+
+/// The file descriptor behind std::cout / std::cerr / std::clog, or -1 for any other stream: a
+/// std::ostream does not expose its descriptor, so only the standard streams can be asked isatty.
+inline int progress_stream_fd(const std::ostream& out) noexcept {
+  if (&out == &std::cout) return STDOUT_FILENO;
+  if (&out == &std::cerr || &out == &std::clog) return STDERR_FILENO;
+  return -1;
+}
+
+}  // namespace detail
+
+/// A progress display for one epoch (or any count of steps). Not thread-safe: call it from the
+/// thread that drives training.
+class ProgressBar {
+ public:
+  enum class Style {
+    automatic,  ///< bar on a terminal (std::cout / std::cerr / std::clog, TERM not "dumb"), else lines
+    bar,        ///< one line redrawn with '\r', at most every 100 ms
+    lines,      ///< a plain line at each tenth of total_steps; finish() writes the last
+    none,       ///< nothing at all
+  };
+  /// Where time comes from; tests inject a fake one.
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+
+  /// `total_steps` 0 means unknown: no bar and no ETA, and in lines mode a line every 10 seconds.
+  ProgressBar(std::ostream& out, std::size_t total_steps, std::string label, Style s = Style::automatic,
+              Clock clock = {})
+      : out_(out),
+        total_(total_steps),
+        label_(std::move(label)),
+        clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
+        style_(resolve(out, s)),
+        fd_(detail::progress_stream_fd(out)),
+        start_(clock_()) {}
+
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+
+  /// Ends a line left open by the bar (an exception unwound past finish), so that what is printed
+  /// next starts on a line of its own.
+  ~ProgressBar() {
+    if (style_ == Style::bar && drawn_ && !finished_) {
+      try {
+        out_ << '\n' << std::flush;
+      } catch (...) {
+      }
+    }
+  }
+
+  /// The style in use (never automatic).
+  Style style() const noexcept { return style_; }
+
+  /// Reports that `step` of total_steps are done, `samples_seen` samples so far, and the running
+  /// loss and accuracy (a fraction in [0, 1]; NaN leaves it out, for models that do not classify).
+  /// Cheap when nothing is drawn: call it every step.
+  void update(std::size_t step, std::size_t samples_seen, double loss, double accuracy) {
+    if (style_ == Style::none || finished_) return;
+    step_ = step, samples_ = samples_seen, loss_ = loss, accuracy_ = accuracy;
+    const auto now = clock_();
+    if (style_ == Style::bar) {
+      const bool last = total_ > 0 && step >= total_;
+      if (drawn_ && !last && now - last_draw_ < std::chrono::milliseconds(100)) return;
+      draw_bar(now, "");
+      return;
+    }
+    if (total_ > 0) {
+      // Tenths crossed, not reached exactly: steps may jump past a boundary. The end is finish()'s.
+      const std::size_t tenth = step >= total_ ? 10 : step * 10 / total_;
+      if (tenth <= last_tenth_ || tenth >= 10) return;
+      last_tenth_ = tenth;
+    } else if (drawn_ ? now - last_draw_ < std::chrono::seconds(10) : now - start_ < std::chrono::seconds(10)) {
+      return;
+    }
+    write_line(now, "");
+  }
+
+  /// Draws the final state followed by `summary` (e.g. validation results) and ends the line.
+  /// Later updates are ignored.
+  void finish(std::string_view summary) {
+    if (style_ == Style::none || finished_) return;
+    const auto now = clock_();
+    if (style_ == Style::bar) {
+      draw_bar(now, summary, true);
+      out_ << '\n' << std::flush;
+    } else {
+      write_line(now, summary, true);
+    }
+    finished_ = true;
+  }
+
+ private:
+  static Style resolve(const std::ostream& out, Style s) {
+    if (s != Style::automatic) return s;
+    const int fd = detail::progress_stream_fd(out);
+    if (fd < 0 || ::isatty(fd) != 1) return Style::lines;
+    const char* term = std::getenv("TERM");
+    return term && std::string_view(term) == "dumb" ? Style::lines : Style::bar;
+  }
+
+  double elapsed(std::chrono::steady_clock::time_point now) const {
+    return std::chrono::duration<double>(now - start_).count();
+  }
+
+  /// One piece of a progress line; on a narrow terminal the highest `drop_rank` goes first.
+  struct Field {
+    int drop_rank;
+    std::string text;
+  };
+
+  /// "123/469", throughput, ETA (or the time taken when done), loss, accuracy.
+  std::vector<Field> fields(std::chrono::steady_clock::time_point now, bool done) const {
+    const double t = elapsed(now);
+    std::vector<Field> f;
+    f.push_back({0, std::to_string(step_) + (total_ > 0 ? "/" + std::to_string(total_) : "")});
+    if (t > 0) f.push_back({4, detail::progress_si(static_cast<double>(samples_) / t) + " samples/s"});
+    if (done || (total_ > 0 && step_ >= total_)) {
+      f.push_back({2, "in " + detail::progress_duration(t)});
+    } else if (total_ > 0 && step_ > 0) {
+      f.push_back({2, "ETA " + detail::progress_duration(t * static_cast<double>(total_ - step_) /
+                                                         static_cast<double>(step_))});
+    }
+    f.push_back({1, "loss " + detail::progress_number(loss_, 4)});
+    if (!std::isnan(accuracy_)) {  // NaN: the model is no classifier
+      f.push_back({3, "acc " + detail::progress_number(accuracy_ * 100, 2, std::chars_format::fixed) + "%"});
+    }
+    return f;
+  }
+
+  /// The fields whose drop_rank is at most `keep`, two spaces apart.
+  static std::string join(const std::vector<Field>& f, int keep = 4) {
+    std::string s;
+    for (const auto& x : f) {
+      if (x.drop_rank > keep) continue;
+      if (!s.empty()) s += "  ";
+      s += x.text;
+    }
+    return s;
+  }
+
+  int terminal_width() const noexcept {
+    ::winsize ws{};
+    if (fd_ >= 0 && ::ioctl(fd_, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    return 80;
+  }
+
+  void draw_bar(std::chrono::steady_clock::time_point now, std::string_view summary, bool done = false) {
+    const std::vector<Field> f = fields(now, done);
+    const std::string label = label_.empty() ? std::string() : label_ + " ";
+    const std::string tail = summary.empty() ? std::string() : "  " + std::string(summary);
+    // The line must stay narrower than the terminal: a wrapped line is not redrawn by '\r'. So
+    // on a narrow one the bar goes first, then the least useful fields, whole. The final line is
+    // not redrawn and keeps every field, wrapping if it must.
+    const std::size_t width = static_cast<std::size_t>(std::max(terminal_width() - 1, 20));
+    std::string stats;
+    std::size_t bar_w = 0;
+    for (int keep = 4; keep >= 0; --keep) {
+      stats = join(f, keep) + tail;
+      const std::size_t rest = label.size() + stats.size();
+      if (total_ > 0 && rest + 13 <= width) {
+        bar_w = std::min<std::size_t>(30, width - rest - 3);
+        break;
+      }
+      if (rest <= width || done) break;
+    }
+    std::string line = label;
+    if (bar_w > 0) {
+      const double frac = std::min(1.0, static_cast<double>(step_) / static_cast<double>(total_));
+      const auto full = static_cast<std::size_t>(frac * static_cast<double>(bar_w));
+      std::string bar(bar_w, ' ');
+      std::fill_n(bar.begin(), full, '=');
+      if (full < bar_w && step_ > 0) bar[full] = '>';
+      line += "[" + bar + "] ";
+    }
+    line += stats;
+    if (!done && line.size() > width) line.resize(width);  // a label longer than the terminal
+    const std::size_t len = line.size();
+    if (len < last_len_) line.append(last_len_ - len, ' ');  // erase what the longer line left
+    out_ << '\r' << line << std::flush;
+    last_len_ = len;
+    last_draw_ = now;
+    drawn_ = true;
+  }
+
+  void write_line(std::chrono::steady_clock::time_point now, std::string_view summary, bool done = false) {
+    std::string line = label_.empty() ? std::string() : label_ + " ";
+    line += join(fields(now, done));
+    if (!summary.empty()) line += "  " + std::string(summary);
+    out_ << line << '\n' << std::flush;
+    last_draw_ = now;
+    drawn_ = true;
+  }
+
+  std::ostream& out_;
+  std::size_t total_;
+  std::string label_;
+  Clock clock_;
+  Style style_;
+  int fd_;
+  std::chrono::steady_clock::time_point start_, last_draw_{};
+  std::size_t step_ = 0, samples_ = 0;
+  double loss_ = 0, accuracy_ = 0;
+  std::size_t last_tenth_ = 0, last_len_ = 0;
+  bool drawn_ = false, finished_ = false;
+};
+
+namespace detail {
+
+/// A trainer's bar during an epoch: `step` batches done, `job_samples` samples taken by the whole
+/// job, and the running means over the `counted` samples this rank knows the loss of.
+inline void show_running(ProgressBar& bar, std::size_t step, std::size_t job_samples, double loss_sum, std::size_t correct,
+                         std::size_t counted, bool classifier) {
+  const auto n = static_cast<double>(std::max<std::size_t>(counted, 1));
+  bar.update(step, job_samples, loss_sum / n,
+             classifier ? static_cast<double>(correct) / n : std::numeric_limits<double>::quiet_NaN());
+}
+
+}  // namespace detail
+}  // namespace flotilla
+// ---- end flotilla/train/progress.hpp ----
+
+namespace flotilla {
+
+/// What one call of fit() does besides training.
+struct FitOptions {
+  /// Epochs to run in this call (a resumed trainer continues from its epoch()).
+  std::size_t epochs = 1;
+  /// Per-epoch metrics as JSON lines (.jsonl, .json) or CSV (.csv); empty: none.
+  std::filesystem::path metrics_file;
+  /// An SVG plot of loss and accuracy per epoch, rewritten after each epoch; empty: none.
+  std::filesystem::path plot_file;
+  std::string plot_title = "flotilla training";
+  /// A checkpoint written after each epoch, atomically; empty: none.
+  std::filesystem::path checkpoint_file;
+  /// Periodic checkpoint sets in a directory, rotation, and resuming from the newest complete set
+  /// (see train/checkpoint_dir.hpp); off unless checkpoints.directory is set.
+  CheckpointPolicy checkpoints;
+  /// Per-step counters of every worker (compute, exposed communication, update times, bytes,
+  /// staleness) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
+  std::filesystem::path step_log_file;
+  /// A Chrome-trace timeline of compute and communication per rank; empty: none. Processes other
+  /// than rank 0's add ".rank<k>".
+  std::filesystem::path trace_file;
+  /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
+  ProgressBar::Style progress = ProgressBar::Style::automatic;
+  /// Where worker 0 writes progress and epoch summaries; nullptr for silence.
+  std::ostream* log = &std::cerr;
+  /// Stop after this many updates in this call (0: no limit); for quick runs and benchmarks.
+  std::uint64_t max_steps = 0;
+};
+
+namespace detail {
+
+/// Where a run is in its data: the epoch it is in and the batch that epoch continues from, so that
+/// fit() after a fit() stopped by max_steps goes on where it stopped.
+struct DataPosition {
+  std::uint64_t epoch = 0;
+  std::uint64_t batch = 0;
+  /// After an epoch's loop: a stopped epoch resumes at batch `reached`; a finished one moves on.
+  void end_epoch(bool stopped, std::uint64_t reached) noexcept {
+    if (stopped) {
+      batch = reached;
+    } else {
+      ++epoch;
+      batch = 0;
+    }
+  }
+};
+
+}  // namespace detail
+
+}  // namespace flotilla
+// ---- end flotilla/train/fit_options.hpp ----
+
 // ---- begin flotilla/train/history.hpp ----
 // What a training run records once per epoch. The Trainer fills one EpochRecord at the end of each
 // epoch; MetricsLog writes it to disk, write_svg_plot draws a History of them.
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
@@ -5920,6 +6631,26 @@ struct EpochRecord {
 
 /// Every epoch of a run, oldest first.
 using History = std::vector<EpochRecord>;
+
+namespace detail {
+
+/// The line a trainer prints when an epoch ends: losses, accuracies, throughput and time.
+inline std::string epoch_summary(const EpochRecord& r) {
+  auto fixed = [](double v, int digits) {
+    if (std::isnan(v)) return std::string("-");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return std::string(buf);
+  };
+  std::string s = "loss " + fixed(r.train_loss, 4);
+  if (!std::isnan(r.train_accuracy)) s += ", accuracy " + fixed(100 * r.train_accuracy, 2) + "%";
+  if (r.val_loss) s += " | validation loss " + fixed(*r.val_loss, 4);
+  if (r.val_accuracy) s += ", accuracy " + fixed(100 * *r.val_accuracy, 2) + "%";
+  s += " | " + fixed(r.samples_per_second, 0) + " samples/s, " + fixed(r.seconds, 1) + " s";
+  return s;
+}
+
+}  // namespace detail
 
 }  // namespace flotilla
 // ---- end flotilla/train/history.hpp ----
@@ -6339,6 +7070,117 @@ class MetricsLog {
 }  // namespace flotilla
 // ---- end flotilla/train/metrics_log.hpp ----
 
+// ---- begin flotilla/train/model_checkpoint.hpp ----
+// A trainer's checkpoint of a model: the model's signature (scalar type, each parameter tensor's
+// layer, name and size, so that a checkpoint is never loaded into another model), its parameters
+// and optimizer state in the unsplit model's flat layout, the step, the seed and the data
+// position. flotilla::Trainer and pipeline::Trainer both write and read it through here, so each
+// loads what the other saved.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+template <ModelType M>
+std::string model_signature() {
+  using T = typename M::scalar_type;
+  std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(M::parameter_count) + ":";
+  for (const auto& t : M::network::tensors) {
+    // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
+    s += ' ';
+    s += std::to_string(t.layer);
+    s += '.';
+    s += t.layer_name;
+    s += '.';
+    s += t.name;
+    s += '[';
+    s += std::to_string(t.size);
+    s += ']';
+  }
+  return s;
+}
+
+/// Where a run stands: what a checkpoint stores besides the arrays.
+struct RunPosition {
+  std::uint64_t step = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t batch_in_epoch = 0;
+  std::uint64_t seed = 0;
+};
+
+/// Writes `path` atomically. `optimizer` holds the optimizer's buffers over the whole model, or
+/// is null where the state is elsewhere (parameter servers in another process).
+template <ModelType M>
+void write_checkpoint(const std::filesystem::path& path, std::span<const typename M::scalar_type> parameters,
+                      const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at) {
+  using T = typename M::scalar_type;
+  checkpoint::Writer w;
+  w.add_string("model", model_signature<M>());
+  w.add_string("optimizer", std::string(M::optimizer::name));
+  w.add_u64("step", at.step);
+  w.add_u64("epoch", at.epoch);
+  w.add_u64("batch_in_epoch", at.batch_in_epoch);
+  w.add_u64("seed", at.seed);
+  w.add_array<T>("parameters", parameters);
+  w.add_u64("has_optimizer_state", optimizer ? 1 : 0);
+  if (optimizer)
+    for (std::size_t i = 0; i < optimizer->size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), (*optimizer)[i]);
+  w.commit(path);
+}
+
+/// What read_checkpoint() found; the optimizer state is zero where none was saved.
+template <ModelType M>
+struct LoadedCheckpoint {
+  std::vector<typename M::scalar_type> parameters;
+  typename M::optimizer::template state<typename M::scalar_type> optimizer;
+  bool has_optimizer_state = true;
+  RunPosition at;
+};
+
+/// Checks that `r` holds a checkpoint of M with M's optimizer: CheckpointError naming the file and
+/// what differs otherwise.
+template <ModelType M>
+void check_checkpoint(const checkpoint::Reader& r) {
+  const std::string model = r.string("model");
+  if (model != model_signature<M>())
+    throw CheckpointError(r.source() + ": the checkpoint is of another model.\n  checkpoint: " + model +
+                          "\n  this model: " + model_signature<M>());
+  const std::string opt = r.string("optimizer");
+  if (opt != M::optimizer::name)
+    throw CheckpointError(r.source() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
+                          std::string(M::optimizer::name));
+}
+
+/// Reads a checkpoint of M that check_checkpoint() accepted.
+template <ModelType M>
+LoadedCheckpoint<M> read_checkpoint(const checkpoint::Reader& r) {
+  using T = typename M::scalar_type;
+  check_checkpoint<M>(r);
+  LoadedCheckpoint<M> c{std::vector<T>(M::parameter_count), typename M::optimizer::template state<T>(M::parameter_count), true, {}};
+  r.array_into<T>("parameters", std::span<T>(c.parameters));
+  c.has_optimizer_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
+  if (c.has_optimizer_state) {
+    auto buffers = c.optimizer.buffers();
+    for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
+  }
+  c.at = {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+  return c;
+}
+
+/// Reads and verifies the checkpoint file `path` of M.
+template <ModelType M>
+LoadedCheckpoint<M> read_checkpoint(const std::filesystem::path& path) {
+  return read_checkpoint<M>(checkpoint::Reader(path));
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/model_checkpoint.hpp ----
+
 // ---- begin flotilla/train/plot.hpp ----
 // Learning curves as a self-contained SVG: loss and accuracy against epoch, side by side. Any
 // browser shows it, it needs no library or script, and rewriting it after every epoch is cheap.
@@ -6702,281 +7544,6 @@ inline void write_svg_plot(const std::filesystem::path& path, const History& his
 }  // namespace flotilla
 // ---- end flotilla/train/plot.hpp ----
 
-// ---- begin flotilla/train/progress.hpp ----
-// Progress of an epoch on a terminal or in a log.
-//
-// On a terminal one line is redrawn in place (carriage return), at most ten times a second so that
-// drawing never costs noticeable time. Elsewhere (CI logs, a file, a pipe) redrawing would leave
-// hundreds of lines, so a plain line is written at each tenth of the epoch instead.
-#include <sys/ioctl.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <charconv>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstddef>
-#include <cstdint>
-#include <cstdlib>
-#include <functional>
-#include <iostream>
-#include <ostream>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-namespace flotilla {
-
-namespace detail {
-
-inline std::string progress_number(double v, int precision, std::chars_format fmt = std::chars_format::general) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v, fmt, precision);
-  return std::string(buf, r.ptr);
-}
-
-/// 1234567 -> "1.23M": three significant digits are all a reader of a progress line takes in.
-inline std::string progress_si(double v) {
-  if (!std::isfinite(v)) return progress_number(v, 3);
-  const char* suffix = "";
-  if (v >= 999.5e6) {
-    v /= 1e9, suffix = "G";
-  } else if (v >= 999.5e3) {
-    v /= 1e6, suffix = "M";
-  } else if (v >= 999.5) {
-    v /= 1e3, suffix = "k";
-  }
-  const int decimals = v >= 99.95 ? 0 : v >= 9.995 ? 1 : 2;
-  return progress_number(v, decimals, std::chars_format::fixed) + suffix;
-}
-
-/// 75 s -> "1:15", 3725 s -> "1:02:05".
-inline std::string progress_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  if (seconds > 359999) return ">99h";
-  const auto s = static_cast<std::uint64_t>(std::llround(seconds));
-  // snprintf rather than string concatenation: GCC 12 misreports the latter (-Wrestrict, PR 105329).
-  char text[32];
-  if (s >= 3600)
-    std::snprintf(text, sizeof text, "%llu:%02llu:%02llu", static_cast<unsigned long long>(s / 3600),
-                  static_cast<unsigned long long>(s / 60 % 60), static_cast<unsigned long long>(s % 60));
-  else
-    std::snprintf(text, sizeof text, "%llu:%02llu", static_cast<unsigned long long>(s / 60),
-                  static_cast<unsigned long long>(s % 60));
-  return text;
-}
-
-/// The file descriptor behind std::cout / std::cerr / std::clog, or -1 for any other stream: a
-/// std::ostream does not expose its descriptor, so only the standard streams can be asked isatty.
-inline int progress_stream_fd(const std::ostream& out) noexcept {
-  if (&out == &std::cout) return STDOUT_FILENO;
-  if (&out == &std::cerr || &out == &std::clog) return STDERR_FILENO;
-  return -1;
-}
-
-}  // namespace detail
-
-/// A progress display for one epoch (or any count of steps). Not thread-safe: call it from the
-/// thread that drives training.
-class ProgressBar {
- public:
-  enum class Style {
-    automatic,  ///< bar on a terminal (std::cout / std::cerr / std::clog, TERM not "dumb"), else lines
-    bar,        ///< one line redrawn with '\r', at most every 100 ms
-    lines,      ///< a plain line at each tenth of total_steps; finish() writes the last
-    none,       ///< nothing at all
-  };
-  /// Where time comes from; tests inject a fake one.
-  using Clock = std::function<std::chrono::steady_clock::time_point()>;
-
-  /// `total_steps` 0 means unknown: no bar and no ETA, and in lines mode a line every 10 seconds.
-  ProgressBar(std::ostream& out, std::size_t total_steps, std::string label, Style s = Style::automatic,
-              Clock clock = {})
-      : out_(out),
-        total_(total_steps),
-        label_(std::move(label)),
-        clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
-        style_(resolve(out, s)),
-        fd_(detail::progress_stream_fd(out)),
-        start_(clock_()) {}
-
-  ProgressBar(const ProgressBar&) = delete;
-  ProgressBar& operator=(const ProgressBar&) = delete;
-
-  /// Ends a line left open by the bar (an exception unwound past finish), so that what is printed
-  /// next starts on a line of its own.
-  ~ProgressBar() {
-    if (style_ == Style::bar && drawn_ && !finished_) {
-      try {
-        out_ << '\n' << std::flush;
-      } catch (...) {
-      }
-    }
-  }
-
-  /// The style in use (never automatic).
-  Style style() const noexcept { return style_; }
-
-  /// Reports that `step` of total_steps are done, `samples_seen` samples so far, and the running
-  /// loss and accuracy (a fraction in [0, 1]; NaN leaves it out, for models that do not classify).
-  /// Cheap when nothing is drawn: call it every step.
-  void update(std::size_t step, std::size_t samples_seen, double loss, double accuracy) {
-    if (style_ == Style::none || finished_) return;
-    step_ = step, samples_ = samples_seen, loss_ = loss, accuracy_ = accuracy;
-    const auto now = clock_();
-    if (style_ == Style::bar) {
-      const bool last = total_ > 0 && step >= total_;
-      if (drawn_ && !last && now - last_draw_ < std::chrono::milliseconds(100)) return;
-      draw_bar(now, "");
-      return;
-    }
-    if (total_ > 0) {
-      // Tenths crossed, not reached exactly: steps may jump past a boundary. The end is finish()'s.
-      const std::size_t tenth = step >= total_ ? 10 : step * 10 / total_;
-      if (tenth <= last_tenth_ || tenth >= 10) return;
-      last_tenth_ = tenth;
-    } else if (drawn_ ? now - last_draw_ < std::chrono::seconds(10) : now - start_ < std::chrono::seconds(10)) {
-      return;
-    }
-    write_line(now, "");
-  }
-
-  /// Draws the final state followed by `summary` (e.g. validation results) and ends the line.
-  /// Later updates are ignored.
-  void finish(std::string_view summary) {
-    if (style_ == Style::none || finished_) return;
-    const auto now = clock_();
-    if (style_ == Style::bar) {
-      draw_bar(now, summary, true);
-      out_ << '\n' << std::flush;
-    } else {
-      write_line(now, summary, true);
-    }
-    finished_ = true;
-  }
-
- private:
-  static Style resolve(const std::ostream& out, Style s) {
-    if (s != Style::automatic) return s;
-    const int fd = detail::progress_stream_fd(out);
-    if (fd < 0 || ::isatty(fd) != 1) return Style::lines;
-    const char* term = std::getenv("TERM");
-    return term && std::string_view(term) == "dumb" ? Style::lines : Style::bar;
-  }
-
-  double elapsed(std::chrono::steady_clock::time_point now) const {
-    return std::chrono::duration<double>(now - start_).count();
-  }
-
-  /// One piece of a progress line; on a narrow terminal the highest `drop_rank` goes first.
-  struct Field {
-    int drop_rank;
-    std::string text;
-  };
-
-  /// "123/469", throughput, ETA (or the time taken when done), loss, accuracy.
-  std::vector<Field> fields(std::chrono::steady_clock::time_point now, bool done) const {
-    const double t = elapsed(now);
-    std::vector<Field> f;
-    f.push_back({0, std::to_string(step_) + (total_ > 0 ? "/" + std::to_string(total_) : "")});
-    if (t > 0) f.push_back({4, detail::progress_si(static_cast<double>(samples_) / t) + " samples/s"});
-    if (done || (total_ > 0 && step_ >= total_)) {
-      f.push_back({2, "in " + detail::progress_duration(t)});
-    } else if (total_ > 0 && step_ > 0) {
-      f.push_back({2, "ETA " + detail::progress_duration(t * static_cast<double>(total_ - step_) /
-                                                         static_cast<double>(step_))});
-    }
-    f.push_back({1, "loss " + detail::progress_number(loss_, 4)});
-    if (!std::isnan(accuracy_)) {  // NaN: the model is no classifier
-      f.push_back({3, "acc " + detail::progress_number(accuracy_ * 100, 2, std::chars_format::fixed) + "%"});
-    }
-    return f;
-  }
-
-  /// The fields whose drop_rank is at most `keep`, two spaces apart.
-  static std::string join(const std::vector<Field>& f, int keep = 4) {
-    std::string s;
-    for (const auto& x : f) {
-      if (x.drop_rank > keep) continue;
-      if (!s.empty()) s += "  ";
-      s += x.text;
-    }
-    return s;
-  }
-
-  int terminal_width() const noexcept {
-    ::winsize ws{};
-    if (fd_ >= 0 && ::ioctl(fd_, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
-    return 80;
-  }
-
-  void draw_bar(std::chrono::steady_clock::time_point now, std::string_view summary, bool done = false) {
-    const std::vector<Field> f = fields(now, done);
-    const std::string label = label_.empty() ? std::string() : label_ + " ";
-    const std::string tail = summary.empty() ? std::string() : "  " + std::string(summary);
-    // The line must stay narrower than the terminal: a wrapped line is not redrawn by '\r'. So
-    // on a narrow one the bar goes first, then the least useful fields, whole. The final line is
-    // not redrawn and keeps every field, wrapping if it must.
-    const std::size_t width = static_cast<std::size_t>(std::max(terminal_width() - 1, 20));
-    std::string stats;
-    std::size_t bar_w = 0;
-    for (int keep = 4; keep >= 0; --keep) {
-      stats = join(f, keep) + tail;
-      const std::size_t rest = label.size() + stats.size();
-      if (total_ > 0 && rest + 13 <= width) {
-        bar_w = std::min<std::size_t>(30, width - rest - 3);
-        break;
-      }
-      if (rest <= width || done) break;
-    }
-    std::string line = label;
-    if (bar_w > 0) {
-      const double frac = std::min(1.0, static_cast<double>(step_) / static_cast<double>(total_));
-      const auto full = static_cast<std::size_t>(frac * static_cast<double>(bar_w));
-      std::string bar(bar_w, ' ');
-      std::fill_n(bar.begin(), full, '=');
-      if (full < bar_w && step_ > 0) bar[full] = '>';
-      line += "[" + bar + "] ";
-    }
-    line += stats;
-    if (!done && line.size() > width) line.resize(width);  // a label longer than the terminal
-    const std::size_t len = line.size();
-    if (len < last_len_) line.append(last_len_ - len, ' ');  // erase what the longer line left
-    out_ << '\r' << line << std::flush;
-    last_len_ = len;
-    last_draw_ = now;
-    drawn_ = true;
-  }
-
-  void write_line(std::chrono::steady_clock::time_point now, std::string_view summary, bool done = false) {
-    std::string line = label_.empty() ? std::string() : label_ + " ";
-    line += join(fields(now, done));
-    if (!summary.empty()) line += "  " + std::string(summary);
-    out_ << line << '\n' << std::flush;
-    last_draw_ = now;
-    drawn_ = true;
-  }
-
-  std::ostream& out_;
-  std::size_t total_;
-  std::string label_;
-  Clock clock_;
-  Style style_;
-  int fd_;
-  std::chrono::steady_clock::time_point start_, last_draw_{};
-  std::size_t step_ = 0, samples_ = 0;
-  double loss_ = 0, accuracy_ = 0;
-  std::size_t last_tenth_ = 0, last_len_ = 0;
-  bool drawn_ = false, finished_ = false;
-};
-
-}  // namespace flotilla
-// ---- end flotilla/train/progress.hpp ----
-
 // ---- begin flotilla/train/trainer.hpp ----
 // Trainer<Model, Policy, Backend>: trains a Model on one worker or many.
 //
@@ -7318,6 +7885,7 @@ static_assert(std::is_same_v<for_value_t<Fp32, double>, Fp64> && std::is_same_v<
 // needs: a binomial tree to rank 0 and back, 2 * ceil(log2 N) message latencies, where a ring
 // takes 2(N-1). The sum is taken in one fixed order (the tree's), so the result does not depend
 // on timing, and every rank gets the bits rank 0 computed.
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <type_traits>
@@ -7489,6 +8057,21 @@ void allreduce_sum(E& e, std::span<T> values, Tag tag = default_tags::allreduce_
   }
   for (mask >>= 1; mask > 0; mask >>= 1)
     if (rank + mask < n) e.send(rank + mask, tag, std::span<const std::byte>(bytes));
+}
+
+/// values = the element-wise maximum of every rank's `values`. Maxima are few (times, counts): each
+/// rank's values go in its own slot of a zero-filled vector of size() slots, summed with
+/// allreduce_sum (adding zeros is exact), and every rank takes each element's largest slot.
+template <Transport E>
+void allreduce_max(E& e, std::span<double> values, Tag tag = default_tags::allreduce_small) {
+  const std::size_t n = e.size(), rank = e.rank();
+  if (n == 1 || values.empty()) return;
+  std::vector<double> spread(values.size() * n, 0.0);
+  for (std::size_t i = 0; i < values.size(); ++i) spread[i * n + rank] = values[i];
+  allreduce_sum(e, std::span<double>(spread), tag);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = *std::max_element(spread.begin() + static_cast<std::ptrdiff_t>(i * n),
+                                  spread.begin() + static_cast<std::ptrdiff_t>((i + 1) * n));
 }
 
 }  // namespace flotilla::collective
@@ -8603,319 +9186,40 @@ class ParameterServerClient {
 }  // namespace flotilla::detail
 // ---- end flotilla/topology/parameter_server.hpp ----
 
-// ---- begin flotilla/train/engine.hpp ----
-// The compute engine of one rank: a model's flat parameter and gradient buffers, one Network
-// replica per core, and the forward/backward pass over a batch split across those cores.
-//
-// It does not update parameters: where the optimizer runs (on this rank after an allreduce, or on
-// a parameter server) is the update policy's business. It does tell the policy, while backward is
-// still running, which gradients are final: `on_ready(offset)` means that [offset, P) of the
-// gradient buffer will not change again in this step. Layers finish last-first, so `offset` only
-// decreases, and a policy can start sending the end of the buffer while the start is still being
-// computed (the overlap of communication with backward that Horovod and PyTorch DDP do).
-//
-// With several cores, each core's replica writes its gradients into a buffer of its own; when the
-// last core finishes a layer, that core adds the other cores' contributions for the layer into the
-// main buffer, in core order (so the sum does not depend on timing), and then reports it ready.
-#include <algorithm>
-#include <array>
-#include <atomic>
+// ---- begin flotilla/train/dataset_check.hpp ----
+// Whether a data set fits a model (features, labels or targets, classes), checked before training
+// or evaluating starts, with a message that names the data set, the caller and both sizes.
 #include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <memory>
-#include <span>
-#include <type_traits>
-#include <vector>
+#include <string>
+#include <string_view>
 
 
-namespace flotilla {
+namespace flotilla::detail {
 
-/// The outcome of one forward and backward pass.
-struct StepResult {
-  double loss = 0;          ///< mean loss of the batch part this rank computed
-  std::size_t correct = 0;  ///< samples whose arg-max output is their label (classifiers)
-  std::size_t samples = 0;
-};
-
-namespace detail {
-
-/// Loss sum, sample count and confusion counts over part of a data set, to be added across ranks.
-struct EvaluationPart {
-  double loss_sum = 0;
-  std::size_t samples = 0;
-  std::vector<std::uint64_t> confusion;  ///< classes x classes counts, row = actual (classifiers)
-};
-
-/// on_ready callback that does nothing: the engine then sums the cores' gradients after backward,
-/// in parallel, instead of layer by layer.
-struct NoReadyCallback {
-  void operator()(std::size_t /*offset*/) const noexcept {}
-};
-
+/// ShapeError unless `d` can train or evaluate M; `where` names the caller ("Trainer::fit: training set").
 template <ModelType M>
-class Engine {
- public:
-  using T = typename M::scalar_type;
-  using network_type = typename M::network;
-  static constexpr std::size_t parameter_count = M::parameter_count;
-  static constexpr bool classifier = M::loss::target == TargetKind::labels;
-  static constexpr std::size_t input_size = M::input_shape::size;
-  static constexpr std::size_t output_size = M::output_shape::size;
-
-  Engine(std::size_t threads, std::size_t eval_batch_size, std::uint64_t seed)
-      : pool_(std::max<std::size_t>(threads, 1)),
-        eval_batch_(std::max<std::size_t>(eval_batch_size, 1)),
-        seed_(seed),
-        params_(parameter_count),
-        grads_(parameter_count, T(0)),
-        replicas_(pool_.size()),
-        thread_grads_(pool_.size()),
-        output_grads_(pool_.size()),
-        partial_(pool_.size()),
-        pending_(std::make_unique<std::atomic<std::size_t>[]>(network_type::depth)) {
-    for (std::size_t i = 1; i < pool_.size(); ++i) thread_grads_[i].assign(parameter_count, T(0));
-    replicas_[0].initialize(params_, seed);
+void check_dataset(const data::Dataset<typename M::scalar_type>& d, std::string_view where) {
+  const std::string name = std::string(where) + " '" + d.name + "'";
+  if (d.feature_size() != M::input_shape::size)
+    throw ShapeError(name + " has " + std::to_string(d.feature_size()) + " features per sample, the model's input is " +
+                     std::to_string(M::input_shape::size));
+  if constexpr (M::loss::target == TargetKind::labels) {
+    if (d.labels.size() != d.size())
+      throw ShapeError(name + " has " + std::to_string(d.labels.size()) + " labels for " + std::to_string(d.size()) +
+                       " samples; the model's loss (" + std::string(M::loss::name) + ") needs one label per sample");
+    if (d.classes > M::output_shape::size)
+      throw ShapeError(name + " has " + std::to_string(d.classes) + " classes, the model has " +
+                       std::to_string(M::output_shape::size) + " outputs");
+  } else {
+    if (static_cast<std::size_t>(d.targets.rows()) != M::output_shape::size ||
+        static_cast<std::size_t>(d.targets.cols()) != d.size())
+      throw ShapeError(name + " has targets of " + std::to_string(d.targets.rows()) + "x" + std::to_string(d.targets.cols()) +
+                       ", the model needs " + std::to_string(M::output_shape::size) + "x" + std::to_string(d.size()));
   }
+}
 
-  std::span<T> parameters() noexcept { return params_; }
-  std::span<const T> parameters() const noexcept { return params_; }
-  std::span<T> gradients() noexcept { return grads_; }
-  std::span<const T> gradients() const noexcept { return grads_; }
-  std::size_t threads() const noexcept { return pool_.size(); }
-  std::uint64_t seed() const noexcept { return seed_; }
-  /// Keys the dropout masks; restored from checkpoints.
-  void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
-
-  /// The optimizer state lives in the trainer's host buffers here, so there is nothing to move.
-  /// (An engine that keeps it elsewhere, cuda::Engine on the GPU, copies it to `state` here, and
-  /// re-reads it from there after optimizer_state_changed().)
-  template <class State>
-  void optimizer_state_to_host(State& /*state*/) const noexcept {}
-  void optimizer_state_changed() noexcept {}
-
-  /// One optimizer step on parameters() with gradients(). An element-wise optimizer (see
-  /// concepts/optimizer.hpp) on a buffer worth splitting runs on every core, each a contiguous
-  /// slice of the elements; any other runs on the calling thread.
-  template <class O, class State>
-  void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> tensors, const StepInfo& info) {
-    constexpr std::size_t worth_splitting = 1 << 15;  // below this, waking the cores costs more
-    if constexpr (elementwise_optimizer<O>) {
-      if (pool_.size() > 1 && parameter_count >= worth_splitting) {
-        pool_.run([&](std::size_t k) {
-          // Slice k of the elements, as pieces of the tensors it overlaps: element-wise optimizers
-          // give the same result for any split. Slices are cut at multiples of 16 elements so that
-          // no two cores write the same cache line.
-          const auto [b0, e0] = split_range(parameter_count / 16, pool_.size(), k);
-          const std::size_t begin = b0 * 16, end = k + 1 == pool_.size() ? parameter_count : e0 * 16;
-          std::array<TensorInfo, 64> local;
-          std::size_t n = 0;
-          for (const auto& t : tensors) {
-            const std::size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.size);
-            if (lo >= hi) continue;
-            if (n == local.size()) {  // a network with very many tensors: flush and go on
-              optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(local.data(), n), info);
-              n = 0;
-            }
-            local[n] = t;
-            local[n].offset = lo;
-            local[n].size = hi - lo;
-            ++n;
-          }
-          if (n) optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(local.data(), n), info);
-        });
-        return;
-      }
-    }
-    optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, tensors, info);
-  }
-
-  /// Forward and backward over `batch`, split across the cores. Adds `scale` times the gradient of
-  /// the batch's summed loss to gradients() (which are zeroed first unless `accumulate`).
-  template <class OnReady = NoReadyCallback>
-  StepResult compute_gradients(const data::Batch<T>& batch, T scale, bool accumulate = false, OnReady&& on_ready = {}) {
-    constexpr bool report = !std::is_same_v<std::remove_cvref_t<OnReady>, NoReadyCallback>;
-    const std::size_t n = batch.size(), cores = pool_.size();
-    if (!accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
-    if constexpr (report) {
-      for (std::size_t l = 0; l < network_type::depth; ++l) pending_[l].store(cores, std::memory_order_relaxed);
-    }
-    pool_.run([&](std::size_t k) {
-      const auto [begin, end] = split_range(n, cores, k);
-      std::span<T> g = k == 0 ? std::span<T>(grads_) : std::span<T>(thread_grads_[k]);
-      if (k != 0) std::fill(g.begin(), g.end(), T(0));
-      partial_[k] = {};
-      auto hook = [&](std::size_t layer, std::size_t offset, std::size_t count) {
-        if constexpr (report) layer_done(layer, offset, count, on_ready);
-      };
-      if (end == begin) {
-        // No samples for this core: it still counts as done with every layer, last first.
-        if constexpr (report) {
-          for (std::size_t l = network_type::depth; l-- > 0;)
-            if (network_type::parameter_counts[l] > 0)
-              hook(l, network_type::parameter_offsets[l], network_type::parameter_counts[l]);
-        }
-        return;
-      }
-      partial_[k] = run_part(k, batch, begin, end, scale, g, hook);
-    });
-    if constexpr (!report) {
-      if (cores > 1) {
-        pool_.run([&](std::size_t k) {
-          const auto [begin, end] = split_range(parameter_count, cores, k);
-          add_thread_gradients(begin, end - begin);
-        });
-      }
-    }
-    StepResult r;
-    double loss_sum = 0;
-    for (const auto& p : partial_) {
-      loss_sum += p.loss;
-      r.correct += p.correct;
-    }
-    r.samples = n;
-    r.loss = n ? loss_sum / static_cast<double>(n) : 0.0;
-    return r;
-  }
-
-  /// Loss sum and confusion counts of samples [first, first + count) of `data`, in evaluation mode.
-  EvaluationPart evaluate(const data::Dataset<T>& data, std::size_t first, std::size_t count) {
-    const std::size_t cores = pool_.size();
-    std::vector<EvaluationPart> parts(cores);
-    pool_.run([&](std::size_t k) {
-      auto& part = parts[k];
-      if constexpr (classifier) part.confusion.assign(output_size * output_size, 0);
-      const auto [b, e] = split_range(count, cores, k);
-      for (std::size_t at = first + b; at < first + e; at += eval_batch_) {
-        const std::size_t m = std::min(eval_batch_, first + e - at);
-        const auto out = replicas_[k].forward(columns(data.inputs, at, m), params_, RunInfo{});
-        const Targets<T> t = targets(data, at, m);
-        part.loss_sum += static_cast<double>(M::loss::value(out, t));
-        part.samples += m;
-        if constexpr (classifier) {
-          for (std::size_t s = 0; s < m; ++s)
-            ++part.confusion[static_cast<std::size_t>(t.labels[s]) * output_size +
-                             static_cast<std::size_t>(argmax(out.col(static_cast<Eigen::Index>(s))))];
-        }
-      }
-    });
-    EvaluationPart all;
-    if constexpr (classifier) all.confusion.assign(output_size * output_size, 0);
-    for (const auto& p : parts) {
-      all.loss_sum += p.loss_sum;
-      all.samples += p.samples;
-      for (std::size_t i = 0; i < p.confusion.size(); ++i) all.confusion[i] += p.confusion[i];
-    }
-    return all;
-  }
-
-  /// The model's outputs ((output size) x samples) for `inputs`.
-  Matrix<T> predict(ConstMatrixView<T> inputs) {
-    const auto n = static_cast<std::size_t>(inputs.cols());
-    Matrix<T> out(static_cast<Eigen::Index>(output_size), inputs.cols());
-    pool_.run([&](std::size_t k) {
-      const auto [begin, end] = split_range(n, pool_.size(), k);
-      for (std::size_t first = begin; first < end; first += eval_batch_) {
-        const std::size_t count = std::min(eval_batch_, end - first);
-        out.middleCols(static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(count)) =
-            replicas_[k].forward(columns(inputs, first, count), params_, RunInfo{});
-      }
-    });
-    return out;
-  }
-
-  static ConstMatrixView<T> columns(ConstMatrixView<T> m, std::size_t first, std::size_t count) {
-    return ConstMatrixView<T>(m.data() + static_cast<std::size_t>(m.rows()) * first, m.rows(),
-                              static_cast<Eigen::Index>(count));
-  }
-  static ConstMatrixView<T> columns(const Matrix<T>& m, std::size_t first, std::size_t count) {
-    return columns(ConstMatrixView<T>(m.data(), m.rows(), m.cols()), first, count);
-  }
-
- private:
-  struct Partial {
-    double loss = 0;
-    std::size_t correct = 0;
-  };
-
-  template <class OnReady>
-  void layer_done(std::size_t layer, std::size_t offset, std::size_t count, OnReady& on_ready) {
-    if (pending_[layer].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    add_thread_gradients(offset, count);
-    on_ready(offset);
-  }
-
-  void add_thread_gradients(std::size_t offset, std::size_t count) {
-    if (count == 0) return;
-    auto dst = VectorView<T>(grads_.data() + offset, static_cast<Eigen::Index>(count));
-    for (std::size_t j = 1; j < pool_.size(); ++j)
-      dst += ConstVectorView<T>(thread_grads_[j].data() + offset, static_cast<Eigen::Index>(count));
-  }
-
-  template <class Hook>
-  Partial run_part(std::size_t k, const data::Batch<T>& batch, std::size_t begin, std::size_t end, T scale,
-                   std::span<T> g, Hook& hook) {
-    const std::size_t count = end - begin;
-    const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, count),
-                       seed_, batch.epoch};
-    auto& net = replicas_[k];
-    const auto out = net.forward(columns(batch.inputs, begin, count), params_, info);
-    auto& dout = output_grads_[k];
-    dout.resize(output_size * count);
-    auto grad = MatrixView<T>(dout.data(), static_cast<Eigen::Index>(output_size), static_cast<Eigen::Index>(count));
-    const Targets<T> t = classifier ? Targets<T>{batch.targets.labels.subspan(begin, count)}
-                                    : Targets<T>{{}, columns(batch.targets.values, begin, count)};
-    Partial p;
-    p.loss = static_cast<double>(M::loss::value_and_gradient(out, t, grad, scale));
-    if constexpr (classifier) {
-      for (std::size_t s = 0; s < count; ++s)
-        p.correct += argmax(out.col(static_cast<Eigen::Index>(s))) == t.labels[s] ? 1 : 0;
-    }
-    net.backward(ConstMatrixView<T>(dout.data(), grad.rows(), grad.cols()), params_, g, hook);
-    return p;
-  }
-
-  template <class Col>
-  static std::int32_t argmax(const Col& c) {
-    Eigen::Index i = 0;
-    c.maxCoeff(&i);
-    return static_cast<std::int32_t>(i);
-  }
-
-  static Targets<T> targets(const data::Dataset<T>& d, std::size_t first, std::size_t count) {
-    // (A view cannot be re-pointed after construction, so each kind is built whole.)
-    if constexpr (classifier) {
-      return Targets<T>{std::span<const std::int32_t>(d.labels).subspan(first, count)};
-    } else {
-      return Targets<T>{{}, columns(d.targets, first, count)};
-    }
-  }
-
-  ThreadPool pool_;
-  std::size_t eval_batch_;
-  std::uint64_t seed_;
-  Buffer<T> params_;
-  Buffer<T> grads_;
-  std::vector<network_type> replicas_;
-  std::vector<Buffer<T>> thread_grads_;
-  std::vector<Buffer<T>> output_grads_;
-  std::vector<Partial> partial_;
-  std::unique_ptr<std::atomic<std::size_t>[]> pending_;
-};
-
-/// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for
-/// device::Cuda; the primary template stops a CUDA model whose engine header is missing.
-template <class M, class Device = typename M::device>
-struct engine_for {
-  static_assert(std::is_same_v<Device, device::Cpu>,
-                "Model<..., device::Cuda>: include <flotilla/cuda/engine.hpp> (from a .cu file compiled by nvcc, "
-                "linked to flotilla::cuda; see docs/gpu.md) before using a CUDA model in a Trainer");
-  using type = Engine<M>;
-};
-
-}  // namespace detail
-}  // namespace flotilla
-// ---- end flotilla/train/engine.hpp ----
+}  // namespace flotilla::detail
+// ---- end flotilla/train/dataset_check.hpp ----
 
 // ---- begin flotilla/train/ready_runner.hpp ----
 // Runs an action on each range of a buffer as soon as backward has made it final, on a thread of
@@ -9561,42 +9865,6 @@ struct TrainerOptions {
   Straggler straggler{};
 };
 
-/// What one call of fit() does besides training.
-struct FitOptions {
-  /// Epochs to run in this call (a resumed trainer continues from its epoch()).
-  std::size_t epochs = 1;
-  /// Per-epoch metrics as JSON lines (.jsonl, .json) or CSV (.csv); empty: none.
-  std::filesystem::path metrics_file;
-  /// An SVG plot of loss and accuracy per epoch, rewritten after each epoch; empty: none.
-  std::filesystem::path plot_file;
-  std::string plot_title = "flotilla training";
-  /// A checkpoint written after each epoch, atomically; empty: none.
-  std::filesystem::path checkpoint_file;
-  /// Periodic checkpoint sets in a directory, rotation, and resuming from the newest complete set
-  /// (see train/checkpoint_dir.hpp); off unless checkpoints.directory is set.
-  CheckpointPolicy checkpoints;
-  /// Per-step counters of every worker (compute, exposed communication, update times, bytes,
-  /// staleness) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
-  std::filesystem::path step_log_file;
-  /// A Chrome-trace timeline of compute and communication per rank; empty: none. Processes other
-  /// than rank 0's add ".rank<k>".
-  std::filesystem::path trace_file;
-  /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
-  ProgressBar::Style progress = ProgressBar::Style::automatic;
-  /// Where worker 0 writes progress and epoch summaries; nullptr for silence.
-  std::ostream* log = &std::cerr;
-  /// Stop after this many updates in this call (0: no limit); for quick runs and benchmarks.
-  std::uint64_t max_steps = 0;
-};
-
-/// Loss, accuracy and (for classifiers) the confusion matrix of a model on a data set.
-struct Evaluation {
-  double loss = 0;
-  double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN for regression
-  std::size_t samples = 0;
-  std::optional<ConfusionMatrix> confusion;
-};
-
 template <class M, class Policy = policy::Synchronous<>, class Backend = transport::InProcess>
 class Trainer {
   static_assert(ModelType<M>, "Trainer<Model, Policy, Backend>: Model must be flotilla::Model<Net, Loss, Optimizer, T, Device>");
@@ -9778,41 +10046,23 @@ class Trainer {
   }
 
  private:
-  void check_worker_file(const checkpoint::Reader& r) const {
-    const std::string model = r.string("model");
-    if (model != signature())
-      throw CheckpointError(r.source() + ": the checkpoint is of another model.\n  checkpoint: " + model +
-                            "\n  this model: " + signature());
-    const std::string opt = r.string("optimizer");
-    if (opt != optimizer_type::name)
-      throw CheckpointError(r.source() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
-                            std::string(optimizer_type::name));
-  }
+  void check_worker_file(const checkpoint::Reader& r) const { detail::check_checkpoint<M>(r); }
 
   void load_worker_file(const checkpoint::Reader& r) {
-    Buffer<T> params(parameter_count);
-    r.array_into<T>("parameters", std::span<T>(params));
-    optimizer_state state(parameter_count);
-    const bool has_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
-    if (has_state) {
-      auto buffers = state.buffers();
-      for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
-    }
-    const std::uint64_t step = r.u64("step"), epoch = r.u64("epoch"), batch = r.u64("batch_in_epoch");
-    const std::uint64_t seed = r.u64("seed");
+    detail::LoadedCheckpoint<M> c = detail::read_checkpoint<M>(r);
     // Verified: now change state. Every worker and server of this process starts from it.
     workers_.resize(1);
     WorkerState& s = *workers_[0];
-    std::copy(params.begin(), params.end(), s.engine.parameters().begin());
-    s.opt = std::move(state);
+    std::copy(c.parameters.begin(), c.parameters.end(), s.engine.parameters().begin());
+    s.opt = std::move(c.optimizer);
     s.engine.optimizer_state_changed();
-    s.step = step;
+    s.step = c.at.step;
     // The seed keys the data order and the dropout masks: the resumed run continues the saved
     // run's sequence, whatever seed this trainer was built with.
-    s.engine.set_seed(seed);
-    options_.seed = seed;
-    epoch_ = epoch;
-    batch_in_epoch_ = batch;
+    s.engine.set_seed(c.at.seed);
+    options_.seed = c.at.seed;
+    epoch_ = c.at.epoch;
+    batch_in_epoch_ = c.at.batch_in_epoch;
     servers_.clear();
     server_rebuild_ = true;
   }
@@ -9820,21 +10070,14 @@ class Trainer {
   void write_worker_file(const std::filesystem::path& path, std::uint64_t epoch, std::uint64_t batch,
                          bool with_optimizer_state) const {
     const WorkerState& s = local();
-    checkpoint::Writer w;
-    w.add_string("model", signature());
-    w.add_string("optimizer", std::string(optimizer_type::name));
-    w.add_u64("step", s.step);
-    w.add_u64("epoch", epoch);
-    w.add_u64("batch_in_epoch", batch);
-    w.add_u64("seed", s.engine.seed());
-    w.add_array<T>("parameters", s.engine.parameters());
-    w.add_u64("has_optimizer_state", with_optimizer_state ? 1 : 0);
-    if (with_optimizer_state) {
-      auto buffers = optimizer_buffers_copy();
-      for (std::size_t i = 0; i < buffers.size(); ++i)
-        w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
+    const detail::RunPosition at{s.step, epoch, batch, s.engine.seed()};
+    if (!with_optimizer_state) {
+      detail::write_checkpoint<M>(path, s.engine.parameters(), nullptr, at);
+      return;
     }
-    w.commit(path);
+    const auto buffers = optimizer_buffers_copy();
+    const std::vector<std::span<const T>> spans(buffers.begin(), buffers.end());
+    detail::write_checkpoint<M>(path, s.engine.parameters(), &spans, at);
   }
 
   /// A shard file must be shard `index` of `servers` of this model's parameters.
@@ -9913,22 +10156,7 @@ class Trainer {
   double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(local().step); }
 
   /// A one-line description of the architecture's parameter tensors, stored in checkpoints.
-  static std::string signature() {
-    std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(parameter_count) + ":";
-    for (const auto& t : network_type::tensors) {
-      // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
-      s += ' ';
-      s += std::to_string(t.layer);
-      s += '.';
-      s += t.layer_name;
-      s += '.';
-      s += t.name;
-      s += '[';
-      s += std::to_string(t.size);
-      s += ']';
-    }
-    return s;
-  }
+  static std::string signature() { return detail::model_signature<M>(); }
 
  private:
   /// Everything one worker rank owns.
@@ -10102,7 +10330,7 @@ class Trainer {
 
     // Worker 0 in-process, and every worker out of process, owns this process's position.
     const bool owns_position = reporter || !Backend::in_process;
-    std::uint64_t epoch = shared.start_epoch, first_batch = shared.start_batch;
+    flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
     std::uint64_t steps_this_call = 0;
     bool stop = false;
     // Checkpoint sets are worker 0's decision alone (its state is the job's in synchronous
@@ -10113,7 +10341,7 @@ class Trainer {
     std::optional<std::uint64_t> saved_step;
     if (saves_sets && cp.resume && s.step > 0) saved_step = s.step;  // what resume_from() loaded
     // The position after the last completed update: what a checkpoint taken now must record.
-    std::uint64_t done_step = s.step, done_epoch = epoch, done_batch = first_batch;
+    std::uint64_t done_step = s.step, done_epoch = at.epoch, done_batch = at.batch;
     auto save_set = [&] {
       if constexpr (parameter_server) {
         for (const std::size_t k : client->checkpoint(e, s.step))
@@ -10134,12 +10362,12 @@ class Trainer {
     try {
       for (std::size_t epoch_index = 0; epoch_index < shared.epochs && !stop; ++epoch_index) {
         const auto started = std::chrono::steady_clock::now();
-        loader.start_epoch(epoch, first_batch);
+        loader.start_epoch(at.epoch, at.batch);
         std::optional<ProgressBar> bar;
         if (reporter && fit.log)
-          bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(epoch + 1), fit.progress);
+          bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(at.epoch + 1), fit.progress);
         double loss_sum = 0;
-        std::size_t correct = 0, seen = 0, micro = 0, position = first_batch;
+        std::size_t correct = 0, seen = 0, micro = 0, position = at.batch;
         CounterTotals totals;
         StepCounters counters;
         TrafficCounters before = e.counters();
@@ -10168,7 +10396,7 @@ class Trainer {
             // An update that ends the epoch resumes at the start of the next.
             const bool epoch_done = position == loader.batches_per_epoch();
             done_step = s.step;
-            done_epoch = epoch_done ? epoch + 1 : epoch;
+            done_epoch = epoch_done ? at.epoch + 1 : at.epoch;
             done_batch = epoch_done ? 0 : position;
             if (saves_sets && saved_step != s.step &&
                 ((cp.every_steps && s.step % cp.every_steps == 0) ||
@@ -10177,29 +10405,21 @@ class Trainer {
               save_set();
           }
           // The bar shows the job's rate: every worker takes an equal share of each global batch.
-          if (bar)
-            bar->update(position, seen * workers, loss_sum / static_cast<double>(std::max<std::size_t>(seen, 1)),
-                        classifier ? static_cast<double>(correct) / static_cast<double>(std::max<std::size_t>(seen, 1))
-                                   : std::numeric_limits<double>::quiet_NaN());
+          if (bar) detail::show_running(*bar, position, seen * workers, loss_sum, correct, seen, classifier);
           if (stop && last) break;
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s);
-        if (stop && position < loader.batches_per_epoch()) {
-          first_batch = position;  // a stopped epoch resumes where it stopped
-        } else {
-          ++epoch;
-          first_batch = 0;
-        }
-        rec.epoch = epoch;
+        at.end_epoch(stop && position < loader.batches_per_epoch(), position);
+        rec.epoch = at.epoch;
         if (owns_position) {
-          epoch_ = epoch;
-          batch_in_epoch_ = first_batch;
+          epoch_ = at.epoch;
+          batch_in_epoch_ = at.batch;
           history_.push_back(rec);
           shared.history.push_back(rec);
         }
         if (reporter) {
-          if (bar) bar->finish(summary(rec));
+          if (bar) bar->finish(detail::epoch_summary(rec));
           if (metrics) metrics->write(rec);
           if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, history_, fit.plot_title);
         }
@@ -10385,14 +10605,7 @@ class Trainer {
                                   static_cast<double>(totals.max_staleness)};
     if (workers > 1) {
       collective::allreduce_sum(group, std::span<double>(sums), detail::protocol_tags::metrics);
-      // max(x) as -min(-x) would need another collective; maxima are few: gather them as sums of
-      // one-hot vectors instead.
-      std::vector<double> spread(maxima.size() * workers, 0.0);
-      for (std::size_t i = 0; i < maxima.size(); ++i) spread[i * workers + group.rank()] = maxima[i];
-      collective::allreduce_sum(group, std::span<double>(spread), detail::protocol_tags::metrics);
-      for (std::size_t i = 0; i < maxima.size(); ++i)
-        maxima[i] = *std::max_element(spread.begin() + static_cast<std::ptrdiff_t>(i * workers),
-                                      spread.begin() + static_cast<std::ptrdiff_t>((i + 1) * workers));
+      collective::allreduce_max(group, std::span<double>(maxima), detail::protocol_tags::metrics);
     }
     EpochRecord rec;
     rec.step = s.step;
@@ -10456,56 +10669,10 @@ class Trainer {
     out.flush();
   }
 
-  Evaluation to_evaluation(const detail::EvaluationPart& part) const {
-    Evaluation ev;
-    ev.samples = part.samples;
-    ev.loss = part.samples ? part.loss_sum / static_cast<double>(part.samples) : 0.0;
-    if constexpr (classifier) {
-      constexpr std::size_t k = M::output_shape::size;
-      ConfusionMatrix c(k);
-      for (std::size_t a = 0; a < k; ++a)
-        for (std::size_t p = 0; p < k; ++p)
-          if (const auto n = part.confusion[a * k + p]) c.add(static_cast<std::int32_t>(p), static_cast<std::int32_t>(a), n);
-      ev.accuracy = c.accuracy();
-      ev.confusion = std::move(c);
-    }
-    return ev;
-  }
+  static Evaluation to_evaluation(const detail::EvaluationPart& part) { return detail::to_evaluation<M>(part); }
 
   static void check_dataset(const data::Dataset<T>& d, const char* what) {
-    const std::string name = std::string("Trainer::") + what + " '" + d.name + "'";
-    if (d.feature_size() != M::input_shape::size)
-      throw ShapeError(name + " has " + std::to_string(d.feature_size()) + " features per sample, the model's input is " +
-                       std::to_string(M::input_shape::size));
-    if constexpr (classifier) {
-      if (d.labels.size() != d.size())
-        throw ShapeError(name + " has " + std::to_string(d.labels.size()) + " labels for " + std::to_string(d.size()) +
-                         " samples; the model's loss (" + std::string(M::loss::name) + ") needs one label per sample");
-      if (d.classes > M::output_shape::size)
-        throw ShapeError(name + " has " + std::to_string(d.classes) + " classes, the model has " +
-                         std::to_string(M::output_shape::size) + " outputs");
-    } else {
-      if (static_cast<std::size_t>(d.targets.rows()) != M::output_shape::size ||
-          static_cast<std::size_t>(d.targets.cols()) != d.size())
-        throw ShapeError(name + " has targets of " + std::to_string(d.targets.rows()) + "x" +
-                         std::to_string(d.targets.cols()) + ", the model needs " + std::to_string(M::output_shape::size) +
-                         "x" + std::to_string(d.size()));
-    }
-  }
-
-  static std::string summary(const EpochRecord& r) {
-    auto fixed = [](double v, int digits) {
-      if (std::isnan(v)) return std::string("-");
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-      return std::string(buf);
-    };
-    std::string s = "loss " + fixed(r.train_loss, 4);
-    if (!std::isnan(r.train_accuracy)) s += ", accuracy " + fixed(100 * r.train_accuracy, 2) + "%";
-    if (r.val_loss) s += " | validation loss " + fixed(*r.val_loss, 4);
-    if (r.val_accuracy) s += ", accuracy " + fixed(100 * *r.val_accuracy, 2) + "%";
-    s += " | " + fixed(r.samples_per_second, 0) + " samples/s, " + fixed(r.seconds, 1) + " s";
-    return s;
+    detail::check_dataset<M>(d, std::string("Trainer::") + what);
   }
 
   TrainerOptions<M> options_;
@@ -11436,6 +11603,9 @@ inline constexpr Tag activations = tags::reserved_begin + 0x30;
 inline constexpr Tag gradients = tags::reserved_begin + 0x31;
 inline constexpr Tag replica_allreduce = tags::reserved_begin + 0x32;
 inline constexpr Tag replica_barrier = tags::reserved_begin + 0x33;
+/// pipeline::Trainer: per-epoch metrics, and the parameters gathered from the stages.
+inline constexpr Tag trainer_metrics = tags::reserved_begin + 0x34;
+inline constexpr Tag trainer_gather = tags::reserved_begin + 0x35;
 }  // namespace default_tags
 
 struct Layout {
@@ -12128,6 +12298,8 @@ struct EvaluationCounts {
   double loss_sum = 0;
   std::size_t correct = 0;
   std::size_t samples = 0;
+  /// Classifiers: outputs x outputs counts, row = actual class, column = predicted.
+  std::vector<std::uint64_t> confusion;
 };
 
 template <ModelType M, Transport E>
@@ -12244,6 +12416,8 @@ class Runner {
       throw ConfigError("pipeline::Runner::evaluate: samples [" + std::to_string(first) + ", " + std::to_string(first + count) +
                         ") are not within the " + std::to_string(data.size()) + " of '" + data.name + "'");
     EvaluationCounts c;
+    constexpr std::size_t k = M::output_shape::size;
+    if (classifier && last_stage()) c.confusion.assign(k * k, 0);
     Slot& s = *slots_.front();
     for (std::size_t at = first; at < first + count; at += micro_cap_) {
       const std::size_t n = std::min(micro_cap_, first + count - at);
@@ -12257,7 +12431,15 @@ class Runner {
                                       : Targets<T>{{}, columns(data.targets, at, n)};
       c.loss_sum += static_cast<double>(M::loss::value(out, t));
       c.samples += n;
-      if constexpr (classifier) c.correct += count_correct(out, t);
+      if constexpr (classifier) {
+        for (Eigen::Index j = 0; j < out.cols(); ++j) {
+          Eigen::Index predicted = 0;
+          out.col(j).maxCoeff(&predicted);
+          const auto actual = t.labels[static_cast<std::size_t>(j)];
+          c.correct += actual == predicted ? 1 : 0;
+          ++c.confusion[static_cast<std::size_t>(actual) * k + static_cast<std::size_t>(predicted)];
+        }
+      }
     }
     return c;
   }
@@ -12466,6 +12648,422 @@ std::vector<std::uint64_t> measure_layer_costs(std::size_t batch, std::size_t re
 
 }  // namespace flotilla::pipeline
 // ---- end flotilla/pipeline/timing.hpp ----
+
+// ---- begin flotilla/pipeline/trainer.hpp ----
+// pipeline::Trainer<Model, Backend>: the whole training loop of a pipelined model in one call, as
+// flotilla::Trainer has it for data parallelism.
+//
+//   pipeline::TrainerOptions<Model> o;            // optimizer, schedule, batch_size, seed as Trainer's,
+//   o.micro_batches = 8;                          // and the pipeline's own settings
+//   pipeline::Trainer<Model> t(pipeline::Plan::automatic<Net>(3), o);
+//   History h = t.fit(train, &test, fit_options);   // flotilla::FitOptions
+//   std::span<const float> w = t.parameters();     // the unsplit model's flat layout
+//
+// fit() runs every rank of a D x P job (layout.hpp): in-process, each rank on a thread of this
+// process; over TCP or MPI, this process's rank (every process calls fit() with the same plan and
+// options). Each rank builds a Runner for its stage and reads its replica's shard of every global
+// batch from its own Loader, so every stage of a replica sees the same batches in the same order:
+// with one replica a step is one worker's step of the unsplit model on the same batch (the Trainer
+// with the same batch_size and seed), to float rounding.
+//
+// Reporting (progress, epoch summaries, the metrics file and the plot) is done by the rank that
+// has the loss: the last stage of replica 0. Every rank returns the same History: the epoch's
+// numbers are summed over the job. After fit(), parameters() holds the whole model's parameters,
+// gathered from replica 0's stages, in the layout of flotilla::Trainer<Model>::parameters(), so an
+// ordinary Trainer can load, evaluate or save them; setting them before fit() starts the stages
+// from them. The optimizer state is gathered the same way, so save() writes the checkpoint
+// flotilla::Trainer<Model>::save() would, and load() reads one that it wrote.
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace flotilla::pipeline {
+
+/// How a pipeline::Trainer is set up; the fields it shares with flotilla::TrainerOptions mean the same.
+template <ModelType M>
+struct TrainerOptions {
+  typename M::optimizer optimizer{};
+  /// Factor on the optimizer's learning rate as a function of the update index (0 first).
+  std::function<double(std::uint64_t)> schedule = flotilla::schedule::Constant{};
+  /// Samples per replica per step; a step of D replicas consumes batch_size * D samples.
+  std::size_t batch_size = 64;
+  /// Fixes the initial parameters, the data order and the dropout masks.
+  std::uint64_t seed = 1;
+  bool shuffle = true;
+  /// Batches each rank gathers ahead on a background thread (0: on the training thread).
+  std::size_t prefetch = 2;
+  /// Micro-batches per step (M) and their order.
+  std::size_t micro_batches = 4;
+  Schedule pipeline_schedule = Schedule::one_forward_one_backward;
+  /// Pipeline replicas (D), data parallel; the job has plan.stages() * replicas ranks. Other
+  /// backends than in-process take the job from the launcher; it must have that many ranks.
+  std::size_t replicas = 1;
+  /// Samples per forward in evaluate() (fit()'s validation goes a micro-batch at a time).
+  std::size_t eval_batch_size = 1000;
+};
+
+template <class M, class Backend = transport::InProcess>
+class Trainer {
+  static_assert(ModelType<M>, "pipeline::Trainer<Model, Backend>: Model must be flotilla::Model<Net, Loss, Optimizer, T>");
+  static_assert(TransportBackend<Backend>,
+                "pipeline::Trainer<Model, Backend>: Backend is not a transport backend (see docs/concepts/transport.md); "
+                "built-in: transport::InProcess, transport::Tcp, transport::Mpi");
+
+ public:
+  using model_type = M;
+  using backend_type = Backend;
+  using T = typename M::scalar_type;
+  using scalar_type = T;
+  using architecture = typename M::architecture;
+  using optimizer_type = typename M::optimizer;
+  using optimizer_state = typename optimizer_type::template state<T>;
+  using endpoint_type = typename Backend::endpoint;
+  using runner_type = Runner<M, endpoint_type>;
+  static constexpr std::size_t parameter_count = M::parameter_count;
+  static constexpr bool classifier = M::loss::target == TargetKind::labels;
+
+  explicit Trainer(Plan plan, TrainerOptions<M> options = {}, typename Backend::options transport = {})
+      : plan_(std::move(plan)),
+        options_(std::move(options)),
+        transport_(std::move(transport)),
+        params_(parameter_count),
+        opt_(parameter_count) {
+    if (plan_.depth() != architecture::depth)
+      throw ConfigError("pipeline::Trainer: the plan covers " + std::to_string(plan_.depth()) + " layers, the model has " +
+                        std::to_string(architecture::depth));
+    if (options_.batch_size == 0) throw ConfigError("pipeline::TrainerOptions::batch_size must be > 0");
+    if (options_.micro_batches == 0) throw ConfigError("pipeline::TrainerOptions::micro_batches must be > 0");
+    if (options_.replicas == 0) throw ConfigError("pipeline::TrainerOptions::replicas must be > 0");
+    if (options_.eval_batch_size == 0) throw ConfigError("pipeline::TrainerOptions::eval_batch_size must be > 0");
+    // The unsplit model's initial values, stage by stage (Runner gives each stage the same).
+    for (std::size_t s = 0; s < plan_.stages(); ++s) {
+      StageNetwork<architecture, T> net(plan_.first_layer(s), plan_.end_layer(s), 1);
+      net.initialize(std::span<T>(params_).subspan(net.parameter_offset(), net.parameter_count()), options_.seed);
+    }
+  }
+
+  // ---- training ---------------------------------------------------------------------------
+
+  /// Trains for `fit.epochs` epochs over `train`, evaluating on `validation` after each epoch when
+  /// given. Every rank of the job calls it. Returns one record per epoch, the same on every rank,
+  /// also written to the metrics file when set, with a checkpoint after each epoch when
+  /// fit.checkpoint_file is set (by rank 0). Step logs, traces and periodic checkpoint sets
+  /// (fit.checkpoints) are not written for pipelines: setting them is a ConfigError.
+  History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
+    flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
+    if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
+    for (const auto& [file, name] : {std::pair{&fit.step_log_file, "step_log_file"}, std::pair{&fit.trace_file, "trace_file"}})
+      if (!file->empty())
+        throw ConfigError(std::string("pipeline::Trainer::fit: FitOptions::") + name +
+                          " is not written for pipelines (stage_stats() has each rank's times)");
+    if (!fit.checkpoints.directory.empty())
+      throw ConfigError("pipeline::Trainer::fit: FitOptions::checkpoints (periodic checkpoint sets) is not supported for "
+                        "pipelines yet; use FitOptions::checkpoint_file (a checkpoint after each epoch) and load()");
+    Shared shared{epoch_, batch_in_epoch_, step_, {}};
+    const std::size_t ranks = layout().ranks();
+    stats_.assign(Backend::in_process ? ranks : 1, StageStats{});
+    Backend::run(transport_, Backend::in_process ? ranks : 0,
+                 [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
+    return shared.history;
+  }
+
+  // ---- evaluation -------------------------------------------------------------------------
+
+  /// Mean loss, accuracy and confusion matrix over the whole data set, through the pipeline with
+  /// parameters(); the replicas share the samples. Every rank of the job calls it.
+  Evaluation evaluate(const data::Dataset<T>& data) {
+    flotilla::detail::check_dataset<M>(data, "pipeline::Trainer::evaluate: data set");
+    flotilla::detail::EvaluationPart total;
+    RunnerOptions ro = runner_options();
+    ro.micro_batches = 1;
+    ro.max_batch = options_.eval_batch_size;
+    Backend::run(transport_, Backend::in_process ? layout().ranks() : 0, [&](endpoint_type& e) {
+      runner_type runner(e, plan_, ro);
+      load_stage(runner);
+      const flotilla::detail::EvaluationPart part = evaluate_share(e, runner, data);
+      if (owns_state(e)) total = part;
+    });
+    return flotilla::detail::to_evaluation<M>(total);
+  }
+
+  // ---- checkpoints ------------------------------------------------------------------------
+
+  /// Writes what flotilla::Trainer<Model>::save() writes (parameters, optimizer state, step, seed,
+  /// data position; the unsplit layout), atomically; either trainer can load() it.
+  void save(const std::filesystem::path& path) const {
+    const auto buffers = const_cast<optimizer_state&>(opt_).buffers();
+    const std::vector<std::span<const T>> spans(buffers.begin(), buffers.end());
+    flotilla::detail::write_checkpoint<M>(path, params_, &spans, {step_, epoch_, batch_in_epoch_, options_.seed});
+  }
+
+  /// Restores a checkpoint of this model and optimizer written by either trainer, seed included;
+  /// nothing changes unless the whole checkpoint verifies and matches.
+  void load(const std::filesystem::path& path) {
+    flotilla::detail::LoadedCheckpoint<M> c = flotilla::detail::read_checkpoint<M>(path);
+    params_ = std::move(c.parameters);
+    opt_ = std::move(c.optimizer);
+    step_ = c.at.step;
+    epoch_ = c.at.epoch;
+    batch_in_epoch_ = c.at.batch_in_epoch;
+    // The seed keys the data order and the dropout masks: the run continues the saved one's.
+    options_.seed = c.at.seed;
+  }
+
+  // ---- state ------------------------------------------------------------------------------
+
+  /// The whole model's parameters, in the unsplit model's layout (after fit(): gathered from the
+  /// stages). Written here, they are what the next fit() or evaluate() starts from.
+  std::span<T> parameters() noexcept { return params_; }
+  std::span<const T> parameters() const noexcept { return params_; }
+  static constexpr std::span<const TensorInfo> tensors() noexcept { return M::network::tensors; }
+  /// Updates taken so far.
+  std::uint64_t step() const noexcept { return step_; }
+  /// Epochs completed so far.
+  std::uint64_t epoch() const noexcept { return epoch_; }
+  const Plan& plan() const noexcept { return plan_; }
+  Layout layout() const noexcept { return {plan_.stages(), options_.replicas}; }
+  const TrainerOptions<M>& options() const noexcept { return options_; }
+  /// Every epoch record of every fit() call on this trainer (what the plot shows).
+  const History& history() const noexcept { return history_; }
+  /// The learning rate of the next update.
+  double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(step_); }
+  /// Each rank's statistics over the last fit() call: in-process every rank's, by rank; otherwise
+  /// this process's rank's alone.
+  const std::vector<StageStats>& stage_stats() const noexcept { return stats_; }
+
+ private:
+  /// What the ranks of one fit() call share: where the call starts, and what it returns.
+  struct Shared {
+    std::uint64_t start_epoch = 0, start_batch = 0, start_step = 0;
+    History history;
+  };
+
+  /// One rank writes this object's state: rank 0 in-process, every rank in its own process.
+  static bool owns_state(const endpoint_type& e) { return !Backend::in_process || e.rank() == 0; }
+
+  RunnerOptions runner_options() const {
+    RunnerOptions ro;
+    ro.schedule = options_.pipeline_schedule;
+    ro.micro_batches = options_.micro_batches;
+    ro.max_batch = options_.batch_size;
+    ro.replicas = options_.replicas;
+    ro.seed = options_.seed;
+    return ro;
+  }
+
+  /// The stage starts from its slice of parameters() (read by every rank before any writes it:
+  /// the gather that writes comes after every rank has contributed to it).
+  void load_stage(runner_type& runner) const {
+    const auto from = std::span<const T>(params_).subspan(runner.parameter_offset(), runner.parameters().size());
+    std::copy(from.begin(), from.end(), runner.parameters().begin());
+  }
+
+  /// Loss sum, samples and confusion counts of the whole of `data`: replica d takes its share,
+  /// counted on its last stage, and every rank gets the sum over the job.
+  flotilla::detail::EvaluationPart evaluate_share(endpoint_type& e, runner_type& runner, const data::Dataset<T>& data) {
+    const auto [first, last] = flotilla::detail::split_range(data.size(), runner.replicas(), runner.replica());
+    const EvaluationCounts c = runner.evaluate(data, first, last - first);
+    constexpr std::size_t k = classifier ? M::output_shape::size : 0;
+    std::vector<double> v(2 + k * k, 0.0);
+    v[0] = c.loss_sum;
+    v[1] = static_cast<double>(c.samples);
+    for (std::size_t i = 0; i < c.confusion.size(); ++i) v[2 + i] = static_cast<double>(c.confusion[i]);
+    collective::allreduce_sum(e, std::span<double>(v), default_tags::trainer_metrics);
+    flotilla::detail::EvaluationPart part;
+    part.loss_sum = v[0];
+    part.samples = static_cast<std::size_t>(v[1]);
+    part.confusion.resize(k * k);
+    for (std::size_t i = 0; i < k * k; ++i) part.confusion[i] = static_cast<std::uint64_t>(v[2 + i]);
+    return part;
+  }
+
+  void run_rank(endpoint_type& e, const data::Dataset<T>& train, const data::Dataset<T>* validation, const FitOptions& fit,
+                Shared& shared) {
+    runner_type runner(e, plan_, runner_options());
+    load_stage(runner);
+    const std::size_t slot = Backend::in_process ? e.rank() : 0;
+    // The stage's slice of the whole optimizer state (read, like parameters(), before any gather).
+    optimizer_state state(runner.parameters().size());
+    {
+      auto mine = state.buffers();
+      auto whole = opt_.buffers();
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        std::copy_n(whole[i].begin() + static_cast<std::ptrdiff_t>(runner.parameter_offset()), mine[i].size(), mine[i].begin());
+    }
+    const bool reporter = runner.replica() == 0 && runner.last_stage();
+    const bool owner = owns_state(e);
+
+    data::LoaderOptions lo;
+    lo.batch_size = options_.batch_size;
+    lo.shuffle = options_.shuffle;
+    lo.seed = options_.seed;
+    lo.prefetch = options_.prefetch;
+    lo.shard_index = runner.replica();
+    lo.shard_count = runner.replicas();
+    data::Loader<T> loader(train, lo);
+
+    std::optional<MetricsLog> metrics;
+    if (reporter && !fit.metrics_file.empty())
+      metrics.emplace(fit.metrics_file, MetricsLog::Format::from_extension,
+                      shared.start_step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
+    // The reporter's own copy of the run's records, for the plot: history_ is the owner's.
+    History plotted = reporter ? history_ : History{};
+
+    flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
+    std::uint64_t step = shared.start_step;
+    std::uint64_t steps_this_call = 0;
+    bool stop = false;
+    StageStats whole;
+    for (std::size_t epoch_index = 0; epoch_index < fit.epochs && !stop; ++epoch_index) {
+      const auto started = std::chrono::steady_clock::now();
+      runner.reset_stats();
+      loader.start_epoch(at.epoch, at.batch);
+      std::optional<ProgressBar> bar;
+      if (reporter && fit.log)
+        bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(at.epoch + 1), fit.progress);
+      double loss_sum = 0;
+      std::size_t correct = 0, seen = 0, position = at.batch;
+      while (const data::Batch<T>* batch = loader.next()) {
+        const StepResult r = runner.compute_gradients(*batch);
+        runner.update(options_.optimizer, state,
+                      StepInfo{step + 1, options_.optimizer.learning_rate * options_.schedule(step)});
+        ++step;
+        ++position;
+        loss_sum += r.loss * static_cast<double>(r.samples);
+        correct += r.correct;
+        seen += r.samples;
+        if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
+        // The bar shows the job's rate: every replica takes an equal share of each global batch.
+        if (bar) flotilla::detail::show_running(*bar, position, seen * runner.replicas(), loss_sum, correct, seen, classifier);
+        if (stop) break;
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      accumulate(whole, runner.stats());
+      EpochRecord rec = epoch_record(e, runner, loss_sum, correct, seen, seconds, step, validation);
+      at.end_epoch(stop, position);
+      rec.epoch = at.epoch;
+      if (owner) {
+        epoch_ = at.epoch;
+        batch_in_epoch_ = at.batch;
+        step_ = step;
+        history_.push_back(rec);
+        shared.history.push_back(rec);
+      }
+      if (!fit.checkpoint_file.empty()) {
+        gather(e, runner, state);
+        if (e.rank() == 0) save(fit.checkpoint_file);
+      }
+      if (reporter) {
+        plotted.push_back(rec);
+        if (bar) bar->finish(flotilla::detail::epoch_summary(rec));
+        if (metrics) metrics->write(rec);
+        if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, plotted, fit.plot_title);
+      }
+    }
+    stats_[slot] = whole;
+    gather(e, runner, state);
+  }
+
+  /// parameters() and the optimizer state = replica 0's stages' slices put together, in every
+  /// rank's process. Each rank adds its slice (replica 0) or nothing to zeros, and a sum of one
+  /// value and zeros is exact. The owner writes them; every rank has read them before it gets here.
+  void gather(endpoint_type& e, runner_type& runner, optimizer_state& state) {
+    auto state_buffers = state.buffers();
+    std::vector<std::span<const T>> slices{std::span<const T>(runner.parameters())};
+    std::vector<std::span<T>> targets{std::span<T>(params_)};
+    auto whole = opt_.buffers();
+    for (std::size_t i = 0; i < state_buffers.size(); ++i) {
+      slices.emplace_back(state_buffers[i]);
+      targets.push_back(whole[i]);
+    }
+    std::vector<T> all(parameter_count);
+    for (std::size_t k = 0; k < slices.size(); ++k) {
+      std::fill(all.begin(), all.end(), T(0));
+      if (runner.replica() == 0)
+        std::copy(slices[k].begin(), slices[k].end(), all.begin() + static_cast<std::ptrdiff_t>(runner.parameter_offset()));
+      collective::RingOptions ro;
+      ro.tag = default_tags::trainer_gather;
+      collective::ring_allreduce(e, std::span<T>(all), ro);
+      if (owns_state(e)) std::copy(all.begin(), all.end(), targets[k].begin());
+    }
+  }
+
+  static void accumulate(StageStats& into, const StageStats& s) {
+    into.steps += s.steps;
+    into.compute_seconds += s.compute_seconds;
+    into.wait_seconds += s.wait_seconds;
+    into.send_seconds += s.send_seconds;
+    into.allreduce_seconds += s.allreduce_seconds;
+    into.step_seconds += s.step_seconds;
+    into.peak_activation_bytes = std::max(into.peak_activation_bytes, s.peak_activation_bytes);
+    into.allocated_activation_bytes = s.allocated_activation_bytes;
+  }
+
+  /// The epoch's record, summed (loss, samples, times) or maximised (wall time, memory) over the
+  /// job; the loss and accuracy count on the last stages only, where they are known.
+  EpochRecord epoch_record(endpoint_type& e, runner_type& runner, double loss_sum, std::size_t correct, std::size_t seen,
+                           double seconds, std::uint64_t step, const data::Dataset<T>* validation) {
+    const StageStats& st = runner.stats();
+    const bool counts = runner.last_stage();
+    std::vector<double> sums = {counts ? loss_sum : 0.0,
+                                counts ? static_cast<double>(correct) : 0.0,
+                                counts ? static_cast<double>(seen) : 0.0,
+                                static_cast<double>(st.steps),
+                                st.compute_seconds,
+                                st.wait_seconds,
+                                st.send_seconds,
+                                st.allreduce_seconds};
+    std::vector<double> maxima = {seconds, static_cast<double>(st.peak_activation_bytes)};
+    collective::allreduce_sum(e, std::span<double>(sums), default_tags::trainer_metrics);
+    collective::allreduce_max(e, std::span<double>(maxima), default_tags::trainer_metrics);
+    EpochRecord rec;
+    rec.step = step;
+    const double samples = std::max(sums[2], 1.0);
+    rec.train_loss = sums[0] / samples;
+    rec.train_accuracy = classifier ? sums[1] / samples : std::numeric_limits<double>::quiet_NaN();
+    rec.seconds = maxima[0];
+    rec.samples_per_second = sums[2] / std::max(maxima[0], 1e-9);
+    rec.learning_rate = options_.optimizer.learning_rate * options_.schedule(step);
+    if (validation) {
+      const Evaluation ev = flotilla::detail::to_evaluation<M>(evaluate_share(e, runner, *validation));
+      rec.val_loss = ev.loss;
+      if (classifier) rec.val_accuracy = ev.accuracy;
+    }
+    const double rank_steps = std::max(sums[3], 1.0);
+    rec.extra = {{"stages", static_cast<double>(runner.stages())},
+                 {"replicas", static_cast<double>(runner.replicas())},
+                 {"micro_batches", static_cast<double>(options_.micro_batches)},
+                 {"compute_ms_per_step", 1e3 * sums[4] / rank_steps},
+                 {"wait_ms_per_step", 1e3 * sums[5] / rank_steps},
+                 {"send_ms_per_step", 1e3 * sums[6] / rank_steps},
+                 {"allreduce_ms_per_step", 1e3 * sums[7] / rank_steps},
+                 {"peak_activation_bytes", maxima[1]}};
+    return rec;
+  }
+
+  Plan plan_;
+  TrainerOptions<M> options_;
+  typename Backend::options transport_;
+  std::vector<T> params_;
+  /// The whole model's optimizer state, gathered from the stages after fit() as params_ is.
+  optimizer_state opt_;
+  std::vector<StageStats> stats_;
+  History history_;
+  std::uint64_t epoch_ = 0, batch_in_epoch_ = 0, step_ = 0;
+};
+
+}  // namespace flotilla::pipeline
+// ---- end flotilla/pipeline/trainer.hpp ----
 // ---- end flotilla/pipeline.hpp ----
 
 // Command-line flags for training programs.

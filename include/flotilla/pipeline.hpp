@@ -10,3 +10,4 @@
 #include "flotilla/pipeline/stage.hpp"
 #include "flotilla/pipeline/stage_network.hpp"
 #include "flotilla/pipeline/timing.hpp"
+#include "flotilla/pipeline/trainer.hpp"

@@ -2,7 +2,7 @@
 // FitOptions for tests: `epochs` epochs, no progress output.
 #include <cstddef>
 
-#include "flotilla/train/trainer.hpp"
+#include "flotilla/train/fit_options.hpp"
 
 namespace flotilla_test {
 

@@ -1,9 +1,12 @@
 // A pipelined step over processes computes one worker's gradients: every rank of a job started by
 // flotilla-launch (TCP) or mpirun (MPI) runs this program, builds its stage of a D x P layout, and
 // compares its gradient slice with the whole network's, which it computes itself on the whole batch.
+// With a fifth argument, `trainer`, it runs pipeline::Trainer::fit instead (this process's rank)
+// and compares the gathered parameters and the History with flotilla::Trainer's on D workers,
+// which it runs in-process itself.
 //
-//   flotilla-launch -n <D*P> -- flotilla_pipeline_tcp <P> <D> <1f1b|gpipe> <M>
-//   mpirun -n <D*P> flotilla_pipeline_mpi <P> <D> <1f1b|gpipe> <M>
+//   flotilla-launch -n <D*P> -- flotilla_pipeline_tcp <P> <D> <1f1b|gpipe> <M> [trainer]
+//   mpirun -n <D*P> flotilla_pipeline_mpi <P> <D> <1f1b|gpipe> <M> [trainer]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,11 +25,50 @@ namespace pl = flotilla::pipeline;
 using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
 using M = Model<Net, SoftmaxCrossEntropy, optim::SGD, double>;
 
+/// Two epochs of 30 samples in batches of 4 per replica, through pipeline::Trainer over the
+/// backend, against flotilla::Trainer on D in-process workers: 0 when they agree.
+static int train_and_compare(std::size_t P, std::size_t D, pl::Schedule schedule, std::size_t micro) {
+  const auto train = flotilla_test::blobs<double>(30, 12), validation = flotilla_test::blobs<double>(20, 13);
+  FitOptions quiet;
+  quiet.epochs = 2;
+  quiet.log = nullptr;
+  TrainerOptions<M> ro;
+  ro.optimizer.learning_rate = 0.1;
+  ro.batch_size = 4;
+  ro.seed = 5;
+  ro.workers = D;
+  Trainer<M> reference(ro);
+  const History want = reference.fit(train, &validation, quiet);
+
+  pl::TrainerOptions<M> po;
+  po.optimizer.learning_rate = 0.1;
+  po.batch_size = 4;
+  po.seed = 5;
+  po.micro_batches = micro;
+  po.pipeline_schedule = schedule;
+  po.replicas = D;
+  pl::Trainer<M, Backend> piped(pl::Plan::automatic<Net, double>(P), po, backend_options());
+  const History got = piped.fit(train, &validation, quiet);
+  double diff = 0;
+  for (std::size_t i = 0; i < reference.parameters().size(); ++i)
+    diff = std::max(diff, std::abs(piped.parameters()[i] - reference.parameters()[i]));
+  bool same = got.size() == want.size();
+  for (std::size_t i = 0; same && i < got.size(); ++i)
+    same = got[i].step == want[i].step && std::abs(got[i].train_loss - want[i].train_loss) <= 1e-10 &&
+           got[i].train_accuracy == want[i].train_accuracy && got[i].val_accuracy == want[i].val_accuracy &&
+           std::abs(*got[i].val_loss - *want[i].val_loss) <= 1e-10;
+  std::printf("pipeline::Trainer, %zu stages x %zu replicas, %s, M=%zu: max |parameter difference| %.3g, history %s\n", P, D,
+              std::string(pl::name(schedule)).c_str(), micro, diff, same ? "the same" : "differs");
+  return diff <= 1e-10 && same ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   try {
-    if (argc != 5) throw ConfigError("usage: flotilla_pipeline_<tcp|mpi> <stages> <replicas> <1f1b|gpipe> <micro-batches>");
+    if (argc != 5 && !(argc == 6 && std::string(argv[5]) == "trainer"))
+      throw ConfigError("usage: flotilla_pipeline_<tcp|mpi> <stages> <replicas> <1f1b|gpipe> <micro-batches> [trainer]");
     const std::size_t P = std::stoul(argv[1]), D = std::stoul(argv[2]), micro = std::stoul(argv[4]);
     const auto schedule = std::string(argv[3]) == "gpipe" ? pl::Schedule::fill_drain : pl::Schedule::one_forward_one_backward;
+    if (argc == 6) return train_and_compare(P, D, schedule, micro);
     const std::size_t n = 13;  // uneven over replicas and micro-batches
     const std::uint64_t seed = 23;
     const auto d = flotilla_test::blobs<double>(n, 11);

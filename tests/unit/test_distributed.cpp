@@ -14,6 +14,7 @@
 
 #include "../common/quiet_fit.hpp"
 #include "../common/blobs.hpp"
+#include "../common/quiet_fit.hpp"
 #include "flotilla/codec/fp16.hpp"
 #include "flotilla/flotilla.hpp"
 #include "flotilla/policy/accumulate.hpp"

@@ -3,6 +3,7 @@
 // needs: a binomial tree to rank 0 and back, 2 * ceil(log2 N) message latencies, where a ring
 // takes 2(N-1). The sum is taken in one fixed order (the tree's), so the result does not depend
 // on timing, and every rank gets the bits rank 0 computed.
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <type_traits>
@@ -48,6 +49,21 @@ void allreduce_sum(E& e, std::span<T> values, Tag tag = default_tags::allreduce_
   }
   for (mask >>= 1; mask > 0; mask >>= 1)
     if (rank + mask < n) e.send(rank + mask, tag, std::span<const std::byte>(bytes));
+}
+
+/// values = the element-wise maximum of every rank's `values`. Maxima are few (times, counts): each
+/// rank's values go in its own slot of a zero-filled vector of size() slots, summed with
+/// allreduce_sum (adding zeros is exact), and every rank takes each element's largest slot.
+template <Transport E>
+void allreduce_max(E& e, std::span<double> values, Tag tag = default_tags::allreduce_small) {
+  const std::size_t n = e.size(), rank = e.rank();
+  if (n == 1 || values.empty()) return;
+  std::vector<double> spread(values.size() * n, 0.0);
+  for (std::size_t i = 0; i < values.size(); ++i) spread[i * n + rank] = values[i];
+  allreduce_sum(e, std::span<double>(spread), tag);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = *std::max_element(spread.begin() + static_cast<std::ptrdiff_t>(i * n),
+                                  spread.begin() + static_cast<std::ptrdiff_t>((i + 1) * n));
 }
 
 }  // namespace flotilla::collective

@@ -19,6 +19,9 @@ inline constexpr Tag activations = tags::reserved_begin + 0x30;
 inline constexpr Tag gradients = tags::reserved_begin + 0x31;
 inline constexpr Tag replica_allreduce = tags::reserved_begin + 0x32;
 inline constexpr Tag replica_barrier = tags::reserved_begin + 0x33;
+/// pipeline::Trainer: per-epoch metrics, and the parameters gathered from the stages.
+inline constexpr Tag trainer_metrics = tags::reserved_begin + 0x34;
+inline constexpr Tag trainer_gather = tags::reserved_begin + 0x35;
 }  // namespace default_tags
 
 struct Layout {

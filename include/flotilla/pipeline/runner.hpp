@@ -99,6 +99,8 @@ struct EvaluationCounts {
   double loss_sum = 0;
   std::size_t correct = 0;
   std::size_t samples = 0;
+  /// Classifiers: outputs x outputs counts, row = actual class, column = predicted.
+  std::vector<std::uint64_t> confusion;
 };
 
 template <ModelType M, Transport E>
@@ -215,6 +217,8 @@ class Runner {
       throw ConfigError("pipeline::Runner::evaluate: samples [" + std::to_string(first) + ", " + std::to_string(first + count) +
                         ") are not within the " + std::to_string(data.size()) + " of '" + data.name + "'");
     EvaluationCounts c;
+    constexpr std::size_t k = M::output_shape::size;
+    if (classifier && last_stage()) c.confusion.assign(k * k, 0);
     Slot& s = *slots_.front();
     for (std::size_t at = first; at < first + count; at += micro_cap_) {
       const std::size_t n = std::min(micro_cap_, first + count - at);
@@ -228,7 +232,15 @@ class Runner {
                                       : Targets<T>{{}, columns(data.targets, at, n)};
       c.loss_sum += static_cast<double>(M::loss::value(out, t));
       c.samples += n;
-      if constexpr (classifier) c.correct += count_correct(out, t);
+      if constexpr (classifier) {
+        for (Eigen::Index j = 0; j < out.cols(); ++j) {
+          Eigen::Index predicted = 0;
+          out.col(j).maxCoeff(&predicted);
+          const auto actual = t.labels[static_cast<std::size_t>(j)];
+          c.correct += actual == predicted ? 1 : 0;
+          ++c.confusion[static_cast<std::size_t>(actual) * k + static_cast<std::size_t>(predicted)];
+        }
+      }
     }
     return c;
   }

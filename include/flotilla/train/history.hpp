@@ -1,7 +1,9 @@
 #pragma once
 // What a training run records once per epoch. The Trainer fills one EpochRecord at the end of each
 // epoch; MetricsLog writes it to disk, write_svg_plot draws a History of them.
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,5 +30,25 @@ struct EpochRecord {
 
 /// Every epoch of a run, oldest first.
 using History = std::vector<EpochRecord>;
+
+namespace detail {
+
+/// The line a trainer prints when an epoch ends: losses, accuracies, throughput and time.
+inline std::string epoch_summary(const EpochRecord& r) {
+  auto fixed = [](double v, int digits) {
+    if (std::isnan(v)) return std::string("-");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return std::string(buf);
+  };
+  std::string s = "loss " + fixed(r.train_loss, 4);
+  if (!std::isnan(r.train_accuracy)) s += ", accuracy " + fixed(100 * r.train_accuracy, 2) + "%";
+  if (r.val_loss) s += " | validation loss " + fixed(*r.val_loss, 4);
+  if (r.val_accuracy) s += ", accuracy " + fixed(100 * *r.val_accuracy, 2) + "%";
+  s += " | " + fixed(r.samples_per_second, 0) + " samples/s, " + fixed(r.seconds, 1) + " s";
+  return s;
+}
+
+}  // namespace detail
 
 }  // namespace flotilla

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -270,4 +271,16 @@ class ProgressBar {
   bool drawn_ = false, finished_ = false;
 };
 
+namespace detail {
+
+/// A trainer's bar during an epoch: `step` batches done, `job_samples` samples taken by the whole
+/// job, and the running means over the `counted` samples this rank knows the loss of.
+inline void show_running(ProgressBar& bar, std::size_t step, std::size_t job_samples, double loss_sum, std::size_t correct,
+                         std::size_t counted, bool classifier) {
+  const auto n = static_cast<double>(std::max<std::size_t>(counted, 1));
+  bar.update(step, job_samples, loss_sum / n,
+             classifier ? static_cast<double>(correct) / n : std::numeric_limits<double>::quiet_NaN());
+}
+
+}  // namespace detail
 }  // namespace flotilla

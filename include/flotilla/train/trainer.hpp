@@ -49,9 +49,13 @@
 #include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
 #include "flotilla/train/confusion.hpp"
+#include "flotilla/train/dataset_check.hpp"
 #include "flotilla/train/engine.hpp"
+#include "flotilla/train/evaluation.hpp"
+#include "flotilla/train/fit_options.hpp"
 #include "flotilla/train/history.hpp"
 #include "flotilla/train/metrics_log.hpp"
+#include "flotilla/train/model_checkpoint.hpp"
 #include "flotilla/train/plot.hpp"
 #include "flotilla/train/progress.hpp"
 #include "flotilla/train/ready_runner.hpp"
@@ -93,42 +97,6 @@ struct TrainerOptions {
   std::size_t servers = 1;
   /// For experiments with slow workers.
   Straggler straggler{};
-};
-
-/// What one call of fit() does besides training.
-struct FitOptions {
-  /// Epochs to run in this call (a resumed trainer continues from its epoch()).
-  std::size_t epochs = 1;
-  /// Per-epoch metrics as JSON lines (.jsonl, .json) or CSV (.csv); empty: none.
-  std::filesystem::path metrics_file;
-  /// An SVG plot of loss and accuracy per epoch, rewritten after each epoch; empty: none.
-  std::filesystem::path plot_file;
-  std::string plot_title = "flotilla training";
-  /// A checkpoint written after each epoch, atomically; empty: none.
-  std::filesystem::path checkpoint_file;
-  /// Periodic checkpoint sets in a directory, rotation, and resuming from the newest complete set
-  /// (see train/checkpoint_dir.hpp); off unless checkpoints.directory is set.
-  CheckpointPolicy checkpoints;
-  /// Per-step counters of every worker (compute, exposed communication, update times, bytes,
-  /// staleness) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
-  std::filesystem::path step_log_file;
-  /// A Chrome-trace timeline of compute and communication per rank; empty: none. Processes other
-  /// than rank 0's add ".rank<k>".
-  std::filesystem::path trace_file;
-  /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
-  ProgressBar::Style progress = ProgressBar::Style::automatic;
-  /// Where worker 0 writes progress and epoch summaries; nullptr for silence.
-  std::ostream* log = &std::cerr;
-  /// Stop after this many updates in this call (0: no limit); for quick runs and benchmarks.
-  std::uint64_t max_steps = 0;
-};
-
-/// Loss, accuracy and (for classifiers) the confusion matrix of a model on a data set.
-struct Evaluation {
-  double loss = 0;
-  double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< NaN for regression
-  std::size_t samples = 0;
-  std::optional<ConfusionMatrix> confusion;
 };
 
 template <class M, class Policy = policy::Synchronous<>, class Backend = transport::InProcess>
@@ -312,41 +280,23 @@ class Trainer {
   }
 
  private:
-  void check_worker_file(const checkpoint::Reader& r) const {
-    const std::string model = r.string("model");
-    if (model != signature())
-      throw CheckpointError(r.source() + ": the checkpoint is of another model.\n  checkpoint: " + model +
-                            "\n  this model: " + signature());
-    const std::string opt = r.string("optimizer");
-    if (opt != optimizer_type::name)
-      throw CheckpointError(r.source() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
-                            std::string(optimizer_type::name));
-  }
+  void check_worker_file(const checkpoint::Reader& r) const { detail::check_checkpoint<M>(r); }
 
   void load_worker_file(const checkpoint::Reader& r) {
-    Buffer<T> params(parameter_count);
-    r.array_into<T>("parameters", std::span<T>(params));
-    optimizer_state state(parameter_count);
-    const bool has_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
-    if (has_state) {
-      auto buffers = state.buffers();
-      for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
-    }
-    const std::uint64_t step = r.u64("step"), epoch = r.u64("epoch"), batch = r.u64("batch_in_epoch");
-    const std::uint64_t seed = r.u64("seed");
+    detail::LoadedCheckpoint<M> c = detail::read_checkpoint<M>(r);
     // Verified: now change state. Every worker and server of this process starts from it.
     workers_.resize(1);
     WorkerState& s = *workers_[0];
-    std::copy(params.begin(), params.end(), s.engine.parameters().begin());
-    s.opt = std::move(state);
+    std::copy(c.parameters.begin(), c.parameters.end(), s.engine.parameters().begin());
+    s.opt = std::move(c.optimizer);
     s.engine.optimizer_state_changed();
-    s.step = step;
+    s.step = c.at.step;
     // The seed keys the data order and the dropout masks: the resumed run continues the saved
     // run's sequence, whatever seed this trainer was built with.
-    s.engine.set_seed(seed);
-    options_.seed = seed;
-    epoch_ = epoch;
-    batch_in_epoch_ = batch;
+    s.engine.set_seed(c.at.seed);
+    options_.seed = c.at.seed;
+    epoch_ = c.at.epoch;
+    batch_in_epoch_ = c.at.batch_in_epoch;
     servers_.clear();
     server_rebuild_ = true;
   }
@@ -354,21 +304,14 @@ class Trainer {
   void write_worker_file(const std::filesystem::path& path, std::uint64_t epoch, std::uint64_t batch,
                          bool with_optimizer_state) const {
     const WorkerState& s = local();
-    checkpoint::Writer w;
-    w.add_string("model", signature());
-    w.add_string("optimizer", std::string(optimizer_type::name));
-    w.add_u64("step", s.step);
-    w.add_u64("epoch", epoch);
-    w.add_u64("batch_in_epoch", batch);
-    w.add_u64("seed", s.engine.seed());
-    w.add_array<T>("parameters", s.engine.parameters());
-    w.add_u64("has_optimizer_state", with_optimizer_state ? 1 : 0);
-    if (with_optimizer_state) {
-      auto buffers = optimizer_buffers_copy();
-      for (std::size_t i = 0; i < buffers.size(); ++i)
-        w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
+    const detail::RunPosition at{s.step, epoch, batch, s.engine.seed()};
+    if (!with_optimizer_state) {
+      detail::write_checkpoint<M>(path, s.engine.parameters(), nullptr, at);
+      return;
     }
-    w.commit(path);
+    const auto buffers = optimizer_buffers_copy();
+    const std::vector<std::span<const T>> spans(buffers.begin(), buffers.end());
+    detail::write_checkpoint<M>(path, s.engine.parameters(), &spans, at);
   }
 
   /// A shard file must be shard `index` of `servers` of this model's parameters.
@@ -447,22 +390,7 @@ class Trainer {
   double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(local().step); }
 
   /// A one-line description of the architecture's parameter tensors, stored in checkpoints.
-  static std::string signature() {
-    std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(parameter_count) + ":";
-    for (const auto& t : network_type::tensors) {
-      // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
-      s += ' ';
-      s += std::to_string(t.layer);
-      s += '.';
-      s += t.layer_name;
-      s += '.';
-      s += t.name;
-      s += '[';
-      s += std::to_string(t.size);
-      s += ']';
-    }
-    return s;
-  }
+  static std::string signature() { return detail::model_signature<M>(); }
 
  private:
   /// Everything one worker rank owns.
@@ -636,7 +564,7 @@ class Trainer {
 
     // Worker 0 in-process, and every worker out of process, owns this process's position.
     const bool owns_position = reporter || !Backend::in_process;
-    std::uint64_t epoch = shared.start_epoch, first_batch = shared.start_batch;
+    flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
     std::uint64_t steps_this_call = 0;
     bool stop = false;
     // Checkpoint sets are worker 0's decision alone (its state is the job's in synchronous
@@ -647,7 +575,7 @@ class Trainer {
     std::optional<std::uint64_t> saved_step;
     if (saves_sets && cp.resume && s.step > 0) saved_step = s.step;  // what resume_from() loaded
     // The position after the last completed update: what a checkpoint taken now must record.
-    std::uint64_t done_step = s.step, done_epoch = epoch, done_batch = first_batch;
+    std::uint64_t done_step = s.step, done_epoch = at.epoch, done_batch = at.batch;
     auto save_set = [&] {
       if constexpr (parameter_server) {
         for (const std::size_t k : client->checkpoint(e, s.step))
@@ -668,12 +596,12 @@ class Trainer {
     try {
       for (std::size_t epoch_index = 0; epoch_index < shared.epochs && !stop; ++epoch_index) {
         const auto started = std::chrono::steady_clock::now();
-        loader.start_epoch(epoch, first_batch);
+        loader.start_epoch(at.epoch, at.batch);
         std::optional<ProgressBar> bar;
         if (reporter && fit.log)
-          bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(epoch + 1), fit.progress);
+          bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(at.epoch + 1), fit.progress);
         double loss_sum = 0;
-        std::size_t correct = 0, seen = 0, micro = 0, position = first_batch;
+        std::size_t correct = 0, seen = 0, micro = 0, position = at.batch;
         CounterTotals totals;
         StepCounters counters;
         TrafficCounters before = e.counters();
@@ -702,7 +630,7 @@ class Trainer {
             // An update that ends the epoch resumes at the start of the next.
             const bool epoch_done = position == loader.batches_per_epoch();
             done_step = s.step;
-            done_epoch = epoch_done ? epoch + 1 : epoch;
+            done_epoch = epoch_done ? at.epoch + 1 : at.epoch;
             done_batch = epoch_done ? 0 : position;
             if (saves_sets && saved_step != s.step &&
                 ((cp.every_steps && s.step % cp.every_steps == 0) ||
@@ -711,29 +639,21 @@ class Trainer {
               save_set();
           }
           // The bar shows the job's rate: every worker takes an equal share of each global batch.
-          if (bar)
-            bar->update(position, seen * workers, loss_sum / static_cast<double>(std::max<std::size_t>(seen, 1)),
-                        classifier ? static_cast<double>(correct) / static_cast<double>(std::max<std::size_t>(seen, 1))
-                                   : std::numeric_limits<double>::quiet_NaN());
+          if (bar) detail::show_running(*bar, position, seen * workers, loss_sum, correct, seen, classifier);
           if (stop && last) break;
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s);
-        if (stop && position < loader.batches_per_epoch()) {
-          first_batch = position;  // a stopped epoch resumes where it stopped
-        } else {
-          ++epoch;
-          first_batch = 0;
-        }
-        rec.epoch = epoch;
+        at.end_epoch(stop && position < loader.batches_per_epoch(), position);
+        rec.epoch = at.epoch;
         if (owns_position) {
-          epoch_ = epoch;
-          batch_in_epoch_ = first_batch;
+          epoch_ = at.epoch;
+          batch_in_epoch_ = at.batch;
           history_.push_back(rec);
           shared.history.push_back(rec);
         }
         if (reporter) {
-          if (bar) bar->finish(summary(rec));
+          if (bar) bar->finish(detail::epoch_summary(rec));
           if (metrics) metrics->write(rec);
           if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, history_, fit.plot_title);
         }
@@ -919,14 +839,7 @@ class Trainer {
                                   static_cast<double>(totals.max_staleness)};
     if (workers > 1) {
       collective::allreduce_sum(group, std::span<double>(sums), detail::protocol_tags::metrics);
-      // max(x) as -min(-x) would need another collective; maxima are few: gather them as sums of
-      // one-hot vectors instead.
-      std::vector<double> spread(maxima.size() * workers, 0.0);
-      for (std::size_t i = 0; i < maxima.size(); ++i) spread[i * workers + group.rank()] = maxima[i];
-      collective::allreduce_sum(group, std::span<double>(spread), detail::protocol_tags::metrics);
-      for (std::size_t i = 0; i < maxima.size(); ++i)
-        maxima[i] = *std::max_element(spread.begin() + static_cast<std::ptrdiff_t>(i * workers),
-                                      spread.begin() + static_cast<std::ptrdiff_t>((i + 1) * workers));
+      collective::allreduce_max(group, std::span<double>(maxima), detail::protocol_tags::metrics);
     }
     EpochRecord rec;
     rec.step = s.step;
@@ -990,56 +903,10 @@ class Trainer {
     out.flush();
   }
 
-  Evaluation to_evaluation(const detail::EvaluationPart& part) const {
-    Evaluation ev;
-    ev.samples = part.samples;
-    ev.loss = part.samples ? part.loss_sum / static_cast<double>(part.samples) : 0.0;
-    if constexpr (classifier) {
-      constexpr std::size_t k = M::output_shape::size;
-      ConfusionMatrix c(k);
-      for (std::size_t a = 0; a < k; ++a)
-        for (std::size_t p = 0; p < k; ++p)
-          if (const auto n = part.confusion[a * k + p]) c.add(static_cast<std::int32_t>(p), static_cast<std::int32_t>(a), n);
-      ev.accuracy = c.accuracy();
-      ev.confusion = std::move(c);
-    }
-    return ev;
-  }
+  static Evaluation to_evaluation(const detail::EvaluationPart& part) { return detail::to_evaluation<M>(part); }
 
   static void check_dataset(const data::Dataset<T>& d, const char* what) {
-    const std::string name = std::string("Trainer::") + what + " '" + d.name + "'";
-    if (d.feature_size() != M::input_shape::size)
-      throw ShapeError(name + " has " + std::to_string(d.feature_size()) + " features per sample, the model's input is " +
-                       std::to_string(M::input_shape::size));
-    if constexpr (classifier) {
-      if (d.labels.size() != d.size())
-        throw ShapeError(name + " has " + std::to_string(d.labels.size()) + " labels for " + std::to_string(d.size()) +
-                         " samples; the model's loss (" + std::string(M::loss::name) + ") needs one label per sample");
-      if (d.classes > M::output_shape::size)
-        throw ShapeError(name + " has " + std::to_string(d.classes) + " classes, the model has " +
-                         std::to_string(M::output_shape::size) + " outputs");
-    } else {
-      if (static_cast<std::size_t>(d.targets.rows()) != M::output_shape::size ||
-          static_cast<std::size_t>(d.targets.cols()) != d.size())
-        throw ShapeError(name + " has targets of " + std::to_string(d.targets.rows()) + "x" +
-                         std::to_string(d.targets.cols()) + ", the model needs " + std::to_string(M::output_shape::size) +
-                         "x" + std::to_string(d.size()));
-    }
-  }
-
-  static std::string summary(const EpochRecord& r) {
-    auto fixed = [](double v, int digits) {
-      if (std::isnan(v)) return std::string("-");
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-      return std::string(buf);
-    };
-    std::string s = "loss " + fixed(r.train_loss, 4);
-    if (!std::isnan(r.train_accuracy)) s += ", accuracy " + fixed(100 * r.train_accuracy, 2) + "%";
-    if (r.val_loss) s += " | validation loss " + fixed(*r.val_loss, 4);
-    if (r.val_accuracy) s += ", accuracy " + fixed(100 * *r.val_accuracy, 2) + "%";
-    s += " | " + fixed(r.samples_per_second, 0) + " samples/s, " + fixed(r.seconds, 1) + " s";
-    return s;
+    detail::check_dataset<M>(d, std::string("Trainer::") + what);
   }
 
   TrainerOptions<M> options_;

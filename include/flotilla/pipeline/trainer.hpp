@@ -1,0 +1,436 @@
+#pragma once
+// pipeline::Trainer<Model, Backend>: the whole training loop of a pipelined model in one call, as
+// flotilla::Trainer has it for data parallelism.
+//
+//   pipeline::TrainerOptions<Model> o;            // optimizer, schedule, batch_size, seed as Trainer's,
+//   o.micro_batches = 8;                          // and the pipeline's own settings
+//   pipeline::Trainer<Model> t(pipeline::Plan::automatic<Net>(3), o);
+//   History h = t.fit(train, &test, fit_options);   // flotilla::FitOptions
+//   std::span<const float> w = t.parameters();     // the unsplit model's flat layout
+//
+// fit() runs every rank of a D x P job (layout.hpp): in-process, each rank on a thread of this
+// process; over TCP or MPI, this process's rank (every process calls fit() with the same plan and
+// options). Each rank builds a Runner for its stage and reads its replica's shard of every global
+// batch from its own Loader, so every stage of a replica sees the same batches in the same order:
+// with one replica a step is one worker's step of the unsplit model on the same batch (the Trainer
+// with the same batch_size and seed), to float rounding.
+//
+// Reporting (progress, epoch summaries, the metrics file and the plot) is done by the rank that
+// has the loss: the last stage of replica 0. Every rank returns the same History: the epoch's
+// numbers are summed over the job. After fit(), parameters() holds the whole model's parameters,
+// gathered from replica 0's stages, in the layout of flotilla::Trainer<Model>::parameters(), so an
+// ordinary Trainer can load, evaluate or save them; setting them before fit() starts the stages
+// from them. The optimizer state is gathered the same way, so save() writes the checkpoint
+// flotilla::Trainer<Model>::save() would, and load() reads one that it wrote.
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "flotilla/collective/allreduce_small.hpp"
+#include "flotilla/collective/ring_allreduce.hpp"
+#include "flotilla/concepts/transport.hpp"
+#include "flotilla/core/error.hpp"
+#include "flotilla/data/dataset.hpp"
+#include "flotilla/data/loader.hpp"
+#include "flotilla/model.hpp"
+#include "flotilla/optim/schedule.hpp"
+#include "flotilla/pipeline/layout.hpp"
+#include "flotilla/pipeline/plan.hpp"
+#include "flotilla/pipeline/runner.hpp"
+#include "flotilla/pipeline/schedule.hpp"
+#include "flotilla/pipeline/stage_network.hpp"
+#include "flotilla/train/dataset_check.hpp"
+#include "flotilla/train/evaluation.hpp"
+#include "flotilla/train/fit_options.hpp"
+#include "flotilla/train/history.hpp"
+#include "flotilla/train/metrics_log.hpp"
+#include "flotilla/train/model_checkpoint.hpp"
+#include "flotilla/train/plot.hpp"
+#include "flotilla/train/progress.hpp"
+#include "flotilla/transport/in_process.hpp"
+
+namespace flotilla::pipeline {
+
+/// How a pipeline::Trainer is set up; the fields it shares with flotilla::TrainerOptions mean the same.
+template <ModelType M>
+struct TrainerOptions {
+  typename M::optimizer optimizer{};
+  /// Factor on the optimizer's learning rate as a function of the update index (0 first).
+  std::function<double(std::uint64_t)> schedule = flotilla::schedule::Constant{};
+  /// Samples per replica per step; a step of D replicas consumes batch_size * D samples.
+  std::size_t batch_size = 64;
+  /// Fixes the initial parameters, the data order and the dropout masks.
+  std::uint64_t seed = 1;
+  bool shuffle = true;
+  /// Batches each rank gathers ahead on a background thread (0: on the training thread).
+  std::size_t prefetch = 2;
+  /// Micro-batches per step (M) and their order.
+  std::size_t micro_batches = 4;
+  Schedule pipeline_schedule = Schedule::one_forward_one_backward;
+  /// Pipeline replicas (D), data parallel; the job has plan.stages() * replicas ranks. Other
+  /// backends than in-process take the job from the launcher; it must have that many ranks.
+  std::size_t replicas = 1;
+  /// Samples per forward in evaluate() (fit()'s validation goes a micro-batch at a time).
+  std::size_t eval_batch_size = 1000;
+};
+
+template <class M, class Backend = transport::InProcess>
+class Trainer {
+  static_assert(ModelType<M>, "pipeline::Trainer<Model, Backend>: Model must be flotilla::Model<Net, Loss, Optimizer, T>");
+  static_assert(TransportBackend<Backend>,
+                "pipeline::Trainer<Model, Backend>: Backend is not a transport backend (see docs/concepts/transport.md); "
+                "built-in: transport::InProcess, transport::Tcp, transport::Mpi");
+
+ public:
+  using model_type = M;
+  using backend_type = Backend;
+  using T = typename M::scalar_type;
+  using scalar_type = T;
+  using architecture = typename M::architecture;
+  using optimizer_type = typename M::optimizer;
+  using optimizer_state = typename optimizer_type::template state<T>;
+  using endpoint_type = typename Backend::endpoint;
+  using runner_type = Runner<M, endpoint_type>;
+  static constexpr std::size_t parameter_count = M::parameter_count;
+  static constexpr bool classifier = M::loss::target == TargetKind::labels;
+
+  explicit Trainer(Plan plan, TrainerOptions<M> options = {}, typename Backend::options transport = {})
+      : plan_(std::move(plan)),
+        options_(std::move(options)),
+        transport_(std::move(transport)),
+        params_(parameter_count),
+        opt_(parameter_count) {
+    if (plan_.depth() != architecture::depth)
+      throw ConfigError("pipeline::Trainer: the plan covers " + std::to_string(plan_.depth()) + " layers, the model has " +
+                        std::to_string(architecture::depth));
+    if (options_.batch_size == 0) throw ConfigError("pipeline::TrainerOptions::batch_size must be > 0");
+    if (options_.micro_batches == 0) throw ConfigError("pipeline::TrainerOptions::micro_batches must be > 0");
+    if (options_.replicas == 0) throw ConfigError("pipeline::TrainerOptions::replicas must be > 0");
+    if (options_.eval_batch_size == 0) throw ConfigError("pipeline::TrainerOptions::eval_batch_size must be > 0");
+    // The unsplit model's initial values, stage by stage (Runner gives each stage the same).
+    for (std::size_t s = 0; s < plan_.stages(); ++s) {
+      StageNetwork<architecture, T> net(plan_.first_layer(s), plan_.end_layer(s), 1);
+      net.initialize(std::span<T>(params_).subspan(net.parameter_offset(), net.parameter_count()), options_.seed);
+    }
+  }
+
+  // ---- training ---------------------------------------------------------------------------
+
+  /// Trains for `fit.epochs` epochs over `train`, evaluating on `validation` after each epoch when
+  /// given. Every rank of the job calls it. Returns one record per epoch, the same on every rank,
+  /// also written to the metrics file when set, with a checkpoint after each epoch when
+  /// fit.checkpoint_file is set (by rank 0). Step logs, traces and periodic checkpoint sets
+  /// (fit.checkpoints) are not written for pipelines: setting them is a ConfigError.
+  History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
+    flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
+    if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
+    for (const auto& [file, name] : {std::pair{&fit.step_log_file, "step_log_file"}, std::pair{&fit.trace_file, "trace_file"}})
+      if (!file->empty())
+        throw ConfigError(std::string("pipeline::Trainer::fit: FitOptions::") + name +
+                          " is not written for pipelines (stage_stats() has each rank's times)");
+    if (!fit.checkpoints.directory.empty())
+      throw ConfigError("pipeline::Trainer::fit: FitOptions::checkpoints (periodic checkpoint sets) is not supported for "
+                        "pipelines yet; use FitOptions::checkpoint_file (a checkpoint after each epoch) and load()");
+    Shared shared{epoch_, batch_in_epoch_, step_, {}};
+    const std::size_t ranks = layout().ranks();
+    stats_.assign(Backend::in_process ? ranks : 1, StageStats{});
+    Backend::run(transport_, Backend::in_process ? ranks : 0,
+                 [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
+    return shared.history;
+  }
+
+  // ---- evaluation -------------------------------------------------------------------------
+
+  /// Mean loss, accuracy and confusion matrix over the whole data set, through the pipeline with
+  /// parameters(); the replicas share the samples. Every rank of the job calls it.
+  Evaluation evaluate(const data::Dataset<T>& data) {
+    flotilla::detail::check_dataset<M>(data, "pipeline::Trainer::evaluate: data set");
+    flotilla::detail::EvaluationPart total;
+    RunnerOptions ro = runner_options();
+    ro.micro_batches = 1;
+    ro.max_batch = options_.eval_batch_size;
+    Backend::run(transport_, Backend::in_process ? layout().ranks() : 0, [&](endpoint_type& e) {
+      runner_type runner(e, plan_, ro);
+      load_stage(runner);
+      const flotilla::detail::EvaluationPart part = evaluate_share(e, runner, data);
+      if (owns_state(e)) total = part;
+    });
+    return flotilla::detail::to_evaluation<M>(total);
+  }
+
+  // ---- checkpoints ------------------------------------------------------------------------
+
+  /// Writes what flotilla::Trainer<Model>::save() writes (parameters, optimizer state, step, seed,
+  /// data position; the unsplit layout), atomically; either trainer can load() it.
+  void save(const std::filesystem::path& path) const {
+    const auto buffers = const_cast<optimizer_state&>(opt_).buffers();
+    const std::vector<std::span<const T>> spans(buffers.begin(), buffers.end());
+    flotilla::detail::write_checkpoint<M>(path, params_, &spans, {step_, epoch_, batch_in_epoch_, options_.seed});
+  }
+
+  /// Restores a checkpoint of this model and optimizer written by either trainer, seed included;
+  /// nothing changes unless the whole checkpoint verifies and matches.
+  void load(const std::filesystem::path& path) {
+    flotilla::detail::LoadedCheckpoint<M> c = flotilla::detail::read_checkpoint<M>(path);
+    params_ = std::move(c.parameters);
+    opt_ = std::move(c.optimizer);
+    step_ = c.at.step;
+    epoch_ = c.at.epoch;
+    batch_in_epoch_ = c.at.batch_in_epoch;
+    // The seed keys the data order and the dropout masks: the run continues the saved one's.
+    options_.seed = c.at.seed;
+  }
+
+  // ---- state ------------------------------------------------------------------------------
+
+  /// The whole model's parameters, in the unsplit model's layout (after fit(): gathered from the
+  /// stages). Written here, they are what the next fit() or evaluate() starts from.
+  std::span<T> parameters() noexcept { return params_; }
+  std::span<const T> parameters() const noexcept { return params_; }
+  static constexpr std::span<const TensorInfo> tensors() noexcept { return M::network::tensors; }
+  /// Updates taken so far.
+  std::uint64_t step() const noexcept { return step_; }
+  /// Epochs completed so far.
+  std::uint64_t epoch() const noexcept { return epoch_; }
+  const Plan& plan() const noexcept { return plan_; }
+  Layout layout() const noexcept { return {plan_.stages(), options_.replicas}; }
+  const TrainerOptions<M>& options() const noexcept { return options_; }
+  /// Every epoch record of every fit() call on this trainer (what the plot shows).
+  const History& history() const noexcept { return history_; }
+  /// The learning rate of the next update.
+  double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(step_); }
+  /// Each rank's statistics over the last fit() call: in-process every rank's, by rank; otherwise
+  /// this process's rank's alone.
+  const std::vector<StageStats>& stage_stats() const noexcept { return stats_; }
+
+ private:
+  /// What the ranks of one fit() call share: where the call starts, and what it returns.
+  struct Shared {
+    std::uint64_t start_epoch = 0, start_batch = 0, start_step = 0;
+    History history;
+  };
+
+  /// One rank writes this object's state: rank 0 in-process, every rank in its own process.
+  static bool owns_state(const endpoint_type& e) { return !Backend::in_process || e.rank() == 0; }
+
+  RunnerOptions runner_options() const {
+    RunnerOptions ro;
+    ro.schedule = options_.pipeline_schedule;
+    ro.micro_batches = options_.micro_batches;
+    ro.max_batch = options_.batch_size;
+    ro.replicas = options_.replicas;
+    ro.seed = options_.seed;
+    return ro;
+  }
+
+  /// The stage starts from its slice of parameters() (read by every rank before any writes it:
+  /// the gather that writes comes after every rank has contributed to it).
+  void load_stage(runner_type& runner) const {
+    const auto from = std::span<const T>(params_).subspan(runner.parameter_offset(), runner.parameters().size());
+    std::copy(from.begin(), from.end(), runner.parameters().begin());
+  }
+
+  /// Loss sum, samples and confusion counts of the whole of `data`: replica d takes its share,
+  /// counted on its last stage, and every rank gets the sum over the job.
+  flotilla::detail::EvaluationPart evaluate_share(endpoint_type& e, runner_type& runner, const data::Dataset<T>& data) {
+    const auto [first, last] = flotilla::detail::split_range(data.size(), runner.replicas(), runner.replica());
+    const EvaluationCounts c = runner.evaluate(data, first, last - first);
+    constexpr std::size_t k = classifier ? M::output_shape::size : 0;
+    std::vector<double> v(2 + k * k, 0.0);
+    v[0] = c.loss_sum;
+    v[1] = static_cast<double>(c.samples);
+    for (std::size_t i = 0; i < c.confusion.size(); ++i) v[2 + i] = static_cast<double>(c.confusion[i]);
+    collective::allreduce_sum(e, std::span<double>(v), default_tags::trainer_metrics);
+    flotilla::detail::EvaluationPart part;
+    part.loss_sum = v[0];
+    part.samples = static_cast<std::size_t>(v[1]);
+    part.confusion.resize(k * k);
+    for (std::size_t i = 0; i < k * k; ++i) part.confusion[i] = static_cast<std::uint64_t>(v[2 + i]);
+    return part;
+  }
+
+  void run_rank(endpoint_type& e, const data::Dataset<T>& train, const data::Dataset<T>* validation, const FitOptions& fit,
+                Shared& shared) {
+    runner_type runner(e, plan_, runner_options());
+    load_stage(runner);
+    const std::size_t slot = Backend::in_process ? e.rank() : 0;
+    // The stage's slice of the whole optimizer state (read, like parameters(), before any gather).
+    optimizer_state state(runner.parameters().size());
+    {
+      auto mine = state.buffers();
+      auto whole = opt_.buffers();
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        std::copy_n(whole[i].begin() + static_cast<std::ptrdiff_t>(runner.parameter_offset()), mine[i].size(), mine[i].begin());
+    }
+    const bool reporter = runner.replica() == 0 && runner.last_stage();
+    const bool owner = owns_state(e);
+
+    data::LoaderOptions lo;
+    lo.batch_size = options_.batch_size;
+    lo.shuffle = options_.shuffle;
+    lo.seed = options_.seed;
+    lo.prefetch = options_.prefetch;
+    lo.shard_index = runner.replica();
+    lo.shard_count = runner.replicas();
+    data::Loader<T> loader(train, lo);
+
+    std::optional<MetricsLog> metrics;
+    if (reporter && !fit.metrics_file.empty())
+      metrics.emplace(fit.metrics_file, MetricsLog::Format::from_extension,
+                      shared.start_step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
+    // The reporter's own copy of the run's records, for the plot: history_ is the owner's.
+    History plotted = reporter ? history_ : History{};
+
+    flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
+    std::uint64_t step = shared.start_step;
+    std::uint64_t steps_this_call = 0;
+    bool stop = false;
+    StageStats whole;
+    for (std::size_t epoch_index = 0; epoch_index < fit.epochs && !stop; ++epoch_index) {
+      const auto started = std::chrono::steady_clock::now();
+      runner.reset_stats();
+      loader.start_epoch(at.epoch, at.batch);
+      std::optional<ProgressBar> bar;
+      if (reporter && fit.log)
+        bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(at.epoch + 1), fit.progress);
+      double loss_sum = 0;
+      std::size_t correct = 0, seen = 0, position = at.batch;
+      while (const data::Batch<T>* batch = loader.next()) {
+        const StepResult r = runner.compute_gradients(*batch);
+        runner.update(options_.optimizer, state,
+                      StepInfo{step + 1, options_.optimizer.learning_rate * options_.schedule(step)});
+        ++step;
+        ++position;
+        loss_sum += r.loss * static_cast<double>(r.samples);
+        correct += r.correct;
+        seen += r.samples;
+        if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
+        // The bar shows the job's rate: every replica takes an equal share of each global batch.
+        if (bar) flotilla::detail::show_running(*bar, position, seen * runner.replicas(), loss_sum, correct, seen, classifier);
+        if (stop) break;
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      accumulate(whole, runner.stats());
+      EpochRecord rec = epoch_record(e, runner, loss_sum, correct, seen, seconds, step, validation);
+      at.end_epoch(stop, position);
+      rec.epoch = at.epoch;
+      if (owner) {
+        epoch_ = at.epoch;
+        batch_in_epoch_ = at.batch;
+        step_ = step;
+        history_.push_back(rec);
+        shared.history.push_back(rec);
+      }
+      if (!fit.checkpoint_file.empty()) {
+        gather(e, runner, state);
+        if (e.rank() == 0) save(fit.checkpoint_file);
+      }
+      if (reporter) {
+        plotted.push_back(rec);
+        if (bar) bar->finish(flotilla::detail::epoch_summary(rec));
+        if (metrics) metrics->write(rec);
+        if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, plotted, fit.plot_title);
+      }
+    }
+    stats_[slot] = whole;
+    gather(e, runner, state);
+  }
+
+  /// parameters() and the optimizer state = replica 0's stages' slices put together, in every
+  /// rank's process. Each rank adds its slice (replica 0) or nothing to zeros, and a sum of one
+  /// value and zeros is exact. The owner writes them; every rank has read them before it gets here.
+  void gather(endpoint_type& e, runner_type& runner, optimizer_state& state) {
+    auto state_buffers = state.buffers();
+    std::vector<std::span<const T>> slices{std::span<const T>(runner.parameters())};
+    std::vector<std::span<T>> targets{std::span<T>(params_)};
+    auto whole = opt_.buffers();
+    for (std::size_t i = 0; i < state_buffers.size(); ++i) {
+      slices.emplace_back(state_buffers[i]);
+      targets.push_back(whole[i]);
+    }
+    std::vector<T> all(parameter_count);
+    for (std::size_t k = 0; k < slices.size(); ++k) {
+      std::fill(all.begin(), all.end(), T(0));
+      if (runner.replica() == 0)
+        std::copy(slices[k].begin(), slices[k].end(), all.begin() + static_cast<std::ptrdiff_t>(runner.parameter_offset()));
+      collective::RingOptions ro;
+      ro.tag = default_tags::trainer_gather;
+      collective::ring_allreduce(e, std::span<T>(all), ro);
+      if (owns_state(e)) std::copy(all.begin(), all.end(), targets[k].begin());
+    }
+  }
+
+  static void accumulate(StageStats& into, const StageStats& s) {
+    into.steps += s.steps;
+    into.compute_seconds += s.compute_seconds;
+    into.wait_seconds += s.wait_seconds;
+    into.send_seconds += s.send_seconds;
+    into.allreduce_seconds += s.allreduce_seconds;
+    into.step_seconds += s.step_seconds;
+    into.peak_activation_bytes = std::max(into.peak_activation_bytes, s.peak_activation_bytes);
+    into.allocated_activation_bytes = s.allocated_activation_bytes;
+  }
+
+  /// The epoch's record, summed (loss, samples, times) or maximised (wall time, memory) over the
+  /// job; the loss and accuracy count on the last stages only, where they are known.
+  EpochRecord epoch_record(endpoint_type& e, runner_type& runner, double loss_sum, std::size_t correct, std::size_t seen,
+                           double seconds, std::uint64_t step, const data::Dataset<T>* validation) {
+    const StageStats& st = runner.stats();
+    const bool counts = runner.last_stage();
+    std::vector<double> sums = {counts ? loss_sum : 0.0,
+                                counts ? static_cast<double>(correct) : 0.0,
+                                counts ? static_cast<double>(seen) : 0.0,
+                                static_cast<double>(st.steps),
+                                st.compute_seconds,
+                                st.wait_seconds,
+                                st.send_seconds,
+                                st.allreduce_seconds};
+    std::vector<double> maxima = {seconds, static_cast<double>(st.peak_activation_bytes)};
+    collective::allreduce_sum(e, std::span<double>(sums), default_tags::trainer_metrics);
+    collective::allreduce_max(e, std::span<double>(maxima), default_tags::trainer_metrics);
+    EpochRecord rec;
+    rec.step = step;
+    const double samples = std::max(sums[2], 1.0);
+    rec.train_loss = sums[0] / samples;
+    rec.train_accuracy = classifier ? sums[1] / samples : std::numeric_limits<double>::quiet_NaN();
+    rec.seconds = maxima[0];
+    rec.samples_per_second = sums[2] / std::max(maxima[0], 1e-9);
+    rec.learning_rate = options_.optimizer.learning_rate * options_.schedule(step);
+    if (validation) {
+      const Evaluation ev = flotilla::detail::to_evaluation<M>(evaluate_share(e, runner, *validation));
+      rec.val_loss = ev.loss;
+      if (classifier) rec.val_accuracy = ev.accuracy;
+    }
+    const double rank_steps = std::max(sums[3], 1.0);
+    rec.extra = {{"stages", static_cast<double>(runner.stages())},
+                 {"replicas", static_cast<double>(runner.replicas())},
+                 {"micro_batches", static_cast<double>(options_.micro_batches)},
+                 {"compute_ms_per_step", 1e3 * sums[4] / rank_steps},
+                 {"wait_ms_per_step", 1e3 * sums[5] / rank_steps},
+                 {"send_ms_per_step", 1e3 * sums[6] / rank_steps},
+                 {"allreduce_ms_per_step", 1e3 * sums[7] / rank_steps},
+                 {"peak_activation_bytes", maxima[1]}};
+    return rec;
+  }
+
+  Plan plan_;
+  TrainerOptions<M> options_;
+  typename Backend::options transport_;
+  std::vector<T> params_;
+  /// The whole model's optimizer state, gathered from the stages after fit() as params_ is.
+  optimizer_state opt_;
+  std::vector<StageStats> stats_;
+  History history_;
+  std::uint64_t epoch_ = 0, batch_in_epoch_ = 0, step_ = 0;
+};
+
+}  // namespace flotilla::pipeline

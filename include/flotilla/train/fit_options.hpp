@@ -1,0 +1,63 @@
+#pragma once
+// FitOptions: what one call of a trainer's fit() does besides training (epochs, metrics, plots,
+// checkpoints, logs, progress). The data-parallel Trainer and pipeline::Trainer take the same.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "flotilla/train/checkpoint_dir.hpp"
+#include "flotilla/train/progress.hpp"
+
+namespace flotilla {
+
+/// What one call of fit() does besides training.
+struct FitOptions {
+  /// Epochs to run in this call (a resumed trainer continues from its epoch()).
+  std::size_t epochs = 1;
+  /// Per-epoch metrics as JSON lines (.jsonl, .json) or CSV (.csv); empty: none.
+  std::filesystem::path metrics_file;
+  /// An SVG plot of loss and accuracy per epoch, rewritten after each epoch; empty: none.
+  std::filesystem::path plot_file;
+  std::string plot_title = "flotilla training";
+  /// A checkpoint written after each epoch, atomically; empty: none.
+  std::filesystem::path checkpoint_file;
+  /// Periodic checkpoint sets in a directory, rotation, and resuming from the newest complete set
+  /// (see train/checkpoint_dir.hpp); off unless checkpoints.directory is set.
+  CheckpointPolicy checkpoints;
+  /// Per-step counters of every worker (compute, exposed communication, update times, bytes,
+  /// staleness) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
+  std::filesystem::path step_log_file;
+  /// A Chrome-trace timeline of compute and communication per rank; empty: none. Processes other
+  /// than rank 0's add ".rank<k>".
+  std::filesystem::path trace_file;
+  /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
+  ProgressBar::Style progress = ProgressBar::Style::automatic;
+  /// Where worker 0 writes progress and epoch summaries; nullptr for silence.
+  std::ostream* log = &std::cerr;
+  /// Stop after this many updates in this call (0: no limit); for quick runs and benchmarks.
+  std::uint64_t max_steps = 0;
+};
+
+namespace detail {
+
+/// Where a run is in its data: the epoch it is in and the batch that epoch continues from, so that
+/// fit() after a fit() stopped by max_steps goes on where it stopped.
+struct DataPosition {
+  std::uint64_t epoch = 0;
+  std::uint64_t batch = 0;
+  /// After an epoch's loop: a stopped epoch resumes at batch `reached`; a finished one moves on.
+  void end_epoch(bool stopped, std::uint64_t reached) noexcept {
+    if (stopped) {
+      batch = reached;
+    } else {
+      ++epoch;
+      batch = 0;
+    }
+  }
+};
+
+}  // namespace detail
+
+}  // namespace flotilla

@@ -1,0 +1,112 @@
+#pragma once
+// A trainer's checkpoint of a model: the model's signature (scalar type, each parameter tensor's
+// layer, name and size, so that a checkpoint is never loaded into another model), its parameters
+// and optimizer state in the unsplit model's flat layout, the step, the seed and the data
+// position. flotilla::Trainer and pipeline::Trainer both write and read it through here, so each
+// loads what the other saved.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flotilla/core/error.hpp"
+#include "flotilla/model.hpp"
+#include "flotilla/train/checkpoint_format.hpp"
+
+namespace flotilla::detail {
+
+template <ModelType M>
+std::string model_signature() {
+  using T = typename M::scalar_type;
+  std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(M::parameter_count) + ":";
+  for (const auto& t : M::network::tensors) {
+    // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
+    s += ' ';
+    s += std::to_string(t.layer);
+    s += '.';
+    s += t.layer_name;
+    s += '.';
+    s += t.name;
+    s += '[';
+    s += std::to_string(t.size);
+    s += ']';
+  }
+  return s;
+}
+
+/// Where a run stands: what a checkpoint stores besides the arrays.
+struct RunPosition {
+  std::uint64_t step = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t batch_in_epoch = 0;
+  std::uint64_t seed = 0;
+};
+
+/// Writes `path` atomically. `optimizer` holds the optimizer's buffers over the whole model, or
+/// is null where the state is elsewhere (parameter servers in another process).
+template <ModelType M>
+void write_checkpoint(const std::filesystem::path& path, std::span<const typename M::scalar_type> parameters,
+                      const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at) {
+  using T = typename M::scalar_type;
+  checkpoint::Writer w;
+  w.add_string("model", model_signature<M>());
+  w.add_string("optimizer", std::string(M::optimizer::name));
+  w.add_u64("step", at.step);
+  w.add_u64("epoch", at.epoch);
+  w.add_u64("batch_in_epoch", at.batch_in_epoch);
+  w.add_u64("seed", at.seed);
+  w.add_array<T>("parameters", parameters);
+  w.add_u64("has_optimizer_state", optimizer ? 1 : 0);
+  if (optimizer)
+    for (std::size_t i = 0; i < optimizer->size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), (*optimizer)[i]);
+  w.commit(path);
+}
+
+/// What read_checkpoint() found; the optimizer state is zero where none was saved.
+template <ModelType M>
+struct LoadedCheckpoint {
+  std::vector<typename M::scalar_type> parameters;
+  typename M::optimizer::template state<typename M::scalar_type> optimizer;
+  bool has_optimizer_state = true;
+  RunPosition at;
+};
+
+/// Checks that `r` holds a checkpoint of M with M's optimizer: CheckpointError naming the file and
+/// what differs otherwise.
+template <ModelType M>
+void check_checkpoint(const checkpoint::Reader& r) {
+  const std::string model = r.string("model");
+  if (model != model_signature<M>())
+    throw CheckpointError(r.source() + ": the checkpoint is of another model.\n  checkpoint: " + model +
+                          "\n  this model: " + model_signature<M>());
+  const std::string opt = r.string("optimizer");
+  if (opt != M::optimizer::name)
+    throw CheckpointError(r.source() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
+                          std::string(M::optimizer::name));
+}
+
+/// Reads a checkpoint of M that check_checkpoint() accepted.
+template <ModelType M>
+LoadedCheckpoint<M> read_checkpoint(const checkpoint::Reader& r) {
+  using T = typename M::scalar_type;
+  check_checkpoint<M>(r);
+  LoadedCheckpoint<M> c{std::vector<T>(M::parameter_count), typename M::optimizer::template state<T>(M::parameter_count), true, {}};
+  r.array_into<T>("parameters", std::span<T>(c.parameters));
+  c.has_optimizer_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
+  if (c.has_optimizer_state) {
+    auto buffers = c.optimizer.buffers();
+    for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
+  }
+  c.at = {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+  return c;
+}
+
+/// Reads and verifies the checkpoint file `path` of M.
+template <ModelType M>
+LoadedCheckpoint<M> read_checkpoint(const std::filesystem::path& path) {
+  return read_checkpoint<M>(checkpoint::Reader(path));
+}
+
+}  // namespace flotilla::detail

@@ -1,0 +1,312 @@
+// pipeline::Trainer: fit() over P stages (and D replicas) takes the steps the data-parallel Trainer
+// takes on one worker (D workers) with the same batch and seed, reports the same History, hands
+// back the unsplit model's parameters, keeps its optimizer state across fit() calls, writes and
+// reads checkpoints the ordinary Trainer reads and writes, and refuses what it does not do.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../common/quiet_fit.hpp"
+#include "../common/blobs.hpp"
+#include "flotilla/flotilla.hpp"
+
+using namespace flotilla;
+namespace pl = flotilla::pipeline;
+
+namespace {
+
+// Every kind of layer, Dropout included (its masks must not depend on the split): 8 layers. Adam,
+// so that the optimizer's state must stay with the stages, and a cosine schedule.
+using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
+using M = Model<Net, SoftmaxCrossEntropy, optim::Adam, double>;
+
+const data::Dataset<double>& train_set() {
+  static const auto d = flotilla_test::blobs<double>(120, 5);
+  return d;
+}
+const data::Dataset<double>& validation_set() {
+  static const auto d = flotilla_test::blobs<double>(50, 6);
+  return d;
+}
+
+// 120 samples in batches of 16: 7 full steps and one of 8 per epoch (with D = 2: 4 steps of 32).
+constexpr std::size_t batch = 16;
+constexpr std::uint64_t seed = 7;
+
+template <class Options>
+Options common_options(std::size_t batch_size) {
+  Options o;
+  o.optimizer.learning_rate = 0.01;
+  o.schedule = schedule::Cosine{.total = 20, .min_factor = 0.1, .warmup = 2};
+  o.batch_size = batch_size;
+  o.seed = seed;
+  return o;
+}
+
+using flotilla_test::quiet;
+
+struct Reference {
+  std::vector<double> params;
+  History history;
+};
+
+/// The data-parallel Trainer: `workers` workers of `batch_size` samples each.
+Reference reference(std::size_t workers, std::size_t batch_size, std::size_t epochs) {
+  auto o = common_options<TrainerOptions<M>>(batch_size);
+  o.workers = workers;
+  Trainer<M> t(o);
+  Reference r;
+  r.history = t.fit(train_set(), &validation_set(), quiet(epochs));
+  r.params.assign(t.parameters().begin(), t.parameters().end());
+  return r;
+}
+
+pl::TrainerOptions<M> pipeline_options(std::size_t micro, pl::Schedule s, std::size_t replicas, std::size_t batch_size) {
+  auto o = common_options<pl::TrainerOptions<M>>(batch_size);
+  o.micro_batches = micro;
+  o.pipeline_schedule = s;
+  o.replicas = replicas;
+  return o;
+}
+
+double max_difference(std::span<const double> a, std::span<const double> b) {
+  REQUIRE(a.size() == b.size());
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+void check_same_history(const History& got, const History& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got[i].epoch == want[i].epoch);
+    CHECK(got[i].step == want[i].step);
+    CHECK(got[i].train_loss == doctest::Approx(want[i].train_loss).epsilon(1e-10));
+    CHECK(got[i].train_accuracy == want[i].train_accuracy);
+    REQUIRE(got[i].val_loss.has_value());
+    REQUIRE(want[i].val_loss.has_value());
+    CHECK(*got[i].val_loss == doctest::Approx(*want[i].val_loss).epsilon(1e-10));
+    CHECK(*got[i].val_accuracy == *want[i].val_accuracy);
+    CHECK(got[i].learning_rate == want[i].learning_rate);
+    CHECK(got[i].samples_per_second > 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pipeline::Trainer: fit over P = 2 and 3, both schedules, takes one worker's steps and reports its History") {
+  const Reference want = reference(1, batch, 2);
+  // The reference moved: a test that compares with the initial parameters could not pass.
+  REQUIRE(want.history.size() == 2);
+  REQUIRE(want.history[1].step == 16);
+  for (std::size_t stages : {2, 3}) {
+    for (pl::Schedule s : {pl::Schedule::fill_drain, pl::Schedule::one_forward_one_backward}) {
+      CAPTURE(stages);
+      CAPTURE(pl::name(s));
+      pl::Trainer<M> t(pl::Plan::automatic<Net, double>(stages), pipeline_options(3, s, 1, batch));
+      const History h = t.fit(train_set(), &validation_set(), quiet(2));
+      CHECK(max_difference(t.parameters(), want.params) < 1e-10);
+      check_same_history(h, want.history);
+      CHECK(t.history().size() == 2);
+      CHECK(t.step() == 16);
+      CHECK(t.epoch() == 2);
+      CHECK(h[0].extra.front().first == "stages");
+      CHECK(h[0].extra.front().second == static_cast<double>(stages));
+    }
+  }
+}
+
+TEST_CASE("pipeline::Trainer: 2 replicas of 2 stages take the steps of the Trainer's 2 workers") {
+  const Reference want = reference(2, batch, 2);
+  pl::Trainer<M> t(pl::Plan::automatic<Net, double>(2), pipeline_options(4, pl::Schedule::one_forward_one_backward, 2, batch));
+  const History h = t.fit(train_set(), &validation_set(), quiet(2));
+  CHECK(max_difference(t.parameters(), want.params) < 1e-10);
+  check_same_history(h, want.history);
+  REQUIRE(t.stage_stats().size() == 4);
+  for (const pl::StageStats& s : t.stage_stats()) CHECK(s.steps == 8);
+}
+
+TEST_CASE("pipeline::Trainer: the gathered parameters evaluate in an ordinary Trainer as through the pipeline") {
+  pl::Trainer<M> t(pl::Plan::from_cuts<Net, double>({4}), pipeline_options(2, pl::Schedule::fill_drain, 1, batch));
+  const std::vector<double> initial(t.parameters().begin(), t.parameters().end());
+  FitOptions f = quiet(1);
+  f.max_steps = 3;
+  const History h = t.fit(train_set(), nullptr, f);
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].step == 3);
+  CHECK(!h[0].val_loss);
+  CHECK(max_difference(t.parameters(), initial) > 1e-4);  // it trained
+
+  const Evaluation piped = t.evaluate(validation_set());
+  Trainer<M> plain(common_options<TrainerOptions<M>>(batch));
+  std::copy(t.parameters().begin(), t.parameters().end(), plain.parameters().begin());
+  const Evaluation direct = plain.evaluate(validation_set());
+  CHECK(piped.samples == 50);
+  CHECK(piped.loss == doctest::Approx(direct.loss).epsilon(1e-12));
+  CHECK(piped.accuracy == direct.accuracy);
+  REQUIRE(piped.confusion.has_value());
+  REQUIRE(direct.confusion.has_value());
+  for (std::int32_t a = 0; a < 3; ++a)
+    for (std::int32_t p = 0; p < 3; ++p) CHECK(piped.confusion->count(a, p) == direct.confusion->count(a, p));
+  // A stopped epoch resumes where it stopped: the rest of it is 5 steps.
+  const History rest = t.fit(train_set(), nullptr, quiet(1));
+  CHECK(rest[0].step == 8);
+  CHECK(t.epoch() == 1);
+}
+
+TEST_CASE("pipeline::Trainer: two fit() calls of one epoch equal one of two (the optimizer state stays with the stages)") {
+  const auto o = pipeline_options(3, pl::Schedule::one_forward_one_backward, 1, batch);
+  pl::Trainer<M> once(pl::Plan::automatic<Net, double>(3), o), twice(pl::Plan::automatic<Net, double>(3), o);
+  const History a = once.fit(train_set(), &validation_set(), quiet(2));
+  twice.fit(train_set(), &validation_set(), quiet(1));
+  const History b = twice.fit(train_set(), &validation_set(), quiet(1));
+  CHECK(max_difference(once.parameters(), twice.parameters()) == 0.0);
+  REQUIRE(b.size() == 1);
+  CHECK(b[0].epoch == 2);
+  CHECK(b[0].train_loss == a[1].train_loss);
+  CHECK(twice.history().size() == 2);
+}
+
+TEST_CASE("pipeline::Trainer: checkpoints go both ways between the pipeline and the ordinary Trainer, optimizer state included") {
+  const Reference want = reference(1, batch, 2);
+  const auto dir = std::filesystem::temp_directory_path() / "flotilla_pipeline_checkpoints";
+  std::filesystem::create_directories(dir);
+  const auto o = pipeline_options(3, pl::Schedule::one_forward_one_backward, 1, batch);
+  SUBCASE("pipeline epoch 1 (checkpoint written by fit), Trainer epoch 2") {
+    pl::Trainer<M> piped(pl::Plan::automatic<Net, double>(3), o);
+    FitOptions f = quiet(1);
+    f.checkpoint_file = dir / "piped.ckpt";
+    piped.fit(train_set(), &validation_set(), f);
+    Trainer<M> plain(common_options<TrainerOptions<M>>(batch));
+    plain.load(f.checkpoint_file);
+    CHECK(plain.step() == 8);
+    CHECK(plain.epoch() == 1);
+    plain.fit(train_set(), &validation_set(), quiet(1));
+    CHECK(max_difference(plain.parameters(), want.params) < 1e-10);
+  }
+  SUBCASE("Trainer epoch 1, pipeline epoch 2 (and the pipeline's save and load)") {
+    Trainer<M> plain(common_options<TrainerOptions<M>>(batch));
+    plain.fit(train_set(), &validation_set(), quiet(1));
+    plain.save(dir / "plain.ckpt");
+    pl::Trainer<M> piped(pl::Plan::automatic<Net, double>(2), o);
+    piped.load(dir / "plain.ckpt");
+    const History h = piped.fit(train_set(), &validation_set(), quiet(1));
+    CHECK(h[0].epoch == 2);
+    CHECK(h[0].step == 16);
+    CHECK(max_difference(piped.parameters(), want.params) < 1e-10);
+    piped.save(dir / "piped.ckpt");
+    pl::Trainer<M> again(pl::Plan::automatic<Net, double>(3), o);
+    again.load(dir / "piped.ckpt");
+    CHECK(max_difference(again.parameters(), piped.parameters()) == 0.0);
+    CHECK(again.step() == 16);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("pipeline::Trainer: progress and the metrics file come from the last stage of replica 0") {
+  const auto dir = std::filesystem::temp_directory_path() / "flotilla_pipeline_trainer";
+  std::filesystem::create_directories(dir);
+  std::ostringstream log;
+  FitOptions f;
+  f.epochs = 2;
+  f.log = &log;
+  f.progress = ProgressBar::Style::lines;
+  f.metrics_file = dir / "metrics.jsonl";
+  pl::Trainer<M> t(pl::Plan::automatic<Net, double>(2), pipeline_options(2, pl::Schedule::one_forward_one_backward, 2, batch));
+  const History h = t.fit(train_set(), &validation_set(), f);
+  // One summary per epoch, written once (by one rank of the four), with the validation figures.
+  const std::string text = log.str();
+  std::size_t summaries = 0;
+  for (std::size_t at = text.find("validation loss"); at != std::string::npos; at = text.find("validation loss", at + 1)) ++summaries;
+  CHECK(summaries == 2);
+  CHECK(text.find("epoch 2") != std::string::npos);
+  std::ifstream in(f.metrics_file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1].find("\"epoch\":2") != std::string::npos);
+  CHECK(lines[1].find("\"replicas\":2") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("pipeline::Trainer: bad options and data are refused with a message naming the problem") {
+  const auto plan = pl::Plan::automatic<Net, double>(2);
+  auto o = pipeline_options(2, pl::Schedule::fill_drain, 1, batch);
+  SUBCASE("step logs are not written for pipelines") {
+    pl::Trainer<M> t(plan, o);
+    FitOptions f = quiet(1);
+    f.step_log_file = "never.jsonl";
+    CHECK_THROWS_WITH_AS(t.fit(train_set(), nullptr, f), doctest::Contains("FitOptions::step_log_file"), ConfigError);
+  }
+  SUBCASE("periodic checkpoint sets are refused, not silently skipped") {
+    pl::Trainer<M> t(plan, o);
+    FitOptions f = quiet(1);
+    f.checkpoints.directory = std::filesystem::temp_directory_path() / "flotilla_pipeline_never";
+    CHECK_THROWS_WITH_AS(t.fit(train_set(), nullptr, f), doctest::Contains("FitOptions::checkpoints"), ConfigError);
+    CHECK_FALSE(std::filesystem::exists(f.checkpoints.directory));
+  }
+  SUBCASE("a checkpoint of another model") {
+    using Other = Model<Sequential<Input<1, 6, 6>, Flatten, Dense<3>>, SoftmaxCrossEntropy, optim::Adam, double>;
+    const auto path = std::filesystem::temp_directory_path() / "flotilla_pipeline_other.ckpt";
+    Trainer<Other>(common_options<TrainerOptions<Other>>(batch)).save(path);
+    pl::Trainer<M> t(plan, o);
+    const std::vector<double> before(t.parameters().begin(), t.parameters().end());
+    CHECK_THROWS_WITH_AS(t.load(path), doctest::Contains("the checkpoint is of another model"), CheckpointError);
+    CHECK(max_difference(t.parameters(), before) == 0.0);
+    std::filesystem::remove(path);
+  }
+  SUBCASE("a data set of the wrong shape") {
+    pl::Trainer<M> t(plan, o);
+    auto wrong = train_set();
+    wrong.inputs.conservativeResize(35, wrong.inputs.cols());
+    CHECK_THROWS_WITH_AS(t.fit(wrong, nullptr, quiet(1)), doctest::Contains("pipeline::Trainer::fit: training set 'blobs' has 35 features"),
+                         ShapeError);
+  }
+  SUBCASE("zero micro-batches") {
+    o.micro_batches = 0;
+    CHECK_THROWS_WITH_AS(pl::Trainer<M>(plan, o), doctest::Contains("micro_batches"), ConfigError);
+  }
+  SUBCASE("a plan of another network") {
+    using Other = Sequential<Input<36>, Dense<4>, Tanh, Dense<3>>;
+    CHECK_THROWS_WITH_AS(pl::Trainer<M>(pl::Plan::automatic<Other, double>(2), o), doctest::Contains("the plan covers 3 layers"),
+                         ConfigError);
+  }
+}
+
+TEST_CASE("pipeline::Trainer: a regression model (MSE, no accuracy) takes one worker's steps") {
+  using R = Model<Sequential<Input<4>, Dense<8>, Tanh, Dense<6>, Tanh, Dense<2>>, MSE, optim::Momentum, double>;
+  data::Dataset<double> d;
+  d.name = "sines";
+  Generator g(3);
+  d.inputs.resize(4, 40);
+  d.targets.resize(2, 40);
+  for (Eigen::Index s = 0; s < 40; ++s) {
+    for (Eigen::Index i = 0; i < 4; ++i) d.inputs(i, s) = g.normal<double>();
+    d.targets(0, s) = std::sin(d.inputs(0, s) + d.inputs(1, s));
+    d.targets(1, s) = d.inputs(2, s) * d.inputs(3, s);
+  }
+  auto ro = common_options<TrainerOptions<R>>(6);
+  Trainer<R> plain(ro);
+  const History want = plain.fit(d, &d, quiet(2));
+  auto po = common_options<pl::TrainerOptions<R>>(6);
+  po.micro_batches = 4;
+  pl::Trainer<R> piped(pl::Plan::automatic<R::architecture, double>(3), po);
+  const History got = piped.fit(d, &d, quiet(2));
+  CHECK(max_difference(piped.parameters(), plain.parameters()) < 1e-12);
+  REQUIRE(got.size() == 2);
+  CHECK(std::isnan(got[1].train_accuracy));
+  CHECK(!got[1].val_accuracy);
+  CHECK(got[1].train_loss == doctest::Approx(want[1].train_loss).epsilon(1e-12));
+  CHECK(*got[1].val_loss == doctest::Approx(*want[1].val_loss).epsilon(1e-12));
+  const Evaluation e = piped.evaluate(d);
+  CHECK(std::isnan(e.accuracy));
+  CHECK(!e.confusion);
+  CHECK(e.loss == doctest::Approx(plain.evaluate(d).loss).epsilon(1e-12));
+}
