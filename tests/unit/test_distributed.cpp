@@ -12,7 +12,6 @@
 
 #include <unistd.h>
 
-#include "../common/quiet_fit.hpp"
 #include "../common/blobs.hpp"
 #include "../common/quiet_fit.hpp"
 #include "flotilla/codec/fp16.hpp"
