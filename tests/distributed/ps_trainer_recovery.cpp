@@ -18,6 +18,9 @@
 //                         and the log says a step now averages 2 x 32 samples instead of 3 x 32.
 //   drive sync-stop       policy::Synchronous with the default: every other rank exits non-zero
 //                         within seconds with an error naming rank 2 and its host.
+//   drive server-killed   policy::Asynchronous, but server 1 (rank 4) is killed once worker 0's
+//                         step log shows step 80: going on without a worker must not mean hanging
+//                         without a server; every other rank exits non-zero naming rank 4.
 //
 // `drive <case> nokill` runs the same job without the kill and prints the figures (for the docs).
 // Exit status 0 when what happened is what should have; otherwise it prints why and exits 1.
@@ -49,7 +52,7 @@ using Net = Sequential<Input<784>, Dense<64>, ReLU, Dense<10>>;
 using M = Model<Net, SoftmaxCrossEntropy, optim::Adam>;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t workers = 3, servers = 2, victim = 2, kill_at_step = 80, epochs = 3;
+constexpr std::size_t workers = 3, servers = 2, kill_at_step = 80, epochs = 3;
 constexpr std::size_t train_samples = 6000, validation_samples = 1000, batch = 32;
 
 std::size_t logged_steps(const std::filesystem::path& log) {
@@ -60,15 +63,19 @@ std::size_t logged_steps(const std::filesystem::path& log) {
   return n;
 }
 
+/// The rank killed in case `what`.
+std::size_t victim_of(const std::string& what) { return what == "server-killed" ? workers + 1 : 2; }
+
 template <class Policy>
-int train(const std::string& dir, bool kill, WorkerLoss on_loss) {
+int train(const std::string& dir, std::size_t victim, bool kill, WorkerLoss on_loss) {
   const auto o = transport::TcpOptions::from_environment();
   const bool is_victim = kill && o.rank == victim;
   const auto step_log = std::filesystem::path(dir) / "steps.jsonl";
   if (is_victim) {
-    // No handler, no cleanup: as kill -9 from outside, once this worker's own step log (it
-    // writes steps.jsonl.rank2) shows the step.
-    std::thread([log = std::filesystem::path(step_log.string() + ".rank" + std::to_string(victim))] {
+    // No handler, no cleanup: as kill -9 from outside, once a step log shows the step: a worker
+    // watches its own (steps.jsonl.rank<w>), a server worker 0's (steps.jsonl).
+    const auto watched = victim < workers ? std::filesystem::path(step_log.string() + ".rank" + std::to_string(victim)) : step_log;
+    std::thread([log = watched] {
       for (;;) {
         if (logged_steps(log) >= kill_at_step) ::kill(::getpid(), SIGKILL);
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -90,7 +97,7 @@ int train(const std::string& dir, bool kill, WorkerLoss on_loss) {
   f.epochs = epochs;
   f.log = &std::cout;
   f.progress = ProgressBar::Style::lines;
-  if (is_victim) f.step_log_file = step_log;
+  if (kill) f.step_log_file = step_log;
   const auto history = trainer.fit(train, &validation, f);
   for (const auto& r : history) {
     double live = 0;
@@ -105,12 +112,15 @@ int train(const std::string& dir, bool kill, WorkerLoss on_loss) {
 }
 
 int rank_main(const std::string& what, const std::string& dir, bool kill) {
+  const std::size_t victim = victim_of(what);
   try {
-    if (what == "async") return train<policy::Asynchronous<>>(dir, kill, WorkerLoss::by_policy);
-    if (what == "staleness") return train<policy::BoundedStaleness<1>>(dir, kill, WorkerLoss::by_policy);
+    if (what == "async" || what == "server-killed")
+      return train<policy::Asynchronous<>>(dir, victim, kill, WorkerLoss::by_policy);
+    if (what == "staleness") return train<policy::BoundedStaleness<1>>(dir, victim, kill, WorkerLoss::by_policy);
     if (what == "sync-continue")
-      return train<policy::Synchronous<topology::ParameterServer>>(dir, kill, WorkerLoss::continue_with_survivors);
-    if (what == "sync-stop") return train<policy::Synchronous<topology::ParameterServer>>(dir, kill, WorkerLoss::by_policy);
+      return train<policy::Synchronous<topology::ParameterServer>>(dir, victim, kill, WorkerLoss::continue_with_survivors);
+    if (what == "sync-stop")
+      return train<policy::Synchronous<topology::ParameterServer>>(dir, victim, kill, WorkerLoss::by_policy);
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
     std::fflush(stdout);
@@ -177,13 +187,15 @@ int drive(const char* self, const std::string& what, bool kill) {
   };
   for (std::size_t r = 0; r < ranks; ++r) std::printf("--- rank %zu: %s\n%s", r, result.ranks[r].describe(r).c_str(), out[r].c_str());
   const std::string lost = "lost worker 2 (rank 2 at 127.0.0.1:";
-  if (kill) expect(!result.ranks[victim].exited && result.ranks[victim].signal == SIGKILL, "worker 2 should have been killed");
+  const std::size_t victim = victim_of(what);
+  const std::string vname = "rank " + std::to_string(victim);
+  if (kill) expect(!result.ranks[victim].exited && result.ranks[victim].signal == SIGKILL, vname + " should have been killed");
 
-  if (what == "sync-stop") {
+  if (what == "sync-stop" || what == "server-killed") {
     for (std::size_t r = 0; r < ranks; ++r) {
       if (r == victim) continue;
       expect(result.ranks[r].exited && result.ranks[r].status == 3, result.ranks[r].describe(r) + ", expected status 3");
-      expect(contains(out[r], "rank 2 at 127.0.0.1:"), "rank " + std::to_string(r) + " should name rank 2 and its host");
+      expect(contains(out[r], vname + " at 127.0.0.1:"), "rank " + std::to_string(r) + " should name " + vname + " and its host");
       expect(!contains(out[r], "training goes on"), "rank " + std::to_string(r) + " should not go on");
     }
     expect(took < 30, "the job should stop within seconds of the kill, not after a timeout (" + std::to_string(took) + " s)");
@@ -220,7 +232,7 @@ int drive(const char* self, const std::string& what, bool kill) {
       if (kill) expect(contains(out[r], "dropped worker 2"), "server rank " + std::to_string(r) + " should drop worker 2");
     }
   }
-  std::printf("%s (%s): %.1f s\n", what.c_str(), kill ? "worker 2 killed" : "no kill", took);
+  std::printf("%s (%s): %.1f s\n", what.c_str(), kill ? (vname + " killed").c_str() : "no kill", took);
   std::printf(ok ? "OK\n" : "FAILED\n");
   return ok ? 0 : 1;
 }
@@ -236,6 +248,6 @@ int main(int argc, char** argv) {
     std::printf("error: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: %s drive async|staleness|sync-continue|sync-stop [nokill]\n", argv[0]);
+  std::fprintf(stderr, "usage: %s drive async|staleness|sync-continue|sync-stop|server-killed [nokill]\n", argv[0]);
   return 2;
 }
