@@ -8739,8 +8739,11 @@ struct Synchronous<topology::ParameterServer> {
 // A worker that dies or stalls (the transport throws PeerLostError naming it): an asynchronous
 // server drops it from the set and goes on serving the others (the staleness bound then counts
 // only live workers, or they would wait forever for the dead one's clock). A synchronous server
-// cannot (a step needs every worker's gradient) and stops with the transport's error, which names
-// the rank, its host and the operation. A dead server ends the job the same way on its workers.
+// stops by default with the transport's error, which names the rank, its host and the operation:
+// a step was meant to average every worker's gradient. When told to go on
+// (continue_without_lost_workers(true)) it aggregates the workers left and rescales the sum to
+// their mean: the step's effective batch shrinks. A dead server ends the job on its workers.
+// Server 0 also answers the workers' reductions (ps_reduce.hpp), which tell them who is left.
 // Workers that restart and rejoin a running server are not supported yet.
 #include <algorithm>
 #include <cstddef>
@@ -8749,6 +8752,88 @@ struct Synchronous<topology::ParameterServer> {
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+
+// ---- begin flotilla/topology/ps_header.hpp ----
+// The 32-byte header that starts every parameter-server message (topology/parameter_server.hpp
+// describes the protocol; topology/ps_reduce.hpp the workers' reductions through server 0).
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace flotilla::detail {
+
+struct PsHeader {
+  enum Kind : std::uint32_t {
+    push = 1,
+    done = 2,
+    hello = 3,
+    reply = 4,
+    checkpoint = 5,
+    /// worker -> server 0: a contribution to a reduction among the workers (ps_reduce.hpp).
+    reduce = 6,
+  };
+  /// reply flags: the server saved its shard as asked (checkpoint).
+  static constexpr std::uint32_t saved = 1;
+  std::uint32_t kind = 0;
+  std::uint32_t flags = 0;
+  std::uint64_t version = 0;      ///< push: the version the gradient was computed on; reply: the shard's version
+  std::uint64_t steps_ahead = 0;  ///< reply: how far this worker was ahead of the slowest when released
+  std::uint64_t staleness = 0;    ///< reply: updates applied between the worker's pull and its push
+
+  static constexpr std::size_t size = 32;
+  void write(std::byte* out) const {
+    std::memcpy(out, &kind, 4);
+    std::memcpy(out + 4, &flags, 4);
+    std::memcpy(out + 8, &version, 8);
+    std::memcpy(out + 16, &steps_ahead, 8);
+    std::memcpy(out + 24, &staleness, 8);
+  }
+  static PsHeader read(const std::byte* in) {
+    PsHeader h;
+    std::memcpy(&h.kind, in, 4);
+    std::memcpy(&h.flags, in + 4, 4);
+    std::memcpy(&h.version, in + 8, 8);
+    std::memcpy(&h.steps_ahead, in + 16, 8);
+    std::memcpy(&h.staleness, in + 24, 8);
+    return h;
+  }
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/topology/ps_header.hpp ----
+
+// ---- begin flotilla/topology/ps_reduce.hpp ----
+// Reductions among the workers of a parameter-server job (epoch metrics, evaluation, barriers)
+// through server 0 instead of among the workers themselves.
+//
+// Why through a server: a worker may die mid-epoch while the others go on (asynchronous training,
+// or synchronous training that continues with the survivors). A collective among the workers
+// would then fail or hang on the dead one, and the survivors could disagree on who took part.
+// Server 0 already sees every worker, and drops a dead one from its set: it answers a round once
+// every worker it still counts has contributed, and tells each contributor who they were. Every
+// worker of a round gets the same answer, so all agree on the live set without a consensus
+// protocol of their own. A worker that dies after contributing is still counted in that round
+// (its numbers are valid); the next round leaves it out.
+//
+// Messages (the header is ps_header.hpp's):
+//   worker -> server 0, tag ps_push:  Header{reduce, version = round, steps_ahead = values,
+//                                     staleness = values summed (the rest are maximised)}, padded
+//                                     to the size of that tag's messages
+//   worker -> server 0, tag ps_reduce: the values, as doubles (absent when there are none)
+//   server 0 -> worker, tag ps_reduce_reply: Header{reply, version = round, steps_ahead = number
+//                                     of contributors} + the reduced values + one byte per worker
+//                                     (1: contributed)
+// The count of values a peer announces is bounded (ps_reduce_max_values) and must be the same for
+// every contributor of a round.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -8785,6 +8870,8 @@ inline constexpr Tag policy_collective = tags::reserved_begin + 4;
 inline constexpr Tag ps_push = tags::reserved_begin + 0x10;
 inline constexpr Tag ps_reply = tags::reserved_begin + 0x11;
 inline constexpr Tag ps_full_reply = tags::reserved_begin + 0x12;
+inline constexpr Tag ps_reduce = tags::reserved_begin + 0x13;
+inline constexpr Tag ps_reduce_reply = tags::reserved_begin + 0x14;
 inline constexpr Tag bucket_base = tags::reserved_begin + 0x100;
 }  // namespace protocol_tags
 
@@ -8818,6 +8905,147 @@ std::vector<Range> make_buckets(const std::array<std::size_t, Depth>& offsets, c
 
 namespace flotilla::detail {
 
+/// The most values one reduction may carry: bounds what a peer's announcement can make server 0
+/// allocate (an epoch's metrics and a confusion matrix of a few hundred classes fit).
+inline constexpr std::size_t ps_reduce_max_values = std::size_t{1} << 20;
+
+/// The reduction of one round, as a worker receives it.
+struct PsReduceAnswer {
+  std::uint64_t round = 0;
+  /// The workers (job ranks) whose values are in the result, in rank order.
+  std::vector<std::size_t> contributors;
+};
+
+/// Server 0's side: collects each round's contributions and answers them.
+class PsReduceRounds {
+ public:
+  explicit PsReduceRounds(std::size_t workers) : values_(workers), contributed_(workers, 0) {}
+
+  std::uint64_t round() const noexcept { return round_; }
+
+  /// Worker `w` announced a contribution (`h`, read from a ps_push message): receives its values.
+  template <Transport E>
+  void receive(E& e, std::size_t w, const PsHeader& h) {
+    const std::string where = "parameter server " + std::to_string(e.rank()) + ": reduction from worker " + std::to_string(w);
+    if (w >= contributed_.size()) throw TransportError(where + ", which is not a worker");
+    if (h.version != round_)
+      throw TransportError(where + " is for round " + std::to_string(h.version) + ", this server is at round " +
+                           std::to_string(round_) + " (the workers disagree on how many reductions they ran)");
+    if (contributed_[w]) throw TransportError(where + ": it contributed twice to round " + std::to_string(round_));
+    if (h.steps_ahead > ps_reduce_max_values || h.staleness > h.steps_ahead)
+      throw TransportError(where + " announces " + std::to_string(h.steps_ahead) + " values (" + std::to_string(h.staleness) +
+                           " summed); at most " + std::to_string(ps_reduce_max_values) + " are allowed");
+    const auto count = static_cast<std::size_t>(h.steps_ahead), summed = static_cast<std::size_t>(h.staleness);
+    if (any_) {
+      if (count != count_ || summed != summed_)
+        throw TransportError(where + " has " + std::to_string(count) + " values (" + std::to_string(summed) +
+                             " summed), the others of round " + std::to_string(round_) + " " + std::to_string(count_) +
+                             " (" + std::to_string(summed_) + " summed)");
+    } else {
+      count_ = count;
+      summed_ = summed;
+    }
+    values_[w].assign(count, 0.0);
+    if (count) e.recv(w, protocol_tags::ps_reduce, std::as_writable_bytes(std::span<double>(values_[w])));
+    contributed_[w] = 1;
+    any_ = true;
+  }
+
+  /// Answers the round when every worker not yet `gone` (finished or dropped) has contributed:
+  /// sums (in worker order, so the result does not depend on arrival order) and maxima go to every
+  /// contributor. A contributor lost while being answered is passed to `drop` (PeerLostError).
+  template <Transport E, class Drop>
+  void answer_if_complete(E& e, const std::vector<char>& gone, Drop&& drop) {
+    if (!any_) return;
+    for (std::size_t w = 0; w < contributed_.size(); ++w)
+      if (!contributed_[w] && !gone[w]) return;
+    const std::size_t workers = contributed_.size();
+    std::vector<double> result(count_, 0.0);
+    bool first = true;
+    std::size_t contributors = 0;
+    for (std::size_t w = 0; w < workers; ++w) {
+      if (!contributed_[w]) continue;
+      ++contributors;
+      for (std::size_t i = 0; i < count_; ++i) {
+        if (i < summed_) {
+          result[i] += values_[w][i];
+        } else {
+          result[i] = first ? values_[w][i] : std::max(result[i], values_[w][i]);
+        }
+      }
+      first = false;
+    }
+    std::vector<std::byte> reply(PsHeader::size + count_ * sizeof(double) + workers);
+    PsHeader{PsHeader::reply, 0, round_, contributors, 0}.write(reply.data());
+    if (count_) std::memcpy(reply.data() + PsHeader::size, result.data(), count_ * sizeof(double));
+    for (std::size_t w = 0; w < workers; ++w)
+      reply[PsHeader::size + count_ * sizeof(double) + w] = std::byte{static_cast<unsigned char>(contributed_[w])};
+    // The round is over before anyone is answered: a drop while answering must not find it open.
+    const std::vector<char> to = contributed_;
+    std::fill(contributed_.begin(), contributed_.end(), 0);
+    any_ = false;
+    ++round_;
+    for (std::size_t w = 0; w < workers; ++w) {
+      if (!to[w]) continue;
+      try {
+        e.send(w, protocol_tags::ps_reduce_reply, reply);
+      } catch (const PeerLostError& err) {
+        drop(err);
+      }
+    }
+  }
+
+ private:
+  std::vector<std::vector<double>> values_;
+  std::vector<char> contributed_;
+  std::size_t count_ = 0, summed_ = 0;
+  bool any_ = false;
+  std::uint64_t round_ = 0;
+};
+
+/// A worker's side: contributes `values` (the first `summed` summed, the rest maximised) to round
+/// `round` at server 0 (job rank `server0`, which also equals the number of workers), and replaces
+/// them by the result. `announce` is scratch of the size of a ps_push message to server 0.
+template <Transport E>
+PsReduceAnswer ps_reduce(E& e, std::size_t server0, std::uint64_t round, std::span<double> values, std::size_t summed,
+                         std::span<std::byte> announce) {
+  const std::size_t workers = server0;
+  if (values.size() > ps_reduce_max_values || summed > values.size())
+    throw ConfigError("ps_reduce: " + std::to_string(values.size()) + " values (" + std::to_string(summed) +
+                      " summed); at most " + std::to_string(ps_reduce_max_values));
+  std::fill(announce.begin(), announce.end(), std::byte{0});
+  PsHeader{PsHeader::reduce, 0, round, values.size(), summed}.write(announce.data());
+  e.send(server0, protocol_tags::ps_push, announce);
+  if (!values.empty()) e.send(server0, protocol_tags::ps_reduce, std::as_bytes(values));
+  std::vector<std::byte> reply(PsHeader::size + values.size() * sizeof(double) + workers);
+  e.recv(server0, protocol_tags::ps_reduce_reply, reply);
+  const PsHeader h = PsHeader::read(reply.data());
+  if (h.kind != PsHeader::reply || h.version != round)
+    throw TransportError("worker " + std::to_string(e.rank()) + ": server " + std::to_string(server0) +
+                         " answered reduction round " + std::to_string(round) + " with a message of kind " +
+                         std::to_string(h.kind) + " for round " + std::to_string(h.version));
+  if (!values.empty()) std::memcpy(values.data(), reply.data() + PsHeader::size, values.size() * sizeof(double));
+  PsReduceAnswer a;
+  a.round = round;
+  for (std::size_t w = 0; w < workers; ++w)
+    if (reply[PsHeader::size + values.size() * sizeof(double) + w] != std::byte{0}) a.contributors.push_back(w);
+  if (a.contributors.size() != h.steps_ahead ||
+      std::find(a.contributors.begin(), a.contributors.end(), e.rank()) == a.contributors.end())
+    throw TransportError("worker " + std::to_string(e.rank()) + ": server " + std::to_string(server0) +
+                         "'s answer to reduction round " + std::to_string(round) + " is inconsistent (" +
+                         std::to_string(h.steps_ahead) + " contributors announced, " +
+                         std::to_string(a.contributors.size()) + " listed, this worker " +
+                         (std::find(a.contributors.begin(), a.contributors.end(), e.rank()) == a.contributors.end()
+                              ? "not among them)"
+                              : "among them)"));
+  return a;
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/topology/ps_reduce.hpp ----
+
+namespace flotilla::detail {
+
 /// Contiguous shards of nearly equal size (by elements, hence by bytes), one per server.
 inline std::vector<Range> balanced_shards(std::size_t parameters, std::size_t servers) {
   std::vector<Range> shards(servers);
@@ -8844,35 +9072,6 @@ inline std::vector<TensorInfo> tensors_within(std::span<const TensorInfo> tensor
   return out;
 }
 
-struct PsHeader {
-  enum Kind : std::uint32_t { push = 1, done = 2, hello = 3, reply = 4, checkpoint = 5 };
-  /// reply flags: the server saved its shard as asked (checkpoint).
-  static constexpr std::uint32_t saved = 1;
-  std::uint32_t kind = 0;
-  std::uint32_t flags = 0;
-  std::uint64_t version = 0;      ///< push: the version the gradient was computed on; reply: the shard's version
-  std::uint64_t steps_ahead = 0;  ///< reply: how far this worker was ahead of the slowest when released
-  std::uint64_t staleness = 0;    ///< reply: updates applied between the worker's pull and its push
-
-  static constexpr std::size_t size = 32;
-  void write(std::byte* out) const {
-    std::memcpy(out, &kind, 4);
-    std::memcpy(out + 4, &flags, 4);
-    std::memcpy(out + 8, &version, 8);
-    std::memcpy(out + 16, &steps_ahead, 8);
-    std::memcpy(out + 24, &staleness, 8);
-  }
-  static PsHeader read(const std::byte* in) {
-    PsHeader h;
-    std::memcpy(&h.kind, in, 4);
-    std::memcpy(&h.flags, in + 4, 4);
-    std::memcpy(&h.version, in + 8, 8);
-    std::memcpy(&h.steps_ahead, in + 16, 8);
-    std::memcpy(&h.staleness, in + 24, 8);
-    return h;
-  }
-};
-
 /// One server's shard of the parameters with its optimizer state, and the loop that serves it.
 /// The state outlives a fit() call, so a second call continues where the first stopped.
 template <class T, class Optimizer, class Codec>
@@ -8894,6 +9093,9 @@ class ParameterServerShard {
   const std::vector<std::string>& dropped_workers() const noexcept { return dropped_; }
   /// Sets the update count, for a shard restored from a checkpoint.
   void set_updates(std::uint64_t updates) noexcept { updates_ = updates; }
+  /// Whether serve() goes on without a worker that dies or stalls (over transports that can go on
+  /// without a peer). Unset: asynchronous serving goes on, synchronous serving stops.
+  void continue_without_lost_workers(bool on) noexcept { continue_without_lost_workers_ = on; }
 
   static std::size_t push_size(std::size_t n) { return PsHeader::size + Codec::encoded_size(n); }
   static std::size_t full_size(std::size_t n) { return PsHeader::size + n * sizeof(T); }
@@ -8914,12 +9116,16 @@ class ParameterServerShard {
     std::vector<char> pushed(workers, 0), done(workers, 0), pending(workers, 0);
     std::vector<std::uint64_t> clock(workers, 0), staleness(workers, 0);
     std::size_t done_count = 0;
-    // Asynchronous serving survives a lost worker, when the transport can go on without a peer.
+    // Serving survives a lost worker when the transport can go on without a peer, and when asked
+    // to (asynchronous serving unless told otherwise).
     bool tolerate = false;
     if constexpr (requires { e.continue_without_lost_peers(true); }) {
-      tolerate = !aggregate;
+      tolerate = continue_without_lost_workers_.value_or(!aggregate);
       if (tolerate) e.continue_without_lost_peers(true);
     }
+    // Server 0 answers the workers' reductions (epoch metrics, evaluation, barriers).
+    const bool reduces = e.rank() == workers;
+    PsReduceRounds rounds(reduces ? workers : 0);
     auto drop = [&](const PeerLostError& err) {
       const std::size_t w = err.peer();
       if (!tolerate || w >= workers) throw err;
@@ -8981,8 +9187,9 @@ class ParameterServerShard {
       }
     };
     auto aggregate_if_complete = [&] {
-      std::size_t expected = 0, have = 0;
+      std::size_t expected = 0, have = 0, contributions = 0;
       for (std::size_t w = 0; w < workers; ++w) {
+        contributions += pushed[w] ? 1 : 0;  // a worker lost after pushing still counts: its gradient is whole
         if (done[w]) continue;
         ++expected;
         have += pushed[w] ? 1 : 0;
@@ -8992,11 +9199,20 @@ class ParameterServerShard {
       auto total = VectorView<T>(sum.data(), static_cast<Eigen::Index>(n));
       for (std::size_t w = 0; w < workers; ++w)
         if (pushed[w]) total += ConstVectorView<T>(slots[w].data(), static_cast<Eigen::Index>(n));
+      // Each worker scaled its gradient by 1 / (the batch of all `workers`): with fewer, the sum
+      // is rescaled to the mean over the samples that were computed (the effective batch shrinks).
+      if (contributions > 0 && contributions < workers)
+        total *= static_cast<T>(static_cast<double>(workers) / static_cast<double>(contributions));
       apply(std::span<const T>(sum));
       for (std::size_t w = 0; w < workers; ++w) {
         if (!pushed[w]) continue;
         pushed[w] = 0;
-        send_reply(w, 0);
+        if (done[w]) continue;  // lost after its push
+        try {
+          send_reply(w, 0);
+        } catch (const PeerLostError& err) {
+          drop(err);
+        }
       }
     };
 
@@ -9006,7 +9222,13 @@ class ParameterServerShard {
         w = e.recv_any(protocol_tags::ps_push, in);
       } catch (const PeerLostError& err) {
         drop(err);
-        if (!aggregate) release();
+        // The lost worker may have been the one a step, a release or a reduction waited for.
+        if (aggregate) {
+          aggregate_if_complete();
+        } else {
+          release();
+        }
+        if (reduces) rounds.answer_if_complete(e, done, drop);
         continue;
       }
       if (w >= workers)
@@ -9021,6 +9243,12 @@ class ParameterServerShard {
           } catch (const PeerLostError& err) {
             drop(err);
           }
+          break;
+        case PsHeader::reduce:
+          if (!reduces)
+            throw TransportError("parameter server " + std::to_string(e.rank()) + ": worker " + std::to_string(w) +
+                                 " sent a reduction, which only server 0 (rank " + std::to_string(workers) + ") answers");
+          rounds.receive(e, w, h);
           break;
         case PsHeader::checkpoint:
           try {
@@ -9072,6 +9300,7 @@ class ParameterServerShard {
           throw TransportError("parameter server " + std::to_string(e.rank()) + ": message of unknown kind " +
                                std::to_string(h.kind) + " from worker " + std::to_string(w));
       }
+      if (reduces) rounds.answer_if_complete(e, done, drop);
     }
   }
 
@@ -9083,6 +9312,7 @@ class ParameterServerShard {
   std::uint64_t updates_ = 0;
   std::uint64_t pushes_ = 0;
   std::vector<std::string> dropped_;
+  std::optional<bool> continue_without_lost_workers_;
 };
 
 /// A worker's side of the protocol with every server.
@@ -9149,6 +9379,17 @@ class ParameterServerClient {
     return failed;
   }
 
+  /// Sums the first `summed` of `values` and maximises the rest over the workers, through server 0
+  /// (ps_reduce.hpp): every worker server 0 still counts takes part, each in the same order of
+  /// rounds. Returns who contributed (the same list on each of them).
+  template <Transport E>
+  PsReduceAnswer reduce(E& e, std::span<double> values, std::size_t summed) {
+    const std::size_t size = PsHeader::size + Codec::encoded_size(shards_[0].size());
+    PsReduceAnswer a = ps_reduce(e, first_server_, round_, values, summed, std::span<std::byte>(out_).first(size));
+    ++round_;
+    return a;
+  }
+
   /// hello (at the start of a fit) or done (at its end): every server answers with its shard in
   /// full precision, so a worker starts from, and ends with, exactly the servers' parameters.
   template <Transport E>
@@ -9181,6 +9422,7 @@ class ParameterServerClient {
   std::size_t first_server_;
   std::vector<std::uint64_t> versions_;
   std::vector<std::byte> out_, in_;
+  std::uint64_t round_ = 0;  ///< reductions run so far (server 0 counts them too)
 };
 
 }  // namespace flotilla::detail
@@ -9478,6 +9720,154 @@ class Timeline {
 
 }  // namespace flotilla
 // ---- end flotilla/train/timeline.hpp ----
+
+// ---- begin flotilla/train/worker_loss.hpp ----
+// What a parameter-server job does when one of its workers dies or stalls, and how the workers
+// left agree on who is left (docs/reliability.md, "Recovery").
+//
+// The servers drop a lost worker (topology/parameter_server.hpp). The workers never talk to one
+// another: their epoch-end reductions (metrics, evaluation, barriers) go through server 0
+// (topology/ps_reduce.hpp), whose answers list the workers that took part, the same list on
+// each of them. That list is the live set: evaluation is split over it, and the metrics are those
+// of the workers in it. The transport may notice a death earlier (a closed connection): that is
+// logged at once, so that the log says when it happened, not only at the end of the epoch.
+#include <algorithm>
+#include <cstddef>
+#include <iostream>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace flotilla {
+
+/// TrainerOptions::on_worker_loss: what the others do when a worker of a parameter-server job
+/// dies or stalls. Only transports that can go on without a peer (TCP) can continue; over MPI and
+/// in-process the job stops either way.
+enum class WorkerLoss {
+  /// Asynchronous and bounded-staleness training go on; synchronous training stops.
+  by_policy,
+  /// Every rank stops with an error naming the lost worker, its host and the operation.
+  stop,
+  /// The others go on. Synchronous steps then average the gradients of the workers left: the
+  /// effective batch shrinks by the lost workers' share, and each survivor logs it.
+  continue_with_survivors,
+};
+
+namespace detail {
+
+constexpr bool continues_without_lost_workers(WorkerLoss choice, bool aggregate) noexcept {
+  return choice == WorkerLoss::continue_with_survivors || (choice == WorkerLoss::by_policy && !aggregate);
+}
+
+/// One worker's view of the workers still training; logs each lost one once.
+class LiveWorkers {
+ public:
+  /// `batch`: samples per worker per step; `synchronous`: whether a step averages every worker's
+  /// gradient (then the loss shrinks the effective batch, which the log says).
+  LiveWorkers(std::size_t workers, std::size_t self, std::size_t batch, bool synchronous, std::ostream* log)
+      : workers_(workers), self_(self), batch_(batch), synchronous_(synchronous), log_(log), lost_(workers, 0) {
+    for (std::size_t w = 0; w < workers; ++w) members_.push_back(w);
+  }
+
+  /// The workers (job ranks) of the last reduction, in rank order.
+  const std::vector<std::size_t>& members() const noexcept { return members_; }
+  /// This worker's position among them.
+  std::size_t index() const {
+    return static_cast<std::size_t>(std::find(members_.begin(), members_.end(), self_) - members_.begin());
+  }
+  /// Workers known lost, from either source.
+  std::size_t lost() const noexcept { return static_cast<std::size_t>(std::count(lost_.begin(), lost_.end(), 1)); }
+
+  /// Logs the workers the transport has lost since the last call (transports that track them).
+  template <class E>
+  void watch(E& e) {
+    if constexpr (requires { e.lost_peers(); }) {
+      for (const std::size_t p : e.lost_peers())
+        if (p < workers_) note(e, p);
+    }
+  }
+
+  /// Takes the live set from a reduction's answer (server 0's word: the same on every worker).
+  template <class E>
+  void update(E& e, const std::vector<std::size_t>& contributors) {
+    for (const std::size_t w : members_)
+      if (std::find(contributors.begin(), contributors.end(), w) == contributors.end()) note(e, w);
+    members_ = contributors;
+  }
+
+ private:
+  template <class E>
+  void note(E& e, std::size_t w) {
+    if (lost_[w]) return;
+    lost_[w] = 1;
+    std::string who = "worker " + std::to_string(w);
+    if constexpr (requires { e.address(w); }) who += " (rank " + std::to_string(w) + " at " + e.address(w) + ")";
+    const std::size_t left = workers_ - lost();
+    std::string line = "flotilla: worker " + std::to_string(self_) + ": lost " + who +
+                       ", which died or stalled; training goes on without it, " + std::to_string(left) + " of " +
+                       std::to_string(workers_) + " workers left";
+    if (synchronous_)
+      line += "; a synchronous step now averages " + std::to_string(left) + " x " + std::to_string(batch_) + " = " +
+              std::to_string(left * batch_) + " samples instead of " + std::to_string(workers_ * batch_);
+    std::ostream& out = log_ ? *log_ : std::cerr;
+    out << line << "\n";
+    out.flush();
+  }
+
+  std::size_t workers_, self_, batch_;
+  bool synchronous_;
+  std::ostream* log_;
+  std::vector<char> lost_;
+  std::vector<std::size_t> members_;
+};
+
+/// The epoch's `sums` summed and `maxima` maximised over the workers still training, through
+/// server 0 (`client`: the worker's ParameterServerClient).
+template <class E, class Client>
+void reduce_epoch_metrics(E& e, Client& client, LiveWorkers& live, std::span<double> sums, std::span<double> maxima) {
+  std::vector<double> v(sums.begin(), sums.end());
+  v.insert(v.end(), maxima.begin(), maxima.end());
+  const auto answer = client.reduce(e, std::span<double>(v), sums.size());
+  std::copy(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(sums.size()), sums.begin());
+  std::copy(v.begin() + static_cast<std::ptrdiff_t>(sums.size()), v.end(), maxima.begin());
+  live.update(e, answer.contributors);
+}
+
+/// Evaluation of `samples` samples shared by the workers still training: each evaluates its share
+/// (`evaluate(first, count)`), and the parts are summed through server 0. When a worker was lost
+/// in between, its share is missing from the sum: the survivors split the set again and repeat
+/// (all of them, since all get the same answer). Ends: each repeat needs another worker lost.
+template <class E, class Client, class Evaluate>
+EvaluationPart reduce_evaluation(E& e, Client& client, LiveWorkers& live, std::size_t samples, Evaluate&& evaluate) {
+  for (;;) {
+    const std::vector<std::size_t> members = live.members();
+    const auto [first, last] = split_range(samples, members.size(), live.index());
+    EvaluationPart part = evaluate(first, last - first);
+    std::vector<double> v(2 + part.confusion.size());
+    v[0] = part.loss_sum;
+    v[1] = static_cast<double>(part.samples);
+    for (std::size_t i = 0; i < part.confusion.size(); ++i) v[2 + i] = static_cast<double>(part.confusion[i]);
+    const auto answer = client.reduce(e, std::span<double>(v), v.size());
+    live.update(e, answer.contributors);
+    if (answer.contributors != members) continue;
+    part.loss_sum = v[0];
+    part.samples = static_cast<std::size_t>(v[1]);
+    for (std::size_t i = 0; i < part.confusion.size(); ++i) part.confusion[i] = static_cast<std::uint64_t>(v[2 + i]);
+    return part;
+  }
+}
+
+/// Waits until every worker still training has arrived (a reduction of nothing).
+template <class E, class Client>
+void barrier_through_server(E& e, Client& client, LiveWorkers& live) {
+  live.update(e, client.reduce(e, std::span<double>(), 0).contributors);
+}
+
+}  // namespace detail
+}  // namespace flotilla
+// ---- end flotilla/train/worker_loss.hpp ----
 
 // ---- begin flotilla/transport/group.hpp ----
 // A subset of a job's ranks seen as a job of its own: the workers of a parameter-server job run
@@ -9863,6 +10253,9 @@ struct TrainerOptions {
   std::size_t servers = 1;
   /// For experiments with slow workers.
   Straggler straggler{};
+  /// Parameter-server topologies over TCP: whether the others go on when a worker dies or stalls
+  /// (train/worker_loss.hpp; by default asynchronous training does, synchronous stops).
+  WorkerLoss on_worker_loss = WorkerLoss::by_policy;
 };
 
 template <class M, class Policy = policy::Synchronous<>, class Backend = transport::InProcess>
@@ -10271,8 +10664,14 @@ class Trainer {
 
     // Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint).
     std::optional<detail::ParameterServerClient<T, codec_type>> client;
+    std::optional<detail::LiveWorkers> live;
     if constexpr (parameter_server) {
       client.emplace(detail::balanced_shards(parameter_count, options_.servers), workers);
+      live.emplace(workers, w, options_.batch_size, Policy::aggregate, fit.log);
+      // Another worker's death must not break this one's endpoint (its servers decide who is left).
+      if constexpr (requires { e.continue_without_lost_peers(true); })
+        if (detail::continues_without_lost_workers(options_.on_worker_loss, Policy::aggregate))
+          e.continue_without_lost_peers(true);
       client->exchange_full(e, detail::PsHeader::hello, s.engine.parameters());
     } else if (workers > 1) {
       collective::broadcast(group, s.engine.parameters(), 0, detail::protocol_tags::broadcast);
@@ -10391,6 +10790,7 @@ class Trainer {
             totals.add(counters);
             if (reporter) counters_.push_back(counters);
             if (step_log) write_step_log(*step_log, w, counters, shared);
+            if constexpr (parameter_server) live->watch(e);
             counters = {};
             if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
             // An update that ends the epoch resumes at the start of the next.
@@ -10409,7 +10809,8 @@ class Trainer {
           if (stop && last) break;
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s);
+        EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s,
+                                       client ? &*client : nullptr, live ? &*live : nullptr);
         at.end_epoch(stop && position < loader.batches_per_epoch(), position);
         rec.epoch = at.epoch;
         if (owns_position) {
@@ -10424,9 +10825,17 @@ class Trainer {
           if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, history_, fit.plot_title);
         }
         if (!fit.checkpoint_file.empty()) {
-          group.barrier();  // servers are idle while every worker waits here
+          // Servers are idle while every worker waits here.
+          auto barrier = [&] {
+            if constexpr (parameter_server) {
+              if (workers > 1) detail::barrier_through_server(e, *client, *live);
+            } else {
+              group.barrier();
+            }
+          };
+          barrier();
           if (reporter) save(fit.checkpoint_file);
-          group.barrier();
+          barrier();
         }
       }
       if (saves_sets && cp.at_exit && saved_step != s.step) save_set();
@@ -10576,6 +10985,7 @@ class Trainer {
   void run_server(E& e, std::size_t workers, std::size_t index, const FitOptions& fit) {
     if constexpr (parameter_server) {
       Shard& shard = server_state(index, options_.servers);
+      shard.continue_without_lost_workers(detail::continues_without_lost_workers(options_.on_worker_loss, Policy::aggregate));
       shard.serve(e, workers, Policy::aggregate, Policy::staleness_bound, options_.optimizer, options_.schedule,
                   [&](std::uint64_t step) { return save_shard(shard, index, options_.servers, step, fit); });
     } else {
@@ -10585,11 +10995,14 @@ class Trainer {
 
   // ---- epoch bookkeeping --------------------------------------------------------------------
 
-  /// The epoch's record, with every number summed or maximised over the workers.
+  /// The epoch's record, with every number summed or maximised over the workers (parameter
+  /// servers: over the workers still training, through server 0; `client` and `live` are null
+  /// otherwise).
   template <class G>
   EpochRecord epoch_record(G& group, double loss_sum, std::size_t correct, std::size_t seen, double seconds,
                            const CounterTotals& totals, std::size_t workers, const data::Dataset<T>* validation,
-                           WorkerState& s) {
+                           WorkerState& s, detail::ParameterServerClient<T, codec_type>* client,
+                           detail::LiveWorkers* live) {
     std::vector<double> sums = {loss_sum,
                                 static_cast<double>(correct),
                                 static_cast<double>(seen),
@@ -10604,9 +11017,14 @@ class Trainer {
     std::vector<double> maxima = {seconds, static_cast<double>(totals.max_steps_ahead),
                                   static_cast<double>(totals.max_staleness)};
     if (workers > 1) {
-      collective::allreduce_sum(group, std::span<double>(sums), detail::protocol_tags::metrics);
-      collective::allreduce_max(group, std::span<double>(maxima), detail::protocol_tags::metrics);
+      if constexpr (parameter_server) {
+        detail::reduce_epoch_metrics(group.endpoint(), *client, *live, std::span<double>(sums), std::span<double>(maxima));
+      } else {
+        collective::allreduce_sum(group, std::span<double>(sums), detail::protocol_tags::metrics);
+        collective::allreduce_max(group, std::span<double>(maxima), detail::protocol_tags::metrics);
+      }
     }
+    const std::size_t contributors = live ? live->members().size() : workers;
     EpochRecord rec;
     rec.step = s.step;
     const double samples = std::max(sums[2], 1.0);
@@ -10616,9 +11034,22 @@ class Trainer {
     rec.samples_per_second = sums[2] / std::max(maxima[0], 1e-9);
     rec.learning_rate = options_.optimizer.learning_rate * options_.schedule(s.step);
     if (validation) {
-      const auto [first, last] = detail::split_range(validation->size(), workers, group.rank());
-      detail::EvaluationPart part = s.engine.evaluate(*validation, first, last - first);
-      if (workers > 1) {
+      detail::EvaluationPart part;
+      bool shared_through_server = false;
+      if constexpr (parameter_server) {
+        if (workers > 1) {
+          part = detail::reduce_evaluation(group.endpoint(), *client, *live, validation->size(),
+                                           [&](std::size_t first, std::size_t count) {
+                                             return s.engine.evaluate(*validation, first, count);
+                                           });
+          shared_through_server = true;
+        }
+      }
+      if (!shared_through_server) {
+        const auto [first, last] = detail::split_range(validation->size(), workers, group.rank());
+        part = s.engine.evaluate(*validation, first, last - first);
+      }
+      if (workers > 1 && !shared_through_server) {
         std::vector<double> v(2 + part.confusion.size());
         v[0] = part.loss_sum;
         v[1] = static_cast<double>(part.samples);
@@ -10633,7 +11064,7 @@ class Trainer {
       if (classifier) rec.val_accuracy = ev.accuracy;
     }
     const double steps = std::max(sums[3], 1.0);  // worker-steps
-    rec.extra = {{"workers", static_cast<double>(workers)},
+    rec.extra = {{"workers", static_cast<double>(contributors)},
                  {"compute_ms_per_step", 1e3 * sums[4] / steps},
                  {"exposed_comm_ms_per_step", 1e3 * sums[5] / steps},
                  {"update_ms_per_step", 1e3 * sums[6] / steps},

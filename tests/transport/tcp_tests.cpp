@@ -1152,6 +1152,12 @@ TEST_CASE("launcher: argument parsing") {
   CHECK(o->command == std::vector<std::string>{"prog", "--flag", "x"});
   const char* bad[] = {"flotilla-launch", "-n", "2", "--timeout", "soon", "prog"};
   CHECK(contains(config_error([&] { (void)transport::parse_launch_args(6, bad); }), "--timeout: 'soon'"));
+  CHECK(o->stop_on_failure);
+  const char* keep[] = {"flotilla-launch", "-n", "2", "--keep-going", "prog"};
+  CHECK_FALSE(transport::parse_launch_args(5, keep)->stop_on_failure);
+  const char* both[] = {"flotilla-launch", "-n", "2", "--keep-going", "--restarts", "1", "prog"};
+  CHECK(contains(config_error([&] { (void)transport::parse_launch_args(7, both); }),
+                 "--keep-going and --restarts do not mix"));
 }
 
 // ---- authentication, integrity, fingerprints ----------------------------------------------------------

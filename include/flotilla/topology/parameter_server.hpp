@@ -18,8 +18,11 @@
 // A worker that dies or stalls (the transport throws PeerLostError naming it): an asynchronous
 // server drops it from the set and goes on serving the others (the staleness bound then counts
 // only live workers, or they would wait forever for the dead one's clock). A synchronous server
-// cannot (a step needs every worker's gradient) and stops with the transport's error, which names
-// the rank, its host and the operation. A dead server ends the job the same way on its workers.
+// stops by default with the transport's error, which names the rank, its host and the operation:
+// a step was meant to average every worker's gradient. When told to go on
+// (continue_without_lost_workers(true)) it aggregates the workers left and rescales the sum to
+// their mean: the step's effective batch shrinks. A dead server ends the job on its workers.
+// Server 0 also answers the workers' reductions (ps_reduce.hpp), which tell them who is left.
 // Workers that restart and rejoin a running server are not supported yet.
 #include <algorithm>
 #include <cstddef>
@@ -28,6 +31,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +42,8 @@
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/nn/layer_args.hpp"
+#include "flotilla/topology/ps_header.hpp"
+#include "flotilla/topology/ps_reduce.hpp"
 #include "flotilla/topology/ring.hpp"
 
 namespace flotilla::detail {
@@ -68,35 +74,6 @@ inline std::vector<TensorInfo> tensors_within(std::span<const TensorInfo> tensor
   return out;
 }
 
-struct PsHeader {
-  enum Kind : std::uint32_t { push = 1, done = 2, hello = 3, reply = 4, checkpoint = 5 };
-  /// reply flags: the server saved its shard as asked (checkpoint).
-  static constexpr std::uint32_t saved = 1;
-  std::uint32_t kind = 0;
-  std::uint32_t flags = 0;
-  std::uint64_t version = 0;      ///< push: the version the gradient was computed on; reply: the shard's version
-  std::uint64_t steps_ahead = 0;  ///< reply: how far this worker was ahead of the slowest when released
-  std::uint64_t staleness = 0;    ///< reply: updates applied between the worker's pull and its push
-
-  static constexpr std::size_t size = 32;
-  void write(std::byte* out) const {
-    std::memcpy(out, &kind, 4);
-    std::memcpy(out + 4, &flags, 4);
-    std::memcpy(out + 8, &version, 8);
-    std::memcpy(out + 16, &steps_ahead, 8);
-    std::memcpy(out + 24, &staleness, 8);
-  }
-  static PsHeader read(const std::byte* in) {
-    PsHeader h;
-    std::memcpy(&h.kind, in, 4);
-    std::memcpy(&h.flags, in + 4, 4);
-    std::memcpy(&h.version, in + 8, 8);
-    std::memcpy(&h.steps_ahead, in + 16, 8);
-    std::memcpy(&h.staleness, in + 24, 8);
-    return h;
-  }
-};
-
 /// One server's shard of the parameters with its optimizer state, and the loop that serves it.
 /// The state outlives a fit() call, so a second call continues where the first stopped.
 template <class T, class Optimizer, class Codec>
@@ -118,6 +95,9 @@ class ParameterServerShard {
   const std::vector<std::string>& dropped_workers() const noexcept { return dropped_; }
   /// Sets the update count, for a shard restored from a checkpoint.
   void set_updates(std::uint64_t updates) noexcept { updates_ = updates; }
+  /// Whether serve() goes on without a worker that dies or stalls (over transports that can go on
+  /// without a peer). Unset: asynchronous serving goes on, synchronous serving stops.
+  void continue_without_lost_workers(bool on) noexcept { continue_without_lost_workers_ = on; }
 
   static std::size_t push_size(std::size_t n) { return PsHeader::size + Codec::encoded_size(n); }
   static std::size_t full_size(std::size_t n) { return PsHeader::size + n * sizeof(T); }
@@ -138,12 +118,16 @@ class ParameterServerShard {
     std::vector<char> pushed(workers, 0), done(workers, 0), pending(workers, 0);
     std::vector<std::uint64_t> clock(workers, 0), staleness(workers, 0);
     std::size_t done_count = 0;
-    // Asynchronous serving survives a lost worker, when the transport can go on without a peer.
+    // Serving survives a lost worker when the transport can go on without a peer, and when asked
+    // to (asynchronous serving unless told otherwise).
     bool tolerate = false;
     if constexpr (requires { e.continue_without_lost_peers(true); }) {
-      tolerate = !aggregate;
+      tolerate = continue_without_lost_workers_.value_or(!aggregate);
       if (tolerate) e.continue_without_lost_peers(true);
     }
+    // Server 0 answers the workers' reductions (epoch metrics, evaluation, barriers).
+    const bool reduces = e.rank() == workers;
+    PsReduceRounds rounds(reduces ? workers : 0);
     auto drop = [&](const PeerLostError& err) {
       const std::size_t w = err.peer();
       if (!tolerate || w >= workers) throw err;
@@ -205,8 +189,9 @@ class ParameterServerShard {
       }
     };
     auto aggregate_if_complete = [&] {
-      std::size_t expected = 0, have = 0;
+      std::size_t expected = 0, have = 0, contributions = 0;
       for (std::size_t w = 0; w < workers; ++w) {
+        contributions += pushed[w] ? 1 : 0;  // a worker lost after pushing still counts: its gradient is whole
         if (done[w]) continue;
         ++expected;
         have += pushed[w] ? 1 : 0;
@@ -216,11 +201,20 @@ class ParameterServerShard {
       auto total = VectorView<T>(sum.data(), static_cast<Eigen::Index>(n));
       for (std::size_t w = 0; w < workers; ++w)
         if (pushed[w]) total += ConstVectorView<T>(slots[w].data(), static_cast<Eigen::Index>(n));
+      // Each worker scaled its gradient by 1 / (the batch of all `workers`): with fewer, the sum
+      // is rescaled to the mean over the samples that were computed (the effective batch shrinks).
+      if (contributions > 0 && contributions < workers)
+        total *= static_cast<T>(static_cast<double>(workers) / static_cast<double>(contributions));
       apply(std::span<const T>(sum));
       for (std::size_t w = 0; w < workers; ++w) {
         if (!pushed[w]) continue;
         pushed[w] = 0;
-        send_reply(w, 0);
+        if (done[w]) continue;  // lost after its push
+        try {
+          send_reply(w, 0);
+        } catch (const PeerLostError& err) {
+          drop(err);
+        }
       }
     };
 
@@ -230,7 +224,13 @@ class ParameterServerShard {
         w = e.recv_any(protocol_tags::ps_push, in);
       } catch (const PeerLostError& err) {
         drop(err);
-        if (!aggregate) release();
+        // The lost worker may have been the one a step, a release or a reduction waited for.
+        if (aggregate) {
+          aggregate_if_complete();
+        } else {
+          release();
+        }
+        if (reduces) rounds.answer_if_complete(e, done, drop);
         continue;
       }
       if (w >= workers)
@@ -245,6 +245,12 @@ class ParameterServerShard {
           } catch (const PeerLostError& err) {
             drop(err);
           }
+          break;
+        case PsHeader::reduce:
+          if (!reduces)
+            throw TransportError("parameter server " + std::to_string(e.rank()) + ": worker " + std::to_string(w) +
+                                 " sent a reduction, which only server 0 (rank " + std::to_string(workers) + ") answers");
+          rounds.receive(e, w, h);
           break;
         case PsHeader::checkpoint:
           try {
@@ -296,6 +302,7 @@ class ParameterServerShard {
           throw TransportError("parameter server " + std::to_string(e.rank()) + ": message of unknown kind " +
                                std::to_string(h.kind) + " from worker " + std::to_string(w));
       }
+      if (reduces) rounds.answer_if_complete(e, done, drop);
     }
   }
 
@@ -307,6 +314,7 @@ class ParameterServerShard {
   std::uint64_t updates_ = 0;
   std::uint64_t pushes_ = 0;
   std::vector<std::string> dropped_;
+  std::optional<bool> continue_without_lost_workers_;
 };
 
 /// A worker's side of the protocol with every server.
@@ -373,6 +381,17 @@ class ParameterServerClient {
     return failed;
   }
 
+  /// Sums the first `summed` of `values` and maximises the rest over the workers, through server 0
+  /// (ps_reduce.hpp): every worker server 0 still counts takes part, each in the same order of
+  /// rounds. Returns who contributed (the same list on each of them).
+  template <Transport E>
+  PsReduceAnswer reduce(E& e, std::span<double> values, std::size_t summed) {
+    const std::size_t size = PsHeader::size + Codec::encoded_size(shards_[0].size());
+    PsReduceAnswer a = ps_reduce(e, first_server_, round_, values, summed, std::span<std::byte>(out_).first(size));
+    ++round_;
+    return a;
+  }
+
   /// hello (at the start of a fit) or done (at its end): every server answers with its shard in
   /// full precision, so a worker starts from, and ends with, exactly the servers' parameters.
   template <Transport E>
@@ -405,6 +424,7 @@ class ParameterServerClient {
   std::size_t first_server_;
   std::vector<std::uint64_t> versions_;
   std::vector<std::byte> out_, in_;
+  std::uint64_t round_ = 0;  ///< reductions run so far (server 0 counts them too)
 };
 
 }  // namespace flotilla::detail

@@ -30,6 +30,8 @@ inline constexpr Tag policy_collective = tags::reserved_begin + 4;
 inline constexpr Tag ps_push = tags::reserved_begin + 0x10;
 inline constexpr Tag ps_reply = tags::reserved_begin + 0x11;
 inline constexpr Tag ps_full_reply = tags::reserved_begin + 0x12;
+inline constexpr Tag ps_reduce = tags::reserved_begin + 0x13;
+inline constexpr Tag ps_reduce_reply = tags::reserved_begin + 0x14;
 inline constexpr Tag bucket_base = tags::reserved_begin + 0x100;
 }  // namespace protocol_tags
 

@@ -60,6 +60,7 @@
 #include "flotilla/train/progress.hpp"
 #include "flotilla/train/ready_runner.hpp"
 #include "flotilla/train/timeline.hpp"
+#include "flotilla/train/worker_loss.hpp"
 #include "flotilla/transport/group.hpp"
 #include "flotilla/transport/in_process.hpp"
 
@@ -97,6 +98,9 @@ struct TrainerOptions {
   std::size_t servers = 1;
   /// For experiments with slow workers.
   Straggler straggler{};
+  /// Parameter-server topologies over TCP: whether the others go on when a worker dies or stalls
+  /// (train/worker_loss.hpp; by default asynchronous training does, synchronous stops).
+  WorkerLoss on_worker_loss = WorkerLoss::by_policy;
 };
 
 template <class M, class Policy = policy::Synchronous<>, class Backend = transport::InProcess>
@@ -505,8 +509,14 @@ class Trainer {
 
     // Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint).
     std::optional<detail::ParameterServerClient<T, codec_type>> client;
+    std::optional<detail::LiveWorkers> live;
     if constexpr (parameter_server) {
       client.emplace(detail::balanced_shards(parameter_count, options_.servers), workers);
+      live.emplace(workers, w, options_.batch_size, Policy::aggregate, fit.log);
+      // Another worker's death must not break this one's endpoint (its servers decide who is left).
+      if constexpr (requires { e.continue_without_lost_peers(true); })
+        if (detail::continues_without_lost_workers(options_.on_worker_loss, Policy::aggregate))
+          e.continue_without_lost_peers(true);
       client->exchange_full(e, detail::PsHeader::hello, s.engine.parameters());
     } else if (workers > 1) {
       collective::broadcast(group, s.engine.parameters(), 0, detail::protocol_tags::broadcast);
@@ -625,6 +635,7 @@ class Trainer {
             totals.add(counters);
             if (reporter) counters_.push_back(counters);
             if (step_log) write_step_log(*step_log, w, counters, shared);
+            if constexpr (parameter_server) live->watch(e);
             counters = {};
             if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
             // An update that ends the epoch resumes at the start of the next.
@@ -643,7 +654,8 @@ class Trainer {
           if (stop && last) break;
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s);
+        EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s,
+                                       client ? &*client : nullptr, live ? &*live : nullptr);
         at.end_epoch(stop && position < loader.batches_per_epoch(), position);
         rec.epoch = at.epoch;
         if (owns_position) {
@@ -658,9 +670,17 @@ class Trainer {
           if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, history_, fit.plot_title);
         }
         if (!fit.checkpoint_file.empty()) {
-          group.barrier();  // servers are idle while every worker waits here
+          // Servers are idle while every worker waits here.
+          auto barrier = [&] {
+            if constexpr (parameter_server) {
+              if (workers > 1) detail::barrier_through_server(e, *client, *live);
+            } else {
+              group.barrier();
+            }
+          };
+          barrier();
           if (reporter) save(fit.checkpoint_file);
-          group.barrier();
+          barrier();
         }
       }
       if (saves_sets && cp.at_exit && saved_step != s.step) save_set();
@@ -810,6 +830,7 @@ class Trainer {
   void run_server(E& e, std::size_t workers, std::size_t index, const FitOptions& fit) {
     if constexpr (parameter_server) {
       Shard& shard = server_state(index, options_.servers);
+      shard.continue_without_lost_workers(detail::continues_without_lost_workers(options_.on_worker_loss, Policy::aggregate));
       shard.serve(e, workers, Policy::aggregate, Policy::staleness_bound, options_.optimizer, options_.schedule,
                   [&](std::uint64_t step) { return save_shard(shard, index, options_.servers, step, fit); });
     } else {
@@ -819,11 +840,14 @@ class Trainer {
 
   // ---- epoch bookkeeping --------------------------------------------------------------------
 
-  /// The epoch's record, with every number summed or maximised over the workers.
+  /// The epoch's record, with every number summed or maximised over the workers (parameter
+  /// servers: over the workers still training, through server 0; `client` and `live` are null
+  /// otherwise).
   template <class G>
   EpochRecord epoch_record(G& group, double loss_sum, std::size_t correct, std::size_t seen, double seconds,
                            const CounterTotals& totals, std::size_t workers, const data::Dataset<T>* validation,
-                           WorkerState& s) {
+                           WorkerState& s, detail::ParameterServerClient<T, codec_type>* client,
+                           detail::LiveWorkers* live) {
     std::vector<double> sums = {loss_sum,
                                 static_cast<double>(correct),
                                 static_cast<double>(seen),
@@ -838,9 +862,14 @@ class Trainer {
     std::vector<double> maxima = {seconds, static_cast<double>(totals.max_steps_ahead),
                                   static_cast<double>(totals.max_staleness)};
     if (workers > 1) {
-      collective::allreduce_sum(group, std::span<double>(sums), detail::protocol_tags::metrics);
-      collective::allreduce_max(group, std::span<double>(maxima), detail::protocol_tags::metrics);
+      if constexpr (parameter_server) {
+        detail::reduce_epoch_metrics(group.endpoint(), *client, *live, std::span<double>(sums), std::span<double>(maxima));
+      } else {
+        collective::allreduce_sum(group, std::span<double>(sums), detail::protocol_tags::metrics);
+        collective::allreduce_max(group, std::span<double>(maxima), detail::protocol_tags::metrics);
+      }
     }
+    const std::size_t contributors = live ? live->members().size() : workers;
     EpochRecord rec;
     rec.step = s.step;
     const double samples = std::max(sums[2], 1.0);
@@ -850,9 +879,22 @@ class Trainer {
     rec.samples_per_second = sums[2] / std::max(maxima[0], 1e-9);
     rec.learning_rate = options_.optimizer.learning_rate * options_.schedule(s.step);
     if (validation) {
-      const auto [first, last] = detail::split_range(validation->size(), workers, group.rank());
-      detail::EvaluationPart part = s.engine.evaluate(*validation, first, last - first);
-      if (workers > 1) {
+      detail::EvaluationPart part;
+      bool shared_through_server = false;
+      if constexpr (parameter_server) {
+        if (workers > 1) {
+          part = detail::reduce_evaluation(group.endpoint(), *client, *live, validation->size(),
+                                           [&](std::size_t first, std::size_t count) {
+                                             return s.engine.evaluate(*validation, first, count);
+                                           });
+          shared_through_server = true;
+        }
+      }
+      if (!shared_through_server) {
+        const auto [first, last] = detail::split_range(validation->size(), workers, group.rank());
+        part = s.engine.evaluate(*validation, first, last - first);
+      }
+      if (workers > 1 && !shared_through_server) {
         std::vector<double> v(2 + part.confusion.size());
         v[0] = part.loss_sum;
         v[1] = static_cast<double>(part.samples);
@@ -867,7 +909,7 @@ class Trainer {
       if (classifier) rec.val_accuracy = ev.accuracy;
     }
     const double steps = std::max(sums[3], 1.0);  // worker-steps
-    rec.extra = {{"workers", static_cast<double>(workers)},
+    rec.extra = {{"workers", static_cast<double>(contributors)},
                  {"compute_ms_per_step", 1e3 * sums[4] / steps},
                  {"exposed_comm_ms_per_step", 1e3 * sums[5] / steps},
                  {"update_ms_per_step", 1e3 * sums[6] / steps},

@@ -564,7 +564,8 @@ inline double parse_seconds(std::string_view flag, std::string_view text) {
 }  // namespace detail
 
 inline constexpr std::string_view launch_usage =
-    "usage: flotilla-launch -n N [--timeout S] [--grace S] [--restarts R] [--port P] [--env NAME=VALUE]... [--] program [args...]\n"
+    "usage: flotilla-launch -n N [--timeout S] [--grace S] [--restarts R | --keep-going] [--port P] [--env NAME=VALUE]...\n"
+    "                       [--] program [args...]\n"
     "\n"
     "Starts N copies of the program on this machine as the ranks of a flotilla TCP job: each gets\n"
     "FLOTILLA_RANK (0 to N-1), FLOTILLA_WORLD_SIZE=N and FLOTILLA_COORDINATOR (a free loopback port),\n"
@@ -577,6 +578,9 @@ inline constexpr std::string_view launch_usage =
     "  --restarts R     when a rank fails, stop the others and start the whole job again, up to R\n"
     "                   times (each rank gets FLOTILLA_RESTART=attempt; a program that resumes from its\n"
     "                   checkpoints goes on from the newest complete set); default 0\n"
+    "  --keep-going     when a rank fails, leave the others running (a parameter-server job whose\n"
+    "                   workers go on without a lost one, TrainerOptions::on_worker_loss); the launcher\n"
+    "                   still exits with the failed rank's status once every rank has ended\n"
     "  --port P         the coordinator's port; default: a free one\n"
     "  --env NAME=VALUE an extra environment variable for every rank (repeatable)\n";
 
@@ -620,6 +624,10 @@ inline std::optional<LaunchOptions> parse_launch_args(int argc, const char* cons
       if (v.empty() || ec != std::errc{} || end != v.data() + v.size() || n > 1000)
         throw ConfigError("flotilla-launch: --restarts: '" + std::string(v) + "' is not a number of restarts (0 to 1000)");
       o.restarts = n;
+    } else if (name == "--keep-going") {
+      if (arg.find('=') != std::string_view::npos)
+        throw ConfigError("flotilla-launch: --keep-going takes no value ('" + std::string(arg) + "')");
+      o.stop_on_failure = false;
     } else if (name == "--port") {
       const auto v = value(name, arg);
       unsigned p = 0;
@@ -639,6 +647,9 @@ inline std::optional<LaunchOptions> parse_launch_args(int argc, const char* cons
   for (; i < argc; ++i) o.command.emplace_back(argv[i]);
   if (!have_n) throw ConfigError("flotilla-launch: how many ranks? give -n N (see --help)");
   if (o.command.empty()) throw ConfigError("flotilla-launch: no program given (flotilla-launch -n N -- program args...)");
+  if (!o.stop_on_failure && o.restarts > 0)
+    throw ConfigError("flotilla-launch: --keep-going and --restarts do not mix: a restart starts the whole job again, "
+                      "ranks that kept going included");
   return o;
 }
 
