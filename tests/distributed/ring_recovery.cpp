@@ -1,0 +1,275 @@
+// Synchronous ring training over TCP processes when a worker is killed (kill -9) in the middle of
+// Trainer::fit. One program: `drive <case>` starts 3 ranks of this same program (transport::launch,
+// without stopping the job when a rank dies) and checks what every rank printed and how it ended.
+//
+//   drive continue [delay_us]  TrainerOptions::on_worker_loss = continue_with_survivors. Rank 2
+//                 kills itself (SIGKILL) `delay_us` after its update 80 (of 4 epochs of 63), from a
+//                 thread of its own, so that it dies wherever its training thread is. Ranks 0 and
+//                 1 must exit 0, each having logged the loss once, with bit-identical parameters,
+//                 the same history and update count, a falling loss and a sane accuracy.
+//   drive stop    the default: the survivors stop, exit non-zero, naming rank 2 and its host.
+//
+// For longer experiments (not in ctest): `drive continue DELAY_US STEP stall|kill small|big`
+// kills rank 2 after update STEP instead (63 ends the first epoch, 332 is the last update; a
+// negative DELAY_US kills it while it applies that update), or stops it (SIGSTOP, continued 4 s
+// after it started) so that the survivors must see it stall and go on without it, and it must stop
+// with an error when it wakes up alone; "big" trains a
+// model of 1.1 million parameters whose allreduce messages are larger than the socket buffers.
+//
+// Exit status 0 when what happened is what should have; otherwise it prints why and exits 1.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/blobs.hpp"
+#include "flotilla/flotilla.hpp"
+#include "flotilla/transport/tcp.hpp"
+#include "flotilla/transport/tcp_launch.hpp"
+
+namespace {
+
+using namespace flotilla;
+using Clock = std::chrono::steady_clock;
+using Small = Model<Sequential<Input<1, 6, 6>, Flatten, Dense<48>, ReLU, Dense<3>>, SoftmaxCrossEntropy, optim::Momentum, float>;
+using Big = Model<Sequential<Input<1, 6, 6>, Flatten, Dense<1024>, ReLU, Dense<1024>, ReLU, Dense<3>>, SoftmaxCrossEntropy,
+                  optim::Momentum, float>;
+
+constexpr std::size_t victim = 2;
+std::atomic<std::uint64_t> updates{0};  // the victim's update count, for its killer thread
+
+/// Microseconds on the machine's monotonic clock, the same in every process of the job.
+long long now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+}
+
+void die(bool stall) {
+  std::printf("victim: stopping at %lld us\n", now_us());
+  std::fflush(stdout);
+  ::kill(::getpid(), stall ? SIGSTOP : SIGKILL);
+}
+
+/// The training log, each line stamped with now_us() as it is written, so that the driver can
+/// tell how long after the victim died the survivors had agreed to go on.
+class StampedLog : public std::streambuf {
+ protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof()) return 0;
+    if (line_.empty()) line_ = "[" + std::to_string(now_us()) + " us] ";
+    line_ += static_cast<char>(c);
+    if (c == '\n') {
+      std::fputs(line_.c_str(), stdout);
+      std::fflush(stdout);
+      line_.clear();
+    }
+    return c;
+  }
+
+ private:
+  std::string line_;
+};
+
+struct Case {
+  bool survive = true;
+  long delay_us = 1500;
+  std::uint64_t victim_step = 80;
+  bool stall = false;
+  bool big = false;
+};
+
+template <class M>
+int rank_main(const Case& c) {
+  const auto o = transport::TcpOptions::from_environment();
+  const auto data = flotilla_test::blobs<float>(3000, 5);
+  TrainerOptions<M> t;
+  t.optimizer.learning_rate = 0.05;
+  t.batch_size = 16;
+  t.workers = 0;  // as launched
+  t.seed = 7;
+  t.prefetch = 0;
+  t.on_worker_loss = c.survive ? WorkerLoss::continue_with_survivors : WorkerLoss::stop;
+  const bool victim_here = o.rank == victim;
+  t.schedule = [c, victim_here](std::uint64_t step) {
+    updates.store(step, std::memory_order_relaxed);
+    // A negative delay: die at once, in the middle of applying update `victim_step`.
+    if (victim_here && c.delay_us < 0 && step == c.victim_step) die(c.stall);
+    return 1.0;
+  };
+  policy::Synchronous<> sync;
+  sync.bucket_bytes = 2048;  // several buckets in flight per update: more for a death to interrupt
+  if (victim_here && c.stall && ::fork() == 0) {  // stalled, not dead: its connections stay open
+    ::sleep(4);
+    ::kill(::getppid(), SIGCONT);  // the others have gone on without it by now
+    ::_exit(0);
+  }
+  if (victim_here && c.delay_us >= 0)
+    std::thread([c] {
+      while (updates.load(std::memory_order_relaxed) < c.victim_step) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      std::this_thread::sleep_for(std::chrono::microseconds(c.delay_us));
+      die(c.stall);
+    }).detach();
+  Trainer<M, policy::Synchronous<>, transport::Tcp> trainer(t, sync, o);
+  FitOptions f;
+  f.epochs = 4;
+  StampedLog stamped;
+  std::ostream log(&stamped);
+  f.log = &log;
+  f.progress = ProgressBar::Style::none;
+  History h;
+  try {
+    h = trainer.fit(data, nullptr, f);
+  } catch (const TransportError& e) {
+    std::cout << "error: " << e.what() << std::endl;
+    return 3;
+  }
+  std::uint64_t fnv = 1469598103934665603ull;
+  for (const float v : std::as_const(trainer).parameters()) {
+    unsigned char b[sizeof v];
+    std::memcpy(b, &v, sizeof v);
+    for (const unsigned char byte : b) fnv = (fnv ^ byte) * 1099511628211ull;
+  }
+  std::printf("parameters fnv1a %016llx after %llu updates\n", static_cast<unsigned long long>(fnv),
+              static_cast<unsigned long long>(trainer.step()));
+  for (const auto& r : h)
+    std::printf("epoch %llu step %llu loss %.9g accuracy %.9g workers %g\n", static_cast<unsigned long long>(r.epoch),
+                static_cast<unsigned long long>(r.step), r.train_loss, r.train_accuracy, r.extra.front().second);
+  std::printf("first loss %.6f last loss %.6f accuracy %.4f\n", h.front().train_loss, h.back().train_loss,
+              trainer.evaluate(data).accuracy);
+  return 0;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+std::size_t count(const std::string& s, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+/// The lines of `s` that start with `prefix`.
+std::string lines_with(const std::string& s, const std::string& prefix) {
+  std::string out;
+  std::size_t begin = 0;
+  while (begin < s.size()) {
+    const auto end = s.find('\n', begin);
+    const std::string line = s.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    if (line.rfind(prefix, 0) == 0) out += line + "\n";
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  return out;
+}
+
+int drive(const char* self, const std::string& what, const std::vector<std::string>& extra) {
+  const bool survive = what == "continue";
+  constexpr std::size_t ranks = 3;
+  std::map<std::size_t, std::string> out;
+  std::mutex m;
+  transport::LaunchOptions o;
+  o.ranks = ranks;
+  o.command = {self, survive ? "rank-continue" : "rank-stop"};
+  o.command.insert(o.command.end(), extra.begin(), extra.end());
+  o.stop_on_failure = false;
+  o.timeout = std::chrono::seconds(60);
+  o.environment = {"FLOTILLA_HEARTBEAT_MS=200"};
+  o.on_output = [&](std::size_t r, int, std::string_view line) {
+    const std::lock_guard lock(m);
+    out[r] += std::string(line) + "\n";
+  };
+  o.on_message = [](const std::string&) {};
+  const auto t0 = Clock::now();
+  const auto result = transport::launch(o);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  bool ok = true;
+  auto expect = [&](bool cond, const std::string& why) {
+    if (!cond) {
+      std::printf("FAILED: %s\n", why.c_str());
+      ok = false;
+    }
+  };
+  for (std::size_t r = 0; r < ranks; ++r) std::printf("--- rank %zu: %s\n%s", r, result.ranks[r].describe(r).c_str(), out[r].c_str());
+  const bool stall = extra.size() > 2 && extra[2] == "stall";
+  if (stall)
+    expect(result.ranks[victim].exited && result.ranks[victim].status == 3 &&
+               contains(out[victim], "goes on only with more than half of its workers"),
+           "rank 2, woken up after the others went on, should stop naming the majority rule");
+  else
+    expect(!result.ranks[victim].exited && result.ranks[victim].signal == SIGKILL, "rank 2 should have been killed");
+  if (survive) {
+    const std::string logged = "continuing with 2 workers, effective batch 32";
+    long long died = -1;
+    if (const auto at = out[victim].find("victim: stopping at "); at != std::string::npos)
+      died = std::stoll(out[victim].substr(at + 20));
+    for (std::size_t r = 0; r < ranks; ++r) {
+      if (r == victim) continue;
+      const std::string& s = out[r];
+      expect(result.ranks[r].ok(), result.ranks[r].describe(r) + ", should have finished");
+      expect(count(s, "worker 2 (host 127.0.0.1:") == 1 && count(s, logged) == 1,
+             "rank " + std::to_string(r) + " should log the loss of worker 2 once: '... " + logged + "'");
+      expect(contains(s, "lost during "), "rank " + std::to_string(r) + " should name the operation in flight");
+      if (const auto at = s.find(" us] worker 2 (host"); at != std::string::npos && died >= 0) {
+        const auto open = s.rfind('[', at);
+        std::printf("rank %zu: agreed to go on %lld us after rank 2 stopped\n", r, std::stoll(s.substr(open + 1)) - died);
+      }
+      const auto at = s.find("first loss ");
+      double first = 0, last = 0, accuracy = 0;
+      if (at == std::string::npos ||
+          std::sscanf(s.c_str() + at, "first loss %lf last loss %lf accuracy %lf", &first, &last, &accuracy) != 3) {
+        expect(false, "rank " + std::to_string(r) + " printed no losses");
+        continue;
+      }
+      expect(last < 0.5 * first, "rank " + std::to_string(r) + ": the loss should fall (first epoch " +
+                                     std::to_string(first) + ", last " + std::to_string(last) + ")");
+      expect(accuracy > 0.9, "rank " + std::to_string(r) + ": training accuracy " + std::to_string(accuracy) + " (> 0.9 expected)");
+      expect(contains(s, "workers 2\n"), "rank " + std::to_string(r) + ": the last epochs should have 2 workers");
+    }
+    const std::string p0 = lines_with(out[0], "parameters fnv1a"), p1 = lines_with(out[1], "parameters fnv1a");
+    expect(!p0.empty() && p0 == p1, "the survivors' parameters and update counts should be identical:\n  " + p0 + "  " + p1);
+    const std::string h0 = lines_with(out[0], "epoch "), h1 = lines_with(out[1], "epoch ");
+    expect(!h0.empty() && h0 == h1, "the survivors' histories should be identical");
+    expect(took < 15'000, "the job should go on at once, not after a timeout (took " + std::to_string(took) + " ms)");
+    std::printf("continue: survivors identical (%s), %lld ms\n", p0.empty() ? "-" : p0.substr(0, p0.size() - 1).c_str(),
+                static_cast<long long>(took));
+  } else {
+    for (std::size_t r = 0; r < ranks; ++r) {
+      if (r == victim) continue;
+      expect(result.ranks[r].exited && result.ranks[r].status == 3, result.ranks[r].describe(r) + ", expected status 3");
+      expect(contains(out[r], "rank 2 at 127.0.0.1:"), "rank " + std::to_string(r) + " should name rank 2 and its host");
+      expect(!contains(out[r], "continuing with"), "rank " + std::to_string(r) + " should not go on by default");
+    }
+    expect(took < 10'000, "the job should stop at once, not after a timeout (took " + std::to_string(took) + " ms)");
+  }
+  std::printf(ok ? "OK\n" : "FAILED\n");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "drive" && argc > 2) return drive(argv[0], argv[2], std::vector<std::string>(argv + 3, argv + argc));
+    if (mode == "rank-continue" || mode == "rank-stop") {
+      Case c;
+      c.survive = mode == "rank-continue";
+      if (argc > 2) c.delay_us = std::stol(argv[2]);
+      if (argc > 3) c.victim_step = std::stoull(argv[3]);
+      if (argc > 4) c.stall = std::string(argv[4]) == "stall";
+      if (argc > 5) c.big = std::string(argv[5]) == "big";
+      return c.big ? rank_main<Big>(c) : rank_main<Small>(c);
+    }
+  } catch (const std::exception& e) {
+    std::printf("error: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "usage: %s drive continue|stop [DELAY_US [STEP [kill|stall [small|big]]]]\n", argv[0]);
+  return 2;
+}
