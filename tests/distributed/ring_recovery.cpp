@@ -230,6 +230,23 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
                                      std::to_string(first) + ", last " + std::to_string(last) + ")");
       expect(accuracy > 0.9, "rank " + std::to_string(r) + ": training accuracy " + std::to_string(accuracy) + " (> 0.9 expected)");
       expect(contains(s, "workers 2\n"), "rank " + std::to_string(r) + ": the last epochs should have 2 workers");
+      // Re-sharded: an epoch of 3000 samples is 63 global batches of 3 x 16, and 94 of 2 x 16.
+      unsigned long long epoch = 0, step = 0, before = 0;
+      double workers = 0, previous_workers = 0, loss = 0, accuracy_ = 0;
+      std::size_t from = 0;
+      while ((from = s.find("\nepoch ", from)) != std::string::npos) {
+        ++from;
+        if (std::sscanf(s.c_str() + from, "epoch %llu step %llu loss %lf accuracy %lf workers %lf", &epoch, &step, &loss,
+                        &accuracy_, &workers) != 5)
+          break;
+        if (workers == 3 || (workers == 2 && previous_workers == 2))
+          expect(step - before == (workers == 3 ? 63u : 94u),
+                 "rank " + std::to_string(r) + ": epoch " + std::to_string(epoch) + " of " + std::to_string(workers) +
+                     " workers took " + std::to_string(step - before) + " updates");
+        before = step;
+        previous_workers = workers;
+      }
+      expect(epoch == 4, "rank " + std::to_string(r) + " should have recorded 4 epochs");
     }
     const std::string p0 = lines_with(out[0], "parameters fnv1a"), p1 = lines_with(out[1], "parameters fnv1a");
     expect(!p0.empty() && p0 == p1, "the survivors' parameters and update counts should be identical:\n  " + p0 + "  " + p1);
