@@ -7,6 +7,9 @@
 //                 thread of its own, so that it dies wherever its training thread is. Ranks 0 and
 //                 1 must exit 0, each having logged the loss once, with bit-identical parameters,
 //                 the same history and update count, a falling loss and a sane accuracy.
+//   drive continue5  the same with 5 ranks, and rank 4 killed too, after its update 150: rank 0,
+//                 no neighbour of rank 2 in the ring, must learn of it all the same, and the ring
+//                 re-forms twice (5, 4, then 3 workers).
 //   drive stop    the default: the survivors stop, exit non-zero, naming rank 2 and its host.
 //
 // For longer experiments (not in ctest): `drive continue DELAY_US STEP stall|kill small|big`
@@ -20,6 +23,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -46,6 +50,8 @@ using Big = Model<Sequential<Input<1, 6, 6>, Flatten, Dense<1024>, ReLU, Dense<1
                   optim::Momentum, float>;
 
 constexpr std::size_t victim = 2;
+constexpr std::size_t second_victim = 4;  // in jobs of 5
+constexpr std::uint64_t second_victim_step = 150;
 std::atomic<std::uint64_t> updates{0};  // the victim's update count, for its killer thread
 
 /// Microseconds on the machine's monotonic clock, the same in every process of the job.
@@ -88,7 +94,7 @@ struct Case {
 };
 
 template <class M>
-int rank_main(const Case& c) {
+int rank_main(Case c) {
   const auto o = transport::TcpOptions::from_environment();
   const auto data = flotilla_test::blobs<float>(3000, 5);
   TrainerOptions<M> t;
@@ -99,6 +105,11 @@ int rank_main(const Case& c) {
   t.prefetch = 0;
   t.on_worker_loss = c.survive ? WorkerLoss::continue_with_survivors : WorkerLoss::stop;
   const bool victim_here = o.rank == victim;
+  if (o.rank == second_victim) {
+    c.victim_step = second_victim_step;
+    c.delay_us = 1500;
+    c.stall = false;
+  }
   t.schedule = [c, victim_here](std::uint64_t step) {
     updates.store(step, std::memory_order_relaxed);
     // A negative delay: die at once, in the middle of applying update `victim_step`.
@@ -112,7 +123,7 @@ int rank_main(const Case& c) {
     ::kill(::getppid(), SIGCONT);  // the others have gone on without it by now
     ::_exit(0);
   }
-  if (victim_here && c.delay_us >= 0)
+  if ((victim_here || o.rank == second_victim) && c.delay_us >= 0)
     std::thread([c] {
       while (updates.load(std::memory_order_relaxed) < c.victim_step) std::this_thread::sleep_for(std::chrono::microseconds(50));
       std::this_thread::sleep_for(std::chrono::microseconds(c.delay_us));
@@ -169,8 +180,11 @@ std::string lines_with(const std::string& s, const std::string& prefix) {
 }
 
 int drive(const char* self, const std::string& what, const std::vector<std::string>& extra) {
-  const bool survive = what == "continue";
-  constexpr std::size_t ranks = 3;
+  const bool survive = what == "continue" || what == "continue5";
+  const std::size_t ranks = what == "continue5" ? 5 : 3;
+  std::vector<std::size_t> victims = {victim};
+  if (ranks == 5) victims.push_back(second_victim);
+  auto is_victim = [&](std::size_t r) { return std::find(victims.begin(), victims.end(), r) != victims.end(); };
   std::map<std::size_t, std::string> out;
   std::mutex m;
   transport::LaunchOptions o;
@@ -202,18 +216,26 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
                contains(out[victim], "goes on only with more than half of its workers"),
            "rank 2, woken up after the others went on, should stop naming the majority rule");
   else
-    expect(!result.ranks[victim].exited && result.ranks[victim].signal == SIGKILL, "rank 2 should have been killed");
+    for (const std::size_t v : victims)
+      expect(!result.ranks[v].exited && result.ranks[v].signal == SIGKILL, "rank " + std::to_string(v) + " should have been killed");
+  std::vector<std::size_t> survivors;
+  for (std::size_t r = 0; r < ranks; ++r)
+    if (!is_victim(r)) survivors.push_back(r);
   if (survive) {
-    const std::string logged = "continuing with 2 workers, effective batch 32";
     long long died = -1;
     if (const auto at = out[victim].find("victim: stopping at "); at != std::string::npos)
       died = std::stoll(out[victim].substr(at + 20));
-    for (std::size_t r = 0; r < ranks; ++r) {
-      if (r == victim) continue;
+    for (const std::size_t r : survivors) {
       const std::string& s = out[r];
       expect(result.ranks[r].ok(), result.ranks[r].describe(r) + ", should have finished");
-      expect(count(s, "worker 2 (host 127.0.0.1:") == 1 && count(s, logged) == 1,
-             "rank " + std::to_string(r) + " should log the loss of worker 2 once: '... " + logged + "'");
+      for (std::size_t k = 0; k < victims.size(); ++k) {
+        const std::size_t left = ranks - 1 - k;
+        const std::string logged = "continuing with " + std::to_string(left) + " workers, effective batch " +
+                                   std::to_string(16 * left);
+        expect(count(s, "worker " + std::to_string(victims[k]) + " (host 127.0.0.1:") == 1 && count(s, logged) == 1,
+               "rank " + std::to_string(r) + " should log the loss of worker " + std::to_string(victims[k]) +
+                   " once: '... " + logged + "'");
+      }
       expect(contains(s, "lost during "), "rank " + std::to_string(r) + " should name the operation in flight");
       if (const auto at = s.find(" us] worker 2 (host"); at != std::string::npos && died >= 0) {
         const auto open = s.rfind('[', at);
@@ -229,8 +251,10 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
       expect(last < 0.5 * first, "rank " + std::to_string(r) + ": the loss should fall (first epoch " +
                                      std::to_string(first) + ", last " + std::to_string(last) + ")");
       expect(accuracy > 0.9, "rank " + std::to_string(r) + ": training accuracy " + std::to_string(accuracy) + " (> 0.9 expected)");
-      expect(contains(s, "workers 2\n"), "rank " + std::to_string(r) + ": the last epochs should have 2 workers");
-      // Re-sharded: an epoch of 3000 samples is 63 global batches of 3 x 16, and 94 of 2 x 16.
+      expect(contains(s, "workers " + std::to_string(survivors.size()) + "\n"),
+             "rank " + std::to_string(r) + ": the last epochs should have " + std::to_string(survivors.size()) + " workers");
+      // Re-sharded: an epoch of 3000 samples is ceil(3000 / (16 x workers)) global batches (63 of
+      // 3 x 16, 94 of 2 x 16), in every epoch that started and ended with the same workers.
       unsigned long long epoch = 0, step = 0, before = 0;
       double workers = 0, previous_workers = 0, loss = 0, accuracy_ = 0;
       std::size_t from = 0;
@@ -239,8 +263,9 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
         if (std::sscanf(s.c_str() + from, "epoch %llu step %llu loss %lf accuracy %lf workers %lf", &epoch, &step, &loss,
                         &accuracy_, &workers) != 5)
           break;
-        if (workers == 3 || (workers == 2 && previous_workers == 2))
-          expect(step - before == (workers == 3 ? 63u : 94u),
+        const auto n = static_cast<unsigned long long>(workers);
+        if (workers == previous_workers || (previous_workers == 0 && n == ranks))
+          expect(step - before == (3000 + 16 * n - 1) / (16 * n),
                  "rank " + std::to_string(r) + ": epoch " + std::to_string(epoch) + " of " + std::to_string(workers) +
                      " workers took " + std::to_string(step - before) + " updates");
         before = step;
@@ -248,16 +273,18 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
       }
       expect(epoch == 4, "rank " + std::to_string(r) + " should have recorded 4 epochs");
     }
-    const std::string p0 = lines_with(out[0], "parameters fnv1a"), p1 = lines_with(out[1], "parameters fnv1a");
-    expect(!p0.empty() && p0 == p1, "the survivors' parameters and update counts should be identical:\n  " + p0 + "  " + p1);
-    const std::string h0 = lines_with(out[0], "epoch "), h1 = lines_with(out[1], "epoch ");
-    expect(!h0.empty() && h0 == h1, "the survivors' histories should be identical");
+    const std::size_t first = survivors.front();
+    const std::string p0 = lines_with(out[first], "parameters fnv1a"), h0 = lines_with(out[first], "epoch ");
+    for (const std::size_t r : survivors) {
+      const std::string p = lines_with(out[r], "parameters fnv1a");
+      expect(!p0.empty() && p == p0, "the survivors' parameters and update counts should be identical:\n  " + p0 + "  " + p);
+      expect(!h0.empty() && lines_with(out[r], "epoch ") == h0, "the survivors' histories should be identical");
+    }
     expect(took < 15'000, "the job should go on at once, not after a timeout (took " + std::to_string(took) + " ms)");
-    std::printf("continue: survivors identical (%s), %lld ms\n", p0.empty() ? "-" : p0.substr(0, p0.size() - 1).c_str(),
+    std::printf("%s: survivors identical (%s), %lld ms\n", what.c_str(), p0.empty() ? "-" : p0.substr(0, p0.size() - 1).c_str(),
                 static_cast<long long>(took));
   } else {
-    for (std::size_t r = 0; r < ranks; ++r) {
-      if (r == victim) continue;
+    for (const std::size_t r : survivors) {
       expect(result.ranks[r].exited && result.ranks[r].status == 3, result.ranks[r].describe(r) + ", expected status 3");
       expect(contains(out[r], "rank 2 at 127.0.0.1:"), "rank " + std::to_string(r) + " should name rank 2 and its host");
       expect(!contains(out[r], "continuing with"), "rank " + std::to_string(r) + " should not go on by default");
@@ -287,6 +314,6 @@ int main(int argc, char** argv) {
     std::printf("error: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: %s drive continue|stop [DELAY_US [STEP [kill|stall [small|big]]]]\n", argv[0]);
+  std::fprintf(stderr, "usage: %s drive continue|continue5|stop [DELAY_US [STEP [kill|stall [small|big]]]]\n", argv[0]);
   return 2;
 }
