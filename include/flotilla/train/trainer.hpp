@@ -816,9 +816,17 @@ class Trainer {
           if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, history_, fit.plot_title);
         }
         if (!fit.checkpoint_file.empty()) {
-          group.barrier();  // servers are idle while every worker waits here
-          if (reporter) save(fit.checkpoint_file);
-          group.barrier();
+          bool saved = false;
+          try {
+            group.barrier();  // servers are idle while every worker waits here
+            if (reporter) save(fit.checkpoint_file);
+            saved = true;
+            group.barrier();
+          } catch (const PeerLostError& x) {
+            // The survivors go on at once: some may have left the barriers already.
+            survive(x.peer(), "a checkpoint barrier");
+            if (reporter && !saved) save(fit.checkpoint_file);
+          }
         }
       }
       // No survivor leaves while another may still need it: they check in, and when one was lost
