@@ -1,23 +1,25 @@
 // Synchronous ring training over TCP processes when a worker is killed (kill -9) in the middle of
-// Trainer::fit. One program: `drive <case>` starts 3 ranks of this same program (transport::launch,
-// without stopping the job when a rank dies) and checks what every rank printed and how it ended.
+// Trainer::fit. One program: `drive <case>` starts the ranks of a job as processes of this same
+// program (transport::launch, which here does not stop the job when a rank dies) and checks what
+// every rank printed and how it ended.
 //
-//   drive continue [delay_us]  TrainerOptions::on_worker_loss = continue_with_survivors. Rank 2
-//                 kills itself (SIGKILL) `delay_us` after its update 80 (of 4 epochs of 63), from a
-//                 thread of its own, so that it dies wherever its training thread is. Ranks 0 and
-//                 1 must exit 0, each having logged the loss once, with bit-identical parameters,
-//                 the same history and update count, a falling loss and a sane accuracy.
-//   drive continue5  the same with 5 ranks, and rank 4 killed too, after its update 150: rank 0,
-//                 no neighbour of rank 2 in the ring, must learn of it all the same, and the ring
-//                 re-forms twice (5, 4, then 3 workers).
-//   drive stop    the default: the survivors stop, exit non-zero, naming rank 2 and its host.
+//   drive continue   3 ranks, TrainerOptions::on_worker_loss = continue_with_survivors. Rank 2
+//                    kills itself (SIGKILL) 1.5 ms after its update 80 (of 4 epochs of 63), from a
+//                    thread of its own, so that it dies wherever its training thread is. Ranks 0
+//                    and 1 must exit 0, each having logged the loss once, with bit-identical
+//                    parameters, the same history and update count, epochs re-sharded, a falling
+//                    loss and a sane accuracy.
+//   drive continue5  the same with 5 ranks, and rank 4 killed too, while it applies its update 110
+//                    (about 60 before the end): rank 0, no neighbour of rank 2 in the ring, must
+//                    learn of it all the same, and the ring re-forms twice (5, 4, then 3 workers).
+//   drive stop       the default: the survivors stop, exit non-zero, naming rank 2 and its host.
 //
-// For longer experiments (not in ctest): `drive continue DELAY_US STEP stall|kill small|big`
-// kills rank 2 after update STEP instead (63 ends the first epoch, 332 is the last update; a
-// negative DELAY_US kills it while it applies that update), or stops it (SIGSTOP, continued 4 s
-// after it started) so that the survivors must see it stall and go on without it, and it must stop
-// with an error when it wakes up alone; "big" trains a
-// model of 1.1 million parameters whose allreduce messages are larger than the socket buffers.
+// For experiments by hand (not in ctest): `drive continue DELAY_US STEP kill|stall small|big` kills
+// rank 2 DELAY_US after its update STEP instead (62 is the last update of the first epoch, 251 the
+// last of the job; a negative DELAY_US kills it while it applies that update), or stops it
+// (SIGSTOP, continued 4 s after it started), so that the survivors must see it stall and go on
+// without it, and it must stop with an error when it wakes up alone; "big" trains a model of 1.1
+// million parameters. RING_RECOVERY_CHECKPOINT_FILE=<file> adds a checkpoint after every epoch.
 //
 // Exit status 0 when what happened is what should have; otherwise it prints why and exits 1.
 #include <signal.h>
@@ -52,7 +54,7 @@ using Big = Model<Sequential<Input<1, 6, 6>, Flatten, Dense<1024>, ReLU, Dense<1
 
 constexpr std::size_t victim = 2;
 constexpr std::size_t second_victim = 4;  // in jobs of 5
-constexpr std::uint64_t second_victim_step = 150;
+constexpr std::uint64_t second_victim_step = 110;
 std::atomic<std::uint64_t> updates{0};  // the victim's update count, for its killer thread
 
 /// Microseconds on the machine's monotonic clock, the same in every process of the job.
@@ -105,10 +107,10 @@ int rank_main(Case c) {
   t.seed = 7;
   t.prefetch = 0;
   t.on_worker_loss = c.survive ? WorkerLoss::continue_with_survivors : WorkerLoss::stop;
-  const bool victim_here = o.rank == victim;
-  if (o.rank == second_victim) {
+  const bool victim_here = o.rank == victim || o.rank == second_victim;
+  if (o.rank == second_victim) {  // at a set point of its training, well before the end of it
     c.victim_step = second_victim_step;
-    c.delay_us = 1500;
+    c.delay_us = -1;
     c.stall = false;
   }
   t.schedule = [c, victim_here](std::uint64_t step) {
@@ -124,7 +126,7 @@ int rank_main(Case c) {
     ::kill(::getppid(), SIGCONT);  // the others have gone on without it by now
     ::_exit(0);
   }
-  if ((victim_here || o.rank == second_victim) && c.delay_us >= 0)
+  if (victim_here && c.delay_us >= 0)
     std::thread([c] {
       while (updates.load(std::memory_order_relaxed) < c.victim_step) std::this_thread::sleep_for(std::chrono::microseconds(50));
       std::this_thread::sleep_for(std::chrono::microseconds(c.delay_us));
