@@ -117,6 +117,10 @@ int rank_main(Case c) {
     updates.store(step, std::memory_order_relaxed);
     // A negative delay: die at once, in the middle of applying update `victim_step`.
     if (victim_here && c.delay_us < 0 && step == c.victim_step) die(c.stall);
+    // However late its killer thread runs (a loaded machine), the victim dies in the middle of
+    // training: 30 updates on, it waits for it.
+    if (victim_here && !c.stall && c.delay_us >= 0 && step >= c.victim_step + 30)
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     return 1.0;
   };
   policy::Synchronous<> sync;
