@@ -9721,9 +9721,9 @@ class Timeline {
 }  // namespace flotilla
 // ---- end flotilla/train/timeline.hpp ----
 
-// ---- begin flotilla/train/worker_loss.hpp ----
-// What a parameter-server job does when one of its workers dies or stalls, and how the workers
-// left agree on who is left (docs/reliability.md, "Recovery").
+// ---- begin flotilla/train/live_workers.hpp ----
+// How the workers of a parameter-server job that lose one of theirs agree on who is left
+// (TrainerOptions::on_worker_loss, train/worker_loss.hpp; docs/reliability.md, "Recovery").
 //
 // The servers drop a lost worker (topology/parameter_server.hpp). The workers never talk to one
 // another: their epoch-end reductions (metrics, evaluation, barriers) go through server 0
@@ -9740,26 +9740,41 @@ class Timeline {
 #include <vector>
 
 
+// ---- begin flotilla/train/worker_loss.hpp ----
+// TrainerOptions::on_worker_loss: what the others do when a worker dies or stalls. Only the TCP
+// transport can go on without a peer; over MPI (without ULFM) and in-process the job stops.
+//
+// How each topology goes on is its own business: parameter-server workers learn the live set from
+// server 0 (train/live_workers.hpp); ring workers agree on it among themselves and re-form the
+// ring (train/ring_recovery.hpp). docs/reliability.md, "Recovery", has the whole story.
 namespace flotilla {
 
-/// TrainerOptions::on_worker_loss: what the others do when a worker of a parameter-server job
-/// dies or stalls. Only transports that can go on without a peer (TCP) can continue; over MPI and
-/// in-process the job stops either way.
 enum class WorkerLoss {
-  /// Asynchronous and bounded-staleness training go on; synchronous training stops.
+  /// The policy's natural choice: asynchronous and bounded-staleness training (parameter servers)
+  /// go on without the lost worker; synchronous training stops, as with `stop`.
   by_policy,
-  /// Every rank stops with an error naming the lost worker, its host and the operation.
+  /// Every survivor stops with an error naming the lost rank, its host and the operation.
   stop,
   /// The others go on. Synchronous steps then average the gradients of the workers left: the
-  /// effective batch shrinks by the lost workers' share, and each survivor logs it.
+  /// effective batch shrinks by the lost workers' share, and each survivor logs it. Ring jobs
+  /// re-form the ring over the survivors; parameter-server jobs' servers count the workers left.
   continue_with_survivors,
 };
 
 namespace detail {
 
+/// Whether the workers of a parameter-server job go on without a lost one (`aggregate`: the policy
+/// averages every worker's gradient in a step, i.e. is synchronous).
 constexpr bool continues_without_lost_workers(WorkerLoss choice, bool aggregate) noexcept {
   return choice == WorkerLoss::continue_with_survivors || (choice == WorkerLoss::by_policy && !aggregate);
 }
+
+}  // namespace detail
+}  // namespace flotilla
+// ---- end flotilla/train/worker_loss.hpp ----
+
+namespace flotilla {
+namespace detail {
 
 /// One worker's view of the workers still training; logs each lost one once.
 class LiveWorkers {
@@ -9867,7 +9882,38 @@ void barrier_through_server(E& e, Client& client, LiveWorkers& live) {
 
 }  // namespace detail
 }  // namespace flotilla
-// ---- end flotilla/train/worker_loss.hpp ----
+// ---- end flotilla/train/live_workers.hpp ----
+
+// ---- begin flotilla/train/ring_recovery.hpp ----
+// What synchronous ring training does when a worker is lost (TrainerOptions::on_worker_loss,
+// train/worker_loss.hpp), and the survivors' agreement on who is left (docs/reliability.md,
+// "Continuing with the survivors").
+//
+// A synchronous job cannot simply wait out a lost worker: every update needs every worker's
+// gradients. By default the job stops, every survivor naming the lost rank, its host and the
+// operation (transport/tcp.hpp). With WorkerLoss::continue_with_survivors over TCP the survivors
+//  1. agree on who is left (RingRecovery::agree below: reports to a coordinator, the lowest rank
+//     each believes alive, which answers with the union of what it heard);
+//  2. re-form the ring over them (transport::LiveGroup: fresh tags, so nothing of the interrupted
+//     operation is ever taken for part of a later one);
+//  3. take the state of the survivor that got furthest (parameters, optimizer state, step, data
+//     position), so that every survivor continues from identical bits, and redo the interrupted
+//     update from it with the data re-sharded among fewer workers.
+// Losses are crash failures: a process killed, or stalled past the heartbeat bound and then
+// treated as gone. The group goes on only while more than half of it is left, so that a worker cut
+// off from the others (which sees all of them lost) cannot go on alone beside them.
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
 
 // ---- begin flotilla/transport/group.hpp ----
 // A subset of a job's ranks seen as a job of its own: the workers of a parameter-server job run
@@ -9956,6 +10002,387 @@ class Group {
 
 }  // namespace flotilla::transport
 // ---- end flotilla/transport/group.hpp ----
+
+// ---- begin flotilla/transport/live_group.hpp ----
+// A group of ranks that can re-form without some of its members: the workers of a synchronous ring
+// that goes on after a worker was lost (TrainerOptions::on_worker_loss).
+//
+// Like transport::Group, group rank i is job rank members()[i] and every collective works on it.
+// What it adds is reform(): the group continues with fewer members, as a new generation, and each
+// generation's messages carry tags of their own (tag + generation * generation_stride). Messages of
+// an operation that the loss interrupted may still arrive, or wait in a queue, with the old tags:
+// nothing of a later generation ever receives them, and the transport's per-tag operation counts
+// (transport/operation.hpp) start afresh on the new tags, the same on every survivor.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::transport {
+
+template <Transport E>
+class LiveGroup {
+ public:
+  /// Room for every tag flotilla's trainers use (bucket tags included) within one generation.
+  static constexpr Tag generation_stride = Tag{1} << 20;
+  /// Generations a job can go through; the tags of the last stay below 2^32.
+  static constexpr std::uint32_t max_generations = 0x7FF;
+
+  /// `members` are job ranks in group order; this endpoint's rank must be one of them.
+  LiveGroup(E& endpoint, std::vector<std::size_t> members, Tag barrier_tag)
+      : e_(&endpoint), barrier_tag_(barrier_tag) {
+    set_members(std::move(members));
+  }
+
+  std::size_t rank() const noexcept { return rank_; }
+  std::size_t size() const noexcept { return members_.size(); }
+  TrafficCounters counters() const { return e_->counters(); }
+  /// The job rank of group rank `r`.
+  std::size_t job_rank(std::size_t r) const { return members_.at(r); }
+  const std::vector<std::size_t>& members() const noexcept { return members_; }
+  E& endpoint() noexcept { return *e_; }
+  /// 0 for the group as first formed, one more after each reform().
+  std::uint32_t generation() const noexcept { return generation_; }
+  /// The tag that `tag` becomes on the wire in this generation.
+  Tag wire_tag(Tag tag) const noexcept { return tag + generation_ * generation_stride; }
+
+  /// Continues as the group of `members` (job ranks, this one among them), in the next generation.
+  void reform(std::vector<std::size_t> members) {
+    if (generation_ == max_generations)
+      throw TransportError("transport::LiveGroup: the group has re-formed " + std::to_string(max_generations) +
+                           " times, which uses up its tags");
+    set_members(std::move(members));
+    ++generation_;
+  }
+
+  void send(std::size_t peer, Tag tag, std::span<const std::byte> bytes) { e_->send(job(peer), wire_tag(tag), bytes); }
+  void recv(std::size_t peer, Tag tag, std::span<std::byte> buffer) { e_->recv(job(peer), wire_tag(tag), buffer); }
+  void sendrecv(std::size_t to, Tag tag, std::span<const std::byte> out, std::size_t from, std::span<std::byte> in) {
+    e_->sendrecv(job(to), wire_tag(tag), out, job(from), in);
+  }
+  std::size_t recv_any(Tag tag, std::span<std::byte> buffer) {
+    const std::size_t from = e_->recv_any(wire_tag(tag), buffer);
+    const auto it = std::find(members_.begin(), members_.end(), from);
+    if (it == members_.end())
+      throw TransportError("rank " + std::to_string(e_->rank()) + ": message with tag " + std::to_string(tag) +
+                           " from rank " + std::to_string(from) + ", which is not in this group");
+    return static_cast<std::size_t>(it - members_.begin());
+  }
+
+  void begin_operation(Tag tag, OpKind kind, std::uint64_t elements)
+    requires OperationAware<E>
+  {
+    e_->begin_operation(wire_tag(tag), kind, elements);
+  }
+  void end_operation(Tag tag) noexcept
+    requires OperationAware<E>
+  {
+    e_->end_operation(wire_tag(tag));
+  }
+
+  /// A dissemination barrier among the members: log2(size) rounds of one message each way.
+  void barrier() {
+    const std::size_t n = size();
+    std::byte token{};
+    for (std::size_t d = 1; d < n; d *= 2)
+      sendrecv((rank_ + d) % n, barrier_tag_, std::span<const std::byte>(&token, 1), (rank_ + n - d) % n,
+               std::span<std::byte>(&token, 1));
+  }
+
+ private:
+  void set_members(std::vector<std::size_t> members) {
+    const auto it = std::find(members.begin(), members.end(), e_->rank());
+    if (it == members.end())
+      throw ConfigError("transport::LiveGroup: rank " + std::to_string(e_->rank()) + " is not a member of the group");
+    rank_ = static_cast<std::size_t>(it - members.begin());
+    members_ = std::move(members);
+  }
+  std::size_t job(std::size_t peer) const {
+    if (peer >= members_.size())
+      throw TransportError("rank " + std::to_string(e_->rank()) + ": group rank " + std::to_string(peer) +
+                           " is outside a group of " + std::to_string(members_.size()));
+    return members_[peer];
+  }
+
+  E* e_;
+  std::vector<std::size_t> members_;
+  Tag barrier_tag_;
+  std::size_t rank_ = 0;
+  std::uint32_t generation_ = 0;
+};
+
+}  // namespace flotilla::transport
+// ---- end flotilla/transport/live_group.hpp ----
+
+namespace flotilla {
+namespace detail {
+
+/// An endpoint that can outlive a peer and stop whatever it does when any peer is lost.
+template <class E>
+concept SurvivableEndpoint = requires(E& e, const E& ce, bool on, std::size_t peer) {
+  e.continue_without_lost_peers(on);
+  e.stop_on_any_lost_peer(on);
+  { ce.lost_peers() } -> std::convertible_to<std::vector<std::size_t>>;
+  { ce.address(peer) } -> std::convertible_to<std::string>;
+};
+
+/// The workers' group: a ring can re-form, parameter-server workers keep theirs.
+template <class E, bool parameter_server>
+using worker_group_t = std::conditional_t<parameter_server, transport::Group<E>, transport::LiveGroup<E>>;
+
+namespace loss_tags {
+inline constexpr Tag report = tags::reserved_begin + 0x40;
+inline constexpr Tag decision = tags::reserved_begin + 0x41;
+}  // namespace loss_tags
+
+/// How far a survivor got: updates applied, and epochs recorded in this fit() call. The survivor
+/// that got furthest is the one the others take their state from.
+struct LossProgress {
+  std::uint64_t step = 0;
+  std::uint64_t records = 0;
+  friend bool operator<(const LossProgress& a, const LossProgress& b) noexcept {
+    return a.step != b.step ? a.step < b.step : a.records < b.records;
+  }
+};
+
+/// What the survivors agreed on.
+struct LossDecision {
+  /// Job ranks of the group that are gone (empty: nobody was lost; a check-in).
+  std::vector<std::size_t> lost;
+  /// The group rank, in the re-formed group, of the survivor whose state everyone takes.
+  std::size_t leader = 0;
+  bool changed() const noexcept { return !lost.empty(); }
+};
+
+/// The survivors' agreement on the live set of a LiveGroup. Every member of the group's current
+/// generation calls agree(), either because an operation failed with a lost peer or to check in
+/// at the end of training (so that no rank leaves while another still needs it); all get the same
+/// decision, and the group re-forms as its next generation.
+///
+/// Each member sends what it knows (its lost peers and its progress) to the coordinator, the
+/// lowest member it believes alive, which receives from every member it believes alive, takes the
+/// union, and sends the decision back to everyone that reported. A member whose coordinator is
+/// lost reports to the next. A member that believes a peer alive when it is not finds out by
+/// waiting on it (its connection closes, or it stays silent past the heartbeat bound), so that
+/// every wait is bounded: by the heartbeat bound for a lost peer, by the transport's timeout for
+/// a live one that never answers.
+template <class E>
+  requires SurvivableEndpoint<E>
+class RingRecovery {
+ public:
+  explicit RingRecovery(transport::LiveGroup<E>& group) : group_(group) {
+    group_.endpoint().continue_without_lost_peers(true);
+    group_.endpoint().stop_on_any_lost_peer(true);
+  }
+
+  /// Agrees on the survivors (`lost`: the peer whose loss brought this rank here, if any) and
+  /// re-forms the group over them. Throws TransportError when this rank cannot go on: the others
+  /// declared it lost, or too few are left.
+  LossDecision agree(std::optional<std::size_t> lost, LossProgress mine) {
+    E& e = group_.endpoint();
+    const std::size_t world = e.size(), me = e.rank();
+    const std::vector<std::size_t> members = group_.members();
+    std::vector<std::uint64_t> gone(world, 0);
+    auto mark = [&](std::size_t p) {
+      if (p < world && p != me) gone[p] = 1;
+    };
+    if (lost) mark(*lost);
+    for (const std::size_t p : e.lost_peers()) mark(p);
+    const Tag report_tag = group_.wire_tag(loss_tags::report), decision_tag = group_.wire_tag(loss_tags::decision);
+    // Decision: continue (1) or not (0), the leader's job rank, then one flag per job rank.
+    std::vector<std::uint64_t> decision(2 + world, 0);
+    std::size_t coordinator = me;
+    for (;;) {
+      coordinator = *std::find_if(members.begin(), members.end(), [&](std::size_t m) { return gone[m] == 0; });
+      if (coordinator == me) {
+        decision = coordinate(members, gone, mine, report_tag, decision_tag);
+        break;
+      }
+      std::vector<std::uint64_t> report(2 + world, 0);
+      report[0] = mine.step;
+      report[1] = mine.records;
+      std::copy(gone.begin(), gone.end(), report.begin() + 2);
+      try {
+        e.send(coordinator, report_tag, std::as_bytes(std::span<const std::uint64_t>(report)));
+      } catch (const PeerLostError& x) {
+        mark(x.peer());  // a duplicate report, if this one went out whole, is never received
+        continue;
+      }
+      bool decided = false;
+      for (;;) {
+        try {
+          e.recv(coordinator, decision_tag, std::as_writable_bytes(std::span<std::uint64_t>(decision)));
+          decided = true;
+          break;
+        } catch (const PeerLostError& x) {
+          mark(x.peer());
+          if (x.peer() == coordinator) break;  // report to the next one
+        }
+      }
+      if (decided) break;
+    }
+
+    LossDecision d;
+    std::vector<std::size_t> survivors;
+    for (const std::size_t m : members) {
+      if (decision[2 + m] != 0)
+        d.lost.push_back(m);
+      else
+        survivors.push_back(m);
+    }
+    if (decision[2 + me] != 0)
+      throw TransportError("rank " + std::to_string(me) + ": the other workers went on without this one (rank " +
+                           std::to_string(coordinator) + " coordinated), after losing contact with it");
+    if (decision[0] == 0)
+      throw TransportError("rank " + std::to_string(me) + ": lost " + ranks_text(d.lost) + " of " +
+                           std::to_string(members.size()) + " workers; only " + std::to_string(survivors.size()) +
+                           " remain, and a synchronous job goes on only with more than half of its workers (so that "
+                           "workers cut off from each other never go on as two jobs)");
+    const auto leader = static_cast<std::size_t>(decision[1]);
+    group_.reform(survivors);
+    d.leader = static_cast<std::size_t>(std::find(survivors.begin(), survivors.end(), leader) - survivors.begin());
+    return d;
+  }
+
+  static std::string ranks_text(const std::vector<std::size_t>& ranks) {
+    std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+    for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+    return s;
+  }
+
+ private:
+  /// The coordinator's part: every report, then the decision to everyone that reported.
+  std::vector<std::uint64_t> coordinate(const std::vector<std::size_t>& members, std::vector<std::uint64_t>& gone,
+                                        LossProgress mine, Tag report_tag, Tag decision_tag) {
+    E& e = group_.endpoint();
+    const std::size_t world = e.size(), me = e.rank();
+    std::vector<std::optional<LossProgress>> progress(world);
+    progress[me] = mine;
+    std::vector<std::size_t> reported;
+    std::vector<std::uint64_t> report(2 + world);
+    for (const std::size_t m : members) {
+      while (m != me && gone[m] == 0 && !progress[m]) {
+        try {
+          e.recv(m, report_tag, std::as_writable_bytes(std::span<std::uint64_t>(report)));
+        } catch (const PeerLostError& x) {
+          if (x.peer() < world && x.peer() != me) gone[x.peer()] = 1;
+          continue;
+        }
+        progress[m] = LossProgress{report[0], report[1]};
+        reported.push_back(m);
+        for (std::size_t p = 0; p < world; ++p)
+          if (report[2 + p] != 0 && p != m) gone[p] = 1;  // (a member that reported gone itself is not)
+      }
+    }
+    // A member that reported, and that another reported lost, is out: its peers cannot reach it.
+    std::size_t alive = 0;
+    std::size_t leader = me;
+    for (const std::size_t m : members) {
+      if (gone[m] != 0) continue;
+      ++alive;
+      if (*progress[leader] < *progress[m]) leader = m;  // ties: the lowest rank, the first seen
+    }
+    std::vector<std::uint64_t> decision(2 + world, 0);
+    decision[0] = 2 * alive > members.size() ? 1 : 0;
+    decision[1] = leader;
+    std::copy(gone.begin(), gone.end(), decision.begin() + 2);
+    for (const std::size_t m : reported) {
+      try {
+        e.send(m, decision_tag, std::as_bytes(std::span<const std::uint64_t>(decision)));
+      } catch (const PeerLostError&) {
+        // Lost after reporting: the others find out in the next operation, and agree again.
+      }
+    }
+    return decision;
+  }
+
+  transport::LiveGroup<E>& group_;
+};
+
+/// RingRecovery<E> where a trainer can go on without a lost worker, else an empty stand-in (named
+/// only where chosen: RingRecovery<E> must not be named for an endpoint that cannot survive).
+struct NoRecovery {};
+template <class E, bool enabled>
+struct ring_recovery_for {
+  using type = NoRecovery;
+};
+template <class E>
+struct ring_recovery_for<E, true> {
+  using type = RingRecovery<E>;
+};
+
+/// An epoch record as bytes, for a survivor that missed the end of an epoch to take from one that
+/// recorded it (so that every survivor's history stays the same).
+inline std::vector<std::byte> record_bytes(const EpochRecord& r) {
+  std::vector<std::byte> out;
+  auto put = [&](const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  auto num = [&](double v) { put(&v, sizeof v); };
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  const std::uint64_t ints[2] = {r.epoch, r.step};
+  put(ints, sizeof ints);
+  for (const double v : {r.train_loss, r.train_accuracy, r.val_loss.value_or(none), r.val_accuracy.value_or(none),
+                         r.samples_per_second, r.seconds, r.learning_rate})
+    num(v);
+  const std::uint64_t flags = (r.val_loss ? 1u : 0u) | (r.val_accuracy ? 2u : 0u), extras = r.extra.size();
+  put(&flags, sizeof flags);
+  put(&extras, sizeof extras);
+  for (const auto& [name, value] : r.extra) {
+    const std::uint64_t n = name.size();
+    put(&n, sizeof n);
+    put(name.data(), name.size());
+    num(value);
+  }
+  return out;
+}
+
+inline EpochRecord record_from_bytes(std::span<const std::byte> in) {
+  std::size_t at = 0;
+  auto get = [&](void* p, std::size_t n) {
+    if (n > in.size() - at) throw TransportError("an epoch record from the leading worker is cut short");
+    std::memcpy(p, in.data() + at, n);
+    at += n;
+  };
+  auto num = [&] {
+    double v = 0;
+    get(&v, sizeof v);
+    return v;
+  };
+  EpochRecord r;
+  std::uint64_t ints[2] = {};
+  get(ints, sizeof ints);
+  r.epoch = ints[0];
+  r.step = ints[1];
+  r.train_loss = num();
+  r.train_accuracy = num();
+  const double val_loss = num(), val_accuracy = num();
+  r.samples_per_second = num();
+  r.seconds = num();
+  r.learning_rate = num();
+  std::uint64_t flags = 0, extras = 0;
+  get(&flags, sizeof flags);
+  get(&extras, sizeof extras);
+  if (flags & 1u) r.val_loss = val_loss;
+  if (flags & 2u) r.val_accuracy = val_accuracy;
+  for (std::uint64_t i = 0; i < extras; ++i) {
+    std::uint64_t n = 0;
+    get(&n, sizeof n);
+    if (n > in.size() - at) throw TransportError("an epoch record from the leading worker is cut short");
+    std::string name(reinterpret_cast<const char*>(in.data() + at), static_cast<std::size_t>(n));
+    at += static_cast<std::size_t>(n);
+    r.extra.emplace_back(std::move(name), num());
+  }
+  return r;
+}
+
+}  // namespace detail
+}  // namespace flotilla
+// ---- end flotilla/train/ring_recovery.hpp ----
 
 // ---- begin flotilla/transport/in_process.hpp ----
 // The in-process transport: every rank is a thread of this process, and messages are copied
@@ -10253,8 +10680,9 @@ struct TrainerOptions {
   std::size_t servers = 1;
   /// For experiments with slow workers.
   Straggler straggler{};
-  /// Parameter-server topologies over TCP: whether the others go on when a worker dies or stalls
-  /// (train/worker_loss.hpp; by default asynchronous training does, synchronous stops).
+  /// When a worker dies or stalls (train/worker_loss.hpp): by default asynchronous and
+  /// bounded-staleness training go on without it, synchronous training stops with an error naming
+  /// it; continue_with_survivors makes synchronous training go on too (transport::Tcp only).
   WorkerLoss on_worker_loss = WorkerLoss::by_policy;
 };
 
@@ -10292,6 +10720,7 @@ class Trainer {
     if (options_.eval_batch_size == 0) throw ConfigError("TrainerOptions::eval_batch_size must be > 0");
     if (Backend::in_process && options_.workers == 0) throw ConfigError("TrainerOptions::workers must be > 0");
     if (parameter_server && options_.servers == 0) throw ConfigError("TrainerOptions::servers must be > 0");
+    if (options_.on_worker_loss == WorkerLoss::continue_with_survivors) check_worker_loss_supported();
     workers_.push_back(std::make_unique<WorkerState>(options_));
   }
 
@@ -10648,6 +11077,101 @@ class Trainer {
     return out;
   }
 
+  // ---- going on without a lost worker (train/worker_loss.hpp) --------------------------------
+
+  /// Whether a worker of endpoint type E can go on after a peer is lost: ring topologies over a
+  /// transport that survives a lost peer.
+  template <class E>
+  static constexpr bool survives_worker_loss = !parameter_server && detail::SurvivableEndpoint<E>;
+
+  void check_worker_loss_supported() const {
+    if constexpr (parameter_server) {
+      if constexpr (Backend::in_process || !requires(endpoint_type& e) { e.continue_without_lost_peers(true); })
+        throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors needs worker and server "
+                          "processes over transport::Tcp; the " + std::string(Backend::name) +
+                          " transport stops the job when a rank is lost");
+    } else if constexpr (!Policy::reduce_gradients_in_backward) {
+      throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors needs a policy whose workers "
+                        "allreduce their gradients and update alone (policy::Synchronous<>), not policy " +
+                        std::string(Policy::name));
+    } else if constexpr (Backend::in_process) {
+      throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors needs worker processes "
+                        "(transport::Tcp): threads of one process cannot be lost on their own");
+    } else if constexpr (!detail::SurvivableEndpoint<endpoint_type>) {
+      throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors: the " + std::string(Backend::name) +
+                        " transport cannot go on after a rank is lost (MPI without ULFM stops the job); use "
+                        "transport::Tcp");
+    }
+  }
+
+  /// Where a survivor goes on from once the ring has re-formed: the data position of the survivor
+  /// that got furthest (epoch, and samples of it trained on), its update count in this call, and
+  /// its last epoch record when it has one more than this worker.
+  struct Resumed {
+    std::uint64_t epoch = 0, samples = 0, steps_this_call = 0;
+    std::optional<EpochRecord> record;
+  };
+
+  /// After `lost` was lost during `during` (nullopt: the check-in at the end of training), agrees
+  /// with the other survivors on who is left, re-forms `group`, logs each loss once, and takes the
+  /// state of the survivor that got furthest. nullopt when nobody was lost (a quiet check-in).
+  /// Losses during this start it over; a rank that cannot go on throws.
+  template <class E, class G, class R>
+  std::optional<Resumed> survive_loss(E& e, G& group, R& recovery, WorkerState& s, std::optional<std::size_t> lost,
+                                      const std::string& during, bool in_update, std::uint64_t records, std::uint64_t done_epoch,
+                                      std::uint64_t done_batch, std::uint64_t steps_this_call, const FitOptions& fit) {
+    // The position in samples: batch indices count global batches, which the re-formed ring makes smaller.
+    const std::uint64_t done_samples = done_batch * options_.batch_size * group.size();
+    for (;;) {
+      const detail::LossDecision d = recovery.agree(lost, detail::LossProgress{s.step, records});
+      if (!d.changed()) return std::nullopt;
+      if (fit.log)
+        for (const std::size_t r : d.lost)
+          *fit.log << "worker " << r << " (host " << e.address(r) << ") lost during " << during << " at step "
+                   << s.step + (in_update ? 1 : 0) << "; continuing with " << group.size() << " workers, effective batch "
+                   << options_.batch_size * group.size() << "\n"
+                   << std::flush;
+      try {
+        // Into copies: a loss in the middle of this leaves this worker's own state whole.
+        std::vector<std::uint64_t> head = {s.step, done_epoch, done_samples, records, steps_this_call, 0};
+        std::vector<std::byte> rec;
+        const bool leader = group.rank() == d.leader;
+        if (leader && records > 0 && !history_.empty()) rec = detail::record_bytes(history_.back());
+        head[5] = rec.size();
+        const Tag tag = detail::protocol_tags::broadcast;
+        collective::broadcast(group, std::span<std::uint64_t>(head), d.leader, tag);
+        std::vector<T> parameters(s.engine.parameters().begin(), s.engine.parameters().end());
+        collective::broadcast(group, std::span<T>(parameters), d.leader, tag);
+        s.engine.optimizer_state_to_host(s.opt);
+        std::vector<std::vector<T>> buffers;
+        for (auto b : s.opt.buffers()) {
+          buffers.emplace_back(b.begin(), b.end());
+          collective::broadcast(group, std::span<T>(buffers.back()), d.leader, tag);
+        }
+        rec.resize(static_cast<std::size_t>(head[5]));
+        if (!rec.empty())
+          collective::broadcast(group, std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(rec.data()), rec.size()),
+                                d.leader, tag);
+        std::copy(parameters.begin(), parameters.end(), s.engine.parameters().begin());
+        auto own = s.opt.buffers();
+        for (std::size_t i = 0; i < buffers.size(); ++i) std::copy(buffers[i].begin(), buffers[i].end(), own[i].begin());
+        s.engine.optimizer_state_changed();
+        s.step = head[0];
+        Resumed back{head[1], head[2], head[4], std::nullopt};
+        if (head[3] > records) {
+          if (head[3] != records + 1 || rec.empty())
+            throw TransportError("worker " + std::to_string(e.rank()) + ": the leading survivor has recorded " +
+                                 std::to_string(head[3]) + " epochs, this one " + std::to_string(records) +
+                                 "; survivors can be one epoch apart at most");
+          back.record = detail::record_from_bytes(rec);
+        }
+        return back;
+      } catch (const PeerLostError& x) {
+        lost = x.peer();
+      }
+    }
+  }
+
   // ---- a worker's fit ------------------------------------------------------------------------
 
   template <class E>
@@ -10659,7 +11183,7 @@ class Trainer {
     if (reporter) shared.reporting_rank = true;
     std::vector<std::size_t> members(workers);
     for (std::size_t i = 0; i < workers; ++i) members[i] = i;
-    transport::Group<E> group(e, members, detail::protocol_tags::group_barrier);
+    detail::worker_group_t<E, parameter_server> group(e, members, detail::protocol_tags::group_barrier);
     Timeline& timeline = shared.timeline;
 
     // Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint).
@@ -10690,7 +11214,8 @@ class Trainer {
     lo.prefetch = options_.prefetch;
     lo.shard_index = w;
     lo.shard_count = workers;
-    data::Loader<T> loader(train, lo);
+    std::optional<data::Loader<T>> loader;  // made again, re-sharded, when the ring re-forms
+    loader.emplace(train, lo);
 
     // What runs during backward: bucket allreduces (ring) or shard pushes (parameter server).
     std::unique_ptr<detail::ReadyRunner> runner;
@@ -10758,25 +11283,69 @@ class Trainer {
       saved_step = s.step;
       last_save = std::chrono::steady_clock::now();
     };
+    // Going on without a lost worker (TrainerOptions::on_worker_loss): the survivors' agreement.
+    std::optional<typename detail::ring_recovery_for<E, survives_worker_loss<E>>::type> recovery;
+    if constexpr (survives_worker_loss<E>)
+      if (options_.on_worker_loss == WorkerLoss::continue_with_survivors) recovery.emplace(group);
+    std::uint64_t records = 0;                // epochs recorded in this call
+    std::optional<EpochRecord> adopted;       // the end of an epoch this worker missed
+    // Rethrows the current PeerLostError unless the survivors go on; then where they go on from.
+    const std::string update_op = "the gradient allreduce";
+    auto survive = [&](std::optional<std::size_t> peer, const std::string& during) -> std::optional<Resumed> {
+      if constexpr (survives_worker_loss<E>) {
+        if (recovery) {
+          auto back = survive_loss(e, group, *recovery, s, peer, during, peer && during == update_op, records, done_epoch, done_batch, steps_this_call, fit);
+          if (back) {
+            lo.shard_index = group.rank();
+            lo.shard_count = group.size();
+            loader.emplace(train, lo);
+            steps_this_call = back->steps_this_call;
+            stop = fit.max_steps && steps_this_call >= fit.max_steps;
+            done_step = s.step;
+          }
+          return back;
+        }
+      }
+      throw;
+    };
+
     try {
       for (std::size_t epoch_index = 0; epoch_index < shared.epochs && !stop; ++epoch_index) {
         const auto started = std::chrono::steady_clock::now();
-        loader.start_epoch(at.epoch, at.batch);
+        loader->start_epoch(at.epoch, at.batch);
         std::optional<ProgressBar> bar;
         if (reporter && fit.log)
-          bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(at.epoch + 1), fit.progress);
+          bar.emplace(*fit.log, loader->batches_per_epoch(), "epoch " + std::to_string(at.epoch + 1), fit.progress);
         double loss_sum = 0;
         std::size_t correct = 0, seen = 0, micro = 0, position = at.batch;
         CounterTotals totals;
         StepCounters counters;
         TrafficCounters before = e.counters();
-        while (const data::Batch<T>* batch = loader.next()) {
+        while (const data::Batch<T>* batch = loader->next()) {
           // Micro-batches of one update: K, or what is left of the epoch.
-          const std::size_t remaining = loader.batches_per_epoch() - (batch->index - micro);
+          const std::size_t remaining = loader->batches_per_epoch() - (batch->index - micro);
           const std::size_t group_size = std::min(micro_batches, remaining);
           const bool last = micro + 1 == group_size;
-          const StepResult r = worker_step(e, group, s, *batch, micro, group_size, last, runner.get(), client, counters,
-                                           timeline, w);
+          StepResult r;
+          try {
+            r = worker_step(e, group, s, *batch, micro, group_size, last, runner.get(), client, counters, timeline, w);
+          } catch (const PeerLostError& x) {
+            // The survivors redo the interrupted update from the furthest one's state, re-sharded.
+            const std::optional<Resumed> back = survive(x.peer(), update_op);
+            micro = 0;
+            if (back && back->epoch > at.epoch) {  // it finished this epoch's updates
+              position = loader->batches_per_epoch();
+              adopted = back->record;
+              done_epoch = back->epoch;
+              done_batch = 0;
+              break;
+            }
+            position = back ? back->samples / (options_.batch_size * group.size()) : done_batch;
+            done_batch = position;
+            loader->start_epoch(at.epoch, position);
+            if (stop) break;
+            continue;
+          }
           loss_sum += r.loss * static_cast<double>(r.samples);
           correct += r.correct;
           seen += r.samples;
@@ -10794,7 +11363,7 @@ class Trainer {
             counters = {};
             if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
             // An update that ends the epoch resumes at the start of the next.
-            const bool epoch_done = position == loader.batches_per_epoch();
+            const bool epoch_done = position == loader->batches_per_epoch();
             done_step = s.step;
             done_epoch = epoch_done ? at.epoch + 1 : at.epoch;
             done_batch = epoch_done ? 0 : position;
@@ -10805,13 +11374,28 @@ class Trainer {
               save_set();
           }
           // The bar shows the job's rate: every worker takes an equal share of each global batch.
-          if (bar) detail::show_running(*bar, position, seen * workers, loss_sum, correct, seen, classifier);
+          if (bar) detail::show_running(*bar, position, seen * group.size(), loss_sum, correct, seen, classifier);
           if (stop && last) break;
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s,
-                                       client ? &*client : nullptr, live ? &*live : nullptr);
-        at.end_epoch(stop && position < loader.batches_per_epoch(), position);
+        EpochRecord rec;
+        while (!adopted) {
+          try {
+            rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, group.size(), validation, s,
+                               client ? &*client : nullptr, live ? &*live : nullptr);
+            break;
+          } catch (const PeerLostError& x) {
+            const std::optional<Resumed> back = survive(x.peer(), "the epoch's metrics");
+            if (back) {
+              adopted = back->record;
+              position = back->epoch > at.epoch ? loader->batches_per_epoch()
+                                                : back->samples / (options_.batch_size * group.size());
+            }
+          }
+        }
+        if (adopted) rec = *std::exchange(adopted, std::nullopt);
+        ++records;
+        at.end_epoch(stop && position < loader->batches_per_epoch(), position);
         rec.epoch = at.epoch;
         if (owns_position) {
           epoch_ = at.epoch;
@@ -10833,11 +11417,24 @@ class Trainer {
               group.barrier();
             }
           };
-          barrier();
-          if (reporter) save(fit.checkpoint_file);
-          barrier();
+          bool saved = false;
+          try {
+            barrier();
+            if (reporter) save(fit.checkpoint_file);
+            saved = true;
+            barrier();
+          } catch (const PeerLostError& x) {
+            // The survivors go on at once: some may have left the barriers already.
+            survive(x.peer(), "a checkpoint barrier");
+            if (reporter && !saved) save(fit.checkpoint_file);
+          }
         }
       }
+      // No survivor leaves while another may still need it: they check in, and when one was lost
+      // meanwhile, those still training take the state of those that finished.
+      if (recovery)
+        while (survive(std::nullopt, "the end of training")) {
+        }
       if (saves_sets && cp.at_exit && saved_step != s.step) save_set();
     } catch (...) {
       // Leaving by an exception (a peer died, a transport timed out): worker 0 saves what it has

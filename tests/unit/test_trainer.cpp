@@ -190,6 +190,18 @@ TEST_CASE("data that does not fit the model is refused with a clear message") {
   CHECK_THROWS_AS(Trainer<SmallModel>{zero}, ConfigError);
 }
 
+TEST_CASE("going on without a lost worker is refused where it cannot work") {
+  TrainerOptions<SmallModel> o;
+  o.on_worker_loss = WorkerLoss::continue_with_survivors;
+  // Threads of one process cannot be lost on their own: the ring re-forms over TCP processes only.
+  CHECK_THROWS_WITH_AS(Trainer<SmallModel>{o}, doctest::Contains("transport::Tcp"), ConfigError);
+  // Parameter servers go on without a worker over TCP only, too.
+  using PS = policy::Asynchronous<topology::ParameterServer>;
+  CHECK_THROWS_WITH_AS((Trainer<SmallModel, PS>{o}), doctest::Contains("transport::Tcp"), ConfigError);
+  o.on_worker_loss = WorkerLoss::stop;
+  CHECK_NOTHROW(Trainer<SmallModel>{o});
+}
+
 TEST_CASE("optimizers and schedules drive a regression to its answer") {
   using Net = Sequential<Input<2>, Dense<1>>;
   data::Dataset<double> d;

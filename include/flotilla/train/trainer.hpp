@@ -60,6 +60,8 @@
 #include "flotilla/train/progress.hpp"
 #include "flotilla/train/ready_runner.hpp"
 #include "flotilla/train/timeline.hpp"
+#include "flotilla/train/live_workers.hpp"
+#include "flotilla/train/ring_recovery.hpp"
 #include "flotilla/train/worker_loss.hpp"
 #include "flotilla/transport/group.hpp"
 #include "flotilla/transport/in_process.hpp"
@@ -98,8 +100,9 @@ struct TrainerOptions {
   std::size_t servers = 1;
   /// For experiments with slow workers.
   Straggler straggler{};
-  /// Parameter-server topologies over TCP: whether the others go on when a worker dies or stalls
-  /// (train/worker_loss.hpp; by default asynchronous training does, synchronous stops).
+  /// When a worker dies or stalls (train/worker_loss.hpp): by default asynchronous and
+  /// bounded-staleness training go on without it, synchronous training stops with an error naming
+  /// it; continue_with_survivors makes synchronous training go on too (transport::Tcp only).
   WorkerLoss on_worker_loss = WorkerLoss::by_policy;
 };
 
@@ -137,6 +140,7 @@ class Trainer {
     if (options_.eval_batch_size == 0) throw ConfigError("TrainerOptions::eval_batch_size must be > 0");
     if (Backend::in_process && options_.workers == 0) throw ConfigError("TrainerOptions::workers must be > 0");
     if (parameter_server && options_.servers == 0) throw ConfigError("TrainerOptions::servers must be > 0");
+    if (options_.on_worker_loss == WorkerLoss::continue_with_survivors) check_worker_loss_supported();
     workers_.push_back(std::make_unique<WorkerState>(options_));
   }
 
@@ -493,6 +497,101 @@ class Trainer {
     return out;
   }
 
+  // ---- going on without a lost worker (train/worker_loss.hpp) --------------------------------
+
+  /// Whether a worker of endpoint type E can go on after a peer is lost: ring topologies over a
+  /// transport that survives a lost peer.
+  template <class E>
+  static constexpr bool survives_worker_loss = !parameter_server && detail::SurvivableEndpoint<E>;
+
+  void check_worker_loss_supported() const {
+    if constexpr (parameter_server) {
+      if constexpr (Backend::in_process || !requires(endpoint_type& e) { e.continue_without_lost_peers(true); })
+        throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors needs worker and server "
+                          "processes over transport::Tcp; the " + std::string(Backend::name) +
+                          " transport stops the job when a rank is lost");
+    } else if constexpr (!Policy::reduce_gradients_in_backward) {
+      throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors needs a policy whose workers "
+                        "allreduce their gradients and update alone (policy::Synchronous<>), not policy " +
+                        std::string(Policy::name));
+    } else if constexpr (Backend::in_process) {
+      throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors needs worker processes "
+                        "(transport::Tcp): threads of one process cannot be lost on their own");
+    } else if constexpr (!detail::SurvivableEndpoint<endpoint_type>) {
+      throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors: the " + std::string(Backend::name) +
+                        " transport cannot go on after a rank is lost (MPI without ULFM stops the job); use "
+                        "transport::Tcp");
+    }
+  }
+
+  /// Where a survivor goes on from once the ring has re-formed: the data position of the survivor
+  /// that got furthest (epoch, and samples of it trained on), its update count in this call, and
+  /// its last epoch record when it has one more than this worker.
+  struct Resumed {
+    std::uint64_t epoch = 0, samples = 0, steps_this_call = 0;
+    std::optional<EpochRecord> record;
+  };
+
+  /// After `lost` was lost during `during` (nullopt: the check-in at the end of training), agrees
+  /// with the other survivors on who is left, re-forms `group`, logs each loss once, and takes the
+  /// state of the survivor that got furthest. nullopt when nobody was lost (a quiet check-in).
+  /// Losses during this start it over; a rank that cannot go on throws.
+  template <class E, class G, class R>
+  std::optional<Resumed> survive_loss(E& e, G& group, R& recovery, WorkerState& s, std::optional<std::size_t> lost,
+                                      const std::string& during, bool in_update, std::uint64_t records, std::uint64_t done_epoch,
+                                      std::uint64_t done_batch, std::uint64_t steps_this_call, const FitOptions& fit) {
+    // The position in samples: batch indices count global batches, which the re-formed ring makes smaller.
+    const std::uint64_t done_samples = done_batch * options_.batch_size * group.size();
+    for (;;) {
+      const detail::LossDecision d = recovery.agree(lost, detail::LossProgress{s.step, records});
+      if (!d.changed()) return std::nullopt;
+      if (fit.log)
+        for (const std::size_t r : d.lost)
+          *fit.log << "worker " << r << " (host " << e.address(r) << ") lost during " << during << " at step "
+                   << s.step + (in_update ? 1 : 0) << "; continuing with " << group.size() << " workers, effective batch "
+                   << options_.batch_size * group.size() << "\n"
+                   << std::flush;
+      try {
+        // Into copies: a loss in the middle of this leaves this worker's own state whole.
+        std::vector<std::uint64_t> head = {s.step, done_epoch, done_samples, records, steps_this_call, 0};
+        std::vector<std::byte> rec;
+        const bool leader = group.rank() == d.leader;
+        if (leader && records > 0 && !history_.empty()) rec = detail::record_bytes(history_.back());
+        head[5] = rec.size();
+        const Tag tag = detail::protocol_tags::broadcast;
+        collective::broadcast(group, std::span<std::uint64_t>(head), d.leader, tag);
+        std::vector<T> parameters(s.engine.parameters().begin(), s.engine.parameters().end());
+        collective::broadcast(group, std::span<T>(parameters), d.leader, tag);
+        s.engine.optimizer_state_to_host(s.opt);
+        std::vector<std::vector<T>> buffers;
+        for (auto b : s.opt.buffers()) {
+          buffers.emplace_back(b.begin(), b.end());
+          collective::broadcast(group, std::span<T>(buffers.back()), d.leader, tag);
+        }
+        rec.resize(static_cast<std::size_t>(head[5]));
+        if (!rec.empty())
+          collective::broadcast(group, std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(rec.data()), rec.size()),
+                                d.leader, tag);
+        std::copy(parameters.begin(), parameters.end(), s.engine.parameters().begin());
+        auto own = s.opt.buffers();
+        for (std::size_t i = 0; i < buffers.size(); ++i) std::copy(buffers[i].begin(), buffers[i].end(), own[i].begin());
+        s.engine.optimizer_state_changed();
+        s.step = head[0];
+        Resumed back{head[1], head[2], head[4], std::nullopt};
+        if (head[3] > records) {
+          if (head[3] != records + 1 || rec.empty())
+            throw TransportError("worker " + std::to_string(e.rank()) + ": the leading survivor has recorded " +
+                                 std::to_string(head[3]) + " epochs, this one " + std::to_string(records) +
+                                 "; survivors can be one epoch apart at most");
+          back.record = detail::record_from_bytes(rec);
+        }
+        return back;
+      } catch (const PeerLostError& x) {
+        lost = x.peer();
+      }
+    }
+  }
+
   // ---- a worker's fit ------------------------------------------------------------------------
 
   template <class E>
@@ -504,7 +603,7 @@ class Trainer {
     if (reporter) shared.reporting_rank = true;
     std::vector<std::size_t> members(workers);
     for (std::size_t i = 0; i < workers; ++i) members[i] = i;
-    transport::Group<E> group(e, members, detail::protocol_tags::group_barrier);
+    detail::worker_group_t<E, parameter_server> group(e, members, detail::protocol_tags::group_barrier);
     Timeline& timeline = shared.timeline;
 
     // Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint).
@@ -535,7 +634,8 @@ class Trainer {
     lo.prefetch = options_.prefetch;
     lo.shard_index = w;
     lo.shard_count = workers;
-    data::Loader<T> loader(train, lo);
+    std::optional<data::Loader<T>> loader;  // made again, re-sharded, when the ring re-forms
+    loader.emplace(train, lo);
 
     // What runs during backward: bucket allreduces (ring) or shard pushes (parameter server).
     std::unique_ptr<detail::ReadyRunner> runner;
@@ -603,25 +703,69 @@ class Trainer {
       saved_step = s.step;
       last_save = std::chrono::steady_clock::now();
     };
+    // Going on without a lost worker (TrainerOptions::on_worker_loss): the survivors' agreement.
+    std::optional<typename detail::ring_recovery_for<E, survives_worker_loss<E>>::type> recovery;
+    if constexpr (survives_worker_loss<E>)
+      if (options_.on_worker_loss == WorkerLoss::continue_with_survivors) recovery.emplace(group);
+    std::uint64_t records = 0;                // epochs recorded in this call
+    std::optional<EpochRecord> adopted;       // the end of an epoch this worker missed
+    // Rethrows the current PeerLostError unless the survivors go on; then where they go on from.
+    const std::string update_op = "the gradient allreduce";
+    auto survive = [&](std::optional<std::size_t> peer, const std::string& during) -> std::optional<Resumed> {
+      if constexpr (survives_worker_loss<E>) {
+        if (recovery) {
+          auto back = survive_loss(e, group, *recovery, s, peer, during, peer && during == update_op, records, done_epoch, done_batch, steps_this_call, fit);
+          if (back) {
+            lo.shard_index = group.rank();
+            lo.shard_count = group.size();
+            loader.emplace(train, lo);
+            steps_this_call = back->steps_this_call;
+            stop = fit.max_steps && steps_this_call >= fit.max_steps;
+            done_step = s.step;
+          }
+          return back;
+        }
+      }
+      throw;
+    };
+
     try {
       for (std::size_t epoch_index = 0; epoch_index < shared.epochs && !stop; ++epoch_index) {
         const auto started = std::chrono::steady_clock::now();
-        loader.start_epoch(at.epoch, at.batch);
+        loader->start_epoch(at.epoch, at.batch);
         std::optional<ProgressBar> bar;
         if (reporter && fit.log)
-          bar.emplace(*fit.log, loader.batches_per_epoch(), "epoch " + std::to_string(at.epoch + 1), fit.progress);
+          bar.emplace(*fit.log, loader->batches_per_epoch(), "epoch " + std::to_string(at.epoch + 1), fit.progress);
         double loss_sum = 0;
         std::size_t correct = 0, seen = 0, micro = 0, position = at.batch;
         CounterTotals totals;
         StepCounters counters;
         TrafficCounters before = e.counters();
-        while (const data::Batch<T>* batch = loader.next()) {
+        while (const data::Batch<T>* batch = loader->next()) {
           // Micro-batches of one update: K, or what is left of the epoch.
-          const std::size_t remaining = loader.batches_per_epoch() - (batch->index - micro);
+          const std::size_t remaining = loader->batches_per_epoch() - (batch->index - micro);
           const std::size_t group_size = std::min(micro_batches, remaining);
           const bool last = micro + 1 == group_size;
-          const StepResult r = worker_step(e, group, s, *batch, micro, group_size, last, runner.get(), client, counters,
-                                           timeline, w);
+          StepResult r;
+          try {
+            r = worker_step(e, group, s, *batch, micro, group_size, last, runner.get(), client, counters, timeline, w);
+          } catch (const PeerLostError& x) {
+            // The survivors redo the interrupted update from the furthest one's state, re-sharded.
+            const std::optional<Resumed> back = survive(x.peer(), update_op);
+            micro = 0;
+            if (back && back->epoch > at.epoch) {  // it finished this epoch's updates
+              position = loader->batches_per_epoch();
+              adopted = back->record;
+              done_epoch = back->epoch;
+              done_batch = 0;
+              break;
+            }
+            position = back ? back->samples / (options_.batch_size * group.size()) : done_batch;
+            done_batch = position;
+            loader->start_epoch(at.epoch, position);
+            if (stop) break;
+            continue;
+          }
           loss_sum += r.loss * static_cast<double>(r.samples);
           correct += r.correct;
           seen += r.samples;
@@ -639,7 +783,7 @@ class Trainer {
             counters = {};
             if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
             // An update that ends the epoch resumes at the start of the next.
-            const bool epoch_done = position == loader.batches_per_epoch();
+            const bool epoch_done = position == loader->batches_per_epoch();
             done_step = s.step;
             done_epoch = epoch_done ? at.epoch + 1 : at.epoch;
             done_batch = epoch_done ? 0 : position;
@@ -650,13 +794,28 @@ class Trainer {
               save_set();
           }
           // The bar shows the job's rate: every worker takes an equal share of each global batch.
-          if (bar) detail::show_running(*bar, position, seen * workers, loss_sum, correct, seen, classifier);
+          if (bar) detail::show_running(*bar, position, seen * group.size(), loss_sum, correct, seen, classifier);
           if (stop && last) break;
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        EpochRecord rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, workers, validation, s,
-                                       client ? &*client : nullptr, live ? &*live : nullptr);
-        at.end_epoch(stop && position < loader.batches_per_epoch(), position);
+        EpochRecord rec;
+        while (!adopted) {
+          try {
+            rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, group.size(), validation, s,
+                               client ? &*client : nullptr, live ? &*live : nullptr);
+            break;
+          } catch (const PeerLostError& x) {
+            const std::optional<Resumed> back = survive(x.peer(), "the epoch's metrics");
+            if (back) {
+              adopted = back->record;
+              position = back->epoch > at.epoch ? loader->batches_per_epoch()
+                                                : back->samples / (options_.batch_size * group.size());
+            }
+          }
+        }
+        if (adopted) rec = *std::exchange(adopted, std::nullopt);
+        ++records;
+        at.end_epoch(stop && position < loader->batches_per_epoch(), position);
         rec.epoch = at.epoch;
         if (owns_position) {
           epoch_ = at.epoch;
@@ -678,11 +837,24 @@ class Trainer {
               group.barrier();
             }
           };
-          barrier();
-          if (reporter) save(fit.checkpoint_file);
-          barrier();
+          bool saved = false;
+          try {
+            barrier();
+            if (reporter) save(fit.checkpoint_file);
+            saved = true;
+            barrier();
+          } catch (const PeerLostError& x) {
+            // The survivors go on at once: some may have left the barriers already.
+            survive(x.peer(), "a checkpoint barrier");
+            if (reporter && !saved) save(fit.checkpoint_file);
+          }
         }
       }
+      // No survivor leaves while another may still need it: they check in, and when one was lost
+      // meanwhile, those still training take the state of those that finished.
+      if (recovery)
+        while (survive(std::nullopt, "the end of training")) {
+        }
       if (saves_sets && cp.at_exit && saved_step != s.step) save_set();
     } catch (...) {
       // Leaving by an exception (a peer died, a transport timed out): worker 0 saves what it has

@@ -649,6 +649,13 @@ class TcpEndpoint {
   /// expects no goodbye from it. For topologies that can do without a peer (asynchronous
   /// parameter servers dropping a dead worker).
   void continue_without_lost_peers(bool on) noexcept { survive_lost_peers_ = on; }
+  /// With continue_without_lost_peers: whether the loss of any peer fails the operation in
+  /// progress (PeerLostError naming it), not only of a peer that operation waits on, and whether
+  /// every peer's heartbeats are watched, not only the waited-for ones'. For topologies whose
+  /// ranks must all stop what they are doing when one is lost, wherever they are: a synchronous
+  /// ring re-forming over the survivors (a rank waiting on a live neighbour would otherwise wait
+  /// for a message that neighbour, gone to re-form the ring, will never send).
+  void stop_on_any_lost_peer(bool on) noexcept { stop_on_any_loss_ = on; }
   /// The peers lost so far (empty unless continue_without_lost_peers(true)).
   std::vector<std::size_t> lost_peers() const {
     std::vector<std::size_t> out;
@@ -723,7 +730,7 @@ class TcpEndpoint {
     const std::size_t p = l.peer;
     l.close();
     l.lost = true;
-    if (survive_lost_peers_ && !needed) return;
+    if (survive_lost_peers_ && !needed && !stop_on_any_loss_) return;
     if (!survive_lost_peers_) {
       broken_ = why;
       culprit_ = p;
@@ -1115,6 +1122,47 @@ class TcpEndpoint {
   /// `outs` is written; TransportError at `until`. `waiting` says what is missing, for the timeout.
   template <class Done, class Waiting>
   void drive(std::span<detail::TcpOutgoing> outs, Done&& done, Waiting&& waiting, Clock::time_point until) {
+    try {
+      drive_loop(outs, done, waiting, until);
+    } catch (const PeerLostError&) {
+      if (survive_lost_peers_) finish_frames(outs, until);
+      throw;
+    }
+  }
+
+  /// After a lost peer failed an operation that the endpoint survives: writes the rest of every
+  /// frame already partly written to a peer still there. Left half-written, it would make that
+  /// connection unusable (its stream cannot carry another frame), and the peer still needed.
+  /// The frames are written whole and never received (their operation has failed on both sides).
+  void finish_frames(std::span<detail::TcpOutgoing> outs, Clock::time_point until) noexcept {
+    std::vector<detail::TcpOutgoing> partial;
+    for (const auto& o : outs)
+      if (o.written > 0 && !o.done() && !o.link->lost && o.link->open()) partial.push_back(o);
+    if (partial.empty()) return;
+    // Nothing is received for the failed operation now: only written.
+    detail::TcpPosted* const posted = std::exchange(posted_, nullptr);
+    Link* const token = std::exchange(token_link_, nullptr);
+    const bool goodbye = std::exchange(awaiting_goodbye_, false);
+    for (std::size_t tries = 0; tries <= size_; ++tries) {  // each retry follows one more lost peer
+      try {
+        drive_loop(std::span<detail::TcpOutgoing>(partial), [] { return true; }, [] { return std::string(); }, until);
+        break;
+      } catch (const PeerLostError&) {
+        continue;
+      } catch (...) {  // timed out, or the endpoint failed: the frames stay half-written
+        break;
+      }
+    }
+    for (auto& o : outs)
+      for (const auto& p : partial)
+        if (p.link == o.link && p.header == o.header) o.written = p.written;
+    posted_ = posted;
+    token_link_ = token;
+    awaiting_goodbye_ = goodbye;
+  }
+
+  template <class Done, class Waiting>
+  void drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Waiting&& waiting, Clock::time_point until) {
     bool eager = false;
     const auto watch_from = Clock::now();  // silence before this wait does not count against a peer
     // While a receive is pending too, writes go in quanta between reads rather than all the socket
@@ -1191,7 +1239,7 @@ class TcpEndpoint {
     auto silent = [&](const Link& l) { return Clock::now() - std::max(l.heard, watch_from) > limit; };
     for (auto& l : links_) {
       if (!l.open() || l.eof || l.goodbye || l.peer == rank_) continue;
-      bool waits = wanted(l);
+      bool waits = wanted(l) || (survive_lost_peers_ && stop_on_any_loss_);
       for (const auto& o : outs) waits = waits || (o.link == &l && !o.done());
       if (!waits || !silent(l)) continue;
       pump(l, false);  // a heartbeat may be waiting in the kernel, read or not
@@ -1322,6 +1370,7 @@ class TcpEndpoint {
   };
   std::unordered_map<Tag, OpTrack> ops_;
   bool survive_lost_peers_ = false;
+  bool stop_on_any_loss_ = false;
   // Last: stopped before anything it reads (the links' send guards, which it shares) goes.
   std::unique_ptr<detail::TcpHeartbeat> heartbeat_;
 };
