@@ -38,6 +38,11 @@
 //    heartbeat interval (between the endpoint's frames, never inside one: the two share a lock per
 //    connection), also while the rank computes. A wait on a peer that has sent nothing for
 //    heartbeat_misses intervals fails with PeerLostError: it is stopped, hung or unreachable.
+//  - Rejoining: every rank but 0 keeps its rendezvous listener. One told to accept rejoins (a
+//    parameter server going on without lost workers) runs the same handshake on a connection that
+//    arrives while it waits, and reopens the link of a lost rank that restarted with
+//    TcpOptions::rejoin (a rank still alive is refused); the restarted rank connects only to the
+//    ranks it names, and takes the others as lost (docs/reliability.md, "Rejoining").
 //  - Shutdown: every rank sends a goodbye on each connection and closes only once it has a goodbye
 //    from every peer, so that no rank closes a connection that another still reads.
 #include <fcntl.h>
@@ -143,7 +148,7 @@ struct TcpOptions {
 
   /// The options from FLOTILLA_RANK, FLOTILLA_WORLD_SIZE, FLOTILLA_COORDINATOR, FLOTILLA_BIND,
   /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS, FLOTILLA_SOCKET_BUFFER, FLOTILLA_SECRET,
-  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS and FLOTILLA_CHECKSUM_DATA; unset variables keep
+  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA and FLOTILLA_REJOIN; unset variables keep
   /// the defaults above. A value that cannot be used is a ConfigError naming the variable and the
   /// text (never the secret).
   static TcpOptions from_environment();
