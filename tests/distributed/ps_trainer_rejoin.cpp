@@ -9,10 +9,12 @@
 // evaluating on 1000 after every epoch. Worker 2 kills itself once its
 // step log shows step 20 (in the first epoch).
 //
-//   drive async       policy::Asynchronous. Once both servers say where a lost worker can rejoin,
-//                     a second process claiming rank 1 (alive) tries to rejoin and is refused, and
-//                     exits non-zero with a message saying rank 1 is still alive. Once both servers
-//                     dropped worker 2, worker 2 is started again with FLOTILLA_REJOIN: it
+//   drive async       policy::Asynchronous, every rank with a shared secret. Once both servers say
+//                     where a lost worker can rejoin, a second process claiming rank 1 (alive)
+//                     tries to rejoin and is refused, and exits non-zero with a message saying
+//                     rank 1 is still alive. Once both servers dropped worker 2, a process with
+//                     another secret tries to rejoin as rank 2 and fails authentication, and
+//                     worker 2 is started again with FLOTILLA_REJOIN: it
 //                     rejoins (logging where), trains to the end, exits 0. Both servers log that
 //                     it rejoined and that they applied its pushes afterwards (a count > 0). The
 //                     other workers log that it rejoined, finish 30 epochs, report the same
@@ -170,8 +172,8 @@ int drive(const char* self, const std::string& what) {
   const std::size_t ranks = workers + servers;
   std::map<std::size_t, std::string> out;
   std::mutex m;
-  Extra duplicate, rejoined;
-  std::thread duplicate_thread, rejoin_thread;
+  Extra duplicate, rejoined, impostor;
+  std::thread duplicate_thread, rejoin_thread, impostor_thread;
   bool duplicate_started = false, rejoin_started = false;
   Clock::time_point rejoin_start{};
   transport::LaunchOptions o;
@@ -179,10 +181,11 @@ int drive(const char* self, const std::string& what) {
   o.command = {self, "rank", what, dir, "kill"};
   o.stop_on_failure = false;
   o.timeout = std::chrono::seconds(90);
-  o.environment = {"FLOTILLA_HEARTBEAT_MS=200"};
+  const std::string secret = "rejoin-test-secret";
+  o.environment = {"FLOTILLA_HEARTBEAT_MS=200", "FLOTILLA_SECRET=" + secret};
   // What an extra process of rank `rank` runs: this program as one rank, rejoining the job.
-  auto extra_command = [&](std::size_t rank, const std::string& rejoin) {
-    return "FLOTILLA_RANK=" + std::to_string(rank) + " FLOTILLA_WORLD_SIZE=" + std::to_string(ranks) +
+  auto extra_command = [&](std::size_t rank, const std::string& rejoin, const std::string& key) {
+    return "FLOTILLA_SECRET=" + key + " FLOTILLA_RANK=" + std::to_string(rank) + " FLOTILLA_WORLD_SIZE=" + std::to_string(ranks) +
            " FLOTILLA_COORDINATOR=127.0.0.1:1 FLOTILLA_HEARTBEAT_MS=200 FLOTILLA_CONNECT_TIMEOUT_MS=10000 FLOTILLA_REJOIN=" + rejoin + " '" + self +
            "' rank " + what + " '" + dir + "' nokill";
   };
@@ -195,12 +198,13 @@ int drive(const char* self, const std::string& what) {
     const std::string rejoin = s0 + "," + s1;
     if (!duplicate_started) {
       duplicate_started = true;
-      duplicate_thread = std::thread([&, c = extra_command(1, rejoin)] { duplicate = run_extra(c); });
+      duplicate_thread = std::thread([&, c = extra_command(1, rejoin, secret)] { duplicate = run_extra(c); });
     }
     if (!rejoin_started && contains(out[workers], "dropped worker 2") && contains(out[workers + 1], "dropped worker 2")) {
       rejoin_started = true;
       rejoin_start = Clock::now();
-      rejoin_thread = std::thread([&, c = extra_command(victim, rejoin)] { rejoined = run_extra(c); });
+      impostor_thread = std::thread([&, c = extra_command(victim, rejoin, "another-secret")] { impostor = run_extra(c); });
+      rejoin_thread = std::thread([&, c = extra_command(victim, rejoin, secret)] { rejoined = run_extra(c); });
     }
   };
   o.on_message = [](const std::string&) {};
@@ -208,6 +212,7 @@ int drive(const char* self, const std::string& what) {
   const auto result = transport::launch(o);
   if (duplicate_thread.joinable()) duplicate_thread.join();
   if (rejoin_thread.joinable()) rejoin_thread.join();
+  if (impostor_thread.joinable()) impostor_thread.join();
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
   std::filesystem::remove_all(dir);
   bool ok = true;
@@ -220,10 +225,13 @@ int drive(const char* self, const std::string& what) {
   for (std::size_t r = 0; r < ranks; ++r) std::printf("--- rank %zu: %s\n%s", r, result.ranks[r].describe(r).c_str(), out[r].c_str());
   std::printf("--- duplicate rank 1 (status %d)\n%s", duplicate.status, duplicate.output.c_str());
   std::printf("--- rank 2 restarted (status %d)\n%s", rejoined.status, rejoined.output.c_str());
+  std::printf("--- rank 2 with another secret (status %d)\n%s", impostor.status, impostor.output.c_str());
 
   expect(!result.ranks[victim].exited && result.ranks[victim].signal == SIGKILL, "rank 2 should have been killed");
   expect(duplicate.ran && duplicate.status != 0, "the duplicate rank 1 should have exited non-zero");
   expect(contains(duplicate.output, "rank 1 is still alive"), "the duplicate rank 1 should be told that rank 1 is still alive");
+  expect(impostor.ran && impostor.status != 0 && contains(impostor.output, "authentication failed"),
+         "a process with another secret should fail to authenticate and exit non-zero");
   expect(rejoined.ran && WIFEXITED(rejoined.status) && WEXITSTATUS(rejoined.status) == 0,
          "the restarted rank 2 should exit 0");
   expect(contains(rejoined.output, "flotilla: worker 2 rejoined the job at epoch"), "the restarted rank 2 should log where it rejoined");

@@ -1606,7 +1606,7 @@ class TcpRendezvous {
   /// For one rejoining rank's handshake on a running endpoint's reactor (TcpEndpoint::accept_rejoin).
   TcpRendezvous(const TcpOptions& o, std::shared_ptr<TcpReactor> reactor, std::uint64_t job_id)
       : o_(o), n_(o.world_size), r_(o.rank), until_(Clock::now() + handshake_limit), reactor_(std::move(reactor)),
-        job_id_(job_id), addresses_(o.world_size) {}
+        job_id_(job_id), addresses_(o.world_size), phase_("accepting a rejoining rank"), going_on_("going on") {}
 
   std::shared_ptr<TcpReactor> reactor() const { return reactor_; }
   std::uint64_t job_id() const noexcept { return job_id_; }
@@ -1651,7 +1651,7 @@ class TcpRendezvous {
 
   std::string who() const { return "tcp rank " + std::to_string(r_) + " of " + std::to_string(n_); }
   std::string connect_text() const { return std::to_string(o_.connect_timeout.count()) + " ms"; }
-  [[noreturn]] void fail(const std::string& what) const { throw TransportError(who() + ": rendezvous: " + what); }
+  [[noreturn]] void fail(const std::string& what) const { throw TransportError(who() + ": " + phase_ + ": " + what); }
 
   void write_all(TcpLink& l, std::span<const std::byte> a, std::span<const std::byte> b, const std::string& peer) {
     std::size_t done = 0;
@@ -1912,11 +1912,11 @@ class TcpRendezvous {
     } catch (const TransportError& e) {
       // A peer that breaks the protocol is dropped, not allowed to end the job. (Its message
       // already names this rank and the connection.)
-      log(std::string(e.what()) + "; dropped it, still waiting for the ranks");
+      log(std::string(e.what()) + "; dropped it, " + going_on_);
       return std::nullopt;
     }
     tell_refused(a.link, refusal);
-    log(who() + ": rendezvous: refused " + a.peer + ": " + refusal + "; dropped it, still waiting for the ranks");
+    log(who() + ": " + phase_ + ": refused " + a.peer + ": " + refusal + "; dropped it, " + going_on_);
     return std::nullopt;
   }
 
@@ -2100,6 +2100,9 @@ class TcpRendezvous {
   std::vector<std::string> addresses_;
   TrafficCounters counters_{};
   std::optional<Listener> listener_;
+  // For messages: what this handshake is part of, and what the rank does after dropping a peer.
+  std::string phase_ = o_.rejoin.empty() ? "rendezvous" : "rejoining a running job";
+  std::string going_on_ = "still waiting for the ranks";
 };
 
 /// Under flotilla-launch (FLOTILLA_LAUNCH_REPORTS names a directory of the launcher's): records
@@ -2132,7 +2135,7 @@ inline void TcpEndpoint::accept_rejoin() {
   std::optional<detail::TcpRendezvous::Arrival> a;
   try {
     a = rv.accept_hello(
-        rejoin_listener_->listener, "accepting a rejoining rank:", 0, [&] { return rv.hello_payload(0, {}); },
+        rejoin_listener_->listener, "accepting", 0, [&] { return rv.hello_payload(0, {}); },
         [](const std::string&) { return std::string("no connection was waiting after all"); });
   } catch (const TransportError& e) {
     rv.log(std::string(e.what()) + "; going on");
