@@ -1492,6 +1492,8 @@ inline void TcpEndpoint::barrier() {
 
 inline void TcpEndpoint::close() {
   if (closed_) return;
+  // A rank let in now would be waited on for a goodbye it does not know to send.
+  accept_rejoins_ = false;
   Scope scope(*this, {"shutdown", detail::tcp_nobody, detail::tcp_nobody, 0, false});
   for (std::size_t p = 0; p < size_; ++p)
     if (p != rank_ && !links_[p].lost) scope.many.push_back(frame(link(p), wire::FrameType::goodbye, 0, 0, {}));
