@@ -8744,7 +8744,16 @@ struct Synchronous<topology::ParameterServer> {
 // (continue_without_lost_workers(true)) it aggregates the workers left and rescales the sum to
 // their mean: the step's effective batch shrinks. A dead server ends the job on its workers.
 // Server 0 also answers the workers' reductions (ps_reduce.hpp), which tell them who is left.
-// Workers that restart and rejoin a running server are not supported yet.
+//
+// A lost worker that restarts can rejoin asynchronous serving (over a transport that accepts
+// rejoining peers: TCP): it says hello with the `rejoining` flag, first to server 0. Server 0
+// re-admits it only at a clean boundary of its reduction rounds: no round open, and every worker
+// still training in the middle of an epoch (its pushes so far not a multiple of the steps per
+// epoch the rejoiner announced). Then every one of them has run the same rounds and the next
+// round is the end of the current epoch, which the rejoiner reaches too: the reply tells it the
+// position (the furthest worker's pushes: epoch and batch) and the round number. The other
+// servers re-admit it at once. On every server its clock starts at the slowest live worker's, so
+// the staleness bound neither holds the others back nor lets it run ahead.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -8779,6 +8788,11 @@ struct PsHeader {
   };
   /// reply flags: the server saved its shard as asked (checkpoint).
   static constexpr std::uint32_t saved = 1;
+  /// hello flag: a worker that was lost and restarted rejoins (version: its steps per epoch;
+  /// steps_ahead: to servers but 0, the position server 0 gave it).
+  static constexpr std::uint32_t rejoining = 2;
+  /// reply flag to a rejoining hello: the job is finishing, there is nothing left to rejoin.
+  static constexpr std::uint32_t too_late = 4;
   std::uint32_t kind = 0;
   std::uint32_t flags = 0;
   std::uint64_t version = 0;      ///< push: the version the gradient was computed on; reply: the shard's version
@@ -8922,6 +8936,8 @@ class PsReduceRounds {
   explicit PsReduceRounds(std::size_t workers) : values_(workers), contributed_(workers, 0) {}
 
   std::uint64_t round() const noexcept { return round_; }
+  /// Whether some worker has contributed to the current round (it is waiting for the others).
+  bool open() const noexcept { return any_; }
 
   /// Worker `w` announced a contribution (`h`, read from a ps_push message): receives its values.
   template <Transport E>
@@ -9091,6 +9107,9 @@ class ParameterServerShard {
   std::uint64_t pushes() const noexcept { return pushes_; }
   /// Why each worker dropped by serve() was dropped (asynchronous serving only), in order.
   const std::vector<std::string>& dropped_workers() const noexcept { return dropped_; }
+  /// Workers re-admitted after they were lost (rejoins), and pushes applied from them since.
+  std::uint64_t rejoins() const noexcept { return rejoins_; }
+  std::uint64_t pushes_after_rejoins() const noexcept { return pushes_after_rejoins_; }
   /// Sets the update count, for a shard restored from a checkpoint.
   void set_updates(std::uint64_t updates) noexcept { updates_ = updates; }
   /// Whether serve() goes on without a worker that dies or stalls (over transports that can go on
@@ -9115,6 +9134,10 @@ class ParameterServerShard {
     std::vector<Buffer<T>> slots(aggregate ? workers : 0, Buffer<T>(n));
     std::vector<char> pushed(workers, 0), done(workers, 0), pending(workers, 0);
     std::vector<std::uint64_t> clock(workers, 0), staleness(workers, 0);
+    // lost: dropped (not finished); joining: a rejoiner's steps per epoch while server 0 waits
+    // for a clean boundary to re-admit it; rejoined: re-admitted (its pushes are counted).
+    std::vector<char> lost(workers, 0), rejoined(workers, 0);
+    std::vector<std::uint64_t> joining(workers, 0);
     std::size_t done_count = 0;
     // Serving survives a lost worker when the transport can go on without a peer, and when asked
     // to (asynchronous serving unless told otherwise).
@@ -9123,14 +9146,28 @@ class ParameterServerShard {
       tolerate = continue_without_lost_workers_.value_or(!aggregate);
       if (tolerate) e.continue_without_lost_peers(true);
     }
+    if constexpr (requires {
+                    e.accept_rejoins(true);
+                    e.rejoin_address();
+                  }) {
+      if (tolerate && !aggregate) {
+        e.accept_rejoins(true);
+        if (const std::string at = e.rejoin_address(); !at.empty()) {
+          std::fprintf(stderr, "flotilla: parameter server %zu: a lost worker can rejoin at %s\n", e.rank(), at.c_str());
+          std::fflush(stderr);
+        }
+      }
+    }
     // Server 0 answers the workers' reductions (epoch metrics, evaluation, barriers).
     const bool reduces = e.rank() == workers;
     PsReduceRounds rounds(reduces ? workers : 0);
     auto drop = [&](const PeerLostError& err) {
       const std::size_t w = err.peer();
       if (!tolerate || w >= workers) throw err;
+      joining[w] = 0;
       if (done[w]) return;
       done[w] = 1;
+      lost[w] = 1;
       pending[w] = 0;
       ++done_count;
       dropped_.push_back(err.what());
@@ -9152,8 +9189,8 @@ class ParameterServerShard {
       Codec::encode(std::span<const T>(params_), std::span<std::byte>(reply).subspan(PsHeader::size));
       e.send(w, protocol_tags::ps_reply, reply);
     };
-    auto send_full = [&](std::size_t w, std::uint32_t flags = 0) {
-      PsHeader h{PsHeader::reply, flags, updates_, 0, 0};
+    auto send_full = [&](std::size_t w, std::uint32_t flags = 0, std::uint64_t ahead = 0, std::uint64_t round = 0) {
+      PsHeader h{PsHeader::reply, flags, updates_, ahead, round};
       h.write(full.data());
       if (n) std::memcpy(full.data() + PsHeader::size, params_.data(), n * sizeof(T));
       e.send(w, protocol_tags::ps_full_reply, full);
@@ -9216,6 +9253,54 @@ class ParameterServerShard {
       }
     };
 
+    // Re-admits worker w, lost earlier, and sends it the shard (and, from server 0, where it
+    // goes on: `position` in steps, `round` the next reduction round).
+    auto admit = [&](std::size_t w, std::uint64_t position, std::uint64_t round) {
+      const std::uint64_t low = slowest();
+      if (done[w]) --done_count;
+      done[w] = lost[w] = pending[w] = 0;
+      joining[w] = 0;
+      rejoined[w] = 1;
+      staleness[w] = 0;
+      clock[w] = low == std::numeric_limits<std::uint64_t>::max() ? 0 : low;
+      ++rejoins_;
+      std::size_t live = 0;
+      for (std::size_t v = 0; v < workers; ++v) live += done[v] ? 0 : 1;
+      std::fprintf(stderr, "flotilla: parameter server %zu: worker %zu rejoined at update %llu (step %llu), %zu training\n",
+                   e.rank(), w, static_cast<unsigned long long>(updates_), static_cast<unsigned long long>(position), live);
+      std::fflush(stderr);
+      try {
+        send_full(w, 0, position, round);
+      } catch (const PeerLostError& err) {
+        drop(err);
+      }
+    };
+    // Server 0: re-admits the waiting rejoiners once the boundary is clean (see the file comment),
+    // or tells them it is too late when no worker is training any more.
+    auto admit_waiting = [&] {
+      for (std::size_t w = 0; w < workers; ++w) {
+        if (!joining[w]) continue;
+        std::uint64_t furthest = 0;
+        bool clean = !rounds.open(), anyone = false;
+        for (std::size_t v = 0; v < workers; ++v) {
+          if (done[v] || v == w) continue;
+          anyone = true;
+          furthest = std::max(furthest, clock[v]);
+          if (clock[v] % joining[w] == 0) clean = false;
+        }
+        if (!anyone) {
+          joining[w] = 0;
+          try {
+            send_full(w, PsHeader::too_late);
+          } catch (const PeerLostError& err) {
+            drop(err);
+          }
+        } else if (clean) {
+          admit(w, furthest, rounds.round());
+        }
+      }
+    };
+
     while (done_count < workers) {
       std::size_t w = 0;
       try {
@@ -9238,6 +9323,22 @@ class ParameterServerShard {
       const auto payload = std::span<const std::byte>(in).subspan(PsHeader::size);
       switch (h.kind) {
         case PsHeader::hello:
+          if (h.flags & PsHeader::rejoining) {
+            if (aggregate || !tolerate)
+              throw TransportError("parameter server " + std::to_string(e.rank()) + ": worker " + std::to_string(w) +
+                                   " rejoins, which only asynchronous serving that goes on without lost workers allows");
+            if (done[w] && !lost[w]) {
+              send_full(w, PsHeader::too_late);  // it had finished: nothing to rejoin
+            } else if (reduces) {
+              if (h.version == 0)
+                throw TransportError("parameter server " + std::to_string(e.rank()) + ": worker " + std::to_string(w) +
+                                     " rejoins with 0 steps per epoch");
+              joining[w] = h.version;  // admitted at a clean boundary (admit_waiting)
+            } else {
+              admit(w, h.steps_ahead, 0);
+            }
+            break;
+          }
           try {
             send_full(w);
           } catch (const PeerLostError& err) {
@@ -9291,6 +9392,7 @@ class ParameterServerShard {
             Codec::decode(payload, std::span<T>(sum));
             apply(std::span<const T>(sum));
             ++pushes_;
+            if (rejoined[w]) ++pushes_after_rejoins_;
             ++clock[w];
             pending[w] = 1;
             release();
@@ -9301,6 +9403,19 @@ class ParameterServerShard {
                                std::to_string(h.kind) + " from worker " + std::to_string(w));
       }
       if (reduces) rounds.answer_if_complete(e, done, drop);
+      if (reduces) admit_waiting();
+    }
+    for (std::size_t w = 0; w < workers; ++w) {
+      if (!joining[w]) continue;
+      try {
+        send_full(w, PsHeader::too_late);
+      } catch (const PeerLostError&) {
+      }
+    }
+    if (rejoins_ > 0) {
+      std::fprintf(stderr, "flotilla: parameter server %zu: applied %llu pushes from rejoined workers\n", e.rank(),
+                   static_cast<unsigned long long>(pushes_after_rejoins_));
+      std::fflush(stderr);
     }
   }
 
@@ -9311,6 +9426,7 @@ class ParameterServerShard {
   std::vector<TensorInfo> tensors_;
   std::uint64_t updates_ = 0;
   std::uint64_t pushes_ = 0;
+  std::uint64_t rejoins_ = 0, pushes_after_rejoins_ = 0;
   std::vector<std::string> dropped_;
   std::optional<bool> continue_without_lost_workers_;
 };
@@ -9388,6 +9504,36 @@ class ParameterServerClient {
     PsReduceAnswer a = ps_reduce(e, first_server_, round_, values, summed, std::span<std::byte>(out_).first(size));
     ++round_;
     return a;
+  }
+
+  /// Where a rejoining worker goes on (server 0's word).
+  struct RejoinPoint {
+    std::uint64_t position = 0;  ///< steps into the fit: epoch and batch, with the steps per epoch
+    std::uint64_t round = 0;     ///< the next reduction round
+  };
+  /// A lost worker that restarted: says hello with the `rejoining` flag to server 0 (which answers
+  /// at a clean boundary, see ParameterServerShard::serve), then to the others; takes every
+  /// shard in full precision and the next reduction round. Empty when the job is finishing.
+  template <Transport E>
+  std::optional<RejoinPoint> rejoin(E& e, std::uint64_t steps_per_epoch, std::span<T> parameters) {
+    RejoinPoint at;
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const std::size_t out_size = PsHeader::size + Codec::encoded_size(shards_[s].size());
+      std::fill(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(out_size), std::byte{0});
+      PsHeader{PsHeader::hello, PsHeader::rejoining, steps_per_epoch, at.position, 0}.write(out_.data());
+      e.send(first_server_ + s, protocol_tags::ps_push, std::span<const std::byte>(out_).first(out_size));
+      const Range r = shards_[s];
+      const std::size_t size = PsHeader::size + r.size() * sizeof(T);
+      e.recv(first_server_ + s, protocol_tags::ps_full_reply, std::span<std::byte>(in_).first(size));
+      const PsHeader h = PsHeader::read(in_.data());
+      expect_reply(h, e.rank(), s);
+      if (h.flags & PsHeader::too_late) return std::nullopt;
+      if (s == 0) at = {h.steps_ahead, h.staleness};
+      versions_[s] = h.version;
+      if (r.size()) std::memcpy(parameters.data() + r.begin, in_.data() + PsHeader::size, r.size() * sizeof(T));
+    }
+    round_ = at.round;
+    return at;
   }
 
   /// hello (at the start of a fit) or done (at its end): every server answers with its shard in
@@ -9737,6 +9883,7 @@ class Timeline {
 #include <ostream>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 
@@ -9782,7 +9929,8 @@ class LiveWorkers {
   /// `batch`: samples per worker per step; `synchronous`: whether a step averages every worker's
   /// gradient (then the loss shrinks the effective batch, which the log says).
   LiveWorkers(std::size_t workers, std::size_t self, std::size_t batch, bool synchronous, std::ostream* log)
-      : workers_(workers), self_(self), batch_(batch), synchronous_(synchronous), log_(log), lost_(workers, 0) {
+      : workers_(workers), self_(self), batch_(batch), synchronous_(synchronous), log_(log), lost_(workers, 0),
+        watched_(workers, 0) {
     for (std::size_t w = 0; w < workers; ++w) members_.push_back(w);
   }
 
@@ -9796,11 +9944,22 @@ class LiveWorkers {
   std::size_t lost() const noexcept { return static_cast<std::size_t>(std::count(lost_.begin(), lost_.end(), 1)); }
 
   /// Logs the workers the transport has lost since the last call (transports that track them).
+  /// Once per peer: a worker that rejoins comes back through the servers, and the link between two
+  /// workers (which never talk) stays lost.
   template <class E>
   void watch(E& e) {
     if constexpr (requires { e.lost_peers(); }) {
       for (const std::size_t p : e.lost_peers())
-        if (p < workers_) note(e, p);
+        if (p < workers_ && !std::exchange(watched_[p], 1)) note(e, p);
+    }
+  }
+  /// This worker rejoined a running job: the peers its transport did not reconnect to (the other
+  /// workers) are not losses to report.
+  template <class E>
+  void rejoined(E& e) {
+    if constexpr (requires { e.lost_peers(); }) {
+      for (const std::size_t p : e.lost_peers())
+        if (p < workers_) watched_[p] = 1;
     }
   }
 
@@ -9809,6 +9968,14 @@ class LiveWorkers {
   void update(E& e, const std::vector<std::size_t>& contributors) {
     for (const std::size_t w : members_)
       if (std::find(contributors.begin(), contributors.end(), w) == contributors.end()) note(e, w);
+    for (const std::size_t w : contributors) {
+      if (w >= workers_ || !lost_[w]) continue;
+      lost_[w] = 0;  // it restarted and rejoined (parameter_server.hpp)
+      std::ostream& out = log_ ? *log_ : std::cerr;
+      out << "flotilla: worker " << self_ << ": worker " << w << " rejoined; training goes on with " << workers_ - lost()
+          << " of " << workers_ << " workers\n";
+      out.flush();
+    }
     members_ = contributors;
   }
 
@@ -9835,6 +10002,7 @@ class LiveWorkers {
   bool synchronous_;
   std::ostream* log_;
   std::vector<char> lost_;
+  std::vector<char> watched_;  // peers whose loss the transport reported (watch)
   std::vector<std::size_t> members_;
 };
 
@@ -11189,6 +11357,9 @@ class Trainer {
     // Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint).
     std::optional<detail::ParameterServerClient<T, codec_type>> client;
     std::optional<detail::LiveWorkers> live;
+    // A worker process that was lost and started again rejoins the running job (TcpOptions::rejoin).
+    bool rejoining = false;
+    if constexpr (parameter_server && requires { e.rejoined(); }) rejoining = e.rejoined();
     if constexpr (parameter_server) {
       client.emplace(detail::balanced_shards(parameter_count, options_.servers), workers);
       live.emplace(workers, w, options_.batch_size, Policy::aggregate, fit.log);
@@ -11196,7 +11367,7 @@ class Trainer {
       if constexpr (requires { e.continue_without_lost_peers(true); })
         if (detail::continues_without_lost_workers(options_.on_worker_loss, Policy::aggregate))
           e.continue_without_lost_peers(true);
-      client->exchange_full(e, detail::PsHeader::hello, s.engine.parameters());
+      if (!rejoining) client->exchange_full(e, detail::PsHeader::hello, s.engine.parameters());
     } else if (workers > 1) {
       collective::broadcast(group, s.engine.parameters(), 0, detail::protocol_tags::broadcast);
       s.engine.optimizer_state_to_host(s.opt);
@@ -11216,6 +11387,23 @@ class Trainer {
     lo.shard_count = workers;
     std::optional<data::Loader<T>> loader;  // made again, re-sharded, when the ring re-forms
     loader.emplace(train, lo);
+    std::optional<flotilla::detail::DataPosition> rejoined_at;
+    if constexpr (parameter_server) {
+      if (rejoining) {
+        const std::uint64_t per_epoch = loader->batches_per_epoch();
+        const auto point = client->rejoin(e, per_epoch, s.engine.parameters());
+        if (!point) {
+          if (fit.log) *fit.log << "flotilla: worker " << w << ": the job is finishing, nothing left to rejoin\n";
+          return;
+        }
+        s.step = point->position;
+        live->rejoined(e);
+        rejoined_at = flotilla::detail::DataPosition{point->position / per_epoch, point->position % per_epoch};
+        if (fit.log)
+          *fit.log << "flotilla: worker " << w << " rejoined the job at epoch " << rejoined_at->epoch + 1 << ", batch "
+                   << rejoined_at->batch << " (step " << point->position << ", reduction round " << point->round << ")\n";
+      }
+    }
 
     // What runs during backward: bucket allreduces (ring) or shard pushes (parameter server).
     std::unique_ptr<detail::ReadyRunner> runner;
@@ -11255,6 +11443,13 @@ class Trainer {
     // Worker 0 in-process, and every worker out of process, owns this process's position.
     const bool owns_position = reporter || !Backend::in_process;
     flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
+    std::size_t epochs_to_run = shared.epochs;
+    if (rejoined_at) {
+      // The epochs of this call that the others are still to finish, from the one they are in.
+      const std::uint64_t behind = rejoined_at->epoch - std::min(rejoined_at->epoch, at.epoch);
+      epochs_to_run = shared.epochs > behind ? static_cast<std::size_t>(shared.epochs - behind) : 0;
+      at = *rejoined_at;
+    }
     std::uint64_t steps_this_call = 0;
     bool stop = false;
     // Checkpoint sets are worker 0's decision alone (its state is the job's in synchronous
@@ -11310,7 +11505,7 @@ class Trainer {
     };
 
     try {
-      for (std::size_t epoch_index = 0; epoch_index < shared.epochs && !stop; ++epoch_index) {
+      for (std::size_t epoch_index = 0; epoch_index < epochs_to_run && !stop; ++epoch_index) {
         const auto started = std::chrono::steady_clock::now();
         loader->start_epoch(at.epoch, at.batch);
         std::optional<ProgressBar> bar;

@@ -23,7 +23,16 @@
 // (continue_without_lost_workers(true)) it aggregates the workers left and rescales the sum to
 // their mean: the step's effective batch shrinks. A dead server ends the job on its workers.
 // Server 0 also answers the workers' reductions (ps_reduce.hpp), which tell them who is left.
-// Workers that restart and rejoin a running server are not supported yet.
+//
+// A lost worker that restarts can rejoin asynchronous serving (over a transport that accepts
+// rejoining peers: TCP): it says hello with the `rejoining` flag, first to server 0. Server 0
+// re-admits it only at a clean boundary of its reduction rounds: no round open, and every worker
+// still training in the middle of an epoch (its pushes so far not a multiple of the steps per
+// epoch the rejoiner announced). Then every one of them has run the same rounds and the next
+// round is the end of the current epoch, which the rejoiner reaches too: the reply tells it the
+// position (the furthest worker's pushes: epoch and batch) and the round number. The other
+// servers re-admit it at once. On every server its clock starts at the slowest live worker's, so
+// the staleness bound neither holds the others back nor lets it run ahead.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -93,6 +102,9 @@ class ParameterServerShard {
   std::uint64_t pushes() const noexcept { return pushes_; }
   /// Why each worker dropped by serve() was dropped (asynchronous serving only), in order.
   const std::vector<std::string>& dropped_workers() const noexcept { return dropped_; }
+  /// Workers re-admitted after they were lost (rejoins), and pushes applied from them since.
+  std::uint64_t rejoins() const noexcept { return rejoins_; }
+  std::uint64_t pushes_after_rejoins() const noexcept { return pushes_after_rejoins_; }
   /// Sets the update count, for a shard restored from a checkpoint.
   void set_updates(std::uint64_t updates) noexcept { updates_ = updates; }
   /// Whether serve() goes on without a worker that dies or stalls (over transports that can go on
@@ -117,6 +129,10 @@ class ParameterServerShard {
     std::vector<Buffer<T>> slots(aggregate ? workers : 0, Buffer<T>(n));
     std::vector<char> pushed(workers, 0), done(workers, 0), pending(workers, 0);
     std::vector<std::uint64_t> clock(workers, 0), staleness(workers, 0);
+    // lost: dropped (not finished); joining: a rejoiner's steps per epoch while server 0 waits
+    // for a clean boundary to re-admit it; rejoined: re-admitted (its pushes are counted).
+    std::vector<char> lost(workers, 0), rejoined(workers, 0);
+    std::vector<std::uint64_t> joining(workers, 0);
     std::size_t done_count = 0;
     // Serving survives a lost worker when the transport can go on without a peer, and when asked
     // to (asynchronous serving unless told otherwise).
@@ -125,14 +141,28 @@ class ParameterServerShard {
       tolerate = continue_without_lost_workers_.value_or(!aggregate);
       if (tolerate) e.continue_without_lost_peers(true);
     }
+    if constexpr (requires {
+                    e.accept_rejoins(true);
+                    e.rejoin_address();
+                  }) {
+      if (tolerate && !aggregate) {
+        e.accept_rejoins(true);
+        if (const std::string at = e.rejoin_address(); !at.empty()) {
+          std::fprintf(stderr, "flotilla: parameter server %zu: a lost worker can rejoin at %s\n", e.rank(), at.c_str());
+          std::fflush(stderr);
+        }
+      }
+    }
     // Server 0 answers the workers' reductions (epoch metrics, evaluation, barriers).
     const bool reduces = e.rank() == workers;
     PsReduceRounds rounds(reduces ? workers : 0);
     auto drop = [&](const PeerLostError& err) {
       const std::size_t w = err.peer();
       if (!tolerate || w >= workers) throw err;
+      joining[w] = 0;
       if (done[w]) return;
       done[w] = 1;
+      lost[w] = 1;
       pending[w] = 0;
       ++done_count;
       dropped_.push_back(err.what());
@@ -154,8 +184,8 @@ class ParameterServerShard {
       Codec::encode(std::span<const T>(params_), std::span<std::byte>(reply).subspan(PsHeader::size));
       e.send(w, protocol_tags::ps_reply, reply);
     };
-    auto send_full = [&](std::size_t w, std::uint32_t flags = 0) {
-      PsHeader h{PsHeader::reply, flags, updates_, 0, 0};
+    auto send_full = [&](std::size_t w, std::uint32_t flags = 0, std::uint64_t ahead = 0, std::uint64_t round = 0) {
+      PsHeader h{PsHeader::reply, flags, updates_, ahead, round};
       h.write(full.data());
       if (n) std::memcpy(full.data() + PsHeader::size, params_.data(), n * sizeof(T));
       e.send(w, protocol_tags::ps_full_reply, full);
@@ -218,6 +248,54 @@ class ParameterServerShard {
       }
     };
 
+    // Re-admits worker w, lost earlier, and sends it the shard (and, from server 0, where it
+    // goes on: `position` in steps, `round` the next reduction round).
+    auto admit = [&](std::size_t w, std::uint64_t position, std::uint64_t round) {
+      const std::uint64_t low = slowest();
+      if (done[w]) --done_count;
+      done[w] = lost[w] = pending[w] = 0;
+      joining[w] = 0;
+      rejoined[w] = 1;
+      staleness[w] = 0;
+      clock[w] = low == std::numeric_limits<std::uint64_t>::max() ? 0 : low;
+      ++rejoins_;
+      std::size_t live = 0;
+      for (std::size_t v = 0; v < workers; ++v) live += done[v] ? 0 : 1;
+      std::fprintf(stderr, "flotilla: parameter server %zu: worker %zu rejoined at update %llu (step %llu), %zu training\n",
+                   e.rank(), w, static_cast<unsigned long long>(updates_), static_cast<unsigned long long>(position), live);
+      std::fflush(stderr);
+      try {
+        send_full(w, 0, position, round);
+      } catch (const PeerLostError& err) {
+        drop(err);
+      }
+    };
+    // Server 0: re-admits the waiting rejoiners once the boundary is clean (see the file comment),
+    // or tells them it is too late when no worker is training any more.
+    auto admit_waiting = [&] {
+      for (std::size_t w = 0; w < workers; ++w) {
+        if (!joining[w]) continue;
+        std::uint64_t furthest = 0;
+        bool clean = !rounds.open(), anyone = false;
+        for (std::size_t v = 0; v < workers; ++v) {
+          if (done[v] || v == w) continue;
+          anyone = true;
+          furthest = std::max(furthest, clock[v]);
+          if (clock[v] % joining[w] == 0) clean = false;
+        }
+        if (!anyone) {
+          joining[w] = 0;
+          try {
+            send_full(w, PsHeader::too_late);
+          } catch (const PeerLostError& err) {
+            drop(err);
+          }
+        } else if (clean) {
+          admit(w, furthest, rounds.round());
+        }
+      }
+    };
+
     while (done_count < workers) {
       std::size_t w = 0;
       try {
@@ -240,6 +318,22 @@ class ParameterServerShard {
       const auto payload = std::span<const std::byte>(in).subspan(PsHeader::size);
       switch (h.kind) {
         case PsHeader::hello:
+          if (h.flags & PsHeader::rejoining) {
+            if (aggregate || !tolerate)
+              throw TransportError("parameter server " + std::to_string(e.rank()) + ": worker " + std::to_string(w) +
+                                   " rejoins, which only asynchronous serving that goes on without lost workers allows");
+            if (done[w] && !lost[w]) {
+              send_full(w, PsHeader::too_late);  // it had finished: nothing to rejoin
+            } else if (reduces) {
+              if (h.version == 0)
+                throw TransportError("parameter server " + std::to_string(e.rank()) + ": worker " + std::to_string(w) +
+                                     " rejoins with 0 steps per epoch");
+              joining[w] = h.version;  // admitted at a clean boundary (admit_waiting)
+            } else {
+              admit(w, h.steps_ahead, 0);
+            }
+            break;
+          }
           try {
             send_full(w);
           } catch (const PeerLostError& err) {
@@ -293,6 +387,7 @@ class ParameterServerShard {
             Codec::decode(payload, std::span<T>(sum));
             apply(std::span<const T>(sum));
             ++pushes_;
+            if (rejoined[w]) ++pushes_after_rejoins_;
             ++clock[w];
             pending[w] = 1;
             release();
@@ -303,6 +398,19 @@ class ParameterServerShard {
                                std::to_string(h.kind) + " from worker " + std::to_string(w));
       }
       if (reduces) rounds.answer_if_complete(e, done, drop);
+      if (reduces) admit_waiting();
+    }
+    for (std::size_t w = 0; w < workers; ++w) {
+      if (!joining[w]) continue;
+      try {
+        send_full(w, PsHeader::too_late);
+      } catch (const PeerLostError&) {
+      }
+    }
+    if (rejoins_ > 0) {
+      std::fprintf(stderr, "flotilla: parameter server %zu: applied %llu pushes from rejoined workers\n", e.rank(),
+                   static_cast<unsigned long long>(pushes_after_rejoins_));
+      std::fflush(stderr);
     }
   }
 
@@ -313,6 +421,7 @@ class ParameterServerShard {
   std::vector<TensorInfo> tensors_;
   std::uint64_t updates_ = 0;
   std::uint64_t pushes_ = 0;
+  std::uint64_t rejoins_ = 0, pushes_after_rejoins_ = 0;
   std::vector<std::string> dropped_;
   std::optional<bool> continue_without_lost_workers_;
 };
@@ -390,6 +499,36 @@ class ParameterServerClient {
     PsReduceAnswer a = ps_reduce(e, first_server_, round_, values, summed, std::span<std::byte>(out_).first(size));
     ++round_;
     return a;
+  }
+
+  /// Where a rejoining worker goes on (server 0's word).
+  struct RejoinPoint {
+    std::uint64_t position = 0;  ///< steps into the fit: epoch and batch, with the steps per epoch
+    std::uint64_t round = 0;     ///< the next reduction round
+  };
+  /// A lost worker that restarted: says hello with the `rejoining` flag to server 0 (which answers
+  /// at a clean boundary, see ParameterServerShard::serve), then to the others; takes every
+  /// shard in full precision and the next reduction round. Empty when the job is finishing.
+  template <Transport E>
+  std::optional<RejoinPoint> rejoin(E& e, std::uint64_t steps_per_epoch, std::span<T> parameters) {
+    RejoinPoint at;
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const std::size_t out_size = PsHeader::size + Codec::encoded_size(shards_[s].size());
+      std::fill(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(out_size), std::byte{0});
+      PsHeader{PsHeader::hello, PsHeader::rejoining, steps_per_epoch, at.position, 0}.write(out_.data());
+      e.send(first_server_ + s, protocol_tags::ps_push, std::span<const std::byte>(out_).first(out_size));
+      const Range r = shards_[s];
+      const std::size_t size = PsHeader::size + r.size() * sizeof(T);
+      e.recv(first_server_ + s, protocol_tags::ps_full_reply, std::span<std::byte>(in_).first(size));
+      const PsHeader h = PsHeader::read(in_.data());
+      expect_reply(h, e.rank(), s);
+      if (h.flags & PsHeader::too_late) return std::nullopt;
+      if (s == 0) at = {h.steps_ahead, h.staleness};
+      versions_[s] = h.version;
+      if (r.size()) std::memcpy(parameters.data() + r.begin, in_.data() + PsHeader::size, r.size() * sizeof(T));
+    }
+    round_ = at.round;
+    return at;
   }
 
   /// hello (at the start of a fit) or done (at its end): every server answers with its shard in

@@ -19,6 +19,11 @@ struct PsHeader {
   };
   /// reply flags: the server saved its shard as asked (checkpoint).
   static constexpr std::uint32_t saved = 1;
+  /// hello flag: a worker that was lost and restarted rejoins (version: its steps per epoch;
+  /// steps_ahead: to servers but 0, the position server 0 gave it).
+  static constexpr std::uint32_t rejoining = 2;
+  /// reply flag to a rejoining hello: the job is finishing, there is nothing left to rejoin.
+  static constexpr std::uint32_t too_late = 4;
   std::uint32_t kind = 0;
   std::uint32_t flags = 0;
   std::uint64_t version = 0;      ///< push: the version the gradient was computed on; reply: the shard's version

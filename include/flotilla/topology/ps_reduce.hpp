@@ -53,6 +53,8 @@ class PsReduceRounds {
   explicit PsReduceRounds(std::size_t workers) : values_(workers), contributed_(workers, 0) {}
 
   std::uint64_t round() const noexcept { return round_; }
+  /// Whether some worker has contributed to the current round (it is waiting for the others).
+  bool open() const noexcept { return any_; }
 
   /// Worker `w` announced a contribution (`h`, read from a ps_push message): receives its values.
   template <Transport E>

@@ -14,6 +14,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flotilla/core/thread_pool.hpp"
@@ -29,7 +30,8 @@ class LiveWorkers {
   /// `batch`: samples per worker per step; `synchronous`: whether a step averages every worker's
   /// gradient (then the loss shrinks the effective batch, which the log says).
   LiveWorkers(std::size_t workers, std::size_t self, std::size_t batch, bool synchronous, std::ostream* log)
-      : workers_(workers), self_(self), batch_(batch), synchronous_(synchronous), log_(log), lost_(workers, 0) {
+      : workers_(workers), self_(self), batch_(batch), synchronous_(synchronous), log_(log), lost_(workers, 0),
+        watched_(workers, 0) {
     for (std::size_t w = 0; w < workers; ++w) members_.push_back(w);
   }
 
@@ -43,11 +45,22 @@ class LiveWorkers {
   std::size_t lost() const noexcept { return static_cast<std::size_t>(std::count(lost_.begin(), lost_.end(), 1)); }
 
   /// Logs the workers the transport has lost since the last call (transports that track them).
+  /// Once per peer: a worker that rejoins comes back through the servers, and the link between two
+  /// workers (which never talk) stays lost.
   template <class E>
   void watch(E& e) {
     if constexpr (requires { e.lost_peers(); }) {
       for (const std::size_t p : e.lost_peers())
-        if (p < workers_) note(e, p);
+        if (p < workers_ && !std::exchange(watched_[p], 1)) note(e, p);
+    }
+  }
+  /// This worker rejoined a running job: the peers its transport did not reconnect to (the other
+  /// workers) are not losses to report.
+  template <class E>
+  void rejoined(E& e) {
+    if constexpr (requires { e.lost_peers(); }) {
+      for (const std::size_t p : e.lost_peers())
+        if (p < workers_) watched_[p] = 1;
     }
   }
 
@@ -56,6 +69,14 @@ class LiveWorkers {
   void update(E& e, const std::vector<std::size_t>& contributors) {
     for (const std::size_t w : members_)
       if (std::find(contributors.begin(), contributors.end(), w) == contributors.end()) note(e, w);
+    for (const std::size_t w : contributors) {
+      if (w >= workers_ || !lost_[w]) continue;
+      lost_[w] = 0;  // it restarted and rejoined (parameter_server.hpp)
+      std::ostream& out = log_ ? *log_ : std::cerr;
+      out << "flotilla: worker " << self_ << ": worker " << w << " rejoined; training goes on with " << workers_ - lost()
+          << " of " << workers_ << " workers\n";
+      out.flush();
+    }
     members_ = contributors;
   }
 
@@ -82,6 +103,7 @@ class LiveWorkers {
   bool synchronous_;
   std::ostream* log_;
   std::vector<char> lost_;
+  std::vector<char> watched_;  // peers whose loss the transport reported (watch)
   std::vector<std::size_t> members_;
 };
 

@@ -609,6 +609,9 @@ class Trainer {
     // Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint).
     std::optional<detail::ParameterServerClient<T, codec_type>> client;
     std::optional<detail::LiveWorkers> live;
+    // A worker process that was lost and started again rejoins the running job (TcpOptions::rejoin).
+    bool rejoining = false;
+    if constexpr (parameter_server && requires { e.rejoined(); }) rejoining = e.rejoined();
     if constexpr (parameter_server) {
       client.emplace(detail::balanced_shards(parameter_count, options_.servers), workers);
       live.emplace(workers, w, options_.batch_size, Policy::aggregate, fit.log);
@@ -616,7 +619,7 @@ class Trainer {
       if constexpr (requires { e.continue_without_lost_peers(true); })
         if (detail::continues_without_lost_workers(options_.on_worker_loss, Policy::aggregate))
           e.continue_without_lost_peers(true);
-      client->exchange_full(e, detail::PsHeader::hello, s.engine.parameters());
+      if (!rejoining) client->exchange_full(e, detail::PsHeader::hello, s.engine.parameters());
     } else if (workers > 1) {
       collective::broadcast(group, s.engine.parameters(), 0, detail::protocol_tags::broadcast);
       s.engine.optimizer_state_to_host(s.opt);
@@ -636,6 +639,23 @@ class Trainer {
     lo.shard_count = workers;
     std::optional<data::Loader<T>> loader;  // made again, re-sharded, when the ring re-forms
     loader.emplace(train, lo);
+    std::optional<flotilla::detail::DataPosition> rejoined_at;
+    if constexpr (parameter_server) {
+      if (rejoining) {
+        const std::uint64_t per_epoch = loader->batches_per_epoch();
+        const auto point = client->rejoin(e, per_epoch, s.engine.parameters());
+        if (!point) {
+          if (fit.log) *fit.log << "flotilla: worker " << w << ": the job is finishing, nothing left to rejoin\n";
+          return;
+        }
+        s.step = point->position;
+        live->rejoined(e);
+        rejoined_at = flotilla::detail::DataPosition{point->position / per_epoch, point->position % per_epoch};
+        if (fit.log)
+          *fit.log << "flotilla: worker " << w << " rejoined the job at epoch " << rejoined_at->epoch + 1 << ", batch "
+                   << rejoined_at->batch << " (step " << point->position << ", reduction round " << point->round << ")\n";
+      }
+    }
 
     // What runs during backward: bucket allreduces (ring) or shard pushes (parameter server).
     std::unique_ptr<detail::ReadyRunner> runner;
@@ -675,6 +695,13 @@ class Trainer {
     // Worker 0 in-process, and every worker out of process, owns this process's position.
     const bool owns_position = reporter || !Backend::in_process;
     flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
+    std::size_t epochs_to_run = shared.epochs;
+    if (rejoined_at) {
+      // The epochs of this call that the others are still to finish, from the one they are in.
+      const std::uint64_t behind = rejoined_at->epoch - std::min(rejoined_at->epoch, at.epoch);
+      epochs_to_run = shared.epochs > behind ? static_cast<std::size_t>(shared.epochs - behind) : 0;
+      at = *rejoined_at;
+    }
     std::uint64_t steps_this_call = 0;
     bool stop = false;
     // Checkpoint sets are worker 0's decision alone (its state is the job's in synchronous
@@ -730,7 +757,7 @@ class Trainer {
     };
 
     try {
-      for (std::size_t epoch_index = 0; epoch_index < shared.epochs && !stop; ++epoch_index) {
+      for (std::size_t epoch_index = 0; epoch_index < epochs_to_run && !stop; ++epoch_index) {
         const auto started = std::chrono::steady_clock::now();
         loader->start_epoch(at.epoch, at.batch);
         std::optional<ProgressBar> bar;

@@ -38,6 +38,11 @@
 //    heartbeat interval (between the endpoint's frames, never inside one: the two share a lock per
 //    connection), also while the rank computes. A wait on a peer that has sent nothing for
 //    heartbeat_misses intervals fails with PeerLostError: it is stopped, hung or unreachable.
+//  - Rejoining: every rank but 0 keeps its rendezvous listener. One told to accept rejoins (a
+//    parameter server going on without lost workers) runs the same handshake on a connection that
+//    arrives while it waits, and reopens the link of a lost rank that restarted with
+//    TcpOptions::rejoin (a rank still alive is refused); the restarted rank connects only to the
+//    ranks it names, and takes the others as lost (docs/reliability.md, "Rejoining").
 //  - Shutdown: every rank sends a goodbye on each connection and closes only once it has a goodbye
 //    from every peer, so that no rank closes a connection that another still reads.
 #include <fcntl.h>
@@ -131,13 +136,19 @@ struct TcpOptions {
   /// Where the transport reports what it drops (a connection that failed the handshake). Empty:
   /// one line on stderr.
   std::function<void(const std::string&)> log;
+  /// Instead of the rendezvous, rejoin a running job as this rank after it was lost (its process
+  /// died and was started again): host:port of each rank to reconnect to, as each printed it
+  /// (TcpEndpoint::rejoin_address; the parameter servers of a job that goes on without lost
+  /// workers). Each authenticates with the same handshake and refuses a rank that is still alive.
+  /// FLOTILLA_REJOIN, comma-separated.
+  std::vector<std::string> rejoin;
 
   /// The silence after which a waited-for peer is declared stalled.
   std::chrono::milliseconds stall_limit() const noexcept { return heartbeat_interval * heartbeat_misses; }
 
   /// The options from FLOTILLA_RANK, FLOTILLA_WORLD_SIZE, FLOTILLA_COORDINATOR, FLOTILLA_BIND,
   /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS, FLOTILLA_SOCKET_BUFFER, FLOTILLA_SECRET,
-  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS and FLOTILLA_CHECKSUM_DATA; unset variables keep
+  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA and FLOTILLA_REJOIN; unset variables keep
   /// the defaults above. A value that cannot be used is a ConfigError naming the variable and the
   /// text (never the secret).
   static TcpOptions from_environment();
@@ -233,6 +244,14 @@ inline void tcp_validate(const TcpOptions& o) {
                           "every rank, with FLOTILLA_SECRET or FLOTILLA_SECRET_FILE (a file only its owner can read)");
     }
   }
+  if (o.rejoin.size() >= o.world_size && !o.rejoin.empty())
+    throw ConfigError("tcp: FLOTILLA_REJOIN names " + std::to_string(o.rejoin.size()) + " ranks, but a job of " +
+                      std::to_string(o.world_size) + " has only " + std::to_string(o.world_size - 1) + " others");
+  for (const auto& r : o.rejoin) {
+    const auto hp = parse_host_port(r);
+    if (!hp || hp->port == 0)
+      throw ConfigError("tcp: FLOTILLA_REJOIN entry '" + r + "' is not host:port with a port from 1 to 65535");
+  }
   if (o.heartbeat_interval.count() <= 0)
     throw ConfigError("tcp: the heartbeat interval (FLOTILLA_HEARTBEAT_MS) must be positive");
   if (o.heartbeat_misses < 2)
@@ -314,10 +333,20 @@ inline TcpOptions TcpOptions::from_environment() {
     if (const char* v = std::getenv(name)) s.text = std::string(v);
     return s;
   };
-  return detail::tcp_options_from({env("FLOTILLA_RANK"), env("FLOTILLA_WORLD_SIZE"), env("FLOTILLA_COORDINATOR"),
+  TcpOptions o = detail::tcp_options_from({env("FLOTILLA_RANK"), env("FLOTILLA_WORLD_SIZE"), env("FLOTILLA_COORDINATOR"),
                                    env("FLOTILLA_BIND"), env("FLOTILLA_TIMEOUT_MS"), env("FLOTILLA_CONNECT_TIMEOUT_MS"),
                                    env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),
                                    env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA")});
+  if (const char* v = std::getenv("FLOTILLA_REJOIN"); v != nullptr && *v != '\0') {
+    std::string_view rest(v);
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const auto item = rest.substr(0, comma);
+      if (!item.empty()) o.rejoin.emplace_back(item);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+  }
+  return o;
 }
 
 /// The TCP settings as command-line flags of a cli::Flags, each falling back to its environment
@@ -556,6 +585,28 @@ struct TcpLink {
   }
 };
 
+/// The listener a rank keeps after the rendezvous to accept a lost rank that restarted
+/// (TcpEndpoint::accept_rejoins). On the heap: its wait's handler points at it, and the endpoint moves.
+struct TcpRejoinListener {
+  std::shared_ptr<TcpReactor> reactor;  // first: it outlives the acceptor
+  Listener listener;
+  bool armed = false, fired = false, failed = false;
+  void arm() {
+    if (armed || failed) return;
+    armed = true;
+    listener.acceptor.async_wait(asio::socket_base::wait_read, [this](const ErrorCode& ec) {
+      armed = false;
+      if (ec == asio::error::operation_aborted) return;
+      if (ec) {
+        failed = true;  // an acceptor that fails once would fail at every wait
+      } else {
+        fired = true;
+      }
+      ++reactor->events;
+    });
+  }
+};
+
 /// A receive in progress: recv (one peer), recv_any (peer == tcp_nobody) or sendrecv's half.
 struct TcpPosted {
   std::size_t peer = tcp_nobody;
@@ -656,6 +707,15 @@ class TcpEndpoint {
   /// ring re-forming over the survivors (a rank waiting on a live neighbour would otherwise wait
   /// for a message that neighbour, gone to re-form the ring, will never send).
   void stop_on_any_lost_peer(bool on) noexcept { stop_on_any_loss_ = on; }
+  /// Whether this rank accepts, while its operations wait, a lost peer that restarted and
+  /// rejoins (TcpOptions::rejoin) with the same handshake: its link is then open again, from a
+  /// clean stream. A rank that is not lost is refused (told why). Ranks but 0 can (rank 0's
+  /// listener was the coordinator's); each connection's handshake may hold this rank up to 5 s.
+  void accept_rejoins(bool on) noexcept { accept_rejoins_ = on && rejoin_listener_ != nullptr; }
+  /// host:port where this rank accepts rejoining peers (empty for rank 0 and a rejoined rank).
+  std::string rejoin_address() const { return rejoin_listener_ ? addresses_[rank_] : std::string(); }
+  /// Whether this endpoint rejoined a running job (TcpOptions::rejoin) rather than starting with it.
+  bool rejoined() const noexcept { return rejoined_; }
   /// The peers lost so far (empty unless continue_without_lost_peers(true)).
   std::vector<std::size_t> lost_peers() const {
     std::vector<std::size_t> out;
@@ -675,18 +735,27 @@ class TcpEndpoint {
   using Clock = detail::Clock;
 
   TcpEndpoint(const TcpOptions& o, std::shared_ptr<detail::TcpReactor> reactor, std::vector<Link> links,
-              std::vector<std::string> addresses, TrafficCounters handshake)
+              std::vector<std::string> addresses, TrafficCounters handshake, std::optional<detail::Listener> listener,
+              std::uint64_t job_id)
       : options_(o), rank_(o.rank), size_(o.world_size), reactor_(std::move(reactor)), links_(std::move(links)),
-        addresses_(std::move(addresses)), counters_(handshake) {
+        addresses_(std::move(addresses)), counters_(handshake), job_id_(job_id) {
+    if (listener)
+      rejoin_listener_.reset(new detail::TcpRejoinListener{reactor_, std::move(*listener)});
+    rejoined_ = !o.rejoin.empty();
+    if (rejoined_) survive_lost_peers_ = true;  // the peers it did not reconnect to are gone for it
     std::vector<std::shared_ptr<detail::TcpSendGuard>> guards;
     const auto now = Clock::now();
     for (auto& l : links_) {
       l.heard = now;
-      if (!l.open()) continue;
+      // Every peer's guard, also of a link not open: a peer that rejoins reuses it.
+      if (l.peer != rank_ && l.peer != detail::tcp_nobody) guards.push_back(l.guard);
+      if (!l.open()) {
+        if (rejoined_ && l.peer != rank_) l.lost = true;
+        continue;
+      }
       std::lock_guard lock(l.guard->m);
       l.guard->fd = l.socket.native_handle();
       l.guard->beating = true;
-      guards.push_back(l.guard);
     }
     if (!guards.empty()) heartbeat_ = std::make_unique<detail::TcpHeartbeat>(std::move(guards), options_.heartbeat_interval);
   }
@@ -737,6 +806,9 @@ class TcpEndpoint {
     }
     throw PeerLostError(who() + ": " + describe_op() + " failed: " + why, p);
   }
+  /// A connection arrived on the rejoin listener: handshake, then the lost peer's link anew.
+  void accept_rejoin();
+
   [[noreturn]] void protocol_error(Link& l, const std::string& what) {
     fail_link(l, peer_name(l.peer) + " sent a bad frame: " + what + "; connection closed", rank_);
   }
@@ -1200,11 +1272,16 @@ class TcpEndpoint {
           if (o.link == &l && !o.done() && !l.lost) l.arm(detail::asio::socket_base::wait_write);
         if (!l.parked || eager || wanted(l)) l.arm(detail::asio::socket_base::wait_read);
       }
+      if (accept_rejoins_) rejoin_listener_->arm();
       detail::TcpReactor& r = *reactor_;
       const std::uint64_t seen = r.events;
       // Wake up at least once a heartbeat interval, to see whether a peer has gone silent.
       const auto stall = std::min({until, Clock::now() + (eager ? options_.heartbeat_interval : detail::tcp_stall)});
       detail::run_until(r.io, [&] { return r.events != seen; }, stall);
+      if (rejoin_listener_ && std::exchange(rejoin_listener_->fired, false)) {
+        accept_rejoin();
+        continue;
+      }
       if (r.events == seen) {
         // Nothing armed (every link closed or ended): nothing can happen before `stall`.
         if (Clock::now() < stall) std::this_thread::sleep_until(stall);
@@ -1371,6 +1448,10 @@ class TcpEndpoint {
   std::unordered_map<Tag, OpTrack> ops_;
   bool survive_lost_peers_ = false;
   bool stop_on_any_loss_ = false;
+  std::uint64_t job_id_ = 0;
+  std::unique_ptr<detail::TcpRejoinListener> rejoin_listener_;
+  bool accept_rejoins_ = false;
+  bool rejoined_ = false;
   // Last: stopped before anything it reads (the links' send guards, which it shares) goes.
   std::unique_ptr<detail::TcpHeartbeat> heartbeat_;
 };
@@ -1460,6 +1541,8 @@ inline void TcpEndpoint::barrier() {
 
 inline void TcpEndpoint::close() {
   if (closed_) return;
+  // A rank let in now would be waited on for a goodbye it does not know to send.
+  accept_rejoins_ = false;
   Scope scope(*this, {"shutdown", detail::tcp_nobody, detail::tcp_nobody, 0, false});
   for (std::size_t p = 0; p < size_; ++p)
     if (p != rank_ && !links_[p].lost) scope.many.push_back(frame(link(p), wire::FrameType::goodbye, 0, 0, {}));
@@ -1571,7 +1654,15 @@ class TcpRendezvous {
     }
   }
 
+  /// For one rejoining rank's handshake on a running endpoint's reactor (TcpEndpoint::accept_rejoin).
+  TcpRendezvous(const TcpOptions& o, std::shared_ptr<TcpReactor> reactor, std::uint64_t job_id)
+      : o_(o), n_(o.world_size), r_(o.rank), until_(Clock::now() + handshake_limit), reactor_(std::move(reactor)),
+        job_id_(job_id), addresses_(o.world_size), phase_("accepting a rejoining rank"), going_on_("going on") {}
+
   std::shared_ptr<TcpReactor> reactor() const { return reactor_; }
+  std::uint64_t job_id() const noexcept { return job_id_; }
+  /// The listener of a rank but 0, kept to accept a lost rank that rejoins.
+  std::optional<Listener> listener() { return std::move(listener_); }
   std::vector<TcpLink> links() { return std::move(links_); }
   std::vector<std::string> addresses() { return std::move(addresses_); }
   TrafficCounters counters() const { return counters_; }
@@ -1584,7 +1675,9 @@ class TcpRendezvous {
     coordinator_ = *parse_host_port(o_.coordinator);
     addresses_[0] = format_host_port(coordinator_);
     try {
-      if (r_ == 0)
+      if (!o_.rejoin.empty())
+        rejoin_running_job();
+      else if (r_ == 0)
         coordinate();
       else
         join();
@@ -1605,9 +1698,11 @@ class TcpRendezvous {
   }
 
  private:
+  friend class ::flotilla::transport::TcpEndpoint;
+
   std::string who() const { return "tcp rank " + std::to_string(r_) + " of " + std::to_string(n_); }
   std::string connect_text() const { return std::to_string(o_.connect_timeout.count()) + " ms"; }
-  [[noreturn]] void fail(const std::string& what) const { throw TransportError(who() + ": rendezvous: " + what); }
+  [[noreturn]] void fail(const std::string& what) const { throw TransportError(who() + ": " + phase_ + ": " + what); }
 
   void write_all(TcpLink& l, std::span<const std::byte> a, std::span<const std::byte> b, const std::string& peer) {
     std::size_t done = 0;
@@ -1868,11 +1963,11 @@ class TcpRendezvous {
     } catch (const TransportError& e) {
       // A peer that breaks the protocol is dropped, not allowed to end the job. (Its message
       // already names this rank and the connection.)
-      log(std::string(e.what()) + "; dropped it, still waiting for the ranks");
+      log(std::string(e.what()) + "; dropped it, " + going_on_);
       return std::nullopt;
     }
     tell_refused(a.link, refusal);
-    log(who() + ": rendezvous: refused " + a.peer + ": " + refusal + "; dropped it, still waiting for the ranks");
+    log(who() + ": " + phase_ + ": refused " + a.peer + ": " + refusal + "; dropped it, " + going_on_);
     return std::nullopt;
   }
 
@@ -1930,7 +2025,8 @@ class TcpRendezvous {
   // Ranks 1 to n-1: register with the coordinator, get the table, connect to the higher ranks and
   // accept the lower ones.
   void join() {
-    Listener listener = listen_on(reactor_->io, o_.bind, 0, o_.socket_buffer_bytes, who() + ": cannot listen (FLOTILLA_BIND)");
+    listener_.emplace(listen_on(reactor_->io, o_.bind, 0, o_.socket_buffer_bytes, who() + ": cannot listen (FLOTILLA_BIND)"));
+    Listener& listener = *listener_;
     const std::string coord = "rank 0 (the coordinator) at " + addresses_[0];
     TcpLink& c0 = links_[0];
     c0.socket = connect_to(reactor_->io, coordinator_, until_, o_.socket_buffer_bytes,
@@ -2004,6 +2100,40 @@ class TcpRendezvous {
     }
   }
 
+  // A rank that died and was started again: reconnects to the ranks FLOTILLA_REJOIN names (each
+  // answers with its rank and the job's id), and to no other.
+  void rejoin_running_job() {
+    for (const auto& text : o_.rejoin) {
+      const auto hp = *parse_host_port(text);
+      const std::string peer = "the rank at " + text;
+      TcpLink l(reactor_);
+      l.socket = connect_to(reactor_->io, hp, until_, o_.socket_buffer_bytes,
+                            who() + ": rejoining: cannot reach " + peer + " within " + connect_text() + " (FLOTILLA_REJOIN)");
+      const auto sent = hello_payload(0, {});
+      send_frame(l, wire::FrameType::hello, sent, peer);
+      const auto h = client_handshake(l, sent, peer, "rejoining through " + peer);
+      if (h.rank >= n_ || h.rank == r_)
+        refuse(l, peer + " answered as rank " + std::to_string(h.rank) + ", which this rank cannot rejoin");
+      if (links_[h.rank].open()) refuse(l, peer + " is rank " + std::to_string(h.rank) + ", which FLOTILLA_REJOIN names twice");
+      if (job_id_ != 0 && h.job_id != job_id_) refuse(l, peer + " belongs to another job than the ranks before it in FLOTILLA_REJOIN");
+      // The peer's word on the rank (it refuses one that is still alive): a table frame, empty.
+      const std::string waiting = "waiting for " + peer + " to take this rank back";
+      const auto answer = read_frame(l, peer, waiting);
+      if (answer.header().type == wire::FrameType::refuse)
+        fail(waiting + ": " + peer + " refused this rank: " + text_of(answer.payload));
+      if (answer.header().type == wire::FrameType::abort) fail(waiting + ": " + peer + " gave up: " + text_of(answer.payload));
+      const auto welcome = answer.header().type == wire::FrameType::table ? wire::decode_table(answer.payload) : std::nullopt;
+      if (!welcome || welcome->job_id != h.job_id) fail(waiting + ": " + peer + " answered with a malformed frame");
+      job_id_ = h.job_id;
+      l.peer = h.rank;
+      l.address = text;
+      addresses_[h.rank] = text;
+      links_[h.rank] = std::move(l);
+    }
+    for (auto& a : addresses_)
+      if (a.empty()) a = "(not reconnected after the rejoin)";
+  }
+
   Clock::time_point io_until() const { return std::min(until_, conn_until_); }
   std::string timed_out_text() const {
     return conn_until_ < until_ ? " (a connection's handshake may take " + std::to_string(handshake_limit.count()) + " ms)"
@@ -2020,6 +2150,10 @@ class TcpRendezvous {
   std::vector<TcpLink> links_;
   std::vector<std::string> addresses_;
   TrafficCounters counters_{};
+  std::optional<Listener> listener_;
+  // For messages: what this handshake is part of, and what the rank does after dropping a peer.
+  std::string phase_ = o_.rejoin.empty() ? "rendezvous" : "rejoining a running job";
+  std::string going_on_ = "still waiting for the ranks";
 };
 
 /// Under flotilla-launch (FLOTILLA_LAUNCH_REPORTS names a directory of the launcher's): records
@@ -2044,7 +2178,73 @@ inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
   detail::tcp_validate(options);
   detail::TcpRendezvous rv(options);
   rv.run();
-  return TcpEndpoint(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters());
+  return TcpEndpoint(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters(), rv.listener(), rv.job_id());
+}
+
+inline void TcpEndpoint::accept_rejoin() {
+  detail::TcpRendezvous rv(options_, reactor_, job_id_);
+  std::optional<detail::TcpRendezvous::Arrival> a;
+  try {
+    a = rv.accept_hello(
+        rejoin_listener_->listener, "accepting", 0, [&] { return rv.hello_payload(0, {}); },
+        [](const std::string&) { return std::string("no connection was waiting after all"); });
+  } catch (const TransportError& e) {
+    rv.log(std::string(e.what()) + "; going on");
+    return;
+  }
+  if (!a) return;
+  const std::size_t p = a->hello.rank;
+  std::string refusal = rv.check_world_size(a->hello, a->peer);
+  if (!refusal.empty()) {
+  } else if (p >= size_ || p == rank_) {
+    refusal = a->peer + " claims rank " + std::to_string(p) + ", which cannot rejoin " + who();
+  } else if (links_[p].goodbye && !links_[p].lost) {
+    refusal = "rank " + std::to_string(p) + " has finished (it said goodbye to " + who() + "): " + a->peer +
+              " cannot rejoin as rank " + std::to_string(p);
+  } else if (!links_[p].lost) {
+    refusal = "rank " + std::to_string(p) + " is still alive (its connection to " + who() + " is open): " + a->peer +
+              " cannot rejoin as rank " + std::to_string(p) + " (two processes given the same FLOTILLA_RANK?)";
+  }
+  if (!refusal.empty()) {
+    rv.tell_refused(a->link, refusal);
+    rv.log(who() + ": refused " + a->peer + ": " + refusal);
+    return;
+  }
+  try {
+    wire::Table welcome;
+    welcome.job_id = job_id_;
+    rv.send_frame(a->link, wire::FrameType::table, wire::encode_table(welcome), a->peer);
+  } catch (const TransportError& e) {
+    rv.log(std::string(e.what()) + "; going on without rank " + std::to_string(p));
+    return;
+  }
+  // The lost link's waits ended when it was closed; its guard is the heartbeat thread's.
+  Link& l = links_[p];
+  l.socket = std::move(a->link.socket);
+  l.send_sequence = a->link.send_sequence;
+  l.recv_sequence = a->link.recv_sequence;
+  l.read_armed = l.write_armed = l.read_fired = false;
+  l.wait_error = {};
+  l.parked = l.send_broken = l.lost = l.in_frame = l.large = l.goodbye = l.eof = false;
+  l.begin = l.end = 0;
+  l.frame = {};
+  l.frame_done = 0;
+  l.sink = Link::Sink::staging;
+  l.user = nullptr;
+  l.staging.reset();
+  l.queue.clear();
+  l.tokens.clear();
+  l.heard = Clock::now();
+  addresses_[p] = detail::format_host_port(detail::remote_host_port(l.socket));
+  l.address = addresses_[p];
+  {
+    std::lock_guard lock(l.guard->m);
+    l.guard->fd = l.socket.native_handle();
+    l.guard->beating = true;
+    l.guard->mid_frame = false;
+    l.guard->beat_done = wire::header_size;
+  }
+  rv.log(who() + ": rank " + std::to_string(p) + " rejoined from " + addresses_[p]);
 }
 
 /// The TCP backend: run() connects this process's rank to the others, runs the body, and shuts
