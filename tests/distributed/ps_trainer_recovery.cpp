@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/kill_when_logged.hpp"
 #include "flotilla/flotilla.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "flotilla/transport/tcp_launch.hpp"
@@ -55,14 +56,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t workers = 3, servers = 2, kill_at_step = 80, epochs = 3;
 constexpr std::size_t train_samples = 6000, validation_samples = 1000, batch = 32;
 
-std::size_t logged_steps(const std::filesystem::path& log) {
-  std::ifstream in(log);
-  std::string line;
-  std::size_t n = 0;
-  while (std::getline(in, line)) n += line.find("\"step\":") != std::string::npos ? 1 : 0;
-  return n;
-}
-
 /// The rank killed in case `what`.
 std::size_t victim_of(const std::string& what) { return what == "server-killed" ? workers + 1 : 2; }
 
@@ -72,15 +65,11 @@ int train(const std::string& dir, std::size_t victim, bool kill, WorkerLoss on_l
   const bool is_victim = kill && o.rank == victim;
   const auto step_log = std::filesystem::path(dir) / "steps.jsonl";
   if (is_victim) {
-    // No handler, no cleanup: as kill -9 from outside, once a step log shows the step: a worker
-    // watches its own (steps.jsonl.rank<w>), a server worker 0's (steps.jsonl).
-    const auto watched = victim < workers ? std::filesystem::path(step_log.string() + ".rank" + std::to_string(victim)) : step_log;
-    std::thread([log = watched] {
-      for (;;) {
-        if (logged_steps(log) >= kill_at_step) ::kill(::getpid(), SIGKILL);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }).detach();
+    // As kill -9 from outside, once a step log shows the step: a worker watches its own
+    // (steps.jsonl.rank<w>), a server worker 0's (steps.jsonl).
+    flotilla_test::kill_self_when_logged(
+        victim < workers ? std::filesystem::path(step_log.string() + ".rank" + std::to_string(victim)) : step_log,
+        kill_at_step);
   }
   const auto all_train = fm::load<float>(fm::Split::train);
   const auto train = data::subset(all_train, 0, train_samples);

@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/kill_when_logged.hpp"
 #include "flotilla/flotilla.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "flotilla/transport/tcp_launch.hpp"
@@ -56,26 +57,13 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t workers = 3, servers = 2, victim = 2, kill_at_step = 20, epochs = 30;
 constexpr std::size_t train_samples = 6000, validation_samples = 1000, batch = 32;
 
-std::size_t logged_steps(const std::filesystem::path& log) {
-  std::ifstream in(log);
-  std::string line;
-  std::size_t n = 0;
-  while (std::getline(in, line)) n += line.find("\"step\":") != std::string::npos ? 1 : 0;
-  return n;
-}
-
 template <class Policy>
 int train(const std::string& dir, bool kill) {
   const auto o = transport::TcpOptions::from_environment();
   const auto step_log = std::filesystem::path(dir) / "steps.jsonl";
   if (kill && o.rank == victim && o.rejoin.empty()) {
-    // No handler, no cleanup: as kill -9 from outside, once its own step log shows the step.
-    std::thread([log = std::filesystem::path(step_log.string() + ".rank" + std::to_string(victim))] {
-      for (;;) {
-        if (logged_steps(log) >= kill_at_step) ::kill(::getpid(), SIGKILL);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }).detach();
+    // As kill -9 from outside, once its own step log shows the step.
+    flotilla_test::kill_self_when_logged(step_log.string() + ".rank" + std::to_string(victim), kill_at_step);
   }
   const auto all_train = fm::load<float>(fm::Split::train);
   const auto train = data::subset(all_train, 0, train_samples);
