@@ -82,14 +82,14 @@ class ScriptedEndpoint {
   std::size_t next_ = 0;
 };
 
-/// Serves the script as server 0 of `workers` workers (asynchronous: no staleness bound).
-Shard serve(ScriptedEndpoint& e, std::size_t workers) {
+/// Serves the script as server 0 of `workers` workers (asynchronous: no staleness bound unless given).
+Shard serve(ScriptedEndpoint& e, std::size_t workers, std::size_t bound = std::numeric_limits<std::size_t>::max()) {
   TensorInfo t;
   t.size = parameters;
   const std::vector<float> initial(parameters, 1.0f);
   Shard shard({0, parameters}, initial, {t});
   optim::SGD sgd;
-  shard.serve(e, workers, false, std::numeric_limits<std::size_t>::max(), sgd, [](std::uint64_t) { return 1.0; });
+  shard.serve(e, workers, false, bound, sgd, [](std::uint64_t) { return 1.0; });
   return shard;
 }
 
@@ -123,6 +123,33 @@ TEST_CASE("ps rejoin: admitted at once when every live worker is mid-epoch and n
   CHECK(shard.rejoins() == 1);
   CHECK(shard.pushes_after_rejoins() == 2);
   CHECK(shard.dropped_workers().size() == 1);
+}
+
+TEST_CASE("ps rejoin under a staleness bound: the rejoiner's clock is its position, so it waits for the slowest") {
+  // Regression: its clock used to start at the slowest worker's. Behind its real position, it held
+  // the others back while it waited for them in the epoch's reduction, and the job hung.
+  std::vector<Event> s{lost(1)};
+  for (int i = 0; i < 5; ++i) {  // workers 0 and 2 in step, 5 pushes each, then worker 2 one more
+    s.push_back(push(0));
+    s.push_back(push(2));
+  }
+  s.push_back(push(2));
+  s.push_back(rejoin(1, 4));  // admitted at worker 2's position, 6
+  s.push_back(push(1));       // 7: two ahead of worker 0, beyond the bound of 1
+  s.push_back(push(0));       // 6: worker 1 is one ahead now, and released
+  for (std::size_t w : {0, 1, 2}) s.push_back(done(w));
+  ScriptedEndpoint e(3, 4, s);
+  serve(e, 3, 1);
+  const auto admitted = full_replies_to(e, 1);
+  REQUIRE(!admitted.empty());
+  CHECK(admitted[0].second.steps_ahead == 6);
+  std::vector<Sent> after;  // the push replies after the admission, in order
+  for (std::size_t i = admitted[0].first + 1; i < e.sent.size(); ++i)
+    if (e.sent[i].tag == detail::protocol_tags::ps_reply) after.push_back(e.sent[i]);
+  REQUIRE(after.size() == 2);
+  CHECK(after[0].to == 0);  // worker 0's push answered first: worker 1 was held
+  CHECK(after[1].to == 1);
+  CHECK(after[1].header.steps_ahead == 1);  // released one step ahead of the slowest
 }
 
 TEST_CASE("ps rejoin: held while a round is open or a worker is at an epoch boundary, then told the next round") {

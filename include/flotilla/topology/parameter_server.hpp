@@ -31,8 +31,9 @@
 // epoch the rejoiner announced). Then every one of them has run the same rounds and the next
 // round is the end of the current epoch, which the rejoiner reaches too: the reply tells it the
 // position (the furthest worker's pushes: epoch and batch) and the round number. The other
-// servers re-admit it at once. On every server its clock starts at the slowest live worker's, so
-// the staleness bound neither holds the others back nor lets it run ahead.
+// servers re-admit it at once. On every server its clock starts at that position, like the clock of a
+// worker that never left: under a staleness bound it waits for the slowest like any other worker
+// that far ahead.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -251,13 +252,15 @@ class ParameterServerShard {
     // Re-admits worker w, lost earlier, and sends it the shard (and, from server 0, where it
     // goes on: `position` in steps, `round` the next reduction round).
     auto admit = [&](std::size_t w, std::uint64_t position, std::uint64_t round) {
-      const std::uint64_t low = slowest();
       if (done[w]) --done_count;
       done[w] = lost[w] = pending[w] = 0;
       joining[w] = 0;
       rejoined[w] = 1;
       staleness[w] = 0;
-      clock[w] = low == std::numeric_limits<std::uint64_t>::max() ? 0 : low;
+      // Its pushes count on from where it goes on, as the others' do: a clock behind its position
+      // would make it the slowest in name, holding the others back under a staleness bound while it
+      // waits for them at the end of the epoch (a deadlock).
+      clock[w] = position;
       ++rejoins_;
       std::size_t live = 0;
       for (std::size_t v = 0; v < workers; ++v) live += done[v] ? 0 : 1;
