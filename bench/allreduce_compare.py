@@ -2,14 +2,17 @@
 """Allreduce bus bandwidth between 2 processes on this machine (loopback), in one invocation:
 
 * flotilla-tcp:   collective::ring_allreduce over transport::Tcp, ranks started by flotilla-launch
-                  (flotilla_tcp_busbw_bench);
+                  (flotilla_tcp_busbw_bench): with its default options (the algorithm chosen by
+                  size: recursive doubling for 2 ranks up to 4 MiB, the ring above) and the ring
+                  alone;
 * mpi-tcp:        Open MPI's MPI_Allreduce, mpirun --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo;
 * mpi-vader:      the same over shared memory, --mca btl vader,self;
 * gloo:           torch.distributed.all_reduce with the gloo backend (/usr/bin/python3, two processes,
                   init through a TCP store on 127.0.0.1, GLOO_SOCKET_IFNAME=lo, one thread each);
 * and, inside both mpirun jobs, flotilla's MPI transport (flotilla_mpi_busbw_bench):
-  ring_allreduce on an MpiEndpoint (NativeAllreduce: the endpoint's MPI_Allreduce) and with
-  force_ring (flotilla's ring over MPI point-to-point), next to bare MPI_Allreduce.
+  ring_allreduce on an MpiEndpoint with its default options (MPI_Allreduce up to 16 MiB, the ring
+  above), with AllreduceAlgorithm::native (the endpoint's MPI_Allreduce) and with ::ring
+  (flotilla's ring over MPI point-to-point), next to bare MPI_Allreduce.
 
     /usr/bin/python3 bench/allreduce_compare.py --launch build/tools/flotilla-launch \
         --tcp-bench build/bench/flotilla_tcp_busbw_bench \
@@ -103,7 +106,7 @@ def job_commands(args):
     common = ["--sizes", sizes, "--repeat", "1", "--target", str(args.target)]
     mpi = ["mpirun", "-n", "2", "--bind-to", "none", "--mca", "pml", "ob1"]
     jobs = {
-        "flotilla-tcp": lambda: [args.launch, "-n", "2", "--", args.tcp_bench, "--methods", "ring"] + common,
+        "flotilla-tcp": lambda: [args.launch, "-n", "2", "--", args.tcp_bench, "--methods", "flotilla,ring"] + common,
         "mpi-tcp": lambda: mpi + ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", args.mpi_bench,
                                   "--label", "mpi-tcp"] + common,
         "mpi-vader": lambda: mpi + ["--mca", "btl", "vader,self", args.mpi_bench, "--label", "mpi-vader"] + common,
@@ -176,28 +179,30 @@ def main():
     med = lambda xs: benchlib.median(xs)
     print("\nAllreduce bus bandwidth, 2 processes, loopback, float32 sum in place; GB/s (1e9 B/s): median (min-max) "
           "of %d rounds; %s" % (args.rounds, started))
-    cols = [("flotilla TCP", "flotilla-tcp", "ring"), ("MPI btl tcp", "mpi-tcp", "mpi"),
+    cols = [("flotilla TCP", "flotilla-tcp", "flotilla"), ("flotilla TCP, ring only", "flotilla-tcp", "ring"),
+            ("MPI btl tcp", "mpi-tcp", "mpi"),
             ("MPI btl vader (shm)", "mpi-vader", "mpi"), ("gloo", "gloo", "gloo")]
     cols = [c for c in cols if c[1] in jobs]
     print("| size | " + " | ".join(c[0] for c in cols) + " | flotilla TCP / MPI tcp | flotilla TCP / gloo |")
     print("|---|" + "---|" * (len(cols) + 2))
     for b in args.size_list:
         cells = [benchlib.fmt_spread(series(j, m, b), 3) for _, j, m in cols]
-        f = med(series("flotilla-tcp", "ring", b))
-        ratio = lambda j, m: ("%.2fx" % (f / med(series(j, m, b)))) if series(j, m, b) and series("flotilla-tcp", "ring", b) else "-"
+        f = med(series("flotilla-tcp", "flotilla", b))
+        ratio = lambda j, m: ("%.2fx" % (f / med(series(j, m, b)))) if series(j, m, b) and series("flotilla-tcp", "flotilla", b) else "-"
         print("| %s | %s | %s | %s |" % (size_text(b), " | ".join(cells), ratio("mpi-tcp", "mpi"), ratio("gloo", "gloo")))
 
     for job, title in (("mpi-vader", "btl vader,self"), ("mpi-tcp", "btl tcp,self")):
         if job not in jobs:
             continue
         print("\nflotilla's MPI transport against bare MPI_Allreduce, mpirun %s; GB/s: median (min-max)" % title)
-        print("| size | MPI_Allreduce | flotilla NativeAllreduce | flotilla ring (force_ring) | native / bare | ring / bare |")
-        print("|---|---|---|---|---|---|")
+        print("| size | MPI_Allreduce | flotilla (default) | flotilla, native only | flotilla, ring only | default / bare "
+              "| native / bare | ring / bare |")
+        print("|---|---|---|---|---|---|---|---|")
         for b in args.size_list:
-            bare, nat, ring = (series(job, m, b) for m in ("mpi", "flotilla-native", "flotilla-ring"))
-            print("| %s | %s | %s | %s | %.2f | %.2f |" % (size_text(b), benchlib.fmt_spread(bare, 3),
-                                                           benchlib.fmt_spread(nat, 3), benchlib.fmt_spread(ring, 3),
-                                                           med(nat) / med(bare), med(ring) / med(bare)))
+            bare, auto, nat, ring = (series(job, m, b) for m in ("mpi", "flotilla", "flotilla-native", "flotilla-ring"))
+            print("| %s | %s | %s | %s | %s | %.2f | %.2f | %.2f |" % (
+                size_text(b), benchlib.fmt_spread(bare, 3), benchlib.fmt_spread(auto, 3), benchlib.fmt_spread(nat, 3),
+                benchlib.fmt_spread(ring, 3), med(auto) / med(bare), med(nat) / med(bare), med(ring) / med(bare)))
     print("\njobs repeated because others used the machine: %d" % sum(x["retries"] for x in log))
     benchlib.emit_json(args.json, {"started": started, "machine": benchlib.machine_summary(), "rows": rows, "log": log,
                                    "commands": {k: v() for k, v in jobs.items()}})

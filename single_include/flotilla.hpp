@@ -1843,6 +1843,13 @@ concept Transport = requires(E& e, const E& ce, std::size_t peer, Tag tag, std::
 template <class E>
 concept NativeAllreduce = Transport<E> && requires(E& e, std::span<float> f) { e.allreduce_sum(f); };
 
+/// A NativeAllreduce that is the faster path only up to a size: larger sums go by flotilla's ring
+/// over its point-to-point messages (MPI's, above 16 MiB by default: docs/benchmarks.md).
+template <class E>
+concept BoundedNativeAllreduce = NativeAllreduce<E> && requires(const E& ce) {
+  { ce.native_allreduce_max_bytes() } -> std::convertible_to<std::size_t>;
+};
+
 /// What goes in Trainer<Model, Policy, Backend>: a transport *backend* that starts the ranks of a
 /// job and hands each its endpoint.
 ///  - `B::name`;
@@ -7947,6 +7954,7 @@ enum class OpKind : std::uint8_t {
   barrier = 4,
   ps_push = 5,
   ps_reply = 6,
+  recursive_doubling = 7,
 };
 
 inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
@@ -7958,6 +7966,7 @@ inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
     case OpKind::barrier: return "barrier";
     case OpKind::ps_push: return "parameter-server push";
     case OpKind::ps_reply: return "parameter-server reply";
+    case OpKind::recursive_doubling: return "allreduce (recursive doubling)";
   }
   return "an unknown operation";
 }
@@ -8194,6 +8203,80 @@ void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
 #include <vector>
 
 
+// ---- begin flotilla/collective/recursive_doubling.hpp ----
+// Recursive doubling: the allreduce for few ranks and short buffers, where the number of messages
+// in a row, not the bytes, sets the time. See docs/collectives.md.
+//
+// In round k every rank swaps its whole partial sum with the rank whose number differs in bit k,
+// and adds what it received; after log2 N rounds every rank holds the sum. That is log2 N messages
+// one after the other where the ring needs 2(N-1), but each carries the whole buffer, so a rank
+// sends log2(N) times the buffer where the ring sends 2(N-1)/N of it: the same with two ranks,
+// more with four or more. Two ranks therefore gain at every size where the second message's
+// latency matters (measured on loopback TCP up to a few MiB, docs/benchmarks.md); more ranks only
+// for short buffers.
+//
+// Both ranks of a pair add the same two operands, and IEEE addition is commutative, so after each
+// round the ranks of a group hold the same bits, and at the end so do all. With a lossy codec each
+// rank first replaces its partial sum by decode(encode(...)) of it, which is exactly what its
+// partner receives: both again add the same two operands. Every value is rounded log2 N times
+// (once with two ranks), where the ring rounds N times.
+#include <bit>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <type_traits>
+
+
+// ---- begin flotilla/collective/scratch.hpp ----
+// Message buffers of the collectives, kept by each calling thread between calls: allocating (and
+// first touching) tens of megabytes per allreduce would cost more than moving them in-process.
+#include <cstddef>
+#include <vector>
+
+namespace flotilla::detail {
+
+/// The calling thread's scratch bytes. One collective call at a time uses them (a call never runs
+/// inside another on the same thread); each grows them to what it needs.
+inline std::vector<std::byte>& collective_buffers() {
+  thread_local std::vector<std::byte> buffers;
+  return buffers;
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/collective/scratch.hpp ----
+
+namespace flotilla::detail {
+
+/// data = the sum over all ranks of e (a power of two of them), with codec C on the wire; every
+/// rank passes the same number of values and ends with the same bits.
+template <class C, class E, class T>
+void recursive_doubling_allreduce(E& e, std::span<T> data, Tag tag) {
+  const std::size_t n = e.size(), rank = e.rank();
+  if (!std::has_single_bit(n))
+    throw ConfigError("recursive doubling allreduce: needs a power-of-two number of ranks, not " + std::to_string(n));
+  if (n == 1 || data.empty()) return;
+  transport::OperationScope<E> op(e, tag, transport::OpKind::recursive_doubling, data.size());
+  // Raw values on a little-endian host are their own encoding: send straight from the buffer.
+  constexpr bool direct = std::is_same_v<C, codec::Raw<T>> && std::endian::native == std::endian::little;
+  const std::size_t bytes = C::encoded_size(data.size());
+  auto& scratch = collective_buffers();
+  if (scratch.size() < (direct ? 1 : 2) * bytes) scratch.resize((direct ? 1 : 2) * bytes);
+  const std::span<std::byte> in(scratch.data(), bytes);
+  const std::span<std::byte> out = direct ? std::as_writable_bytes(data) : std::span<std::byte>(scratch.data() + bytes, bytes);
+  for (std::size_t mask = 1; mask < n; mask <<= 1) {
+    const std::size_t partner = rank ^ mask;
+    if constexpr (!direct) {
+      C::encode(std::span<const T>(data), out);
+      if constexpr (!C::lossless) C::decode(std::span<const std::byte>(out), data);
+    }
+    e.sendrecv(partner, tag, std::span<const std::byte>(out), partner, in);
+    C::decode_add(std::span<const std::byte>(in), data);
+  }
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/collective/recursive_doubling.hpp ----
+
 // ---- begin flotilla/collective/serial_worker.hpp ----
 // A helper thread that runs one call's work items in the order they are posted: the arithmetic
 // half of a pipelined collective. An endpoint may be used by one thread at a time, so the calling
@@ -8297,6 +8380,14 @@ inline SerialWorker& collective_worker() {
 
 namespace flotilla::collective {
 
+/// The ways ring_allreduce can form a sum (RingOptions::algorithm).
+enum class AllreduceAlgorithm {
+  automatic,           // by the number of ranks and bytes, see RingOptions
+  ring,                // flotilla's ring: 2(N-1) steps of 1/N of the buffer, any N
+  recursive_doubling,  // log2(N) swaps of the whole buffer; N a power of two
+  native,              // the transport's own allreduce (NativeAllreduce); float, lossless codec
+};
+
 struct RingOptions {
   /// Divide the sum by the number of ranks (floating-point values only).
   bool average = false;
@@ -8311,8 +8402,20 @@ struct RingOptions {
   /// Reduce on a helper thread while the next segment is in flight (when a chunk has more than
   /// one segment). Off: the calling thread does everything, one segment after the other.
   bool pipeline = true;
-  /// Use the ring even where the transport has an allreduce of its own (NativeAllreduce).
-  bool force_ring = false;
+  /// How the sum is formed; `automatic` picks by size (see choose_algorithm below and
+  /// docs/collectives.md): the transport's own allreduce where it has one (up to its
+  /// native_allreduce_max_bytes() when it gives one), recursive doubling for two ranks up to
+  /// pair_exchange_max_bytes and for 4, 8, ... ranks up to doubling_max_bytes, the ring otherwise.
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::automatic;
+  /// Two ranks: up to this many bytes of values, one swap of the whole buffer (recursive doubling)
+  /// instead of the ring's two steps of half of it. Both send the same bytes; the swap waits for
+  /// one message instead of two, the ring halves the additions and overlaps them with the
+  /// transfers. Measured on loopback TCP (docs/benchmarks.md): the swap wins up to 4 MiB.
+  std::size_t pair_exchange_max_bytes = std::size_t{4} << 20;
+  /// Four, eight, ... ranks: up to this many bytes, recursive doubling, which sends log2(N) times
+  /// the buffer where the ring sends 2(N-1)/N of it, in log2(N) messages instead of 2(N-1). Off
+  /// by default (0): not yet measured where it pays.
+  std::size_t doubling_max_bytes = 0;
   /// The tag of this call's messages. Allreduces that may be in flight at the same time on the
   /// same endpoints (one per gradient bucket) need distinct tags; consecutive ones may share one.
   Tag tag = default_tags::ring_allreduce;
@@ -8329,13 +8432,6 @@ struct Partition {
   std::size_t size(std::size_t i) const noexcept { return total / parts + (i < total % parts ? 1 : 0); }
   std::size_t offset(std::size_t i) const noexcept { return i * (total / parts) + std::min(i, total % parts); }
 };
-
-/// The calling thread's message buffers, kept between calls: allocating (and first touching)
-/// tens of megabytes per allreduce would cost more than moving them in-process.
-inline std::vector<std::byte>& collective_buffers() {
-  thread_local std::vector<std::byte> buffers;
-  return buffers;
-}
 
 template <class C, class E, class T>
 class RingAllreduce {
@@ -8510,14 +8606,54 @@ void scale_all(std::span<T> data, T factor, bool divide) {
 
 }  // namespace flotilla::detail
 
+namespace flotilla::detail {
+
+/// Which algorithm ring_allreduce runs for `values` values of T sent as Wire on e (see RingOptions).
+/// Every rank decides alike: the inputs are the same on all of them.
+template <class Wire, class T, class E>
+collective::AllreduceAlgorithm choose_algorithm(const E& e, std::size_t values, const collective::RingOptions& o) {
+  using A = collective::AllreduceAlgorithm;
+  constexpr bool native_possible = NativeAllreduce<E> && std::is_same_v<T, float> && std::is_same_v<Wire, codec::Fp32>;
+  const std::size_t n = e.size();
+  switch (o.algorithm) {
+    case A::ring:
+      return A::ring;
+    case A::native:
+      if (!native_possible)
+        throw ConfigError(
+            "ring_allreduce: AllreduceAlgorithm::native needs a transport with an allreduce of its own "
+            "(NativeAllreduce), float values and the lossless codec");
+      return A::native;
+    case A::recursive_doubling:
+      if (!std::has_single_bit(n))
+        throw ConfigError("ring_allreduce: AllreduceAlgorithm::recursive_doubling needs a power-of-two number of ranks, not " +
+                          std::to_string(n));
+      return A::recursive_doubling;
+    case A::automatic:
+      break;
+  }
+  if (values == 0) return A::ring;  // sends nothing, whatever the transport
+  const std::size_t bytes = values * sizeof(T);
+  if constexpr (BoundedNativeAllreduce<E>) {
+    if (native_possible && bytes <= e.native_allreduce_max_bytes()) return A::native;
+  } else if constexpr (native_possible) {
+    return A::native;
+  }
+  if (n >= 2 && std::has_single_bit(n) && bytes <= (n == 2 ? o.pair_exchange_max_bytes : o.doubling_max_bytes))
+    return A::recursive_doubling;
+  return A::ring;
+}
+
+}  // namespace flotilla::detail
+
 namespace flotilla::collective {
 
 /// Sums `data` element-wise over all ranks of `e` (or averages, see RingOptions), sending values
 /// encoded with codec C: ring_allreduce<codec::Fp16>(endpoint, grads). The lossless codec follows
 /// the values (codec::for_value_t: Fp32 given doubles sends doubles). Every rank must call it with
-/// the same number of values, codec and options; every rank ends with the same bits. With the
-/// lossless codec of float on a transport with an allreduce of its own, that one is used (unless
-/// options.force_ring).
+/// the same number of values, codec and options; every rank ends with the same bits. By default
+/// the algorithm follows the size (RingOptions::algorithm): the ring for large buffers, recursive
+/// doubling where latency dominates, the transport's own allreduce where it has one.
 template <class C, Transport E, class T>
   requires Codec<codec::for_value_t<C, T>, T>
 void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
@@ -8526,23 +8662,26 @@ void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
   if constexpr (!std::is_floating_point_v<T>) {
     if (options.average || options.prescale)
       throw ConfigError("ring_allreduce: average and prescale need floating-point values");
-  } else {
-    if (options.prescale && n > 1) detail::scale_all(data, static_cast<T>(n), true);
   }
-  if constexpr (NativeAllreduce<E> && std::is_same_v<T, float> && std::is_same_v<Wire, codec::Fp32>) {
-    if (!options.force_ring) {
-      e.allreduce_sum(data);
-      if (options.average && !options.prescale && n > 1) detail::scale_all(data, static_cast<T>(n), true);
-      if (options.prescale && !options.average && n > 1) detail::scale_all(data, static_cast<T>(n), false);
-      return;
+  const AllreduceAlgorithm algorithm = detail::choose_algorithm<Wire, T>(e, data.size(), options);
+  if constexpr (std::is_floating_point_v<T>)
+    if (options.prescale && n > 1) detail::scale_all(data, static_cast<T>(n), true);
+  if (n > 1) {
+    if (algorithm == AllreduceAlgorithm::native) {
+      if constexpr (NativeAllreduce<E> && std::is_same_v<T, float>) e.allreduce_sum(data);
+    } else if (algorithm == AllreduceAlgorithm::recursive_doubling) {
+      detail::recursive_doubling_allreduce<Wire>(e, data, options.tag);
+    } else {
+      transport::OperationScope<E> op(e, options.tag, transport::OpKind::ring_allreduce, data.size());
+      detail::RingAllreduce<Wire, E, T>(e, data, options).run();
     }
   }
-  if (n > 1) {
-    transport::OperationScope<E> op(e, options.tag, transport::OpKind::ring_allreduce, data.size());
-    detail::RingAllreduce<Wire, E, T>(e, data, options).run();
-  }
-  if constexpr (std::is_floating_point_v<T>)
+  if constexpr (std::is_floating_point_v<T>) {
+    // The ring divides as it completes each chunk (before its last encoding); the others sum first.
+    const bool divided = algorithm == AllreduceAlgorithm::ring;
+    if (options.average && !options.prescale && n > 1 && !divided) detail::scale_all(data, static_cast<T>(n), true);
     if (options.prescale && !options.average && n > 1) detail::scale_all(data, static_cast<T>(n), false);
+  }
 }
 
 /// The same with the lossless codec (codec::Raw<T>: codec::Fp32 for float).
@@ -8752,8 +8891,9 @@ struct Synchronous<topology::ParameterServer> {
 // epoch the rejoiner announced). Then every one of them has run the same rounds and the next
 // round is the end of the current epoch, which the rejoiner reaches too: the reply tells it the
 // position (the furthest worker's pushes: epoch and batch) and the round number. The other
-// servers re-admit it at once. On every server its clock starts at the slowest live worker's, so
-// the staleness bound neither holds the others back nor lets it run ahead.
+// servers re-admit it at once. On every server its clock starts at that position, like the clock of a
+// worker that never left: under a staleness bound it waits for the slowest like any other worker
+// that far ahead.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -9256,13 +9396,15 @@ class ParameterServerShard {
     // Re-admits worker w, lost earlier, and sends it the shard (and, from server 0, where it
     // goes on: `position` in steps, `round` the next reduction round).
     auto admit = [&](std::size_t w, std::uint64_t position, std::uint64_t round) {
-      const std::uint64_t low = slowest();
       if (done[w]) --done_count;
       done[w] = lost[w] = pending[w] = 0;
       joining[w] = 0;
       rejoined[w] = 1;
       staleness[w] = 0;
-      clock[w] = low == std::numeric_limits<std::uint64_t>::max() ? 0 : low;
+      // Its pushes count on from where it goes on, as the others' do: a clock behind its position
+      // would make it the slowest in name, holding the others back under a staleness bound while it
+      // waits for them at the end of the epoch (a deadlock).
+      clock[w] = position;
       ++rejoins_;
       std::size_t live = 0;
       for (std::size_t v = 0; v < workers; ++v) live += done[v] ? 0 : 1;
@@ -10145,6 +10287,29 @@ class Group {
     e_->end_operation(tag);
   }
 
+  /// The endpoint's own allreduce (NativeAllreduce), for a group that is the whole job in job
+  /// order: collective::ring_allreduce then uses it up to native_allreduce_max_bytes(). A group of
+  /// part of the job cannot (the endpoint's collective would wait for every rank of the job), so
+  /// its limit is 0 and flotilla's algorithms run over its messages.
+  void allreduce_sum(std::span<float> values)
+    requires NativeAllreduce<E>
+  {
+    if (!whole_job())
+      throw TransportError("rank " + std::to_string(e_->rank()) +
+                           ": the endpoint's own allreduce over a group of part of the job would wait for the others");
+    e_->allreduce_sum(values);
+  }
+  std::size_t native_allreduce_max_bytes() const
+    requires NativeAllreduce<E>
+  {
+    if (!whole_job()) return 0;
+    if constexpr (BoundedNativeAllreduce<E>) {
+      return e_->native_allreduce_max_bytes();
+    } else {
+      return static_cast<std::size_t>(-1);
+    }
+  }
+
   /// A dissemination barrier: log2(size) rounds of one message each way.
   void barrier() {
     const std::size_t n = size();
@@ -10155,6 +10320,12 @@ class Group {
   }
 
  private:
+  bool whole_job() const noexcept {
+    if (members_.size() != e_->size()) return false;
+    for (std::size_t r = 0; r < members_.size(); ++r)
+      if (members_[r] != r) return false;
+    return true;
+  }
   std::size_t job(std::size_t peer) const {
     if (peer >= members_.size())
       throw TransportError("rank " + std::to_string(e_->rank()) + ": group rank " + std::to_string(peer) +
@@ -10251,6 +10422,29 @@ class LiveGroup {
     e_->end_operation(wire_tag(tag));
   }
 
+  /// The endpoint's own allreduce (NativeAllreduce), for a group that is the whole job in job
+  /// order: collective::ring_allreduce then uses it up to native_allreduce_max_bytes(). A group of
+  /// part of the job cannot (the endpoint's collective would wait for every rank of the job), so
+  /// its limit is 0 and flotilla's algorithms run over its messages.
+  void allreduce_sum(std::span<float> values)
+    requires NativeAllreduce<E>
+  {
+    if (!whole_job())
+      throw TransportError("rank " + std::to_string(e_->rank()) +
+                           ": the endpoint's own allreduce over a group of part of the job would wait for the others");
+    e_->allreduce_sum(values);
+  }
+  std::size_t native_allreduce_max_bytes() const
+    requires NativeAllreduce<E>
+  {
+    if (!whole_job()) return 0;
+    if constexpr (BoundedNativeAllreduce<E>) {
+      return e_->native_allreduce_max_bytes();
+    } else {
+      return static_cast<std::size_t>(-1);
+    }
+  }
+
   /// A dissemination barrier among the members: log2(size) rounds of one message each way.
   void barrier() {
     const std::size_t n = size();
@@ -10267,6 +10461,12 @@ class LiveGroup {
       throw ConfigError("transport::LiveGroup: rank " + std::to_string(e_->rank()) + " is not a member of the group");
     rank_ = static_cast<std::size_t>(it - members.begin());
     members_ = std::move(members);
+  }
+  bool whole_job() const noexcept {
+    if (members_.size() != e_->size()) return false;
+    for (std::size_t r = 0; r < members_.size(); ++r)
+      if (members_[r] != r) return false;
+    return true;
   }
   std::size_t job(std::size_t peer) const {
     if (peer >= members_.size())

@@ -1,7 +1,9 @@
 // flotilla_mpi_busbw_bench: allreduce bus bandwidth under mpirun, bare MPI_Allreduce next to
-// flotilla's MPI transport: collective::ring_allreduce on a transport::MpiEndpoint, which calls the
-// endpoint's allreduce_sum (NativeAllreduce: MPI_Allreduce behind a deadline-bounded MPI_Ibarrier),
-// and the same with RingOptions::force_ring (flotilla's ring over the endpoint's send/recv).
+// flotilla's MPI transport: collective::ring_allreduce on a transport::MpiEndpoint with its default
+// options (`flotilla`: the endpoint's MPI_Allreduce up to MpiOptions::native_allreduce_max_bytes,
+// flotilla's ring above), and each of the two alone: `flotilla-native` (AllreduceAlgorithm::native:
+// MPI_Allreduce, behind the endpoint's deadline) and `flotilla-ring` (the ring over the endpoint's
+// send/recv).
 //
 //   mpirun -n 2 --mca pml ob1 --mca btl vader,self flotilla_mpi_busbw_bench [--sizes 4K,64M] [--repeat 5]
 //
@@ -30,7 +32,7 @@ int main(int argc, char** argv) {
     auto& repeat = flags.add<std::size_t>("repeat", 5, "measurements of each (size, method)");
     auto& target = flags.add<double>("target", 0.25, "seconds per measurement");
     auto& label = flags.add<std::string>("label", "mpi", "label printed with each line");
-    auto& methods_flag = flags.add<std::string>("methods", "mpi,flotilla-native,flotilla-ring", "which to time");
+    auto& methods_flag = flags.add<std::string>("methods", "mpi,flotilla,flotilla-native,flotilla-ring", "which to time");
     std::ostringstream help;
     if (!flags.parse(argc, argv, help)) {
       int rank = 0;
@@ -67,11 +69,17 @@ int main(int argc, char** argv) {
          [&](std::vector<float>& b) {
            MPI_Allreduce(MPI_IN_PLACE, b.data(), static_cast<int>(b.size()), MPI_FLOAT, MPI_SUM, bare);
          }},
-        {"flotilla-native", [&](std::vector<float>& b) { flotilla::collective::ring_allreduce(endpoint, std::span<float>(b)); }},
+        {"flotilla", [&](std::vector<float>& b) { flotilla::collective::ring_allreduce(endpoint, std::span<float>(b)); }},
+        {"flotilla-native",
+         [&](std::vector<float>& b) {
+           flotilla::collective::RingOptions o;
+           o.algorithm = flotilla::collective::AllreduceAlgorithm::native;
+           flotilla::collective::ring_allreduce(endpoint, std::span<float>(b), o);
+         }},
         {"flotilla-ring",
          [&](std::vector<float>& b) {
            flotilla::collective::RingOptions o;
-           o.force_ring = true;
+           o.algorithm = flotilla::collective::AllreduceAlgorithm::ring;
            flotilla::collective::ring_allreduce(endpoint, std::span<float>(b), o);
          }},
     };

@@ -3,10 +3,12 @@
 //
 //   flotilla-launch -n 2 -- flotilla_tcp_busbw_bench [--sizes 4K,64M] [--repeat 5]
 //
-// Methods (--methods): `ring` is ring_allreduce with its default options (256 KiB segments,
-// reduction on the helper thread); `ring-nopipe` reduces on the calling thread; `ring-seg1M` and
-// `ring-seg4M` use larger segments. One JSON line per measurement on rank 0 (see
-// allreduce_common.hpp for the timing loop).
+// Methods (--methods): `flotilla` is collective::ring_allreduce with its default options, as
+// users and the Trainer get it (the algorithm chosen by size: RingOptions::algorithm); `ring` is
+// the ring alone (256 KiB segments, reduction on the helper thread); `ring-nopipe` reduces on
+// the calling thread; `ring-seg1M` and `ring-seg4M` use larger segments; `doubling` is recursive
+// doubling at every size. One JSON line per measurement on rank 0 (see allreduce_common.hpp for
+// the timing loop).
 #include <flotilla/cli/flags.hpp>
 #include <flotilla/collective/allreduce_small.hpp>
 #include <flotilla/collective/broadcast.hpp>
@@ -27,7 +29,8 @@ int main(int argc, char** argv) {
     auto& repeat = flags.add<std::size_t>("repeat", 5, "measurements of each (size, method)");
     auto& target = flags.add<double>("target", 0.25, "seconds per measurement");
     auto& label = flags.add<std::string>("label", "tcp", "label printed with each line");
-    auto& methods_flag = flags.add<std::string>("methods", "ring", "ring, ring-nopipe, ring-seg1M, ring-seg4M (comma-separated)");
+    auto& methods_flag = flags.add<std::string>("methods", "flotilla",
+                                                "flotilla, ring, ring-nopipe, ring-seg1M, ring-seg4M, doubling (comma-separated)");
     if (!flags.parse(argc, argv, std::cout)) return 0;
 
     const tr::TcpOptions options = tr::TcpOptions::from_environment();
@@ -51,16 +54,20 @@ int main(int argc, char** argv) {
       auto ring = [&](flotilla::collective::RingOptions o) {
         return [&e, o](std::vector<float>& b) { flotilla::collective::ring_allreduce(e, std::span<float>(b), o); };
       };
-      flotilla::collective::RingOptions plain, nopipe, seg1, seg4;
+      using flotilla::collective::AllreduceAlgorithm;
+      flotilla::collective::RingOptions automatic, plain, nopipe, seg1, seg4, doubling;
+      for (auto* o : {&plain, &nopipe, &seg1, &seg4}) o->algorithm = AllreduceAlgorithm::ring;
       nopipe.pipeline = false;
       seg1.segment_bytes = 1 << 20;
       seg4.segment_bytes = 4 << 20;
-      const std::vector<bench::Method> all = {
-          {"ring", ring(plain)}, {"ring-nopipe", ring(nopipe)}, {"ring-seg1M", ring(seg1)}, {"ring-seg4M", ring(seg4)}};
+      doubling.algorithm = AllreduceAlgorithm::recursive_doubling;
+      const std::vector<bench::Method> all = {{"flotilla", ring(automatic)}, {"ring", ring(plain)},
+                                              {"ring-nopipe", ring(nopipe)}, {"ring-seg1M", ring(seg1)},
+                                              {"ring-seg4M", ring(seg4)},    {"doubling", ring(doubling)}};
       std::vector<bench::Method> chosen;
       for (const auto& m : all)
         if (("," + methods_flag + ",").find("," + m.name + ",") != std::string::npos) chosen.push_back(m);
-      if (chosen.empty()) throw flotilla::ConfigError("--methods names none of ring, ring-nopipe, ring-seg1M, ring-seg4M");
+      if (chosen.empty()) throw flotilla::ConfigError("--methods names none of flotilla, ring, ring-nopipe, ring-seg1M, ring-seg4M, doubling");
 
       bench::Settings s;
       s.sizes = bench::parse_sizes(sizes);

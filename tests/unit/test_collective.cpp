@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -89,7 +90,9 @@ TEST_CASE("ring allreduce: exact sums for 1 to 8 ranks and every awkward size; b
     for (std::size_t p : {std::size_t{0}, std::size_t{1}, n - 1, n, n + 1, std::size_t{1000}, std::size_t{1000003}}) {
       CAPTURE(n);
       CAPTURE(p);
-      const auto results = run_allreduce<codec::Fp32>(n, p, {});
+      collective::RingOptions ring;
+      ring.algorithm = collective::AllreduceAlgorithm::ring;
+      const auto results = run_allreduce<codec::Fp32>(n, p, ring);
       const auto expected = sequential_sum(n, p);
       std::uint64_t total_sent = 0;
       for (std::size_t r = 0; r < n; ++r) {
@@ -117,6 +120,7 @@ TEST_CASE("ring allreduce: many segments, with and without the helper thread, an
           CAPTURE(segment_bytes);
           CAPTURE(pipeline);
           collective::RingOptions o;
+          o.algorithm = collective::AllreduceAlgorithm::ring;
           o.segment_bytes = segment_bytes;
           o.pipeline = pipeline;
           const auto expected = sequential_sum(n, p);
@@ -219,10 +223,13 @@ float random_value(std::size_t rank, std::size_t i) {
 /// (a partial sum, at most sum |x|) plus half the format's smallest subnormal, and N-1 float
 /// additions within 2^-24.
 template <class C>
-void check_lossy_bound(double u, double half_subnormal) {
+void check_lossy_bound(double u, double half_subnormal,
+                       collective::AllreduceAlgorithm algorithm = collective::AllreduceAlgorithm::ring) {
   for (std::size_t n : {2, 3, 4, 8}) {
+    if (algorithm == collective::AllreduceAlgorithm::recursive_doubling && n == 3) continue;
     const std::size_t p = 20011;
     collective::RingOptions o;
+    o.algorithm = algorithm;
     o.segment_bytes = 8192;
     const auto results = run_allreduce<C>(n, p, o, random_value);
     std::size_t violations = 0, differ_between_ranks = 0;
@@ -253,6 +260,12 @@ TEST_CASE("ring allreduce with 16-bit codecs: the documented error bound holds a
   check_lossy_bound<codec::Fp16>(0x1p-11, 0x1p-25);
   check_lossy_bound<codec::Bf16>(0x1p-8, 0x1p-134);
   check_lossy_bound<codec::Bf16Truncate>(0x1p-7, 0x1p-133);
+}
+
+TEST_CASE("recursive doubling with 16-bit codecs: within the ring's bound (fewer roundings), every rank ends equal") {
+  constexpr auto doubling = collective::AllreduceAlgorithm::recursive_doubling;
+  check_lossy_bound<codec::Fp16>(0x1p-11, 0x1p-25, doubling);
+  check_lossy_bound<codec::Bf16Truncate>(0x1p-7, 0x1p-133, doubling);
 }
 
 TEST_CASE("ring allreduce with fp16: prescaling keeps partial sums out of saturation") {
@@ -291,7 +304,7 @@ struct NativeEndpoint {
   void allreduce_sum(std::span<float> f) {
     ++native_calls;
     collective::RingOptions o;
-    o.force_ring = true;
+    o.algorithm = collective::AllreduceAlgorithm::ring;
     collective::ring_allreduce(e, f, o);
   }
 };
@@ -309,9 +322,100 @@ TEST_CASE("ring allreduce uses the transport's own allreduce for lossless float,
     if (e.native_calls != 1 || v[0] != 1.f) throw std::runtime_error("native allreduce not used");
     collective::ring_allreduce<codec::Fp16>(e, std::span<float>(v));  // lossy: the ring
     o.average = false;
-    o.force_ring = true;
+    o.algorithm = collective::AllreduceAlgorithm::ring;
     collective::ring_allreduce(e, std::span<float>(v), o);
     if (e.native_calls != 1 || v[0] != 9.f) throw std::runtime_error("the ring was not used");
+  });
+}
+
+namespace {
+
+/// NativeEndpoint with a size limit: MPI's shape (MpiOptions::native_allreduce_max_bytes).
+struct BoundedNativeEndpoint : NativeEndpoint {
+  std::size_t native_allreduce_max_bytes() const noexcept { return 4000; }
+};
+static_assert(BoundedNativeAllreduce<BoundedNativeEndpoint> && !BoundedNativeAllreduce<NativeEndpoint>);
+
+}  // namespace
+
+TEST_CASE("recursive doubling: exact sums for 1, 2, 4 and 8 ranks and awkward sizes; log2(N) messages of the whole buffer") {
+  collective::RingOptions o;
+  o.algorithm = collective::AllreduceAlgorithm::recursive_doubling;
+  for (std::size_t n : {1, 2, 4, 8}) {
+    const std::size_t rounds = static_cast<std::size_t>(std::countr_zero(n));
+    for (std::size_t p : {std::size_t{0}, std::size_t{1}, n - 1, n + 1, std::size_t{1000}, std::size_t{100003}}) {
+      CAPTURE(n);
+      CAPTURE(p);
+      const auto expected = sequential_sum(n, p);
+      const auto direct = run_allreduce<codec::Fp32>(n, p, o);
+      const auto copied = run_allreduce<CopyCodec>(n, p, o);
+      const auto half = run_allreduce<codec::Fp16>(n, p, o);  // small integers: exact in fp16
+      for (std::size_t r = 0; r < n; ++r) {
+        CAPTURE(r);
+        CHECK(bitwise_equal(direct[r].values, expected));
+        CHECK(bitwise_equal(copied[r].values, expected));
+        CHECK(bitwise_equal(half[r].values, expected));
+        CHECK(direct[r].traffic.payload_bytes_sent == rounds * p * sizeof(float));
+        CHECK(direct[r].traffic.payload_bytes_received == rounds * p * sizeof(float));
+        CHECK(direct[r].traffic.messages_sent == (p == 0 ? 0 : rounds));
+        CHECK(copied[r].traffic.payload_bytes_sent == direct[r].traffic.payload_bytes_sent);
+        CHECK(half[r].traffic.payload_bytes_sent * 2 == direct[r].traffic.payload_bytes_sent);
+      }
+    }
+  }
+  // Averaging and prescaling around it, as around the ring.
+  const std::size_t n = 4, p = 5003;
+  const auto sum = sequential_sum(n, p);
+  std::vector<float> mean(p);
+  for (std::size_t i = 0; i < p; ++i) mean[i] = sum[i] / static_cast<float>(n);
+  o.average = true;
+  for (const auto& r : run_allreduce<codec::Fp32>(n, p, o)) CHECK(bitwise_equal(r.values, mean));
+  o.prescale = true;
+  for (const auto& r : run_allreduce<codec::Fp32>(n, p, o)) CHECK(bitwise_equal(r.values, mean));
+  o.average = false;
+  for (const auto& r : run_allreduce<codec::Fp32>(n, p, o)) CHECK(bitwise_equal(r.values, sum));
+}
+
+TEST_CASE("allreduce algorithm by size: two ranks swap up to pair_exchange_max_bytes, the ring beyond; 4 ranks opt in") {
+  auto messages = [](std::size_t n, std::size_t p, const collective::RingOptions& o) {
+    const auto results = run_allreduce<codec::Fp32>(n, p, o);
+    const auto expected = sequential_sum(n, p);
+    for (const auto& r : results) CHECK(bitwise_equal(r.values, expected));
+    return results[0].traffic.messages_sent;
+  };
+  collective::RingOptions o;
+  o.pair_exchange_max_bytes = 4000;
+  CHECK(messages(2, 1000, o) == 1);  // 4000 bytes: one swap
+  CHECK(messages(2, 1001, o) == 2);  // one value more: the ring's two steps (one segment each)
+  CHECK(messages(4, 1000, o) == 6);  // more than two ranks: the ring unless asked
+  o.doubling_max_bytes = 4000;
+  CHECK(messages(4, 1000, o) == 2);
+  CHECK(messages(4, 1001, o) == 6);
+  CHECK(messages(3, 10, o) == 4);  // not a power of two: always the ring
+  o.pair_exchange_max_bytes = 0;
+  CHECK(messages(2, 2, o) == 2);
+}
+
+TEST_CASE("allreduce algorithm: an algorithm that cannot run here is refused, naming why") {
+  collective::RingOptions o;
+  o.algorithm = collective::AllreduceAlgorithm::recursive_doubling;
+  CHECK_THROWS_WITH_AS(run_allreduce<codec::Fp32>(3, 10, o), doctest::Contains("power-of-two number of ranks, not 3"),
+                       ConfigError);
+  o.algorithm = collective::AllreduceAlgorithm::native;
+  CHECK_THROWS_WITH_AS(run_allreduce<codec::Fp32>(2, 10, o), doctest::Contains("NativeAllreduce"), ConfigError);
+}
+
+TEST_CASE("a transport's own allreduce with a size limit: used up to it, flotilla's algorithms above") {
+  InProcess::run({}, 2, [](InProcess::endpoint& base) {
+    BoundedNativeEndpoint e{{base}};
+    std::vector<float> v(1000, 1.f);  // 4000 bytes: at the limit
+    collective::ring_allreduce(e, std::span<float>(v));
+    if (e.native_calls != 1 || v[0] != 2.f) throw std::runtime_error("native allreduce not used at its limit");
+    std::vector<float> w(1001, 1.f);
+    const auto before = e.counters().messages_sent;
+    collective::ring_allreduce(e, std::span<float>(w));  // above: two ranks swap
+    if (e.native_calls != 1 || w[0] != 2.f || e.counters().messages_sent - before != 1)
+      throw std::runtime_error("above the native limit, the pair swap was not used");
   });
 }
 

@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "flotilla/codec/fp32.hpp"
+#include "flotilla/collective/recursive_doubling.hpp"
+#include "flotilla/collective/scratch.hpp"
 #include "flotilla/collective/serial_worker.hpp"
 #include "flotilla/collective/tags.hpp"
 #include "flotilla/concepts/codec.hpp"
@@ -33,6 +35,14 @@
 #include "flotilla/transport/operation.hpp"
 
 namespace flotilla::collective {
+
+/// The ways ring_allreduce can form a sum (RingOptions::algorithm).
+enum class AllreduceAlgorithm {
+  automatic,           // by the number of ranks and bytes, see RingOptions
+  ring,                // flotilla's ring: 2(N-1) steps of 1/N of the buffer, any N
+  recursive_doubling,  // log2(N) swaps of the whole buffer; N a power of two
+  native,              // the transport's own allreduce (NativeAllreduce); float, lossless codec
+};
 
 struct RingOptions {
   /// Divide the sum by the number of ranks (floating-point values only).
@@ -48,8 +58,20 @@ struct RingOptions {
   /// Reduce on a helper thread while the next segment is in flight (when a chunk has more than
   /// one segment). Off: the calling thread does everything, one segment after the other.
   bool pipeline = true;
-  /// Use the ring even where the transport has an allreduce of its own (NativeAllreduce).
-  bool force_ring = false;
+  /// How the sum is formed; `automatic` picks by size (see choose_algorithm below and
+  /// docs/collectives.md): the transport's own allreduce where it has one (up to its
+  /// native_allreduce_max_bytes() when it gives one), recursive doubling for two ranks up to
+  /// pair_exchange_max_bytes and for 4, 8, ... ranks up to doubling_max_bytes, the ring otherwise.
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::automatic;
+  /// Two ranks: up to this many bytes of values, one swap of the whole buffer (recursive doubling)
+  /// instead of the ring's two steps of half of it. Both send the same bytes; the swap waits for
+  /// one message instead of two, the ring halves the additions and overlaps them with the
+  /// transfers. Measured on loopback TCP (docs/benchmarks.md): the swap wins up to 4 MiB.
+  std::size_t pair_exchange_max_bytes = std::size_t{4} << 20;
+  /// Four, eight, ... ranks: up to this many bytes, recursive doubling, which sends log2(N) times
+  /// the buffer where the ring sends 2(N-1)/N of it, in log2(N) messages instead of 2(N-1). Off
+  /// by default (0): not yet measured where it pays.
+  std::size_t doubling_max_bytes = 0;
   /// The tag of this call's messages. Allreduces that may be in flight at the same time on the
   /// same endpoints (one per gradient bucket) need distinct tags; consecutive ones may share one.
   Tag tag = default_tags::ring_allreduce;
@@ -66,13 +88,6 @@ struct Partition {
   std::size_t size(std::size_t i) const noexcept { return total / parts + (i < total % parts ? 1 : 0); }
   std::size_t offset(std::size_t i) const noexcept { return i * (total / parts) + std::min(i, total % parts); }
 };
-
-/// The calling thread's message buffers, kept between calls: allocating (and first touching)
-/// tens of megabytes per allreduce would cost more than moving them in-process.
-inline std::vector<std::byte>& collective_buffers() {
-  thread_local std::vector<std::byte> buffers;
-  return buffers;
-}
 
 template <class C, class E, class T>
 class RingAllreduce {
@@ -247,14 +262,54 @@ void scale_all(std::span<T> data, T factor, bool divide) {
 
 }  // namespace flotilla::detail
 
+namespace flotilla::detail {
+
+/// Which algorithm ring_allreduce runs for `values` values of T sent as Wire on e (see RingOptions).
+/// Every rank decides alike: the inputs are the same on all of them.
+template <class Wire, class T, class E>
+collective::AllreduceAlgorithm choose_algorithm(const E& e, std::size_t values, const collective::RingOptions& o) {
+  using A = collective::AllreduceAlgorithm;
+  constexpr bool native_possible = NativeAllreduce<E> && std::is_same_v<T, float> && std::is_same_v<Wire, codec::Fp32>;
+  const std::size_t n = e.size();
+  switch (o.algorithm) {
+    case A::ring:
+      return A::ring;
+    case A::native:
+      if (!native_possible)
+        throw ConfigError(
+            "ring_allreduce: AllreduceAlgorithm::native needs a transport with an allreduce of its own "
+            "(NativeAllreduce), float values and the lossless codec");
+      return A::native;
+    case A::recursive_doubling:
+      if (!std::has_single_bit(n))
+        throw ConfigError("ring_allreduce: AllreduceAlgorithm::recursive_doubling needs a power-of-two number of ranks, not " +
+                          std::to_string(n));
+      return A::recursive_doubling;
+    case A::automatic:
+      break;
+  }
+  if (values == 0) return A::ring;  // sends nothing, whatever the transport
+  const std::size_t bytes = values * sizeof(T);
+  if constexpr (BoundedNativeAllreduce<E>) {
+    if (native_possible && bytes <= e.native_allreduce_max_bytes()) return A::native;
+  } else if constexpr (native_possible) {
+    return A::native;
+  }
+  if (n >= 2 && std::has_single_bit(n) && bytes <= (n == 2 ? o.pair_exchange_max_bytes : o.doubling_max_bytes))
+    return A::recursive_doubling;
+  return A::ring;
+}
+
+}  // namespace flotilla::detail
+
 namespace flotilla::collective {
 
 /// Sums `data` element-wise over all ranks of `e` (or averages, see RingOptions), sending values
 /// encoded with codec C: ring_allreduce<codec::Fp16>(endpoint, grads). The lossless codec follows
 /// the values (codec::for_value_t: Fp32 given doubles sends doubles). Every rank must call it with
-/// the same number of values, codec and options; every rank ends with the same bits. With the
-/// lossless codec of float on a transport with an allreduce of its own, that one is used (unless
-/// options.force_ring).
+/// the same number of values, codec and options; every rank ends with the same bits. By default
+/// the algorithm follows the size (RingOptions::algorithm): the ring for large buffers, recursive
+/// doubling where latency dominates, the transport's own allreduce where it has one.
 template <class C, Transport E, class T>
   requires Codec<codec::for_value_t<C, T>, T>
 void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
@@ -263,23 +318,26 @@ void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
   if constexpr (!std::is_floating_point_v<T>) {
     if (options.average || options.prescale)
       throw ConfigError("ring_allreduce: average and prescale need floating-point values");
-  } else {
-    if (options.prescale && n > 1) detail::scale_all(data, static_cast<T>(n), true);
   }
-  if constexpr (NativeAllreduce<E> && std::is_same_v<T, float> && std::is_same_v<Wire, codec::Fp32>) {
-    if (!options.force_ring) {
-      e.allreduce_sum(data);
-      if (options.average && !options.prescale && n > 1) detail::scale_all(data, static_cast<T>(n), true);
-      if (options.prescale && !options.average && n > 1) detail::scale_all(data, static_cast<T>(n), false);
-      return;
+  const AllreduceAlgorithm algorithm = detail::choose_algorithm<Wire, T>(e, data.size(), options);
+  if constexpr (std::is_floating_point_v<T>)
+    if (options.prescale && n > 1) detail::scale_all(data, static_cast<T>(n), true);
+  if (n > 1) {
+    if (algorithm == AllreduceAlgorithm::native) {
+      if constexpr (NativeAllreduce<E> && std::is_same_v<T, float>) e.allreduce_sum(data);
+    } else if (algorithm == AllreduceAlgorithm::recursive_doubling) {
+      detail::recursive_doubling_allreduce<Wire>(e, data, options.tag);
+    } else {
+      transport::OperationScope<E> op(e, options.tag, transport::OpKind::ring_allreduce, data.size());
+      detail::RingAllreduce<Wire, E, T>(e, data, options).run();
     }
   }
-  if (n > 1) {
-    transport::OperationScope<E> op(e, options.tag, transport::OpKind::ring_allreduce, data.size());
-    detail::RingAllreduce<Wire, E, T>(e, data, options).run();
-  }
-  if constexpr (std::is_floating_point_v<T>)
+  if constexpr (std::is_floating_point_v<T>) {
+    // The ring divides as it completes each chunk (before its last encoding); the others sum first.
+    const bool divided = algorithm == AllreduceAlgorithm::ring;
+    if (options.average && !options.prescale && n > 1 && !divided) detail::scale_all(data, static_cast<T>(n), true);
     if (options.prescale && !options.average && n > 1) detail::scale_all(data, static_cast<T>(n), false);
+  }
 }
 
 /// The same with the lossless codec (codec::Raw<T>: codec::Fp32 for float).

@@ -82,6 +82,13 @@ concept Transport = requires(E& e, const E& ce, std::size_t peer, Tag tag, std::
 template <class E>
 concept NativeAllreduce = Transport<E> && requires(E& e, std::span<float> f) { e.allreduce_sum(f); };
 
+/// A NativeAllreduce that is the faster path only up to a size: larger sums go by flotilla's ring
+/// over its point-to-point messages (MPI's, above 16 MiB by default: docs/benchmarks.md).
+template <class E>
+concept BoundedNativeAllreduce = NativeAllreduce<E> && requires(const E& ce) {
+  { ce.native_allreduce_max_bytes() } -> std::convertible_to<std::size_t>;
+};
+
 /// What goes in Trainer<Model, Policy, Backend>: a transport *backend* that starts the ranks of a
 /// job and hands each its endpoint.
 ///  - `B::name`;

@@ -81,6 +81,29 @@ class LiveGroup {
     e_->end_operation(wire_tag(tag));
   }
 
+  /// The endpoint's own allreduce (NativeAllreduce), for a group that is the whole job in job
+  /// order: collective::ring_allreduce then uses it up to native_allreduce_max_bytes(). A group of
+  /// part of the job cannot (the endpoint's collective would wait for every rank of the job), so
+  /// its limit is 0 and flotilla's algorithms run over its messages.
+  void allreduce_sum(std::span<float> values)
+    requires NativeAllreduce<E>
+  {
+    if (!whole_job())
+      throw TransportError("rank " + std::to_string(e_->rank()) +
+                           ": the endpoint's own allreduce over a group of part of the job would wait for the others");
+    e_->allreduce_sum(values);
+  }
+  std::size_t native_allreduce_max_bytes() const
+    requires NativeAllreduce<E>
+  {
+    if (!whole_job()) return 0;
+    if constexpr (BoundedNativeAllreduce<E>) {
+      return e_->native_allreduce_max_bytes();
+    } else {
+      return static_cast<std::size_t>(-1);
+    }
+  }
+
   /// A dissemination barrier among the members: log2(size) rounds of one message each way.
   void barrier() {
     const std::size_t n = size();
@@ -97,6 +120,12 @@ class LiveGroup {
       throw ConfigError("transport::LiveGroup: rank " + std::to_string(e_->rank()) + " is not a member of the group");
     rank_ = static_cast<std::size_t>(it - members.begin());
     members_ = std::move(members);
+  }
+  bool whole_job() const noexcept {
+    if (members_.size() != e_->size()) return false;
+    for (std::size_t r = 0; r < members_.size(); ++r)
+      if (members_[r] != r) return false;
+    return true;
   }
   std::size_t job(std::size_t peer) const {
     if (peer >= members_.size())

@@ -99,6 +99,11 @@ struct MpiOptions {
   /// speed; the tests lower it to 0 to exercise the folding on an MPI whose MPI_TAG_UB is large.
   /// Every rank must use the same value.
   std::uint32_t max_mpi_tag = 0x7fffffffu;
+  /// collective::ring_allreduce hands sums up to this many bytes to MPI_Allreduce and runs flotilla's
+  /// ring over point-to-point messages above it. Measured with Open MPI 4.1 on one host
+  /// (docs/benchmarks.md): the ring was 1.8-2x MPI_Allreduce from 32 MiB up over shared memory and
+  /// 1.0-1.2x over TCP, and behind it at 8 and 16 MiB over TCP. Every rank must use the same value.
+  std::size_t native_allreduce_max_bytes = std::size_t{16} << 20;
 };
 
 namespace detail {
@@ -515,6 +520,8 @@ class MpiEndpoint {
   /// Rabenseifner, ring) and moves what that algorithm moves.
   void allreduce_sum(std::span<float> values) { allreduce(values); }
   void allreduce_sum(std::span<double> values) { allreduce(values); }
+  /// Above this size ring_allreduce prefers flotilla's ring (MpiOptions::native_allreduce_max_bytes).
+  std::size_t native_allreduce_max_bytes() const noexcept { return options_.native_allreduce_max_bytes; }
 
  private:
   static constexpr std::size_t any_peer = static_cast<std::size_t>(-1);

@@ -32,6 +32,7 @@ enum class OpKind : std::uint8_t {
   barrier = 4,
   ps_push = 5,
   ps_reply = 6,
+  recursive_doubling = 7,
 };
 
 inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
@@ -43,6 +44,7 @@ inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
     case OpKind::barrier: return "barrier";
     case OpKind::ps_push: return "parameter-server push";
     case OpKind::ps_reply: return "parameter-server reply";
+    case OpKind::recursive_doubling: return "allreduce (recursive doubling)";
   }
   return "an unknown operation";
 }
