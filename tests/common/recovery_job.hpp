@@ -116,6 +116,13 @@ class Checks {
            "rank " + std::to_string(rank) + " should name rank " + std::to_string(dead) + " and its host");
   }
 
+  /// The whole job took less than `limit`: `what` ("the job should stop at once") happened when
+  /// it should have, not after some timeout let it end.
+  void in_time(const JobRun& run, std::chrono::milliseconds limit, const std::string& what) {
+    expect(run.milliseconds() < limit.count(),
+           what + ", not after a timeout (took " + std::to_string(run.milliseconds()) + " ms)");
+  }
+
   bool ok() const noexcept { return ok_; }
 
   /// Prints OK or FAILED and returns the exit status.

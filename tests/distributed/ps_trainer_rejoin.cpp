@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/history_lines.hpp"
 #include "../common/kill_when_logged.hpp"
 #include "../common/recovery_job.hpp"
 #include "flotilla/flotilla.hpp"
@@ -84,14 +85,7 @@ int train(const std::string& dir, bool kill) {
   f.progress = ProgressBar::Style::lines;
   if (kill && o.rejoin.empty()) f.step_log_file = step_log;
   const auto history = trainer.fit(train, &validation, f);
-  for (const auto& r : history) {
-    double live = 0;
-    for (const auto& [k, v] : r.extra)
-      if (k == "workers") live = v;
-    std::printf("history epoch=%llu loss=%.9g val_loss=%.9g val_accuracy=%.6f workers=%g\n",
-                static_cast<unsigned long long>(r.epoch), r.train_loss, r.val_loss.value_or(-1), r.val_accuracy.value_or(-1),
-                live);
-  }
+  flotilla_test::print_history(history);
   std::fflush(stdout);
   return 0;
 }
@@ -193,14 +187,9 @@ int drive(const char* self, const std::string& what) {
     check.finished(job, r, "should have finished training");
     check.expect(contains(out[r], "worker 2 rejoined; training goes on with 3 of 3 workers"),
                  "worker " + std::to_string(r) + " should log that worker 2 rejoined");
-    const auto h = lines_with(out[r], "history ");
-    check.expect(h.size() == epochs, "worker " + std::to_string(r) + " should report " + std::to_string(epochs) + " epochs");
+    const auto h = flotilla_test::checked_history(check, out[r], r, epochs);
     histories.push_back(flotilla_test::joined(h));
     if (h.size() != epochs) continue;
-    const double accuracy = field(h.back(), "val_accuracy");
-    check.expect(accuracy > 0.70, "worker " + std::to_string(r) + ": validation accuracy " + std::to_string(accuracy) +
-                                      " is not sane (expected > 0.70)");
-    check.expect(field(h.back(), "loss") < field(h.front(), "loss"), "worker " + std::to_string(r) + ": the loss should go down");
     check.expect(field(h.back(), "workers") == 3.0, "worker " + std::to_string(r) + ": the last epoch should count 3 workers again");
     if (!rh.empty()) check.expect(rh.back() == h.back(), "the restarted rank 2's last record should be the others' last record");
   }
