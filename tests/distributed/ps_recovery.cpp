@@ -20,12 +20,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <map>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "../common/recovery_job.hpp"
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/optim/sgd.hpp"
 #include "flotilla/topology/parameter_server.hpp"
@@ -35,6 +34,7 @@
 namespace {
 
 using namespace flotilla;
+using flotilla_test::contains;
 using Clock = std::chrono::steady_clock;
 using Shard = detail::ParameterServerShard<float, optim::SGD, codec::Fp32>;
 using Client = detail::ParameterServerClient<float, codec::Fp32>;
@@ -101,87 +101,64 @@ int rank_main(bool aggregate, std::size_t victim, std::size_t victim_pushes, std
   return status;
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 /// Starts the job and checks it.
 int drive(const char* self, const std::string& what, double seconds) {
   const bool soak = what == "soak";
   const std::size_t ranks = soak ? 17 : 5;
-  std::map<std::size_t, std::string> out;
-  std::mutex m;
-  transport::LaunchOptions o;
-  o.ranks = ranks;
-  o.command = {self, what == "sync" ? "sync-rank" : "async-rank", soak ? "99" : "2", "20", "200",
-               std::to_string(soak ? seconds : 0.0)};
-  o.stop_on_failure = false;
-  o.timeout = std::chrono::seconds(soak ? static_cast<long>(seconds) + 60 : 60);
-  o.environment = {"FLOTILLA_HEARTBEAT_MS=200"};
-  o.on_output = [&](std::size_t r, int, std::string_view line) {
-    const std::lock_guard lock(m);
-    out[r] += std::string(line) + "\n";
-  };
-  o.on_message = [](const std::string&) {};
-  const auto t0 = Clock::now();
-  const auto result = transport::launch(o);
-  const long long took = ms_since(t0);
+  flotilla_test::JobSpec spec;
+  spec.ranks = ranks;
+  spec.command = {self, what == "sync" ? "sync-rank" : "async-rank", soak ? "99" : "2", "20", "200",
+                  std::to_string(soak ? seconds : 0.0)};
+  spec.timeout = std::chrono::seconds(soak ? static_cast<long>(seconds) + 60 : 60);
+  const auto job = flotilla_test::run_job(spec);
+  const auto& out = job.out;
   const std::size_t server = ranks - 1;
-  bool ok = true;
-  auto expect = [&](bool cond, const std::string& why) {
-    if (!cond) {
-      std::printf("FAILED: %s\n", why.c_str());
-      ok = false;
-    }
-  };
-  for (std::size_t r = 0; r < ranks; ++r) std::printf("--- rank %zu: %s\n%s", r, result.ranks[r].describe(r).c_str(), out[r].c_str());
+  flotilla_test::Checks check;
+  job.print();
   if (what == "async" || soak) {
     std::size_t sent = 0;
     for (std::size_t r = 0; r < server; ++r) {
       if (!soak && r == 2) {
-        expect(!result.ranks[r].exited && result.ranks[r].signal == SIGKILL, "worker 2 should have been killed");
+        check.killed(job, r, "worker 2");
         sent += 20;
         continue;
       }
-      expect(result.ranks[r].ok(), result.ranks[r].describe(r) + ", should have finished");
+      check.finished(job, r, "should have finished");
       const auto at = out[r].find("pushed ");
       if (at != std::string::npos) sent += std::stoul(out[r].substr(at + 7));
     }
-    expect(result.ranks[server].ok(), "the server should have finished: " + result.ranks[server].describe(server));
-    expect(contains(out[server], "server: applied " + std::to_string(sent) + " pushes"),
-           "the server should have applied the " + std::to_string(sent) + " pushes sent");
-    expect(contains(out[server], "parameters exact"), "the parameters should be exact");
+    check.expect(job.exit(server).ok(), "the server should have finished: " + job.describe(server));
+    check.expect(contains(out[server], "server: applied " + std::to_string(sent) + " pushes"),
+                 "the server should have applied the " + std::to_string(sent) + " pushes sent");
+    check.expect(contains(out[server], "parameters exact"), "the parameters should be exact");
     if (!soak) {
-      expect(contains(out[server], "1 worker(s) dropped"), "the server should have dropped worker 2");
-      expect(contains(out[server], "rank 2 at 127.0.0.1:"), "the server should name rank 2 and its host");
+      check.expect(contains(out[server], "1 worker(s) dropped"), "the server should have dropped worker 2");
+      check.expect(contains(out[server], "rank 2 at 127.0.0.1:"), "the server should name rank 2 and its host");
     }
-    std::printf("%s: %zu workers, %zu pushes sent and applied in %lld ms\n", what.c_str(), server, sent, took);
+    std::printf("%s: %zu workers, %zu pushes sent and applied in %lld ms\n", what.c_str(), server, sent, job.milliseconds());
   } else {
-    expect(!result.ranks[2].exited && result.ranks[2].signal == SIGKILL, "worker 2 should have been killed");
+    check.killed(job, 2, "worker 2");
     for (std::size_t r = 0; r < ranks; ++r) {
       if (r == 2) continue;
-      expect(result.ranks[r].exited && result.ranks[r].status == 3, result.ranks[r].describe(r) + ", expected status 3");
-      expect(contains(out[r], "rank 2 at 127.0.0.1:"), "rank " + std::to_string(r) + " should name rank 2 and its host");
-      expect(contains(out[r], "closed the connection"), "rank " + std::to_string(r) + " should say how rank 2 failed");
+      check.stopped_naming(job, r, 2);
+      check.expect(contains(out[r], "closed the connection"), "rank " + std::to_string(r) + " should say how rank 2 failed");
     }
-    expect(contains(out[server], "recv_any from any rank"), "the server should name its operation");
-    expect(took < 10'000, "the job should stop at once, not after a timeout (took " + std::to_string(took) + " ms)");
+    check.expect(contains(out[server], "recv_any from any rank"), "the server should name its operation");
+    check.in_time(job, std::chrono::seconds(10), "the job should stop at once");
   }
-  std::printf(ok ? "OK\n" : "FAILED\n");
-  return ok ? 0 : 1;
+  return check.verdict();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string mode = argc > 1 ? argv[1] : "";
-  try {
+  return flotilla_test::guarded_main([&] {
+    const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "drive" && argc > 2) return drive(argv[0], argv[2], argc > 3 ? std::stod(argv[3]) : 10.0);
     if ((mode == "async-rank" || mode == "sync-rank") && argc > 5)
       return rank_main(mode == "sync-rank", std::stoul(argv[2]), std::stoul(argv[3]), std::stoul(argv[4]),
                        std::stod(argv[5]));
-  } catch (const std::exception& e) {
-    std::printf("error: %s\n", e.what());
-    return 1;
-  }
-  std::fprintf(stderr, "usage: %s drive async|sync|soak [seconds]\n", argv[0]);
-  return 2;
+    std::fprintf(stderr, "usage: %s drive async|sync|soak [seconds]\n", argv[0]);
+    return 2;
+  });
 }

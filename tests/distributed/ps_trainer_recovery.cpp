@@ -34,13 +34,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../common/history_lines.hpp"
 #include "../common/kill_when_logged.hpp"
+#include "../common/recovery_job.hpp"
 #include "flotilla/flotilla.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "flotilla/transport/tcp_launch.hpp"
@@ -51,7 +51,9 @@ using namespace flotilla;
 namespace fm = data::fashion_mnist;
 using Net = Sequential<Input<784>, Dense<64>, ReLU, Dense<10>>;
 using M = Model<Net, SoftmaxCrossEntropy, optim::Adam>;
-using Clock = std::chrono::steady_clock;
+using flotilla_test::contains;
+using flotilla_test::field;
+using flotilla_test::occurrences;
 
 constexpr std::size_t workers = 3, servers = 2, kill_at_step = 80, epochs = 3;
 constexpr std::size_t train_samples = 6000, validation_samples = 1000, batch = 32;
@@ -88,14 +90,7 @@ int train(const std::string& dir, std::size_t victim, bool kill, WorkerLoss on_l
   f.progress = ProgressBar::Style::lines;
   if (kill) f.step_log_file = step_log;
   const auto history = trainer.fit(train, &validation, f);
-  for (const auto& r : history) {
-    double live = 0;
-    for (const auto& [k, v] : r.extra)
-      if (k == "workers") live = v;
-    std::printf("history epoch=%llu loss=%.9g val_loss=%.9g val_accuracy=%.6f workers=%g\n",
-                static_cast<unsigned long long>(r.epoch), r.train_loss, r.val_loss.value_or(-1), r.val_accuracy.value_or(-1),
-                live);
-  }
+  flotilla_test::print_history(history);
   if (!history.empty()) std::printf("steps=%llu\n", static_cast<unsigned long long>(trainer.step()));
   return 0;
 }
@@ -119,124 +114,67 @@ int rank_main(const std::string& what, const std::string& dir, bool kill) {
   return 2;
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-std::size_t occurrences(const std::string& s, const std::string& part) {
-  std::size_t n = 0;
-  for (auto at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
-  return n;
-}
-std::vector<std::string> lines_with(const std::string& s, const std::string& prefix) {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at < s.size()) {
-    const auto end = s.find('\n', at);
-    const std::string line = s.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    if (line.rfind(prefix, 0) == 0) out.push_back(line);
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  return out;
-}
-double field(const std::string& line, const std::string& name) {
-  const auto at = line.find(name + "=");
-  return at == std::string::npos ? -1.0 : std::stod(line.substr(at + name.size() + 1));
-}
-
 int drive(const char* self, const std::string& what, bool kill) {
-  char tmpl[] = "/tmp/flotilla_ps_trainer_recovery.XXXXXX";
-  if (!::mkdtemp(tmpl)) {
-    std::printf("FAILED: cannot create a temporary directory\n");
-    return 1;
-  }
-  const std::string dir = tmpl;
+  const flotilla_test::TemporaryDirectory dir("flotilla_ps_trainer_recovery");
   const std::size_t ranks = workers + servers;
-  std::map<std::size_t, std::string> out;
-  std::mutex m;
-  transport::LaunchOptions o;
-  o.ranks = ranks;
-  o.command = {self, "rank", what, dir, kill ? "kill" : "nokill"};
-  o.stop_on_failure = false;
-  o.timeout = std::chrono::seconds(90);
-  o.environment = {"FLOTILLA_HEARTBEAT_MS=200"};
-  o.on_output = [&](std::size_t r, int, std::string_view line) {
-    const std::lock_guard lock(m);
-    out[r] += std::string(line) + "\n";
-  };
-  o.on_message = [](const std::string&) {};
-  const auto t0 = Clock::now();
-  const auto result = transport::launch(o);
-  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::filesystem::remove_all(dir);
-  bool ok = true;
-  auto expect = [&](bool cond, const std::string& why) {
-    if (!cond) {
-      std::printf("FAILED: %s\n", why.c_str());
-      ok = false;
-    }
-  };
-  for (std::size_t r = 0; r < ranks; ++r) std::printf("--- rank %zu: %s\n%s", r, result.ranks[r].describe(r).c_str(), out[r].c_str());
+  flotilla_test::JobSpec spec;
+  spec.ranks = ranks;
+  spec.command = {self, "rank", what, dir.path(), kill ? "kill" : "nokill"};
+  spec.timeout = std::chrono::seconds(90);
+  const auto job = flotilla_test::run_job(spec);
+  const auto& out = job.out;
+  flotilla_test::Checks check;
+  job.print();
   const std::string lost = "lost worker 2 (rank 2 at 127.0.0.1:";
   const std::size_t victim = victim_of(what);
   const std::string vname = "rank " + std::to_string(victim);
-  if (kill) expect(!result.ranks[victim].exited && result.ranks[victim].signal == SIGKILL, vname + " should have been killed");
+  if (kill) check.killed(job, victim, vname);
 
   if (what == "sync-stop" || what == "server-killed") {
     for (std::size_t r = 0; r < ranks; ++r) {
       if (r == victim) continue;
-      expect(result.ranks[r].exited && result.ranks[r].status == 3, result.ranks[r].describe(r) + ", expected status 3");
-      expect(contains(out[r], vname + " at 127.0.0.1:"), "rank " + std::to_string(r) + " should name " + vname + " and its host");
-      expect(!contains(out[r], "training goes on"), "rank " + std::to_string(r) + " should not go on");
+      check.stopped_naming(job, r, victim);
+      check.expect(!contains(out[r], "training goes on"), "rank " + std::to_string(r) + " should not go on");
     }
-    expect(took < 30, "the job should stop within seconds of the kill, not after a timeout (" + std::to_string(took) + " s)");
+    check.in_time(job, std::chrono::seconds(30), "the job should stop within seconds of the kill");
   } else {
     std::vector<std::string> histories;
     for (std::size_t r = 0; r < workers; ++r) {
       if (kill && r == victim) continue;
-      expect(result.ranks[r].ok(), result.ranks[r].describe(r) + ", should have finished training");
-      const auto h = lines_with(out[r], "history ");
-      expect(h.size() == epochs, "worker " + std::to_string(r) + " should report " + std::to_string(epochs) + " epochs");
-      std::string joined;
-      for (const auto& l : h) joined += l + "\n";
-      histories.push_back(joined);
-      if (h.size() != epochs) continue;
-      const double accuracy = field(h.back(), "val_accuracy");
-      expect(accuracy > 0.70, "worker " + std::to_string(r) + ": validation accuracy " + std::to_string(accuracy) +
-                                  " is not sane (expected > 0.70)");
-      expect(field(h.back(), "loss") < field(h.front(), "loss"), "worker " + std::to_string(r) + ": the loss should go down");
-      expect(field(h.back(), "workers") == (kill ? 2.0 : 3.0),
-             "worker " + std::to_string(r) + ": the last epoch should count " + (kill ? "2" : "3") + " workers");
+      check.finished(job, r, "should have finished training");
+      const auto h = flotilla_test::checked_history(check, out[r], r, epochs);
+      histories.push_back(flotilla_test::joined(h));
+      if (h.size() == epochs)
+        check.expect(field(h.back(), "workers") == (kill ? 2.0 : 3.0),
+                     "worker " + std::to_string(r) + ": the last epoch should count " + (kill ? "2" : "3") + " workers");
       if (kill) {
-        expect(occurrences(out[r], lost) == 1, "worker " + std::to_string(r) + " should log once that it lost worker 2");
-        expect(contains(out[r], "training goes on without it, 2 of 3 workers left"),
-               "worker " + std::to_string(r) + " should say that training goes on");
+        check.expect(occurrences(out[r], lost) == 1, "worker " + std::to_string(r) + " should log once that it lost worker 2");
+        check.expect(contains(out[r], "training goes on without it, 2 of 3 workers left"),
+                     "worker " + std::to_string(r) + " should say that training goes on");
         if (what == "sync-continue")
-          expect(contains(out[r], "now averages 2 x 32 = 64 samples instead of 96"),
-                 "worker " + std::to_string(r) + " should say that the effective batch shrinks");
+          check.expect(contains(out[r], "now averages 2 x 32 = 64 samples instead of 96"),
+                       "worker " + std::to_string(r) + " should say that the effective batch shrinks");
       }
     }
     for (std::size_t i = 1; i < histories.size(); ++i)
-      expect(histories[i] == histories[0], "the surviving workers should report the same history");
+      check.expect(histories[i] == histories[0], "the surviving workers should report the same history");
     for (std::size_t r = workers; r < ranks; ++r) {
-      expect(result.ranks[r].ok(), result.ranks[r].describe(r) + ", the server should have finished");
-      if (kill) expect(contains(out[r], "dropped worker 2"), "server rank " + std::to_string(r) + " should drop worker 2");
+      check.finished(job, r, "the server should have finished");
+      if (kill) check.expect(contains(out[r], "dropped worker 2"), "server rank " + std::to_string(r) + " should drop worker 2");
     }
   }
-  std::printf("%s (%s): %.1f s\n", what.c_str(), kill ? (vname + " killed").c_str() : "no kill", took);
-  std::printf(ok ? "OK\n" : "FAILED\n");
-  return ok ? 0 : 1;
+  std::printf("%s (%s): %.1f s\n", what.c_str(), kill ? (vname + " killed").c_str() : "no kill", job.seconds());
+  return check.verdict();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string mode = argc > 1 ? argv[1] : "";
-  try {
+  return flotilla_test::guarded_main([&] {
+    const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "drive" && argc > 2) return drive(argv[0], argv[2], !(argc > 3 && std::string(argv[3]) == "nokill"));
     if (mode == "rank" && argc > 4) return rank_main(argv[2], argv[3], std::string(argv[4]) == "kill");
-  } catch (const std::exception& e) {
-    std::printf("error: %s\n", e.what());
-    return 1;
-  }
-  std::fprintf(stderr, "usage: %s drive async|staleness|sync-continue|sync-stop|server-killed [nokill]\n", argv[0]);
-  return 2;
+    std::fprintf(stderr, "usage: %s drive async|staleness|sync-continue|sync-stop|server-killed [nokill]\n", argv[0]);
+    return 2;
+  });
 }

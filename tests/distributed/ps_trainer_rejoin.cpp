@@ -35,13 +35,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../common/history_lines.hpp"
 #include "../common/kill_when_logged.hpp"
+#include "../common/recovery_job.hpp"
 #include "flotilla/flotilla.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "flotilla/transport/tcp_launch.hpp"
@@ -53,6 +53,10 @@ namespace fm = data::fashion_mnist;
 using Net = Sequential<Input<784>, Dense<64>, ReLU, Dense<10>>;
 using M = Model<Net, SoftmaxCrossEntropy, optim::Adam>;
 using Clock = std::chrono::steady_clock;
+using flotilla_test::contains;
+using flotilla_test::field;
+using flotilla_test::lines_with;
+using flotilla_test::word_after;
 
 constexpr std::size_t workers = 3, servers = 2, victim = 2, kill_at_step = 20, epochs = 30;
 constexpr std::size_t train_samples = 6000, validation_samples = 1000, batch = 32;
@@ -81,14 +85,7 @@ int train(const std::string& dir, bool kill) {
   f.progress = ProgressBar::Style::lines;
   if (kill && o.rejoin.empty()) f.step_log_file = step_log;
   const auto history = trainer.fit(train, &validation, f);
-  for (const auto& r : history) {
-    double live = 0;
-    for (const auto& [k, v] : r.extra)
-      if (k == "workers") live = v;
-    std::printf("history epoch=%llu loss=%.9g val_loss=%.9g val_accuracy=%.6f workers=%g\n",
-                static_cast<unsigned long long>(r.epoch), r.train_loss, r.val_loss.value_or(-1), r.val_accuracy.value_or(-1),
-                live);
-  }
+  flotilla_test::print_history(history);
   std::fflush(stdout);
   return 0;
 }
@@ -104,32 +101,6 @@ int rank_main(const std::string& what, const std::string& dir, bool kill) {
   }
   std::printf("error: unknown case %s\n", what.c_str());
   return 2;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-std::vector<std::string> lines_with(const std::string& s, const std::string& prefix) {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at < s.size()) {
-    const auto end = s.find('\n', at);
-    const std::string line = s.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    if (line.rfind(prefix, 0) == 0) out.push_back(line);
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  return out;
-}
-double field(const std::string& line, const std::string& name) {
-  const auto at = line.find(name + "=");
-  return at == std::string::npos ? -1.0 : std::stod(line.substr(at + name.size() + 1));
-}
-/// The text after `marker` on its line, up to a space or the end.
-std::string word_after(const std::string& s, const std::string& marker) {
-  const auto at = s.find(marker);
-  if (at == std::string::npos) return {};
-  const auto from = at + marker.size();
-  const auto end = s.find_first_of(" \n", from);
-  return s.substr(from, end == std::string::npos ? std::string::npos : end - from);
 }
 
 /// A process started by the driver (not by the launcher): its output (both streams) and status.
@@ -151,35 +122,26 @@ Extra run_extra(const std::string& command) {
 }
 
 int drive(const char* self, const std::string& what) {
-  char tmpl[] = "/tmp/flotilla_ps_trainer_rejoin.XXXXXX";
-  if (!::mkdtemp(tmpl)) {
-    std::printf("FAILED: cannot create a temporary directory\n");
-    return 1;
-  }
-  const std::string dir = tmpl;
+  const flotilla_test::TemporaryDirectory temporary("flotilla_ps_trainer_rejoin");
+  const std::string& dir = temporary.path();
   const std::size_t ranks = workers + servers;
-  std::map<std::size_t, std::string> out;
-  std::mutex m;
   Extra duplicate, rejoined, impostor;
   std::thread duplicate_thread, rejoin_thread, impostor_thread;
   bool duplicate_started = false, rejoin_started = false;
   Clock::time_point rejoin_start{};
-  transport::LaunchOptions o;
-  o.ranks = ranks;
-  o.command = {self, "rank", what, dir, "kill"};
-  o.stop_on_failure = false;
-  o.timeout = std::chrono::seconds(90);
+  flotilla_test::JobSpec spec;
+  spec.ranks = ranks;
+  spec.command = {self, "rank", what, dir, "kill"};
+  spec.timeout = std::chrono::seconds(90);
   const std::string secret = "rejoin-test-secret";
-  o.environment = {"FLOTILLA_HEARTBEAT_MS=200", "FLOTILLA_SECRET=" + secret};
+  spec.environment = {"FLOTILLA_SECRET=" + secret};
   // What an extra process of rank `rank` runs: this program as one rank, rejoining the job.
   auto extra_command = [&](std::size_t rank, const std::string& rejoin, const std::string& key) {
     return "FLOTILLA_SECRET=" + key + " FLOTILLA_RANK=" + std::to_string(rank) + " FLOTILLA_WORLD_SIZE=" + std::to_string(ranks) +
            " FLOTILLA_COORDINATOR=127.0.0.1:1 FLOTILLA_HEARTBEAT_MS=200 FLOTILLA_CONNECT_TIMEOUT_MS=10000 FLOTILLA_REJOIN=" + rejoin + " '" + self +
            "' rank " + what + " '" + dir + "' nokill";
   };
-  o.on_output = [&](std::size_t r, int, std::string_view line) {
-    const std::lock_guard lock(m);
-    out[r] += std::string(line) + "\n";
+  spec.on_line = [&](std::size_t, const std::vector<std::string>& out) {
     const std::string marker = "a lost worker can rejoin at ";
     const std::string s0 = word_after(out[workers], marker), s1 = word_after(out[workers + 1], marker);
     if (s0.empty() || s1.empty()) return;
@@ -195,85 +157,67 @@ int drive(const char* self, const std::string& what) {
       rejoin_thread = std::thread([&, c = extra_command(victim, rejoin, secret)] { rejoined = run_extra(c); });
     }
   };
-  o.on_message = [](const std::string&) {};
-  const auto t0 = Clock::now();
-  const auto result = transport::launch(o);
+  const auto job = flotilla_test::run_job(spec);
   if (duplicate_thread.joinable()) duplicate_thread.join();
   if (rejoin_thread.joinable()) rejoin_thread.join();
   if (impostor_thread.joinable()) impostor_thread.join();
-  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::filesystem::remove_all(dir);
-  bool ok = true;
-  auto expect = [&](bool cond, const std::string& why) {
-    if (!cond) {
-      std::printf("FAILED: %s\n", why.c_str());
-      ok = false;
-    }
-  };
-  for (std::size_t r = 0; r < ranks; ++r) std::printf("--- rank %zu: %s\n%s", r, result.ranks[r].describe(r).c_str(), out[r].c_str());
+  const double took = std::chrono::duration<double>(Clock::now() - job.started).count();
+  const auto& out = job.out;
+  flotilla_test::Checks check;
+  job.print();
   std::printf("--- duplicate rank 1 (status %d)\n%s", duplicate.status, duplicate.output.c_str());
   std::printf("--- rank 2 restarted (status %d)\n%s", rejoined.status, rejoined.output.c_str());
   std::printf("--- rank 2 with another secret (status %d)\n%s", impostor.status, impostor.output.c_str());
 
-  expect(!result.ranks[victim].exited && result.ranks[victim].signal == SIGKILL, "rank 2 should have been killed");
-  expect(duplicate.ran && duplicate.status != 0, "the duplicate rank 1 should have exited non-zero");
-  expect(contains(duplicate.output, "rank 1 is still alive"), "the duplicate rank 1 should be told that rank 1 is still alive");
-  expect(impostor.ran && impostor.status != 0 && contains(impostor.output, "authentication failed"),
-         "a process with another secret should fail to authenticate and exit non-zero");
-  expect(rejoined.ran && WIFEXITED(rejoined.status) && WEXITSTATUS(rejoined.status) == 0,
-         "the restarted rank 2 should exit 0");
-  expect(contains(rejoined.output, "flotilla: worker 2 rejoined the job at epoch"), "the restarted rank 2 should log where it rejoined");
+  check.killed(job, victim, "rank 2");
+  check.expect(duplicate.ran && duplicate.status != 0, "the duplicate rank 1 should have exited non-zero");
+  check.expect(contains(duplicate.output, "rank 1 is still alive"), "the duplicate rank 1 should be told that rank 1 is still alive");
+  check.expect(impostor.ran && impostor.status != 0 && contains(impostor.output, "authentication failed"),
+               "a process with another secret should fail to authenticate and exit non-zero");
+  check.expect(rejoined.ran && WIFEXITED(rejoined.status) && WEXITSTATUS(rejoined.status) == 0,
+               "the restarted rank 2 should exit 0");
+  check.expect(contains(rejoined.output, "flotilla: worker 2 rejoined the job at epoch"),
+               "the restarted rank 2 should log where it rejoined");
   const auto rh = lines_with(rejoined.output, "history ");
-  expect(!rh.empty() && rh.size() < epochs, "the restarted rank 2 should report the epochs it took part in");
+  check.expect(!rh.empty() && rh.size() < epochs, "the restarted rank 2 should report the epochs it took part in");
 
   std::vector<std::string> histories;
   for (std::size_t r = 0; r < workers; ++r) {
     if (r == victim) continue;
-    expect(result.ranks[r].ok(), result.ranks[r].describe(r) + ", should have finished training");
-    expect(contains(out[r], "worker 2 rejoined; training goes on with 3 of 3 workers"),
-           "worker " + std::to_string(r) + " should log that worker 2 rejoined");
-    const auto h = lines_with(out[r], "history ");
-    expect(h.size() == epochs, "worker " + std::to_string(r) + " should report " + std::to_string(epochs) + " epochs");
-    std::string joined;
-    for (const auto& l : h) joined += l + "\n";
-    histories.push_back(joined);
+    check.finished(job, r, "should have finished training");
+    check.expect(contains(out[r], "worker 2 rejoined; training goes on with 3 of 3 workers"),
+                 "worker " + std::to_string(r) + " should log that worker 2 rejoined");
+    const auto h = flotilla_test::checked_history(check, out[r], r, epochs);
+    histories.push_back(flotilla_test::joined(h));
     if (h.size() != epochs) continue;
-    const double accuracy = field(h.back(), "val_accuracy");
-    expect(accuracy > 0.70, "worker " + std::to_string(r) + ": validation accuracy " + std::to_string(accuracy) +
-                                " is not sane (expected > 0.70)");
-    expect(field(h.back(), "loss") < field(h.front(), "loss"), "worker " + std::to_string(r) + ": the loss should go down");
-    expect(field(h.back(), "workers") == 3.0, "worker " + std::to_string(r) + ": the last epoch should count 3 workers again");
-    if (!rh.empty()) expect(rh.back() == h.back(), "the restarted rank 2's last record should be the others' last record");
+    check.expect(field(h.back(), "workers") == 3.0, "worker " + std::to_string(r) + ": the last epoch should count 3 workers again");
+    if (!rh.empty()) check.expect(rh.back() == h.back(), "the restarted rank 2's last record should be the others' last record");
   }
   for (std::size_t i = 1; i < histories.size(); ++i)
-    expect(histories[i] == histories[0], "the other workers should report the same history");
+    check.expect(histories[i] == histories[0], "the other workers should report the same history");
   for (std::size_t r = workers; r < ranks; ++r) {
     const std::string name = "server rank " + std::to_string(r);
-    expect(result.ranks[r].ok(), result.ranks[r].describe(r) + ", the server should have finished");
-    expect(contains(out[r], "dropped worker 2"), name + " should drop worker 2");
-    expect(contains(out[r], "rank 1 is still alive") == (r == workers),
-           name + " should log the refused duplicate exactly when it was the one asked (server 0)");
-    expect(contains(out[r], "worker 2 rejoined at update"), name + " should re-admit worker 2");
+    check.finished(job, r, "the server should have finished");
+    check.expect(contains(out[r], "dropped worker 2"), name + " should drop worker 2");
+    check.expect(contains(out[r], "rank 1 is still alive") == (r == workers),
+                 name + " should log the refused duplicate exactly when it was the one asked (server 0)");
+    check.expect(contains(out[r], "worker 2 rejoined at update"), name + " should re-admit worker 2");
     const std::string applied = word_after(out[r], ": applied ");
-    expect(!applied.empty() && std::stoull(applied) > 0, name + " should apply pushes from the rejoined worker");
+    check.expect(!applied.empty() && std::stoull(applied) > 0, name + " should apply pushes from the rejoined worker");
   }
   std::printf("%s: %.1f s (rank 2 restarted %.1f s in)\n", what.c_str(), took,
-              rejoin_started ? std::chrono::duration<double>(rejoin_start - t0).count() : -1.0);
-  std::printf(ok ? "OK\n" : "FAILED\n");
-  return ok ? 0 : 1;
+              rejoin_started ? std::chrono::duration<double>(rejoin_start - job.started).count() : -1.0);
+  return check.verdict();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string mode = argc > 1 ? argv[1] : "";
-  try {
+  return flotilla_test::guarded_main([&] {
+    const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "drive" && argc > 2) return drive(argv[0], argv[2]);
     if (mode == "rank" && argc > 4) return rank_main(argv[2], argv[3], std::string(argv[4]) == "kill");
-  } catch (const std::exception& e) {
-    std::printf("error: %s\n", e.what());
-    return 1;
-  }
-  std::fprintf(stderr, "usage: %s drive async|staleness\n", argv[0]);
-  return 2;
+    std::fprintf(stderr, "usage: %s drive async|staleness\n", argv[0]);
+    return 2;
+  });
 }

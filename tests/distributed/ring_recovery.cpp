@@ -33,13 +33,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../common/blobs.hpp"
+#include "../common/recovery_job.hpp"
 #include "flotilla/flotilla.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "flotilla/transport/tcp_launch.hpp"
@@ -48,6 +47,8 @@ namespace {
 
 using namespace flotilla;
 using Clock = std::chrono::steady_clock;
+using flotilla_test::contains;
+using flotilla_test::occurrences;
 using Small = Model<Sequential<Input<1, 6, 6>, Flatten, Dense<48>, ReLU, Dense<3>>, SoftmaxCrossEntropy, optim::Momentum, float>;
 using Big = Model<Sequential<Input<1, 6, 6>, Flatten, Dense<1024>, ReLU, Dense<1024>, ReLU, Dense<3>>, SoftmaxCrossEntropy,
                   optim::Momentum, float>;
@@ -168,24 +169,9 @@ int rank_main(Case c) {
   return 0;
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-std::size_t count(const std::string& s, const std::string& part) {
-  std::size_t n = 0;
-  for (auto at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
-  return n;
-}
-/// The lines of `s` that start with `prefix`.
-std::string lines_with(const std::string& s, const std::string& prefix) {
-  std::string out;
-  std::size_t begin = 0;
-  while (begin < s.size()) {
-    const auto end = s.find('\n', begin);
-    const std::string line = s.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-    if (line.rfind(prefix, 0) == 0) out += line + "\n";
-    if (end == std::string::npos) break;
-    begin = end + 1;
-  }
-  return out;
+/// The lines of `s` that start with `prefix`, as one string.
+std::string lines_of(const std::string& s, const std::string& prefix) {
+  return flotilla_test::joined(flotilla_test::lines_with(s, prefix));
 }
 
 int drive(const char* self, const std::string& what, const std::vector<std::string>& extra) {
@@ -194,39 +180,23 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
   std::vector<std::size_t> victims = {victim};
   if (ranks == 5) victims.push_back(second_victim);
   auto is_victim = [&](std::size_t r) { return std::find(victims.begin(), victims.end(), r) != victims.end(); };
-  std::map<std::size_t, std::string> out;
-  std::mutex m;
-  transport::LaunchOptions o;
-  o.ranks = ranks;
-  o.command = {self, survive ? "rank-continue" : "rank-stop"};
-  o.command.insert(o.command.end(), extra.begin(), extra.end());
-  o.stop_on_failure = false;
-  o.timeout = std::chrono::seconds(60);
-  o.environment = {"FLOTILLA_HEARTBEAT_MS=200"};
-  o.on_output = [&](std::size_t r, int, std::string_view line) {
-    const std::lock_guard lock(m);
-    out[r] += std::string(line) + "\n";
-  };
-  o.on_message = [](const std::string&) {};
-  const auto t0 = Clock::now();
-  const auto result = transport::launch(o);
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-  bool ok = true;
-  auto expect = [&](bool cond, const std::string& why) {
-    if (!cond) {
-      std::printf("FAILED: %s\n", why.c_str());
-      ok = false;
-    }
-  };
-  for (std::size_t r = 0; r < ranks; ++r) std::printf("--- rank %zu: %s\n%s", r, result.ranks[r].describe(r).c_str(), out[r].c_str());
+  flotilla_test::JobSpec spec;
+  spec.ranks = ranks;
+  spec.command = {self, survive ? "rank-continue" : "rank-stop"};
+  spec.command.insert(spec.command.end(), extra.begin(), extra.end());
+  spec.timeout = std::chrono::seconds(60);
+  const auto job = flotilla_test::run_job(spec);
+  const auto& out = job.out;
+  flotilla_test::Checks check;
+  job.print();
   const bool stall = extra.size() > 2 && extra[2] == "stall";
   if (stall)
-    expect(result.ranks[victim].exited && result.ranks[victim].status == 3 &&
+    check.expect(job.exit(victim).exited && job.exit(victim).status == 3 &&
                contains(out[victim], "goes on only with more than half of its workers"),
            "rank 2, woken up after the others went on, should stop naming the majority rule");
   else
     for (const std::size_t v : victims)
-      expect(!result.ranks[v].exited && result.ranks[v].signal == SIGKILL, "rank " + std::to_string(v) + " should have been killed");
+      check.killed(job, v, "rank " + std::to_string(v));
   std::vector<std::size_t> survivors;
   for (std::size_t r = 0; r < ranks; ++r)
     if (!is_victim(r)) survivors.push_back(r);
@@ -236,16 +206,16 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
       died = std::stoll(out[victim].substr(at + 20));
     for (const std::size_t r : survivors) {
       const std::string& s = out[r];
-      expect(result.ranks[r].ok(), result.ranks[r].describe(r) + ", should have finished");
+      check.finished(job, r, "should have finished");
       for (std::size_t k = 0; k < victims.size(); ++k) {
         const std::size_t left = ranks - 1 - k;
         const std::string logged = "continuing with " + std::to_string(left) + " workers, effective batch " +
                                    std::to_string(16 * left);
-        expect(count(s, "worker " + std::to_string(victims[k]) + " (host 127.0.0.1:") == 1 && count(s, logged) == 1,
+        check.expect(occurrences(s, "worker " + std::to_string(victims[k]) + " (host 127.0.0.1:") == 1 && occurrences(s, logged) == 1,
                "rank " + std::to_string(r) + " should log the loss of worker " + std::to_string(victims[k]) +
                    " once: '... " + logged + "'");
       }
-      expect(contains(s, "lost during "), "rank " + std::to_string(r) + " should name the operation in flight");
+      check.expect(contains(s, "lost during "), "rank " + std::to_string(r) + " should name the operation in flight");
       if (const auto at = s.find(" us] worker 2 (host"); at != std::string::npos && died >= 0) {
         const auto open = s.rfind('[', at);
         std::printf("rank %zu: agreed to go on %lld us after rank 2 stopped\n", r, std::stoll(s.substr(open + 1)) - died);
@@ -254,13 +224,13 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
       double first = 0, last = 0, accuracy = 0;
       if (at == std::string::npos ||
           std::sscanf(s.c_str() + at, "first loss %lf last loss %lf accuracy %lf", &first, &last, &accuracy) != 3) {
-        expect(false, "rank " + std::to_string(r) + " printed no losses");
+        check.expect(false, "rank " + std::to_string(r) + " printed no losses");
         continue;
       }
-      expect(last < 0.5 * first, "rank " + std::to_string(r) + ": the loss should fall (first epoch " +
+      check.expect(last < 0.5 * first, "rank " + std::to_string(r) + ": the loss should fall (first epoch " +
                                      std::to_string(first) + ", last " + std::to_string(last) + ")");
-      expect(accuracy > 0.9, "rank " + std::to_string(r) + ": training accuracy " + std::to_string(accuracy) + " (> 0.9 expected)");
-      expect(contains(s, "workers " + std::to_string(survivors.size()) + "\n"),
+      check.expect(accuracy > 0.9, "rank " + std::to_string(r) + ": training accuracy " + std::to_string(accuracy) + " (> 0.9 expected)");
+      check.expect(contains(s, "workers " + std::to_string(survivors.size()) + "\n"),
              "rank " + std::to_string(r) + ": the last epochs should have " + std::to_string(survivors.size()) + " workers");
       // Re-sharded: an epoch of 3000 samples is ceil(3000 / (16 x workers)) global batches (63 of
       // 3 x 16, 94 of 2 x 16), in every epoch that started and ended with the same workers.
@@ -274,41 +244,39 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
           break;
         const auto n = static_cast<unsigned long long>(workers);
         if (workers == previous_workers || (previous_workers == 0 && n == ranks))
-          expect(step - before == (3000 + 16 * n - 1) / (16 * n),
+          check.expect(step - before == (3000 + 16 * n - 1) / (16 * n),
                  "rank " + std::to_string(r) + ": epoch " + std::to_string(epoch) + " of " + std::to_string(workers) +
                      " workers took " + std::to_string(step - before) + " updates");
         before = step;
         previous_workers = workers;
       }
-      expect(epoch == 4, "rank " + std::to_string(r) + " should have recorded 4 epochs");
+      check.expect(epoch == 4, "rank " + std::to_string(r) + " should have recorded 4 epochs");
     }
     const std::size_t first = survivors.front();
-    const std::string p0 = lines_with(out[first], "parameters fnv1a"), h0 = lines_with(out[first], "epoch ");
+    const std::string p0 = lines_of(out[first], "parameters fnv1a"), h0 = lines_of(out[first], "epoch ");
     for (const std::size_t r : survivors) {
-      const std::string p = lines_with(out[r], "parameters fnv1a");
-      expect(!p0.empty() && p == p0, "the survivors' parameters and update counts should be identical:\n  " + p0 + "  " + p);
-      expect(!h0.empty() && lines_with(out[r], "epoch ") == h0, "the survivors' histories should be identical");
+      const std::string p = lines_of(out[r], "parameters fnv1a");
+      check.expect(!p0.empty() && p == p0, "the survivors' parameters and update counts should be identical:\n  " + p0 + "  " + p);
+      check.expect(!h0.empty() && lines_of(out[r], "epoch ") == h0, "the survivors' histories should be identical");
     }
-    expect(took < 15'000, "the job should go on at once, not after a timeout (took " + std::to_string(took) + " ms)");
+    check.in_time(job, std::chrono::seconds(15), "the job should go on at once");
     std::printf("%s: survivors identical (%s), %lld ms\n", what.c_str(), p0.empty() ? "-" : p0.substr(0, p0.size() - 1).c_str(),
-                static_cast<long long>(took));
+                job.milliseconds());
   } else {
     for (const std::size_t r : survivors) {
-      expect(result.ranks[r].exited && result.ranks[r].status == 3, result.ranks[r].describe(r) + ", expected status 3");
-      expect(contains(out[r], "rank 2 at 127.0.0.1:"), "rank " + std::to_string(r) + " should name rank 2 and its host");
-      expect(!contains(out[r], "continuing with"), "rank " + std::to_string(r) + " should not go on by default");
+      check.stopped_naming(job, r, victim);
+      check.expect(!contains(out[r], "continuing with"), "rank " + std::to_string(r) + " should not go on by default");
     }
-    expect(took < 10'000, "the job should stop at once, not after a timeout (took " + std::to_string(took) + " ms)");
+    check.in_time(job, std::chrono::seconds(10), "the job should stop at once");
   }
-  std::printf(ok ? "OK\n" : "FAILED\n");
-  return ok ? 0 : 1;
+  return check.verdict();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string mode = argc > 1 ? argv[1] : "";
-  try {
+  return flotilla_test::guarded_main([&] {
+    const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "drive" && argc > 2) return drive(argv[0], argv[2], std::vector<std::string>(argv + 3, argv + argc));
     if (mode == "rank-continue" || mode == "rank-stop") {
       Case c;
@@ -319,10 +287,7 @@ int main(int argc, char** argv) {
       if (argc > 5) c.big = std::string(argv[5]) == "big";
       return c.big ? rank_main<Big>(c) : rank_main<Small>(c);
     }
-  } catch (const std::exception& e) {
-    std::printf("error: %s\n", e.what());
-    return 1;
-  }
-  std::fprintf(stderr, "usage: %s drive continue|continue5|stop [DELAY_US [STEP [kill|stall [small|big]]]]\n", argv[0]);
-  return 2;
+    std::fprintf(stderr, "usage: %s drive continue|continue5|stop [DELAY_US [STEP [kill|stall [small|big]]]]\n", argv[0]);
+    return 2;
+  });
 }
