@@ -1473,6 +1473,7 @@ TEST_CASE("wire: checked data frames and operation fingerprints; ranks in differ
     std::vector<float> v(1000, 1.0f);
     collective::RingOptions o;
     o.tag = 77;
+    o.algorithm = collective::AllreduceAlgorithm::ring;
     collective::ring_allreduce(e, std::span<float>(v), o);
   });
   const std::string e0 = r0.error(), e1 = r1.error();
