@@ -16,6 +16,49 @@
 #include "flotilla/core/error.hpp"
 #include "flotilla/transport/operation.hpp"
 
+namespace flotilla::detail {
+
+/// Whether a group's `members` (job ranks in group order) are all of e's job, in job order: only
+/// then can the endpoint's own collectives serve the group.
+template <class E>
+bool is_whole_job(const E& e, const std::vector<std::size_t>& members) noexcept {
+  if (members.size() != e.size()) return false;
+  for (std::size_t r = 0; r < members.size(); ++r)
+    if (members[r] != r) return false;
+  return true;
+}
+
+template <class E>
+void group_native_allreduce(E& e, const std::vector<std::size_t>& members, std::span<float> values) {
+  if (!is_whole_job(e, members))
+    throw TransportError("rank " + std::to_string(e.rank()) +
+                         ": the endpoint's own allreduce over a group of part of the job would wait for the others");
+  e.allreduce_sum(values);
+}
+
+template <class E>
+std::size_t group_native_max_bytes(const E& e, const std::vector<std::size_t>& members) {
+  if (!is_whole_job(e, members)) return 0;
+  if constexpr (BoundedNativeAllreduce<E>) {
+    return e.native_allreduce_max_bytes();
+  } else {
+    return static_cast<std::size_t>(-1);
+  }
+}
+
+/// A dissemination barrier among the ranks of g: in round k each rank signals rank + 2^k and waits
+/// for rank - 2^k; after ceil(log2 N) rounds every rank has heard, indirectly, from every other.
+template <class G>
+void dissemination_barrier(G& g, Tag tag) {
+  const std::size_t n = g.size(), rank = g.rank();
+  std::byte token{};
+  for (std::size_t d = 1; d < n; d *= 2)
+    g.sendrecv((rank + d) % n, tag, std::span<const std::byte>(&token, 1), (rank + n - d) % n,
+               std::span<std::byte>(&token, 1));
+}
+
+}  // namespace flotilla::detail
+
 namespace flotilla::transport {
 
 template <Transport E>
@@ -63,45 +106,25 @@ class Group {
     e_->end_operation(tag);
   }
 
-  /// The endpoint's own allreduce (NativeAllreduce), for a group that is the whole job in job
-  /// order: collective::ring_allreduce then uses it up to native_allreduce_max_bytes(). A group of
-  /// part of the job cannot (the endpoint's collective would wait for every rank of the job), so
-  /// its limit is 0 and flotilla's algorithms run over its messages.
+  /// The endpoint's own allreduce (NativeAllreduce), when the group is the whole job in job order:
+  /// collective::ring_allreduce then uses it up to native_allreduce_max_bytes(). A group of part of
+  /// the job cannot (the endpoint's collective would wait for every rank of the job), so its limit
+  /// is 0 and flotilla's algorithms run over its messages.
   void allreduce_sum(std::span<float> values)
     requires NativeAllreduce<E>
   {
-    if (!whole_job())
-      throw TransportError("rank " + std::to_string(e_->rank()) +
-                           ": the endpoint's own allreduce over a group of part of the job would wait for the others");
-    e_->allreduce_sum(values);
+    flotilla::detail::group_native_allreduce(*e_, members_, values);
   }
   std::size_t native_allreduce_max_bytes() const
     requires NativeAllreduce<E>
   {
-    if (!whole_job()) return 0;
-    if constexpr (BoundedNativeAllreduce<E>) {
-      return e_->native_allreduce_max_bytes();
-    } else {
-      return static_cast<std::size_t>(-1);
-    }
+    return flotilla::detail::group_native_max_bytes(*e_, members_);
   }
 
   /// A dissemination barrier: log2(size) rounds of one message each way.
-  void barrier() {
-    const std::size_t n = size();
-    std::byte token{};
-    for (std::size_t d = 1; d < n; d *= 2)
-      sendrecv((rank_ + d) % n, barrier_tag_, std::span<const std::byte>(&token, 1), (rank_ + n - d) % n,
-               std::span<std::byte>(&token, 1));
-  }
+  void barrier() { flotilla::detail::dissemination_barrier(*this, barrier_tag_); }
 
  private:
-  bool whole_job() const noexcept {
-    if (members_.size() != e_->size()) return false;
-    for (std::size_t r = 0; r < members_.size(); ++r)
-      if (members_[r] != r) return false;
-    return true;
-  }
   std::size_t job(std::size_t peer) const {
     if (peer >= members_.size())
       throw TransportError("rank " + std::to_string(e_->rank()) + ": group rank " + std::to_string(peer) +

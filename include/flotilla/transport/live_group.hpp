@@ -17,6 +17,7 @@
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/transport/group.hpp"
 #include "flotilla/transport/operation.hpp"
 
 namespace flotilla::transport {
@@ -81,37 +82,23 @@ class LiveGroup {
     e_->end_operation(wire_tag(tag));
   }
 
-  /// The endpoint's own allreduce (NativeAllreduce), for a group that is the whole job in job
-  /// order: collective::ring_allreduce then uses it up to native_allreduce_max_bytes(). A group of
-  /// part of the job cannot (the endpoint's collective would wait for every rank of the job), so
-  /// its limit is 0 and flotilla's algorithms run over its messages.
+  /// The endpoint's own allreduce (NativeAllreduce), when the group (this generation) is the whole job in job order:
+  /// collective::ring_allreduce then uses it up to native_allreduce_max_bytes(). A group of part of
+  /// the job cannot (the endpoint's collective would wait for every rank of the job), so its limit
+  /// is 0 and flotilla's algorithms run over its messages.
   void allreduce_sum(std::span<float> values)
     requires NativeAllreduce<E>
   {
-    if (!whole_job())
-      throw TransportError("rank " + std::to_string(e_->rank()) +
-                           ": the endpoint's own allreduce over a group of part of the job would wait for the others");
-    e_->allreduce_sum(values);
+    flotilla::detail::group_native_allreduce(*e_, members_, values);
   }
   std::size_t native_allreduce_max_bytes() const
     requires NativeAllreduce<E>
   {
-    if (!whole_job()) return 0;
-    if constexpr (BoundedNativeAllreduce<E>) {
-      return e_->native_allreduce_max_bytes();
-    } else {
-      return static_cast<std::size_t>(-1);
-    }
+    return flotilla::detail::group_native_max_bytes(*e_, members_);
   }
 
   /// A dissemination barrier among the members: log2(size) rounds of one message each way.
-  void barrier() {
-    const std::size_t n = size();
-    std::byte token{};
-    for (std::size_t d = 1; d < n; d *= 2)
-      sendrecv((rank_ + d) % n, barrier_tag_, std::span<const std::byte>(&token, 1), (rank_ + n - d) % n,
-               std::span<std::byte>(&token, 1));
-  }
+  void barrier() { flotilla::detail::dissemination_barrier(*this, barrier_tag_); }
 
  private:
   void set_members(std::vector<std::size_t> members) {
@@ -120,12 +107,6 @@ class LiveGroup {
       throw ConfigError("transport::LiveGroup: rank " + std::to_string(e_->rank()) + " is not a member of the group");
     rank_ = static_cast<std::size_t>(it - members.begin());
     members_ = std::move(members);
-  }
-  bool whole_job() const noexcept {
-    if (members_.size() != e_->size()) return false;
-    for (std::size_t r = 0; r < members_.size(); ++r)
-      if (members_[r] != r) return false;
-    return true;
   }
   std::size_t job(std::size_t peer) const {
     if (peer >= members_.size())
