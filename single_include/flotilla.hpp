@@ -9443,19 +9443,39 @@ class ParameterServerShard {
       }
     };
 
+    // The lost worker may have been the one a step, a release or a reduction waited for.
+    auto after_loss = [&] {
+      if (aggregate) {
+        aggregate_if_complete();
+      } else {
+        release();
+      }
+      if (reduces) rounds.answer_if_complete(e, done, drop);
+    };
     while (done_count < workers) {
+      // A worker lost while the endpoint was reading another's message is marked lost without an
+      // error (that receive did not need it): look, or the server would wait for it for ever.
+      if constexpr (requires { { e.peer_lost(std::size_t{}) } -> std::convertible_to<bool>; }) {
+        bool found = false;
+        for (std::size_t v = 0; v < workers; ++v) {
+          if (done[v] || !e.peer_lost(v)) continue;
+          drop(PeerLostError("parameter server " + std::to_string(e.rank()) + ": worker " + std::to_string(v) +
+                                 "'s connection was lost while another worker's message was being read "
+                                 "(it died or stalled)",
+                             v));
+          found = true;
+        }
+        if (found) {
+          after_loss();
+          continue;
+        }
+      }
       std::size_t w = 0;
       try {
         w = e.recv_any(protocol_tags::ps_push, in);
       } catch (const PeerLostError& err) {
         drop(err);
-        // The lost worker may have been the one a step, a release or a reduction waited for.
-        if (aggregate) {
-          aggregate_if_complete();
-        } else {
-          release();
-        }
-        if (reduces) rounds.answer_if_complete(e, done, drop);
+        after_loss();
         continue;
       }
       if (w >= workers)

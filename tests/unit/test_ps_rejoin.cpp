@@ -7,6 +7,7 @@
 // finish first. (The whole path over TCP: distributed.tcp.ps_trainer_worker_rejoins.*.)
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -33,10 +34,12 @@ struct Event {
   std::size_t from = 0;
   PsHeader header{};
   bool lost = false;
+  bool silently = false;  // lost while another's message was read: recorded, no error
 };
 Event push(std::size_t w) { return {w, PsHeader{PsHeader::push, 0, 0, 0, 0}}; }
 Event done(std::size_t w) { return {w, PsHeader{PsHeader::done, 0, 0, 0, 0}}; }
 Event lost(std::size_t w) { return {w, {}, true}; }
+Event lost_silently(std::size_t w) { return {w, {}, true, true}; }
 Event rejoin(std::size_t w, std::uint64_t steps_per_epoch) {
   return {w, PsHeader{PsHeader::hello, PsHeader::rejoining, steps_per_epoch, 0, 0}};
 }
@@ -67,16 +70,26 @@ class ScriptedEndpoint {
   void barrier() {}
   std::size_t recv_any(Tag, std::span<std::byte> in) {
     if (next_ == script_.size()) throw std::logic_error("the script ended before the server did");
-    const Event ev = script_[next_++];
+    Event ev = script_[next_++];
+    while (ev.silently) {  // the transport marks it lost and goes on reading the next message
+      silently_lost_.push_back(ev.from);
+      if (next_ == script_.size()) throw std::logic_error("the script ended before the server did");
+      ev = script_[next_++];
+    }
     if (ev.lost) throw PeerLostError("worker " + std::to_string(ev.from) + " lost (scripted)", ev.from);
     std::fill(in.begin(), in.end(), std::byte{0});  // a zero gradient after the header
     ev.header.write(in.data());
     return ev.from;
   }
 
+  bool peer_lost(std::size_t peer) const {
+    return std::find(silently_lost_.begin(), silently_lost_.end(), peer) != silently_lost_.end();
+  }
+
   std::vector<Sent> sent;
 
  private:
+  std::vector<std::size_t> silently_lost_;
   std::size_t rank_, size_;
   std::vector<Event> script_;
   std::size_t next_ = 0;
@@ -150,6 +163,23 @@ TEST_CASE("ps rejoin under a staleness bound: the rejoiner's clock is its positi
   CHECK(after[0].to == 0);  // worker 0's push answered first: worker 1 was held
   CHECK(after[1].to == 1);
   CHECK(after[1].header.steps_ahead == 1);  // released one step ahead of the slowest
+}
+
+TEST_CASE("ps server: a worker lost without an error (while another's message was read) is dropped, not waited for") {
+  // Regression: the TCP endpoint records such a loss silently; the server never dropped the worker
+  // and waited for it in the next reduction for ever (distributed.tcp.ps_trainer_worker_rejoins.async).
+  std::vector<Event> s{push(0), push(1), push(2)};
+  s.push_back(lost_silently(2));
+  s.push_back(barrier(0, 0));
+  s.push_back(barrier(1, 0));  // the round completes without worker 2
+  for (std::size_t w : {0, 1}) s.push_back(done(w));
+  ScriptedEndpoint e(3, 4, s);
+  const Shard shard = serve(e, 3);
+  REQUIRE(shard.dropped_workers().size() == 1);
+  CHECK(shard.dropped_workers()[0].find("worker 2") != std::string::npos);
+  std::size_t answers = 0;
+  for (const auto& m : e.sent) answers += m.tag == detail::protocol_tags::ps_reduce_reply ? 1 : 0;
+  CHECK(answers == 2);  // round 0 answered to workers 0 and 1
 }
 
 TEST_CASE("ps rejoin: held while a round is open or a worker is at an epoch boundary, then told the next round") {
