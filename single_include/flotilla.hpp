@@ -8223,7 +8223,6 @@ void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
 #include <bit>
 #include <cstddef>
 #include <span>
-#include <string>
 #include <type_traits>
 
 
@@ -8247,13 +8246,12 @@ inline std::vector<std::byte>& collective_buffers() {
 
 namespace flotilla::detail {
 
-/// data = the sum over all ranks of e (a power of two of them), with codec C on the wire; every
-/// rank passes the same number of values and ends with the same bits.
+/// data = the sum over all ranks of e, with codec C on the wire; every rank passes the same number
+/// of values and ends with the same bits. The ranks must be a power of two: ring_allreduce, the
+/// only caller, refuses any other count before it touches the data (detail::choose_algorithm).
 template <class C, class E, class T>
 void recursive_doubling_allreduce(E& e, std::span<T> data, Tag tag) {
   const std::size_t n = e.size(), rank = e.rank();
-  if (!std::has_single_bit(n))
-    throw ConfigError("recursive doubling allreduce: needs a power-of-two number of ranks, not " + std::to_string(n));
   if (n == 1 || data.empty()) return;
   transport::OperationScope<E> op(e, tag, transport::OpKind::recursive_doubling, data.size());
   // Raw values on a little-endian host are their own encoding: send straight from the buffer.
@@ -10465,10 +10463,10 @@ class LiveGroup {
     e_->end_operation(wire_tag(tag));
   }
 
-  /// The endpoint's own allreduce (NativeAllreduce), when the group (this generation) is the whole job in job order:
-  /// collective::ring_allreduce then uses it up to native_allreduce_max_bytes(). A group of part of
-  /// the job cannot (the endpoint's collective would wait for every rank of the job), so its limit
-  /// is 0 and flotilla's algorithms run over its messages.
+  /// The endpoint's own allreduce (NativeAllreduce), when this generation's members are the whole
+  /// job in job order: collective::ring_allreduce then uses it up to native_allreduce_max_bytes().
+  /// A group of part of the job cannot (the endpoint's collective would wait for every rank of the
+  /// job), so its limit is 0 and flotilla's algorithms run over its messages.
   void allreduce_sum(std::span<float> values)
     requires NativeAllreduce<E>
   {

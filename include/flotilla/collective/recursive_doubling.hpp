@@ -18,24 +18,21 @@
 #include <bit>
 #include <cstddef>
 #include <span>
-#include <string>
 #include <type_traits>
 
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/collective/scratch.hpp"
 #include "flotilla/concepts/transport.hpp"
-#include "flotilla/core/error.hpp"
 #include "flotilla/transport/operation.hpp"
 
 namespace flotilla::detail {
 
-/// data = the sum over all ranks of e (a power of two of them), with codec C on the wire; every
-/// rank passes the same number of values and ends with the same bits.
+/// data = the sum over all ranks of e, with codec C on the wire; every rank passes the same number
+/// of values and ends with the same bits. The ranks must be a power of two: ring_allreduce, the
+/// only caller, refuses any other count before it touches the data (detail::choose_algorithm).
 template <class C, class E, class T>
 void recursive_doubling_allreduce(E& e, std::span<T> data, Tag tag) {
   const std::size_t n = e.size(), rank = e.rank();
-  if (!std::has_single_bit(n))
-    throw ConfigError("recursive doubling allreduce: needs a power-of-two number of ranks, not " + std::to_string(n));
   if (n == 1 || data.empty()) return;
   transport::OperationScope<E> op(e, tag, transport::OpKind::recursive_doubling, data.size());
   // Raw values on a little-endian host are their own encoding: send straight from the buffer.

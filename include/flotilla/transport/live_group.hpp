@@ -82,10 +82,10 @@ class LiveGroup {
     e_->end_operation(wire_tag(tag));
   }
 
-  /// The endpoint's own allreduce (NativeAllreduce), when the group (this generation) is the whole job in job order:
-  /// collective::ring_allreduce then uses it up to native_allreduce_max_bytes(). A group of part of
-  /// the job cannot (the endpoint's collective would wait for every rank of the job), so its limit
-  /// is 0 and flotilla's algorithms run over its messages.
+  /// The endpoint's own allreduce (NativeAllreduce), when this generation's members are the whole
+  /// job in job order: collective::ring_allreduce then uses it up to native_allreduce_max_bytes().
+  /// A group of part of the job cannot (the endpoint's collective would wait for every rank of the
+  /// job), so its limit is 0 and flotilla's algorithms run over its messages.
   void allreduce_sum(std::span<float> values)
     requires NativeAllreduce<E>
   {

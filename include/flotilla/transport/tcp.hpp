@@ -659,10 +659,13 @@ class TcpEndpoint {
 
   std::size_t rank() const noexcept { return rank_; }
   std::size_t size() const noexcept { return size_; }
-  /// Whether the connection to rank `peer` was lost (and not re-opened by a rejoin). A loss that
-  /// the operation in progress did not need is recorded without an error when lost peers are
-  /// survived: a rank that serves many peers (a parameter server) looks here between receives.
-  bool peer_lost(std::size_t peer) const noexcept { return peer < size_ && peer != rank_ && links_[peer].lost; }
+  /// Whether the connection to rank `peer` was lost (and not re-opened by a rejoin) and nothing it
+  /// sent waits to be received any more: a receive from it could only fail. A loss that the
+  /// operation in progress did not need is recorded without an error when lost peers are survived:
+  /// a rank that serves many peers (a parameter server) looks here between receives.
+  bool peer_lost(std::size_t peer) const noexcept {
+    return peer < size_ && peer != rank_ && links_[peer].lost && links_[peer].queue.empty();
+  }
   TrafficCounters counters() const noexcept { return counters_; }
   const TcpOptions& options() const noexcept { return options_; }
   /// The longest each later wait may last (TcpOptions::timeout): e.g. longer around a phase that
