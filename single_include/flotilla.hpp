@@ -1511,8 +1511,10 @@ concept Initializer = requires(std::span<T> w, std::size_t n, Generator& g) { I:
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 
 namespace flotilla {
@@ -1572,6 +1574,27 @@ struct BackwardArgs {
   bool wants_input_grad() const noexcept { return input_grad.data() != nullptr; }
 };
 
+/// What a layer's optional second backward, `backward(args, final_from)`, is given: calling
+/// `final_from(offset)` says that `args.param_grads[offset, end)` will not change again in this
+/// backward, so that whoever waits for them (a gradient bucket's allreduce, a parameter-server
+/// push) can start before the layer returns. Offsets are relative to the layer's slice and must
+/// decrease from call to call; what a layer never reports is reported when its backward returns.
+/// A non-owning reference to a callable: cheap to copy, valid for the duration of the call.
+class GradientProgress {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, GradientProgress> && std::is_invocable_v<F&, std::size_t>)
+  explicit GradientProgress(F& f) noexcept
+      : target_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* target, std::size_t offset) { (*static_cast<F*>(target))(offset); }) {}
+
+  void operator()(std::size_t offset) const { call_(target_, offset); }
+
+ private:
+  void* target_;
+  void (*call_)(void*, std::size_t);
+};
+
 }  // namespace flotilla
 // ---- end flotilla/nn/layer_args.hpp ----
 
@@ -1602,6 +1625,15 @@ concept ParameterizedLayer =
       { L::tensors.size() } -> std::convertible_to<std::size_t>;
       layer.initialize(params, g);
     };
+
+/// Optional for a layer with parameters: a second backward that, while it runs, reports the tail
+/// of its parameter gradients that is already final (GradientProgress), so that their
+/// communication starts before the layer is done. Worth it where one layer holds much of the
+/// model (the first Dense of an MLP): otherwise its whole gradient waits for its whole backward.
+/// Network calls it only when someone listens (gradient buckets, parameter-server pushes).
+template <class L>
+concept StreamsGradients = Layer<L> && requires(L& layer, const BackwardArgs<typename L::scalar_type>& b,
+                                                const GradientProgress& final_from) { layer.backward(b, final_from); };
 
 /// A spec that binds to a Layer for the given input shape and scalar type.
 template <class S, class In, class T>
@@ -2386,6 +2418,7 @@ struct Conv2D {
 
 // ---- begin flotilla/nn/dense.hpp ----
 // Dense<N>: a fully connected layer, y = W x + b, with W of shape (N x inputs).
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <span>
@@ -2435,7 +2468,33 @@ struct Dense {
       if (a.wants_input_grad()) detail::gemm(a.input_grad, w.transpose(), a.output_grad, /*accumulate=*/false);
     }
 
+    /// The same gradients, in an order that lets communication start early (StreamsGradients): the
+    /// bias first (the end of the slice), then dW in blocks of columns from the last (a column is
+    /// one input's weights, contiguous), each reported final, and d(input) last. A bucket can then
+    /// be on the wire while the rest of this layer's gradient is being computed.
+    void backward(const BackwardArgs<T>& a, const GradientProgress& final_from) {
+      detail::add_row_sums(a.output_grad.data(), static_cast<Eigen::Index>(Outputs), a.output_grad.cols(),
+                           a.param_grads.data() + Outputs * inputs);
+      final_from(Outputs * inputs);
+      auto dw = MatrixView<T>(a.param_grads.data(), Outputs, inputs);
+      for (std::size_t end = inputs; end > 0;) {
+        const std::size_t begin = end > stream_block_columns ? end - stream_block_columns : 0;
+        const auto first = static_cast<Eigen::Index>(begin), count = static_cast<Eigen::Index>(end - begin);
+        detail::gemm(dw.middleCols(first, count), a.output_grad, a.input.middleRows(first, count).transpose(),
+                     /*accumulate=*/true);
+        final_from(begin * Outputs);
+        end = begin;
+      }
+      if (a.wants_input_grad())
+        detail::gemm(a.input_grad, weight(std::span<const T>(a.params)).transpose(), a.output_grad, false);
+    }
+
    private:
+    // Streaming backward: up to 8 blocks of dW, none under 16384 values (64 KiB of floats), so that
+    // each block is still a GEMM worth running and a report per block costs nothing by comparison.
+    static constexpr std::size_t stream_blocks = std::clamp<std::size_t>(Outputs * inputs / 16384, 1, 8);
+    static constexpr std::size_t stream_block_columns = (inputs + stream_blocks - 1) / stream_blocks;
+
     static ConstMatrixView<T> weight(std::span<const T> p) { return ConstMatrixView<T>(p.data(), Outputs, inputs); }
     static ConstVectorView<T> bias(std::span<const T> p) {
       return ConstVectorView<T>(p.data() + Outputs * inputs, Outputs);
@@ -2665,6 +2724,7 @@ struct MaxPool2D {
 #include <span>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 
@@ -2754,7 +2814,22 @@ struct NoHook {
   void operator()(std::size_t /*layer*/, std::size_t /*offset*/, std::size_t /*count*/) const noexcept {}
 };
 
+/// Wraps a backward hook so that it also hears about parts of layers: the layers that stream their
+/// gradients (StreamsGradients) then compute them in an order that lets parts be reported early,
+/// and report them. A plain hook hears about whole layers only, and every layer computes in its
+/// fastest order.
+template <class F>
+struct PartsHook {
+  F& hook;
+  void operator()(std::size_t layer, std::size_t offset, std::size_t count) const { hook(layer, offset, count); }
+};
+
 namespace detail {
+template <class H>
+inline constexpr bool hears_parts = false;
+template <class F>
+inline constexpr bool hears_parts<PartsHook<F>> = true;
+
 template <class List>
 struct list_to_tuple;
 template <class... Ls>
@@ -2900,8 +2975,11 @@ class Network {
 
   /// Back-propagates `output_grad` (d loss / d output of the last forward). Adds parameter
   /// gradients into `grads` (so zero it first unless accumulating), and calls
-  /// `on_layer_done(layer, offset, count)` as soon as each layer's gradients are final, last
-  /// layer first. When `input_grad` is given, d loss / d input is written there.
+  /// `on_layer_done(layer, offset, count)` as soon as gradients [offset, offset + count), the end
+  /// of a layer's slice, are final: once per layer with the whole slice when its backward returns,
+  /// last layer first, and, when the hook is a PartsHook, before that for ever longer tails of the
+  /// layers that report them (StreamsGradients). When `input_grad` is given, d loss / d input is
+  /// written there.
   template <class Hook = NoHook>
   void backward(ConstMatrixView<T> output_grad, std::span<const T> params, std::span<T> grads,
                 Hook&& on_layer_done = {}, MatrixView<T>* input_grad = nullptr) {
@@ -2914,6 +2992,7 @@ class Network {
                        std::to_string(output_grad.cols()) + ", expected " + std::to_string(output_shape::size) + "x" +
                        std::to_string(batch_));
     const T* upstream = output_grad.data();
+    constexpr bool parts = detail::hears_parts<std::remove_cvref_t<Hook>>;
     for_each_index_reverse([&]<std::size_t I>() {
       using L = layer_type<I>;
       const auto b = static_cast<Eigen::Index>(batch_);
@@ -2932,7 +3011,14 @@ class Network {
                         din,
                         params.subspan(parameter_offsets[I], L::parameter_count),
                         grads.subspan(parameter_offsets[I], L::parameter_count)};
-      std::get<I>(layers_).backward(a);
+      if constexpr (parts && L::parameter_count > 0 && StreamsGradients<L>) {
+        auto tail_done = [&](std::size_t offset) {
+          if (offset < L::parameter_count) on_layer_done(I, parameter_offsets[I] + offset, L::parameter_count - offset);
+        };
+        std::get<I>(layers_).backward(a, GradientProgress(tail_done));
+      } else {
+        std::get<I>(layers_).backward(a);
+      }
       if constexpr (L::parameter_count > 0) on_layer_done(I, parameter_offsets[I], L::parameter_count);
       upstream = din.data();
     });
@@ -5916,18 +6002,21 @@ class ConfusionMatrix {
 // still running, which gradients are final: `on_ready(offset)` means that [offset, P) of the
 // gradient buffer will not change again in this step. Layers finish last-first, so `offset` only
 // decreases, and a policy can start sending the end of the buffer while the start is still being
-// computed (the overlap of communication with backward that Horovod and PyTorch DDP do).
+// computed (the overlap of communication with backward that Horovod and PyTorch DDP do). Layers
+// that stream their gradients (StreamsGradients: Dense) report parts of their slice as they go, so
+// a bucket can start even before the layer that holds most of the model has finished.
 //
-// With several cores, each core's replica writes its gradients into a buffer of its own; when the
-// last core finishes a layer, that core adds the other cores' contributions for the layer into the
-// main buffer, in core order (so the sum does not depend on timing), and then reports it ready.
+// With several cores, each core's replica writes its gradients into a buffer of its own; once
+// every core has finished a part of a layer, the core that finished it last adds the other cores'
+// contributions for that part into the main buffer, in core order (so the sum does not depend on
+// timing), and then reports it ready.
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -5977,7 +6066,8 @@ class Engine {
         thread_grads_(pool_.size()),
         output_grads_(pool_.size()),
         partial_(pool_.size()),
-        pending_(std::make_unique<std::atomic<std::size_t>[]>(network_type::depth)) {
+        progress_(std::make_unique<LayerProgress[]>(network_type::depth)),
+        core_from_(network_type::depth * pool_.size()) {
     for (std::size_t i = 1; i < pool_.size(); ++i) thread_grads_[i].assign(parameter_count, T(0));
     replicas_[0].initialize(params_, seed);
   }
@@ -5988,6 +6078,9 @@ class Engine {
   std::span<const T> gradients() const noexcept { return grads_; }
   std::size_t threads() const noexcept { return pool_.size(); }
   std::uint64_t seed() const noexcept { return seed_; }
+  /// Whether layers that can report parts of their gradient during backward do so
+  /// (StreamsGradients; TrainerOptions::stream_gradients). Only matters with an on_ready callback.
+  void set_stream_gradients(bool on) noexcept { stream_gradients_ = on; }
   /// Keys the dropout masks; restored from checkpoints.
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
 
@@ -6042,15 +6135,19 @@ class Engine {
     const std::size_t n = batch.size(), cores = pool_.size();
     if (!accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
     if constexpr (report) {
-      for (std::size_t l = 0; l < network_type::depth; ++l) pending_[l].store(cores, std::memory_order_relaxed);
+      for (std::size_t l = 0; l < network_type::depth; ++l) {
+        const std::size_t layer_end = network_type::parameter_offsets[l] + network_type::parameter_counts[l];
+        progress_[l].summed_from = layer_end;
+        std::fill_n(core_from_.begin() + static_cast<std::ptrdiff_t>(l * cores), cores, layer_end);
+      }
     }
     pool_.run([&](std::size_t k) {
       const auto [begin, end] = split_range(n, cores, k);
       std::span<T> g = k == 0 ? std::span<T>(grads_) : std::span<T>(thread_grads_[k]);
       if (k != 0) std::fill(g.begin(), g.end(), T(0));
       partial_[k] = {};
-      auto hook = [&](std::size_t layer, std::size_t offset, std::size_t count) {
-        if constexpr (report) layer_done(layer, offset, count, on_ready);
+      auto hook = [&, k](std::size_t layer, std::size_t offset, std::size_t /*count*/) {
+        tail_done(k, layer, offset, on_ready);
       };
       if (end == begin) {
         // No samples for this core: it still counts as done with every layer, last first.
@@ -6061,7 +6158,17 @@ class Engine {
         }
         return;
       }
-      partial_[k] = run_part(k, batch, begin, end, scale, g, hook);
+      if constexpr (report) {
+        if (stream_gradients_) {
+          PartsHook<decltype(hook)> parts{hook};
+          partial_[k] = run_part(k, batch, begin, end, scale, g, parts);
+        } else {
+          partial_[k] = run_part(k, batch, begin, end, scale, g, hook);
+        }
+      } else {
+        NoHook nobody;  // so that layers compute their gradients in their fastest order
+        partial_[k] = run_part(k, batch, begin, end, scale, g, nobody);
+      }
     });
     if constexpr (!report) {
       if (cores > 1) {
@@ -6142,11 +6249,22 @@ class Engine {
     std::size_t correct = 0;
   };
 
+  // Core `core` has finished [offset, end of the layer's slice) of `layer` in its own buffer. What
+  // every core has finished is added up in the main buffer and reported, under the layer's lock,
+  // so that reports reach on_ready in decreasing order. (A core reports a layer only after it has
+  // finished every later one, and the last core to finish a layer reports it before it goes on.)
   template <class OnReady>
-  void layer_done(std::size_t layer, std::size_t offset, std::size_t count, OnReady& on_ready) {
-    if (pending_[layer].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    add_thread_gradients(offset, count);
-    on_ready(offset);
+  void tail_done(std::size_t core, std::size_t layer, std::size_t offset, OnReady& on_ready) {
+    const std::size_t cores = pool_.size();
+    LayerProgress& p = progress_[layer];
+    const std::lock_guard lock(p.mutex);
+    const auto mine = core_from_.begin() + static_cast<std::ptrdiff_t>(layer * cores);
+    mine[static_cast<std::ptrdiff_t>(core)] = std::min(mine[static_cast<std::ptrdiff_t>(core)], offset);
+    const std::size_t all_from = *std::max_element(mine, mine + static_cast<std::ptrdiff_t>(cores));
+    if (all_from >= p.summed_from) return;
+    add_thread_gradients(all_from, p.summed_from - all_from);
+    p.summed_from = all_from;
+    on_ready(all_from);
   }
 
   void add_thread_gradients(std::size_t offset, std::size_t count) {
@@ -6204,7 +6322,16 @@ class Engine {
   std::vector<Buffer<T>> thread_grads_;
   std::vector<Buffer<T>> output_grads_;
   std::vector<Partial> partial_;
-  std::unique_ptr<std::atomic<std::size_t>[]> pending_;
+  // While backward reports (compute_gradients with an on_ready): per layer, where the tail that
+  // is summed in the main buffer begins, and per layer and core, where that core's final tail
+  // begins (guarded by the layer's mutex).
+  struct LayerProgress {
+    std::mutex mutex;
+    std::size_t summed_from = 0;
+  };
+  std::unique_ptr<LayerProgress[]> progress_;
+  std::vector<std::size_t> core_from_;
+  bool stream_gradients_ = true;
 };
 
 /// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for
@@ -8994,9 +9121,10 @@ struct PsHeader {
 // ---- begin flotilla/topology/ring.hpp ----
 // The ring topology's plan: gradient buckets, and the tags of flotilla's protocols.
 //
-// Buckets are made of whole layers, last layer first (the order in which backward finishes them),
-// each at least `bucket_bytes` long, so every worker forms the same buckets. A ReadyRunner
-// (train/ready_runner.hpp) allreduces each bucket as soon as backward has finished it.
+// Buckets follow the order in which backward finishes the gradients, last layer first, each at
+// least `bucket_bytes` long (large layers are cut: see make_buckets), so every worker forms the
+// same buckets. A ReadyRunner (train/ready_runner.hpp) allreduces each bucket as soon as backward
+// has finished it.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -9029,23 +9157,41 @@ inline constexpr Tag bucket_base = tags::reserved_begin + 0x100;
 
 /// Buckets over parameter ranges given per layer (offset, count), in the order gradients become
 /// final: from the end of the buffer. Layers without parameters are skipped.
+///
+/// A bucket closes at the first layer boundary where it holds at least `bucket_elements`, or,
+/// inside a layer, as soon as it holds `piece` values, the larger of `bucket_elements` and an
+/// eighth of the layer (or the rest of the layer, where less than half a bucket would be left).
+/// So a large layer is cut, and its first buckets can be on the wire while backward is still
+/// computing the rest of it (layers report the parts they have finished: StreamsGradients), but
+/// into no more than about eight messages. The bucket at the start of the buffer holds whatever is
+/// left: it is the one backward cannot hide, so it is better short.
 template <std::size_t Depth>
 std::vector<Range> make_buckets(const std::array<std::size_t, Depth>& offsets, const std::array<std::size_t, Depth>& counts,
                                 std::size_t bucket_elements) {
+  constexpr std::size_t max_pieces_per_layer = 8;
+  bucket_elements = std::max<std::size_t>(bucket_elements, 1);
   std::vector<Range> buckets;
   Range current{};
   bool open = false;
   for (std::size_t l = Depth; l-- > 0;) {
     if (counts[l] == 0) continue;
-    if (!open) {
-      current = {offsets[l], offsets[l] + counts[l]};
-      open = true;
-    } else {
-      current.begin = offsets[l];
-    }
-    if (current.size() >= bucket_elements) {
-      buckets.push_back(current);
-      open = false;
+    const std::size_t lo = offsets[l];
+    const std::size_t piece = std::max(bucket_elements, (counts[l] + max_pieces_per_layer - 1) / max_pieces_per_layer);
+    for (std::size_t pos = lo + counts[l]; pos > lo;) {
+      if (!open) {
+        current = {pos, pos};
+        open = true;
+      }
+      // An open bucket holds fewer than bucket_elements <= piece values, so need > 0. A cut never
+      // leaves less than half a bucket of the layer behind it: that crumb goes with this bucket.
+      const std::size_t need = piece - current.size();
+      const std::size_t next = pos - lo >= need + bucket_elements / 2 ? pos - need : lo;
+      current.begin = next;
+      if (current.size() >= bucket_elements) {
+        buckets.push_back(current);
+        open = false;
+      }
+      pos = next;
     }
   }
   if (open) buckets.push_back(current);
@@ -9776,8 +9922,9 @@ void check_dataset(const data::Dataset<typename M::scalar_type>& d, std::string_
 //
 // Ranges are given in the order backward finalises them (from the end of the buffer). Compute
 // threads call ready(offset) when [offset, end) is final; the runner's thread then takes every
-// range lying wholly in it, in order. After backward, finish() waits for the rest: that wait is
-// the communication backward could not hide.
+// range lying wholly in it, in order. After backward, finish() runs the rest on the calling
+// thread (or waits for the one action in progress): that time is the communication backward
+// could not hide.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -9829,42 +9976,62 @@ class ReadyRunner {
     wake_.notify_all();
   }
 
-  /// Marks everything final, waits until every range's action has run, and returns the seconds
-  /// spent waiting. Rethrows the first failure of an action.
+  /// Marks everything final, sees every range's action run, and returns the seconds this took.
+  /// Rethrows the first failure of an action. Ranges the runner's thread has not taken yet are
+  /// run here, on the calling thread: after backward that thread has nothing else to do, and it
+  /// holds a core, where the runner's thread would first have to be woken and scheduled (on a
+  /// machine with no spare core, that delay used to be as long as the communication itself).
   double finish() {
-    ready(0);
     const auto begin = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return !armed_; });
+    ready_from_ = 0;
+    while (armed_) {
+      if (!running_ && next_ < ranges_.size()) {
+        run_next(lock);
+      } else if (!running_) {
+        armed_ = false;
+      } else {
+        done_.wait(lock);  // the runner's thread is in an action; it notifies when it ends
+      }
+    }
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     if (error_) std::rethrow_exception(error_);
     return waited;
   }
 
  private:
-  bool runnable() const { return armed_ && (next_ == ranges_.size() || ready_from_ <= ranges_[next_].begin); }
+  bool runnable() const {
+    return armed_ && !running_ && next_ < ranges_.size() && ready_from_ <= ranges_[next_].begin;
+  }
+
+  // Runs the next range's action with the lock released; at most one thread is ever in one.
+  void run_next(std::unique_lock<std::mutex>& lock) {
+    const std::size_t index = next_;
+    running_ = true;
+    lock.unlock();
+    std::exception_ptr failed;
+    try {
+      action_(index, ranges_[index]);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    lock.lock();
+    running_ = false;
+    if (failed) {
+      error_ = failed;
+      next_ = ranges_.size();
+    } else {
+      ++next_;
+    }
+    done_.notify_all();
+  }
 
   void loop() {
     std::unique_lock lock(mutex_);
     for (;;) {
       wake_.wait(lock, [&] { return stop_ || runnable(); });
       if (stop_) return;
-      if (next_ == ranges_.size()) {
-        armed_ = false;
-        done_.notify_all();
-        continue;
-      }
-      const std::size_t index = next_;
-      lock.unlock();
-      try {
-        action_(index, ranges_[index]);
-        lock.lock();
-        ++next_;
-      } catch (...) {
-        lock.lock();
-        error_ = std::current_exception();
-        next_ = ranges_.size();
-      }
+      run_next(lock);
     }
   }
 
@@ -9874,7 +10041,7 @@ class ReadyRunner {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::size_t ready_from_ = 0, next_ = 0;
-  bool armed_ = false, stop_ = false;
+  bool armed_ = false, stop_ = false, running_ = false;
   std::exception_ptr error_;
 };
 
@@ -11067,6 +11234,11 @@ struct TrainerOptions {
   std::size_t workers = 1;
   /// Parameter-server topologies: the number of server ranks (each holds one shard).
   std::size_t servers = 1;
+  /// Layers that can (Dense: StreamsGradients) report parts of their gradient while backward is
+  /// still computing the rest, so that a large layer's first buckets go on the wire early. It pays
+  /// where the communication thread has a core to itself; with no core to spare it was even
+  /// (docs/benchmarks.md). Off: every layer is reported whole.
+  bool stream_gradients = true;
   /// For experiments with slow workers.
   Straggler straggler{};
   /// When a worker dies or stalls (train/worker_loss.hpp): by default asynchronous and
@@ -11373,7 +11545,9 @@ class Trainer {
   /// Everything one worker rank owns.
   struct WorkerState {
     explicit WorkerState(const TrainerOptions<M>& o)
-        : engine(o.threads, o.eval_batch_size, o.seed), opt(parameter_count) {}
+        : engine(o.threads, o.eval_batch_size, o.seed), opt(parameter_count) {
+      if constexpr (requires { engine.set_stream_gradients(true); }) engine.set_stream_gradients(o.stream_gradients);
+    }
     WorkerState(const TrainerOptions<M>& o, const WorkerState& from) : WorkerState(o) {
       std::copy(from.engine.parameters().begin(), from.engine.parameters().end(), engine.parameters().begin());
       auto dst = opt.buffers();
@@ -14712,6 +14886,7 @@ class Flags {
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 
@@ -14802,6 +14977,7 @@ GradientCheckResult check_layer(const GradientCheckOptions& o = {}) {
 
   layer.forward(ForwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), MatrixView<T>(y.data(), out_size, batch),
                                std::span<const T>(params), o.mode, ids, key});
+  [[maybe_unused]] const L after_forward = layer;  // for the streaming backward, below
   layer.backward(BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
                                  ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(dx.data(), in_size, batch),
                                  std::span<const T>(params), std::span<T>(grads)});
@@ -14837,6 +15013,37 @@ GradientCheckResult check_layer(const GradientCheckOptions& o = {}) {
     analytic[static_cast<std::size_t>(i)] = static_cast<double>(dx.data()[i]);
   }
   result.tensors.push_back(detail::compare(std::string(L::name) + ".input", analytic, numeric));
+
+  if constexpr (L::parameter_count > 0 && StreamsGradients<L>) {
+    // The streaming backward must give backward()'s gradients, and never change what it has
+    // already reported final.
+    L streaming = after_forward;
+    std::vector<T> sgrads(L::parameter_count, T(0));
+    Matrix<T> sdx(in_size, batch);
+    std::vector<std::pair<std::size_t, std::vector<T>>> reports;
+    auto record = [&](std::size_t offset) {
+      const std::size_t from = std::min(offset, sgrads.size());
+      reports.emplace_back(offset, std::vector<T>(sgrads.begin() + static_cast<std::ptrdiff_t>(from), sgrads.end()));
+    };
+    streaming.backward(BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
+                                       ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(sdx.data(), in_size, batch),
+                                       std::span<const T>(params), std::span<T>(sgrads)},
+                       GradientProgress(record));
+    auto as_double = [](const auto& v) { return std::vector<double>(v.begin(), v.end()); };
+    const auto streamed = as_double(sgrads), plain = as_double(grads);
+    result.tensors.push_back(detail::compare(std::string(L::name) + ".params, streamed backward against backward", streamed, plain));
+    const std::vector<double> sdx_values(sdx.data(), sdx.data() + sdx.size()), dx_values(dx.data(), dx.data() + dx.size());
+    result.tensors.push_back(detail::compare(std::string(L::name) + ".input, streamed backward against backward", sdx_values, dx_values));
+    std::size_t bad = 0;  // reports out of range, not decreasing, or changed afterwards
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      const auto& [offset, tail] = reports[i];
+      const bool changed = offset > sgrads.size() || !std::equal(tail.begin(), tail.end(), sgrads.end() - static_cast<std::ptrdiff_t>(tail.size()));
+      if (changed || (i > 0 && offset >= reports[i - 1].first)) ++bad;
+    }
+    result.tensors.push_back({std::string(L::name) + ": streamed reports that were out of range, not decreasing, or changed later (" +
+                                  std::to_string(bad) + " of " + std::to_string(reports.size()) + ")",
+                              bad == 0 ? 0.0 : 1.0, static_cast<double>(bad)});
+  }
   return result;
 }
 

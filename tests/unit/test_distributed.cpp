@@ -141,7 +141,12 @@ TEST_CASE("bytes on the wire per step equal the theory") {
     const std::size_t batch = 64 / (4 * n);  // 4 steps per epoch
     {
       policy::Synchronous<> ring;
-      ring.bucket_bytes = 1;  // one bucket per layer
+      // Five buckets, the first layer cut in four (36, 36, 36, 36 and 28 values from the end):
+      // every one divisible by 2 and 4 again.
+      ring.bucket_bytes = 36 * sizeof(float);
+      const auto buckets = detail::make_buckets(M::network::parameter_offsets, M::network::parameter_counts, 36);
+      REQUIRE(buckets.size() == 5);
+      for (const auto& b : buckets) REQUIRE(b.size() % 4 == 0);
       Trainer<M> t(setup<M>(batch, n), ring);
       t.fit(d, nullptr, quiet());
       const auto traffic = per_step(t);

@@ -41,6 +41,15 @@ concept ParameterizedLayer =
       layer.initialize(params, g);
     };
 
+/// Optional for a layer with parameters: a second backward that, while it runs, reports the tail
+/// of its parameter gradients that is already final (GradientProgress), so that their
+/// communication starts before the layer is done. Worth it where one layer holds much of the
+/// model (the first Dense of an MLP): otherwise its whole gradient waits for its whole backward.
+/// Network calls it only when someone listens (gradient buckets, parameter-server pushes).
+template <class L>
+concept StreamsGradients = Layer<L> && requires(L& layer, const BackwardArgs<typename L::scalar_type>& b,
+                                                const GradientProgress& final_from) { layer.backward(b, final_from); };
+
 /// A spec that binds to a Layer for the given input shape and scalar type.
 template <class S, class In, class T>
 concept LayerSpec = requires { typename S::template layer<In, T>; } && Layer<typename S::template layer<In, T>>;

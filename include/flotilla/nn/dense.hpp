@@ -1,5 +1,6 @@
 #pragma once
 // Dense<N>: a fully connected layer, y = W x + b, with W of shape (N x inputs).
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <span>
@@ -55,7 +56,33 @@ struct Dense {
       if (a.wants_input_grad()) detail::gemm(a.input_grad, w.transpose(), a.output_grad, /*accumulate=*/false);
     }
 
+    /// The same gradients, in an order that lets communication start early (StreamsGradients): the
+    /// bias first (the end of the slice), then dW in blocks of columns from the last (a column is
+    /// one input's weights, contiguous), each reported final, and d(input) last. A bucket can then
+    /// be on the wire while the rest of this layer's gradient is being computed.
+    void backward(const BackwardArgs<T>& a, const GradientProgress& final_from) {
+      detail::add_row_sums(a.output_grad.data(), static_cast<Eigen::Index>(Outputs), a.output_grad.cols(),
+                           a.param_grads.data() + Outputs * inputs);
+      final_from(Outputs * inputs);
+      auto dw = MatrixView<T>(a.param_grads.data(), Outputs, inputs);
+      for (std::size_t end = inputs; end > 0;) {
+        const std::size_t begin = end > stream_block_columns ? end - stream_block_columns : 0;
+        const auto first = static_cast<Eigen::Index>(begin), count = static_cast<Eigen::Index>(end - begin);
+        detail::gemm(dw.middleCols(first, count), a.output_grad, a.input.middleRows(first, count).transpose(),
+                     /*accumulate=*/true);
+        final_from(begin * Outputs);
+        end = begin;
+      }
+      if (a.wants_input_grad())
+        detail::gemm(a.input_grad, weight(std::span<const T>(a.params)).transpose(), a.output_grad, false);
+    }
+
    private:
+    // Streaming backward: up to 8 blocks of dW, none under 16384 values (64 KiB of floats), so that
+    // each block is still a GEMM worth running and a report per block costs nothing by comparison.
+    static constexpr std::size_t stream_blocks = std::clamp<std::size_t>(Outputs * inputs / 16384, 1, 8);
+    static constexpr std::size_t stream_block_columns = (inputs + stream_blocks - 1) / stream_blocks;
+
     static ConstMatrixView<T> weight(std::span<const T> p) { return ConstMatrixView<T>(p.data(), Outputs, inputs); }
     static ConstVectorView<T> bias(std::span<const T> p) {
       return ConstVectorView<T>(p.data() + Outputs * inputs, Outputs);

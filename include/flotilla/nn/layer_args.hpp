@@ -4,8 +4,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "flotilla/core/tensor.hpp"
 
@@ -64,6 +66,27 @@ struct BackwardArgs {
   std::span<T> param_grads;
 
   bool wants_input_grad() const noexcept { return input_grad.data() != nullptr; }
+};
+
+/// What a layer's optional second backward, `backward(args, final_from)`, is given: calling
+/// `final_from(offset)` says that `args.param_grads[offset, end)` will not change again in this
+/// backward, so that whoever waits for them (a gradient bucket's allreduce, a parameter-server
+/// push) can start before the layer returns. Offsets are relative to the layer's slice and must
+/// decrease from call to call; what a layer never reports is reported when its backward returns.
+/// A non-owning reference to a callable: cheap to copy, valid for the duration of the call.
+class GradientProgress {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, GradientProgress> && std::is_invocable_v<F&, std::size_t>)
+  explicit GradientProgress(F& f) noexcept
+      : target_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* target, std::size_t offset) { (*static_cast<F*>(target))(offset); }) {}
+
+  void operator()(std::size_t offset) const { call_(target_, offset); }
+
+ private:
+  void* target_;
+  void (*call_)(void*, std::size_t);
 };
 
 }  // namespace flotilla

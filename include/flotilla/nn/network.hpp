@@ -14,9 +14,11 @@
 #include <span>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "flotilla/concepts/architecture.hpp"
+#include "flotilla/concepts/layer.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/random.hpp"
 #include "flotilla/core/tensor.hpp"
@@ -40,7 +42,22 @@ struct NoHook {
   void operator()(std::size_t /*layer*/, std::size_t /*offset*/, std::size_t /*count*/) const noexcept {}
 };
 
+/// Wraps a backward hook so that it also hears about parts of layers: the layers that stream their
+/// gradients (StreamsGradients) then compute them in an order that lets parts be reported early,
+/// and report them. A plain hook hears about whole layers only, and every layer computes in its
+/// fastest order.
+template <class F>
+struct PartsHook {
+  F& hook;
+  void operator()(std::size_t layer, std::size_t offset, std::size_t count) const { hook(layer, offset, count); }
+};
+
 namespace detail {
+template <class H>
+inline constexpr bool hears_parts = false;
+template <class F>
+inline constexpr bool hears_parts<PartsHook<F>> = true;
+
 template <class List>
 struct list_to_tuple;
 template <class... Ls>
@@ -186,8 +203,11 @@ class Network {
 
   /// Back-propagates `output_grad` (d loss / d output of the last forward). Adds parameter
   /// gradients into `grads` (so zero it first unless accumulating), and calls
-  /// `on_layer_done(layer, offset, count)` as soon as each layer's gradients are final, last
-  /// layer first. When `input_grad` is given, d loss / d input is written there.
+  /// `on_layer_done(layer, offset, count)` as soon as gradients [offset, offset + count), the end
+  /// of a layer's slice, are final: once per layer with the whole slice when its backward returns,
+  /// last layer first, and, when the hook is a PartsHook, before that for ever longer tails of the
+  /// layers that report them (StreamsGradients). When `input_grad` is given, d loss / d input is
+  /// written there.
   template <class Hook = NoHook>
   void backward(ConstMatrixView<T> output_grad, std::span<const T> params, std::span<T> grads,
                 Hook&& on_layer_done = {}, MatrixView<T>* input_grad = nullptr) {
@@ -200,6 +220,7 @@ class Network {
                        std::to_string(output_grad.cols()) + ", expected " + std::to_string(output_shape::size) + "x" +
                        std::to_string(batch_));
     const T* upstream = output_grad.data();
+    constexpr bool parts = detail::hears_parts<std::remove_cvref_t<Hook>>;
     for_each_index_reverse([&]<std::size_t I>() {
       using L = layer_type<I>;
       const auto b = static_cast<Eigen::Index>(batch_);
@@ -218,7 +239,14 @@ class Network {
                         din,
                         params.subspan(parameter_offsets[I], L::parameter_count),
                         grads.subspan(parameter_offsets[I], L::parameter_count)};
-      std::get<I>(layers_).backward(a);
+      if constexpr (parts && L::parameter_count > 0 && StreamsGradients<L>) {
+        auto tail_done = [&](std::size_t offset) {
+          if (offset < L::parameter_count) on_layer_done(I, parameter_offsets[I] + offset, L::parameter_count - offset);
+        };
+        std::get<I>(layers_).backward(a, GradientProgress(tail_done));
+      } else {
+        std::get<I>(layers_).backward(a);
+      }
       if constexpr (L::parameter_count > 0) on_layer_done(I, parameter_offsets[I], L::parameter_count);
       upstream = din.data();
     });

@@ -17,6 +17,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flotilla/concepts/layer.hpp"
@@ -112,6 +113,7 @@ GradientCheckResult check_layer(const GradientCheckOptions& o = {}) {
 
   layer.forward(ForwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), MatrixView<T>(y.data(), out_size, batch),
                                std::span<const T>(params), o.mode, ids, key});
+  [[maybe_unused]] const L after_forward = layer;  // for the streaming backward, below
   layer.backward(BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
                                  ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(dx.data(), in_size, batch),
                                  std::span<const T>(params), std::span<T>(grads)});
@@ -147,6 +149,37 @@ GradientCheckResult check_layer(const GradientCheckOptions& o = {}) {
     analytic[static_cast<std::size_t>(i)] = static_cast<double>(dx.data()[i]);
   }
   result.tensors.push_back(detail::compare(std::string(L::name) + ".input", analytic, numeric));
+
+  if constexpr (L::parameter_count > 0 && StreamsGradients<L>) {
+    // The streaming backward must give backward()'s gradients, and never change what it has
+    // already reported final.
+    L streaming = after_forward;
+    std::vector<T> sgrads(L::parameter_count, T(0));
+    Matrix<T> sdx(in_size, batch);
+    std::vector<std::pair<std::size_t, std::vector<T>>> reports;
+    auto record = [&](std::size_t offset) {
+      const std::size_t from = std::min(offset, sgrads.size());
+      reports.emplace_back(offset, std::vector<T>(sgrads.begin() + static_cast<std::ptrdiff_t>(from), sgrads.end()));
+    };
+    streaming.backward(BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
+                                       ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(sdx.data(), in_size, batch),
+                                       std::span<const T>(params), std::span<T>(sgrads)},
+                       GradientProgress(record));
+    auto as_double = [](const auto& v) { return std::vector<double>(v.begin(), v.end()); };
+    const auto streamed = as_double(sgrads), plain = as_double(grads);
+    result.tensors.push_back(detail::compare(std::string(L::name) + ".params, streamed backward against backward", streamed, plain));
+    const std::vector<double> sdx_values(sdx.data(), sdx.data() + sdx.size()), dx_values(dx.data(), dx.data() + dx.size());
+    result.tensors.push_back(detail::compare(std::string(L::name) + ".input, streamed backward against backward", sdx_values, dx_values));
+    std::size_t bad = 0;  // reports out of range, not decreasing, or changed afterwards
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      const auto& [offset, tail] = reports[i];
+      const bool changed = offset > sgrads.size() || !std::equal(tail.begin(), tail.end(), sgrads.end() - static_cast<std::ptrdiff_t>(tail.size()));
+      if (changed || (i > 0 && offset >= reports[i - 1].first)) ++bad;
+    }
+    result.tensors.push_back({std::string(L::name) + ": streamed reports that were out of range, not decreasing, or changed later (" +
+                                  std::to_string(bad) + " of " + std::to_string(reports.size()) + ")",
+                              bad == 0 ? 0.0 : 1.0, static_cast<double>(bad)});
+  }
   return result;
 }
 

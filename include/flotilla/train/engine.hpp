@@ -7,18 +7,21 @@
 // still running, which gradients are final: `on_ready(offset)` means that [offset, P) of the
 // gradient buffer will not change again in this step. Layers finish last-first, so `offset` only
 // decreases, and a policy can start sending the end of the buffer while the start is still being
-// computed (the overlap of communication with backward that Horovod and PyTorch DDP do).
+// computed (the overlap of communication with backward that Horovod and PyTorch DDP do). Layers
+// that stream their gradients (StreamsGradients: Dense) report parts of their slice as they go, so
+// a bucket can start even before the layer that holds most of the model has finished.
 //
-// With several cores, each core's replica writes its gradients into a buffer of its own; when the
-// last core finishes a layer, that core adds the other cores' contributions for the layer into the
-// main buffer, in core order (so the sum does not depend on timing), and then reports it ready.
+// With several cores, each core's replica writes its gradients into a buffer of its own; once
+// every core has finished a part of a layer, the core that finished it last adds the other cores'
+// contributions for that part into the main buffer, in core order (so the sum does not depend on
+// timing), and then reports it ready.
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -77,7 +80,8 @@ class Engine {
         thread_grads_(pool_.size()),
         output_grads_(pool_.size()),
         partial_(pool_.size()),
-        pending_(std::make_unique<std::atomic<std::size_t>[]>(network_type::depth)) {
+        progress_(std::make_unique<LayerProgress[]>(network_type::depth)),
+        core_from_(network_type::depth * pool_.size()) {
     for (std::size_t i = 1; i < pool_.size(); ++i) thread_grads_[i].assign(parameter_count, T(0));
     replicas_[0].initialize(params_, seed);
   }
@@ -88,6 +92,9 @@ class Engine {
   std::span<const T> gradients() const noexcept { return grads_; }
   std::size_t threads() const noexcept { return pool_.size(); }
   std::uint64_t seed() const noexcept { return seed_; }
+  /// Whether layers that can report parts of their gradient during backward do so
+  /// (StreamsGradients; TrainerOptions::stream_gradients). Only matters with an on_ready callback.
+  void set_stream_gradients(bool on) noexcept { stream_gradients_ = on; }
   /// Keys the dropout masks; restored from checkpoints.
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
 
@@ -142,15 +149,19 @@ class Engine {
     const std::size_t n = batch.size(), cores = pool_.size();
     if (!accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
     if constexpr (report) {
-      for (std::size_t l = 0; l < network_type::depth; ++l) pending_[l].store(cores, std::memory_order_relaxed);
+      for (std::size_t l = 0; l < network_type::depth; ++l) {
+        const std::size_t layer_end = network_type::parameter_offsets[l] + network_type::parameter_counts[l];
+        progress_[l].summed_from = layer_end;
+        std::fill_n(core_from_.begin() + static_cast<std::ptrdiff_t>(l * cores), cores, layer_end);
+      }
     }
     pool_.run([&](std::size_t k) {
       const auto [begin, end] = split_range(n, cores, k);
       std::span<T> g = k == 0 ? std::span<T>(grads_) : std::span<T>(thread_grads_[k]);
       if (k != 0) std::fill(g.begin(), g.end(), T(0));
       partial_[k] = {};
-      auto hook = [&](std::size_t layer, std::size_t offset, std::size_t count) {
-        if constexpr (report) layer_done(layer, offset, count, on_ready);
+      auto hook = [&, k](std::size_t layer, std::size_t offset, std::size_t /*count*/) {
+        tail_done(k, layer, offset, on_ready);
       };
       if (end == begin) {
         // No samples for this core: it still counts as done with every layer, last first.
@@ -161,7 +172,17 @@ class Engine {
         }
         return;
       }
-      partial_[k] = run_part(k, batch, begin, end, scale, g, hook);
+      if constexpr (report) {
+        if (stream_gradients_) {
+          PartsHook<decltype(hook)> parts{hook};
+          partial_[k] = run_part(k, batch, begin, end, scale, g, parts);
+        } else {
+          partial_[k] = run_part(k, batch, begin, end, scale, g, hook);
+        }
+      } else {
+        NoHook nobody;  // so that layers compute their gradients in their fastest order
+        partial_[k] = run_part(k, batch, begin, end, scale, g, nobody);
+      }
     });
     if constexpr (!report) {
       if (cores > 1) {
@@ -242,11 +263,22 @@ class Engine {
     std::size_t correct = 0;
   };
 
+  // Core `core` has finished [offset, end of the layer's slice) of `layer` in its own buffer. What
+  // every core has finished is added up in the main buffer and reported, under the layer's lock,
+  // so that reports reach on_ready in decreasing order. (A core reports a layer only after it has
+  // finished every later one, and the last core to finish a layer reports it before it goes on.)
   template <class OnReady>
-  void layer_done(std::size_t layer, std::size_t offset, std::size_t count, OnReady& on_ready) {
-    if (pending_[layer].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    add_thread_gradients(offset, count);
-    on_ready(offset);
+  void tail_done(std::size_t core, std::size_t layer, std::size_t offset, OnReady& on_ready) {
+    const std::size_t cores = pool_.size();
+    LayerProgress& p = progress_[layer];
+    const std::lock_guard lock(p.mutex);
+    const auto mine = core_from_.begin() + static_cast<std::ptrdiff_t>(layer * cores);
+    mine[static_cast<std::ptrdiff_t>(core)] = std::min(mine[static_cast<std::ptrdiff_t>(core)], offset);
+    const std::size_t all_from = *std::max_element(mine, mine + static_cast<std::ptrdiff_t>(cores));
+    if (all_from >= p.summed_from) return;
+    add_thread_gradients(all_from, p.summed_from - all_from);
+    p.summed_from = all_from;
+    on_ready(all_from);
   }
 
   void add_thread_gradients(std::size_t offset, std::size_t count) {
@@ -304,7 +336,16 @@ class Engine {
   std::vector<Buffer<T>> thread_grads_;
   std::vector<Buffer<T>> output_grads_;
   std::vector<Partial> partial_;
-  std::unique_ptr<std::atomic<std::size_t>[]> pending_;
+  // While backward reports (compute_gradients with an on_ready): per layer, where the tail that
+  // is summed in the main buffer begins, and per layer and core, where that core's final tail
+  // begins (guarded by the layer's mutex).
+  struct LayerProgress {
+    std::mutex mutex;
+    std::size_t summed_from = 0;
+  };
+  std::unique_ptr<LayerProgress[]> progress_;
+  std::vector<std::size_t> core_from_;
+  bool stream_gradients_ = true;
 };
 
 /// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for

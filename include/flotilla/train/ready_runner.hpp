@@ -5,8 +5,9 @@
 //
 // Ranges are given in the order backward finalises them (from the end of the buffer). Compute
 // threads call ready(offset) when [offset, end) is final; the runner's thread then takes every
-// range lying wholly in it, in order. After backward, finish() waits for the rest: that wait is
-// the communication backward could not hide.
+// range lying wholly in it, in order. After backward, finish() runs the rest on the calling
+// thread (or waits for the one action in progress): that time is the communication backward
+// could not hide.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -59,42 +60,62 @@ class ReadyRunner {
     wake_.notify_all();
   }
 
-  /// Marks everything final, waits until every range's action has run, and returns the seconds
-  /// spent waiting. Rethrows the first failure of an action.
+  /// Marks everything final, sees every range's action run, and returns the seconds this took.
+  /// Rethrows the first failure of an action. Ranges the runner's thread has not taken yet are
+  /// run here, on the calling thread: after backward that thread has nothing else to do, and it
+  /// holds a core, where the runner's thread would first have to be woken and scheduled (on a
+  /// machine with no spare core, that delay used to be as long as the communication itself).
   double finish() {
-    ready(0);
     const auto begin = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return !armed_; });
+    ready_from_ = 0;
+    while (armed_) {
+      if (!running_ && next_ < ranges_.size()) {
+        run_next(lock);
+      } else if (!running_) {
+        armed_ = false;
+      } else {
+        done_.wait(lock);  // the runner's thread is in an action; it notifies when it ends
+      }
+    }
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     if (error_) std::rethrow_exception(error_);
     return waited;
   }
 
  private:
-  bool runnable() const { return armed_ && (next_ == ranges_.size() || ready_from_ <= ranges_[next_].begin); }
+  bool runnable() const {
+    return armed_ && !running_ && next_ < ranges_.size() && ready_from_ <= ranges_[next_].begin;
+  }
+
+  // Runs the next range's action with the lock released; at most one thread is ever in one.
+  void run_next(std::unique_lock<std::mutex>& lock) {
+    const std::size_t index = next_;
+    running_ = true;
+    lock.unlock();
+    std::exception_ptr failed;
+    try {
+      action_(index, ranges_[index]);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    lock.lock();
+    running_ = false;
+    if (failed) {
+      error_ = failed;
+      next_ = ranges_.size();
+    } else {
+      ++next_;
+    }
+    done_.notify_all();
+  }
 
   void loop() {
     std::unique_lock lock(mutex_);
     for (;;) {
       wake_.wait(lock, [&] { return stop_ || runnable(); });
       if (stop_) return;
-      if (next_ == ranges_.size()) {
-        armed_ = false;
-        done_.notify_all();
-        continue;
-      }
-      const std::size_t index = next_;
-      lock.unlock();
-      try {
-        action_(index, ranges_[index]);
-        lock.lock();
-        ++next_;
-      } catch (...) {
-        lock.lock();
-        error_ = std::current_exception();
-        next_ = ranges_.size();
-      }
+      run_next(lock);
     }
   }
 
@@ -104,7 +125,7 @@ class ReadyRunner {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::size_t ready_from_ = 0, next_ = 0;
-  bool armed_ = false, stop_ = false;
+  bool armed_ = false, stop_ = false, running_ = false;
   std::exception_ptr error_;
 };
 

@@ -98,6 +98,11 @@ struct TrainerOptions {
   std::size_t workers = 1;
   /// Parameter-server topologies: the number of server ranks (each holds one shard).
   std::size_t servers = 1;
+  /// Layers that can (Dense: StreamsGradients) report parts of their gradient while backward is
+  /// still computing the rest, so that a large layer's first buckets go on the wire early. It pays
+  /// where the communication thread has a core to itself; with no core to spare it was even
+  /// (docs/benchmarks.md). Off: every layer is reported whole.
+  bool stream_gradients = true;
   /// For experiments with slow workers.
   Straggler straggler{};
   /// When a worker dies or stalls (train/worker_loss.hpp): by default asynchronous and
@@ -404,7 +409,9 @@ class Trainer {
   /// Everything one worker rank owns.
   struct WorkerState {
     explicit WorkerState(const TrainerOptions<M>& o)
-        : engine(o.threads, o.eval_batch_size, o.seed), opt(parameter_count) {}
+        : engine(o.threads, o.eval_batch_size, o.seed), opt(parameter_count) {
+      if constexpr (requires { engine.set_stream_gradients(true); }) engine.set_stream_gradients(o.stream_gradients);
+    }
     WorkerState(const TrainerOptions<M>& o, const WorkerState& from) : WorkerState(o) {
       std::copy(from.engine.parameters().begin(), from.engine.parameters().end(), engine.parameters().begin());
       auto dst = opt.buffers();
