@@ -6331,7 +6331,7 @@ class Engine {
   };
   std::unique_ptr<LayerProgress[]> progress_;
   std::vector<std::size_t> core_from_;
-  bool stream_gradients_ = true;
+  bool stream_gradients_ = false;
 };
 
 /// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for
@@ -11235,10 +11235,10 @@ struct TrainerOptions {
   /// Parameter-server topologies: the number of server ranks (each holds one shard).
   std::size_t servers = 1;
   /// Layers that can (Dense: StreamsGradients) report parts of their gradient while backward is
-  /// still computing the rest, so that a large layer's first buckets go on the wire early. It pays
-  /// where the communication thread has a core to itself; with no core to spare it was even
-  /// (docs/benchmarks.md). Off: every layer is reported whole.
-  bool stream_gradients = true;
+  /// still computing the rest, so that a large layer's first buckets go on the wire early. Meant
+  /// for machines where the communication thread has a core to itself; where it has none (two
+  /// single-thread ranks on two cores) it made training 8% slower (docs/benchmarks.md), hence off.
+  bool stream_gradients = false;
   /// For experiments with slow workers.
   Straggler straggler{};
   /// When a worker dies or stalls (train/worker_loss.hpp): by default asynchronous and

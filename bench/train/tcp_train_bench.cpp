@@ -2,7 +2,7 @@
 // transport, one worker per process: Trainer<Mlp, policy::Synchronous<>, transport::Tcp>.
 //
 //   flotilla-launch -n 2 -- flotilla_tcp_train_bench [--steps 1000] [--warmup 200] [--repeat 3]
-//       [--stream-gradients false]
+//       [--stream-gradients true]
 //
 // Every rank trains with batch 64 (a global batch of 64 x ranks) and TrainerOptions::threads
 // (default 1) cores, on the first whole global batches of the training set. After `warmup` untimed
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     auto& batch = flags.add<std::size_t>("batch", 64, "samples per worker per step");
     auto& threads = flags.add<std::size_t>("threads", 1, "cores of each worker");
     auto& lr = flags.add<double>("lr", 0.05, "learning rate (momentum 0.9)");
-    auto& stream = flags.add<bool>("stream-gradients", true, "layers report parts of their gradient during backward");
+    auto& stream = flags.add<bool>("stream-gradients", false, "layers report parts of their gradient during backward");
     auto& synthetic = flags.add<std::size_t>("synthetic", 0, "use this many random samples instead of Fashion-MNIST");
     auto& data = flags.add<std::filesystem::path>("data", flotilla::data::fashion_mnist::default_directory(),
                                                   "Fashion-MNIST directory", "FLOTILLA_FASHION_MNIST");

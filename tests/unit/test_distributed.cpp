@@ -87,6 +87,20 @@ TEST_CASE("synchronous ring training on N workers equals one worker with an N-ti
   // A partial last global batch (490 = 40 x 12 + 10) is split unevenly and still agrees.
   const auto d490 = blobs<double>(490, 2);
   CHECK(relative_difference<double>(train<MD>(d490, 24, 1), train<MD>(d490, 12, 2)) < 1e-12);
+  // Layers reporting parts of their gradients during backward (stream_gradients), on two cores
+  // per worker, in buckets smaller than a layer: still the same.
+  for (std::size_t bucket_bytes : {std::size_t{64}, std::size_t{256} * 1024}) {
+    CAPTURE(bucket_bytes);
+    auto o = setup<MD>(12, 4);
+    o.stream_gradients = true;
+    o.threads = 2;
+    policy::Synchronous<> ring;
+    ring.bucket_bytes = bucket_bytes;
+    Trainer<MD> streamed(o, ring);
+    streamed.fit(dd, nullptr, quiet(2));
+    const auto p = std::as_const(streamed).parameters();
+    CHECK(relative_difference<double>(train<MD>(dd, 48, 1, 1, 2), std::vector<double>(p.begin(), p.end())) < 1e-12);
+  }
 }
 
 TEST_CASE("synchronous parameter-server training equals one worker with an N-times batch") {

@@ -80,7 +80,7 @@ struct Report {
   std::vector<float> tail;  // the gradients [offset, P) at the moment they were reported final
 };
 
-std::vector<float> gradients_of(std::size_t cores, std::vector<Report>* reports, bool stream = true) {
+std::vector<float> gradients_of(std::size_t cores, std::vector<Report>* reports, bool stream) {
   constexpr std::size_t n = 40;
   Generator g(5);
   Matrix<float> x(256, n);
@@ -117,8 +117,8 @@ TEST_CASE("streamed gradients: what backward reports final stays so, and the sum
   for (std::size_t cores : {1u, 3u}) {
     CAPTURE(cores);
     std::vector<Report> reports;
-    const auto streamed = gradients_of(cores, &reports);
-    const auto whole = gradients_of(cores, nullptr);
+    const auto streamed = gradients_of(cores, &reports, true);
+    const auto whole = gradients_of(cores, nullptr, false);
     REQUIRE(streamed.size() == whole.size());
     for (std::size_t i = 0; i < whole.size(); ++i) {
       CAPTURE(i);
@@ -138,7 +138,8 @@ TEST_CASE("streamed gradients: what backward reports final stays so, and the sum
     // The bias and three of the four weight blocks of the first layer are reported before it ends.
     CHECK(inside_first_layer == 4);
 
-    // Switched off (TrainerOptions::stream_gradients), layers are reported whole, with the same sum.
+    // Switched off (the default: TrainerOptions::stream_gradients), layers are reported whole, with
+    // the same sum.
     std::vector<Report> whole_layers;
     const auto unstreamed = gradients_of(cores, &whole_layers, false);
     CHECK(unstreamed == whole);

@@ -345,7 +345,7 @@ class Engine {
   };
   std::unique_ptr<LayerProgress[]> progress_;
   std::vector<std::size_t> core_from_;
-  bool stream_gradients_ = true;
+  bool stream_gradients_ = false;
 };
 
 /// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for
