@@ -8960,8 +8960,10 @@ struct Synchronous<topology::Ring> {
   static constexpr std::string_view name = "synchronous";
   using topology = topology::Ring;
   static constexpr bool reduce_gradients_in_backward = true;
-  /// Gradients are sent in buckets of at least this many bytes (whole layers; the last bucket
-  /// may be smaller). Small buckets start communication earlier; large ones pay less per message.
+  /// Gradients are sent in buckets of at least this many bytes: small layers together, a large
+  /// layer cut into pieces (no more than about eight; detail::make_buckets), the bucket at the
+  /// start of the buffer whatever is left. Small buckets start communication earlier; large ones
+  /// pay less per message.
   std::size_t bucket_bytes = 256 * 1024;
 
   template <class Context>
