@@ -2460,25 +2460,26 @@ struct Dense {
     }
 
     void backward(const BackwardArgs<T>& a) {
-      const auto w = weight(std::span<const T>(a.params));
-      auto dw = MatrixView<T>(a.param_grads.data(), Outputs, inputs);
-      detail::gemm(dw, a.output_grad, a.input.transpose(), /*accumulate=*/true);
-      detail::add_row_sums(a.output_grad.data(), static_cast<Eigen::Index>(Outputs), a.output_grad.cols(),
-                           a.param_grads.data() + Outputs * inputs);
-      if (a.wants_input_grad()) detail::gemm(a.input_grad, w.transpose(), a.output_grad, /*accumulate=*/false);
+      auto nobody = [](std::size_t) {};
+      backward_in_blocks(a, inputs, GradientProgress(nobody));  // dW in one product
     }
 
-    /// The same gradients, in an order that lets communication start early (StreamsGradients): the
-    /// bias first (the end of the slice), then dW in blocks of columns from the last (a column is
-    /// one input's weights, contiguous), each reported final, and d(input) last. A bucket can then
-    /// be on the wire while the rest of this layer's gradient is being computed.
+    /// The same gradients, in an order that lets communication start early (StreamsGradients): dW
+    /// in blocks of columns, each reported final as soon as it is computed.
     void backward(const BackwardArgs<T>& a, const GradientProgress& final_from) {
+      backward_in_blocks(a, stream_block_columns, final_from);
+    }
+
+   private:
+    // The bias first (the end of the slice), then dW in blocks of `block_columns` columns from the
+    // last (a column is one input's weights, contiguous), each reported final, and d(input) last.
+    void backward_in_blocks(const BackwardArgs<T>& a, std::size_t block_columns, const GradientProgress& final_from) {
       detail::add_row_sums(a.output_grad.data(), static_cast<Eigen::Index>(Outputs), a.output_grad.cols(),
                            a.param_grads.data() + Outputs * inputs);
       final_from(Outputs * inputs);
       auto dw = MatrixView<T>(a.param_grads.data(), Outputs, inputs);
       for (std::size_t end = inputs; end > 0;) {
-        const std::size_t begin = end > stream_block_columns ? end - stream_block_columns : 0;
+        const std::size_t begin = end > block_columns ? end - block_columns : 0;
         const auto first = static_cast<Eigen::Index>(begin), count = static_cast<Eigen::Index>(end - begin);
         detail::gemm(dw.middleCols(first, count), a.output_grad, a.input.middleRows(first, count).transpose(),
                      /*accumulate=*/true);
@@ -2486,10 +2487,9 @@ struct Dense {
         end = begin;
       }
       if (a.wants_input_grad())
-        detail::gemm(a.input_grad, weight(std::span<const T>(a.params)).transpose(), a.output_grad, false);
+        detail::gemm(a.input_grad, weight(std::span<const T>(a.params)).transpose(), a.output_grad, /*accumulate=*/false);
     }
 
-   private:
     // Streaming backward: up to 8 blocks of dW, none under 16384 values (64 KiB of floats), so that
     // each block is still a GEMM worth running and a report per block costs nothing by comparison.
     static constexpr std::size_t stream_blocks = std::clamp<std::size_t>(Outputs * inputs / 16384, 1, 8);
@@ -14980,9 +14980,13 @@ GradientCheckResult check_layer(const GradientCheckOptions& o = {}) {
   layer.forward(ForwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), MatrixView<T>(y.data(), out_size, batch),
                                std::span<const T>(params), o.mode, ids, key});
   [[maybe_unused]] const L after_forward = layer;  // for the streaming backward, below
-  layer.backward(BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
-                                 ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(dx.data(), in_size, batch),
-                                 std::span<const T>(params), std::span<T>(grads)});
+  // Backward's arguments, with output_grad = R, writing into `into` and `d`.
+  auto backward_args = [&](std::vector<T>& into, Matrix<T>& d) {
+    return BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
+                           ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(d.data(), in_size, batch),
+                           std::span<const T>(params), std::span<T>(into)};
+  };
+  layer.backward(backward_args(grads, dx));
 
   GradientCheckResult result;
   result.tolerance = o.tolerance;
@@ -15027,10 +15031,7 @@ GradientCheckResult check_layer(const GradientCheckOptions& o = {}) {
       const std::size_t from = std::min(offset, sgrads.size());
       reports.emplace_back(offset, std::vector<T>(sgrads.begin() + static_cast<std::ptrdiff_t>(from), sgrads.end()));
     };
-    streaming.backward(BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
-                                       ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(sdx.data(), in_size, batch),
-                                       std::span<const T>(params), std::span<T>(sgrads)},
-                       GradientProgress(record));
+    streaming.backward(backward_args(sgrads, sdx), GradientProgress(record));
     auto as_double = [](const auto& v) { return std::vector<double>(v.begin(), v.end()); };
     const auto streamed = as_double(sgrads), plain = as_double(grads);
     result.tensors.push_back(detail::compare(std::string(L::name) + ".params, streamed backward against backward", streamed, plain));

@@ -114,9 +114,13 @@ GradientCheckResult check_layer(const GradientCheckOptions& o = {}) {
   layer.forward(ForwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), MatrixView<T>(y.data(), out_size, batch),
                                std::span<const T>(params), o.mode, ids, key});
   [[maybe_unused]] const L after_forward = layer;  // for the streaming backward, below
-  layer.backward(BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
-                                 ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(dx.data(), in_size, batch),
-                                 std::span<const T>(params), std::span<T>(grads)});
+  // Backward's arguments, with output_grad = R, writing into `into` and `d`.
+  auto backward_args = [&](std::vector<T>& into, Matrix<T>& d) {
+    return BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
+                           ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(d.data(), in_size, batch),
+                           std::span<const T>(params), std::span<T>(into)};
+  };
+  layer.backward(backward_args(grads, dx));
 
   GradientCheckResult result;
   result.tolerance = o.tolerance;
@@ -161,10 +165,7 @@ GradientCheckResult check_layer(const GradientCheckOptions& o = {}) {
       const std::size_t from = std::min(offset, sgrads.size());
       reports.emplace_back(offset, std::vector<T>(sgrads.begin() + static_cast<std::ptrdiff_t>(from), sgrads.end()));
     };
-    streaming.backward(BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
-                                       ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(sdx.data(), in_size, batch),
-                                       std::span<const T>(params), std::span<T>(sgrads)},
-                       GradientProgress(record));
+    streaming.backward(backward_args(sgrads, sdx), GradientProgress(record));
     auto as_double = [](const auto& v) { return std::vector<double>(v.begin(), v.end()); };
     const auto streamed = as_double(sgrads), plain = as_double(grads);
     result.tensors.push_back(detail::compare(std::string(L::name) + ".params, streamed backward against backward", streamed, plain));
