@@ -4,12 +4,15 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "flotilla/codec/bf16.hpp"
@@ -18,6 +21,7 @@
 #include "flotilla/collective/allreduce_small.hpp"
 #include "flotilla/collective/broadcast.hpp"
 #include "flotilla/collective/ring_allreduce.hpp"
+#include "flotilla/collective/serial_worker.hpp"
 #include "flotilla/transport/in_process.hpp"
 
 using namespace flotilla;
@@ -138,6 +142,66 @@ TEST_CASE("ring allreduce: many segments, with and without the helper thread, an
       }
     }
   }
+}
+
+TEST_CASE("SerialWorker: items run once each, in order, one at a time, on the helper or on a waiting caller") {
+  struct Log {
+    std::vector<std::size_t> order;
+    std::atomic<int> in_flight{0}, max_in_flight{0};
+    std::atomic<std::size_t> finished{0};
+    std::size_t on_caller = 0, on_helper = 0;
+    std::thread::id caller;
+    std::size_t fail_at = static_cast<std::size_t>(-1);
+  } log;
+  log.caller = std::this_thread::get_id();
+  const detail::SerialWorker::Job job = [](void* context, std::size_t item) {
+    auto& l = *static_cast<Log*>(context);
+    const int now = ++l.in_flight;
+    l.max_in_flight = std::max(l.max_in_flight.load(), now);
+    l.order.push_back(item);  // only one item at a time touches these (checked by max_in_flight)
+    (std::this_thread::get_id() == l.caller ? l.on_caller : l.on_helper) += 1;
+    --l.in_flight;
+    ++l.finished;
+    if (item == l.fail_at) throw std::runtime_error("item failed");
+  };
+  detail::SerialWorker worker;
+  // As the ring uses it: post one item at a time, now and then wait for an earlier one.
+  for (std::size_t pass = 0; pass < 500; ++pass) {
+    CAPTURE(pass);
+    log.order.clear();
+    log.finished = 0;
+    worker.begin(job, &log);
+    const std::size_t items = 1 + pass % 17;
+    for (std::size_t i = 1; i <= items; ++i) {
+      worker.post(i);
+      if (i % 3 == 0) {
+        worker.wait(i - 2);
+        CHECK(log.finished >= i - 2);
+      }
+    }
+    worker.wait(items);
+    std::vector<std::size_t> expected(items);
+    for (std::size_t i = 0; i < items; ++i) expected[i] = i;
+    CHECK(log.order == expected);
+  }
+  CHECK(log.max_in_flight == 1);
+  CHECK(log.on_caller + log.on_helper == 500 / 17 * (17 * 18 / 2) + (500 % 17) * (500 % 17 + 1) / 2);
+  MESSAGE("items run by the waiting caller: " << log.on_caller << ", by the helper: " << log.on_helper);
+
+  // A failure is rethrown by wait(); the items after it only count as done; the worker is usable
+  // again in the next call.
+  log.order.clear();
+  log.fail_at = 3;
+  worker.begin(job, &log);
+  worker.post(8);
+  CHECK_THROWS_WITH(worker.wait(8), "item failed");
+  CHECK(log.order == std::vector<std::size_t>{0, 1, 2, 3});
+  log.order.clear();
+  log.fail_at = static_cast<std::size_t>(-1);
+  worker.begin(job, &log);
+  worker.post(2);
+  worker.wait(2);
+  CHECK(log.order == std::vector<std::size_t>{0, 1});
 }
 
 TEST_CASE("ring allreduce: 16-bit codecs send exactly half the bytes") {
