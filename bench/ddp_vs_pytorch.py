@@ -8,7 +8,9 @@ its own single process, in one invocation.
 
 * flotilla: `flotilla-launch -n 2 -- flotilla_tcp_train_bench`: Trainer<Mlp, policy::Synchronous<>,
   transport::Tcp>, TrainerOptions::threads = 1, batch 64 per worker (global 128), gradients summed
-  by ring allreduce in buckets during backward; `-n 1` for the single process.
+  by ring allreduce in buckets during backward; `-n 1` for the single process. `flotilla-shm-2`:
+  the same with FLOTILLA_SHARED_MEMORY=1048576, the buckets summed through a shared-memory segment
+  instead of loopback TCP (TcpOptions::shared_memory_bytes).
 * PyTorch: this file with --ddp-rank: torch.set_num_threads(1), nn.Sequential MLP wrapped in
   DistributedDataParallel, gloo process group initialised through a TCP store on 127.0.0.1,
   torch.optim.SGD(lr 0.05, momentum 0.9); every rank draws the same permutation and takes its 64 of
@@ -126,7 +128,7 @@ def main():
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per job")
-    ap.add_argument("--jobs", default="flotilla-2,ddp-2,flotilla-1,ddp-1,torch-1")
+    ap.add_argument("--jobs", default="flotilla-2,flotilla-shm-2,ddp-2,flotilla-1,ddp-1,torch-1")
     ap.add_argument("--quiet", type=float, default=0.10)
     ap.add_argument("--disturbance", type=float, default=0.05)
     ap.add_argument("--retries", type=int, default=5)
@@ -148,6 +150,8 @@ def main():
     me = [sys.executable, os.path.abspath(__file__), "--ddp"] + timing
     all_jobs = {
         "flotilla-2": [args.launch, "-n", "2", "--", args.flotilla, "--threads", "1"] + timing,
+        "flotilla-shm-2": [args.launch, "-n", "2", "--env", "FLOTILLA_SHARED_MEMORY=1048576", "--", args.flotilla,
+                           "--threads", "1"] + timing,
         "ddp-2": me + ["--world", "2"],
         "flotilla-1": [args.launch, "-n", "1", "--", args.flotilla, "--threads", "1"] + timing,
         "ddp-1": me + ["--world", "1"],
@@ -169,7 +173,9 @@ def main():
     print("\nSynchronous data-parallel MLP, batch 64 per process, 1 thread per process, SGD momentum 0.9; samples/s of "
           "the job: median (min-max) of %d runs (%d rounds x %d); %s" % (args.rounds * args.repeat, args.rounds,
                                                                          args.repeat, started))
-    labels = {"flotilla-2": "flotilla, TCP transport, 2 processes", "ddp-2": "PyTorch DDP gloo, 2 processes",
+    labels = {"flotilla-2": "flotilla, TCP transport, 2 processes",
+              "flotilla-shm-2": "flotilla, TCP transport + shared-memory allreduce, 2 processes",
+              "ddp-2": "PyTorch DDP gloo, 2 processes",
               "flotilla-1": "flotilla, 1 process", "ddp-1": "PyTorch DDP gloo, 1 process",
               "torch-1": "PyTorch without DDP, 1 process"}
     print("| job | samples/s |")
@@ -178,18 +184,23 @@ def main():
         print("| %s | %s |" % (labels[k], benchlib.fmt_spread(sps[k])))
     if "flotilla-2" in med and "ddp-2" in med:
         print("\nflotilla 2 processes / PyTorch DDP 2 processes: %.2fx" % (med["flotilla-2"] / med["ddp-2"]))
-    if "flotilla-2" in med and "flotilla-1" in med:
-        print("flotilla scaling efficiency, 2 processes / (2 x 1 process): %.0f%%" % (
-            100 * med["flotilla-2"] / (2 * med["flotilla-1"])))
+    if "flotilla-shm-2" in med and "ddp-2" in med:
+        print("flotilla 2 processes with shared memory / PyTorch DDP 2 processes: %.2fx" % (
+            med["flotilla-shm-2"] / med["ddp-2"]))
+    for two in ("flotilla-2", "flotilla-shm-2"):
+        if two in med and "flotilla-1" in med:
+            print("flotilla scaling efficiency, %s / (2 x 1 process): %.0f%%" % (
+                labels[two], 100 * med[two] / (2 * med["flotilla-1"])))
     for one in ("ddp-1", "torch-1"):
         if "ddp-2" in med and one in med:
             print("PyTorch DDP scaling efficiency over %s: %.0f%%" % (labels[one], 100 * med["ddp-2"] / (2 * med[one])))
-    f2 = [x["ranks"] for x in results.get("flotilla-2", [])]
-    if f2:
-        keys = ("compute_ms_per_step", "exposed_comm_ms_per_step", "update_ms_per_step")
-        vals = {k: benchlib.median([rk[k] for run in f2 for rk in run if k in rk]) for k in keys}
-        print("flotilla 2 processes, per step (median over ranks and runs): compute %.3f ms, exposed communication "
-              "%.3f ms, update %.3f ms" % tuple(vals[k] for k in keys))
+    for two in ("flotilla-2", "flotilla-shm-2"):
+        f2 = [x["ranks"] for x in results.get(two, [])]
+        if f2:
+            keys = ("compute_ms_per_step", "exposed_comm_ms_per_step", "update_ms_per_step")
+            vals = {k: benchlib.median([rk[k] for run in f2 for rk in run if k in rk]) for k in keys}
+            print("%s, per step (median over ranks and runs): compute %.3f ms, exposed communication "
+                  "%.3f ms, update %.3f ms" % ((labels[two],) + tuple(vals[k] for k in keys)))
     benchlib.emit_json(args.json, {"started": started, "machine": benchlib.machine_summary(), "commands": jobs,
                                    "results": results})
 

@@ -5,12 +5,17 @@
 // trains the same network alone, in this process, with batch N*B, and compares. The job exits
 // non-zero when they differ by more than float rounding of a double sum.
 //
-//   sync_equivalence_<backend> ring     all ranks are workers (ring allreduce)
-//   sync_equivalence_<backend> ps S     the last S ranks are parameter servers
+//   sync_equivalence_<backend> ring        all ranks are workers (ring allreduce)
+//   sync_equivalence_<backend> ring-float  the same in float, within float rounding (1e-5); with
+//                                          FLOTILLA_SHARED_MEMORY set (TCP), every bucket must be
+//                                          summed through shared memory: no gradient byte on the wire
+//   sync_equivalence_<backend> ps S        the last S ranks are parameter servers
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../common/blobs.hpp"
@@ -22,11 +27,12 @@ using flotilla_test::backend_options;
 using namespace flotilla;
 using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
 using M = Model<Net, SoftmaxCrossEntropy, optim::Momentum, double>;
+using MFloat = Model<Net, SoftmaxCrossEntropy, optim::Momentum, float>;
 
-
-template <class Policy>
+template <class Policy, class M = ::M>
 static int check(std::size_t servers, const char* what) {
-  const auto data = flotilla_test::blobs<double>(490, 11);  // 490: the last global batch is partial and split unevenly
+  using T = typename M::scalar_type;
+  const auto data = flotilla_test::blobs<T>(490, 11);  // 490: the last global batch is partial and split unevenly
   TrainerOptions<M> o;
   o.optimizer.learning_rate = 0.05;
   o.batch_size = 8;
@@ -40,6 +46,14 @@ static int check(std::size_t servers, const char* what) {
   const auto history = distributed.fit(data, nullptr, f);
   if (history.empty()) return 0;  // a parameter server: nothing to compare
   const auto workers = static_cast<std::size_t>(history.back().extra.front().second);
+  if (std::getenv("FLOTILLA_SHARED_MEMORY")) {
+    // Every bucket is within the shared-memory allreduce's size: nothing goes on the wire per step.
+    for (const auto& [key, value] : history.back().extra)
+      if (key == "payload_bytes_sent_per_step" && value != 0) {
+        std::printf("%s: %g payload bytes sent per step, expected none with FLOTILLA_SHARED_MEMORY\n", what, value);
+        return 1;
+      }
+  }
   if (std::getenv("FLOTILLA_RANK") && std::string(std::getenv("FLOTILLA_RANK")) != "0") return 0;
   int mpi_rank_zero = 1;
 #if defined(FLOTILLA_TEST_MPI)
@@ -57,22 +71,23 @@ static int check(std::size_t servers, const char* what) {
   double diff = 0, norm = 0;
   const auto a = std::as_const(distributed).parameters(), b = std::as_const(reference).parameters();
   for (std::size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - b[i]));
-    norm = std::max(norm, std::abs(b[i]));
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    norm = std::max(norm, std::abs(static_cast<double>(b[i])));
   }
   std::printf("%s, %zu workers: max |difference| / max |parameter| = %.3g\n", what, workers, diff / norm);
-  return diff / norm < 1e-12 ? 0 : 1;
+  return diff / norm < (std::is_same_v<T, float> ? 1e-5 : 1e-12) ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "ring";
     if (mode == "ring") return check<policy::Synchronous<topology::Ring>>(1, "ring allreduce");
+    if (mode == "ring-float") return check<policy::Synchronous<topology::Ring>, MFloat>(1, "ring allreduce, float");
     if (mode == "ps") {
       const std::size_t servers = argc > 2 ? static_cast<std::size_t>(std::stoul(argv[2])) : 1;
       return check<policy::Synchronous<topology::ParameterServer>>(servers, "parameter server");
     }
-    std::fprintf(stderr, "usage: %s ring | ps SERVERS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s ring | ring-float | ps SERVERS\n", argv[0]);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

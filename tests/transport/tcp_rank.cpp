@@ -23,12 +23,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "conformance.hpp"
+#include "flotilla/codec/fp32.hpp"
+#include "flotilla/collective/ring_allreduce.hpp"
 #include "flotilla/transport/tcp.hpp"
 
 namespace {
@@ -123,6 +128,81 @@ int main(int argc, char** argv) {
         throw std::runtime_error("the receive returned");
       });
       return 0;
+    }
+    if (mode == "shared-memory") {
+      // Run with FLOTILLA_SHARED_MEMORY set to a small capacity, so that large sums go in pieces.
+      Tcp::run(o, o.world_size, [&](TcpEndpoint& e) {
+        const std::size_t n = e.size(), capacity = o.shared_memory_bytes;
+        if (capacity == 0 || e.native_allreduce_max_bytes() != capacity) throw std::runtime_error("shared memory is off");
+        if (rank == 0) {  // rank 0 named the segment after its pid, and removed the name once all had mapped it
+          const std::string prefix = "flotilla-" + std::to_string(::getpid()) + "-";
+          for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+            if (entry.path().filename().string().starts_with(prefix))
+              throw std::runtime_error("the segment's name outlived the setup: " + entry.path().string());
+        }
+        auto input = [](std::size_t r, std::size_t i, std::size_t call) {
+          return static_cast<float>(static_cast<int>((r * 37 + i * 11 + call) % 201) - 100);
+        };
+        const auto before = e.counters();
+        const std::size_t per_slot = capacity / sizeof(float);
+        std::size_t call = 0;
+        for (std::size_t round = 0; round < 40; ++round) {
+          // Fewer values than ranks, not divisible by the ranks, exactly the capacity, several pieces.
+          for (std::size_t values : {std::size_t{1}, n + 1, std::size_t{1000}, per_slot, 3 * per_slot + 5}) {
+            std::vector<float> v(values), expected(values, 0.0f);
+            for (std::size_t i = 0; i < values; ++i) {
+              v[i] = input(rank, i, call);
+              for (std::size_t r = 0; r < n; ++r) expected[i] += input(r, i, call);  // exact: small integers
+            }
+            e.allreduce_sum(v);
+            if (std::memcmp(v.data(), expected.data(), values * sizeof(float)) != 0)
+              throw std::runtime_error("wrong sum of " + std::to_string(values) + " values in call " + std::to_string(call));
+            ++call;
+          }
+        }
+        // Nothing of it went on the wire.
+        if (e.counters().payload_bytes_sent != before.payload_bytes_sent) throw std::runtime_error("bytes went on the wire");
+        // ring_allreduce takes this path up to the capacity, the sockets above it.
+        std::vector<float> small(per_slot, 1.0f), large(per_slot + 1, 1.0f);
+        flotilla::collective::ring_allreduce<flotilla::codec::Fp32>(e, std::span<float>(small));
+        if (e.counters().payload_bytes_sent != before.payload_bytes_sent) throw std::runtime_error("a small sum used the sockets");
+        flotilla::collective::ring_allreduce<flotilla::codec::Fp32>(e, std::span<float>(large));
+        if (e.counters().payload_bytes_sent == before.payload_bytes_sent) throw std::runtime_error("a large sum did not use the sockets");
+        for (float x : small)
+          if (x != static_cast<float>(n)) throw std::runtime_error("wrong sum through ring_allreduce");
+        for (float x : large)
+          if (x != static_cast<float>(n)) throw std::runtime_error("wrong sum through the ring");
+        std::printf("rank %zu: %zu shared-memory sums correct\n", rank, call);
+      });
+      return 0;
+    }
+    if (mode == "shared-memory-kill" || mode == "shared-memory-mismatch") {
+      // kill: rank k dies (SIGKILL) in the middle of a run of sums; the others must fail at once,
+      // naming it. mismatch: rank k asks for twice the capacity; every rank must refuse the setup.
+      const std::size_t k = arg(argc, argv, 2);
+      TcpOptions mine = o;
+      if (mode == "shared-memory-mismatch" && rank == k) mine.shared_memory_bytes *= 2;
+      try {
+        Tcp::run(mine, o.world_size, [&](TcpEndpoint& e) {
+          std::vector<float> v(1000, 1.0f);
+          for (std::size_t call = 0;; ++call) {
+            if (rank == k && call == 500) ::raise(SIGKILL);
+            const auto t0 = Clock::now();
+            try {
+              e.allreduce_sum(v);
+            } catch (const TransportError& err) {
+              std::printf("caught after %lld ms: %s\n", ms_since(t0), err.what());
+              std::fflush(stdout);
+              throw;
+            }
+          }
+        });
+      } catch (const TransportError& err) {
+        std::printf("failed: %s\n", err.what());
+        std::fflush(stdout);
+        throw;
+      }
+      return 1;
     }
     if (mode == "print") {
       std::printf("first line of rank %zu\nsecond line\n", rank);

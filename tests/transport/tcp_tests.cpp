@@ -854,6 +854,56 @@ TEST_CASE("failure: a peer killed with SIGKILL mid-job fails the others at once,
   }
 }
 
+TEST_CASE("failure: a peer killed during shared-memory allreduces fails the others at once, naming it") {
+  Captured cap;
+  auto o = launch_options(3, {"shared-memory-kill", "1"}, cap);
+  o.environment.push_back("FLOTILLA_SHARED_MEMORY=65536");
+  o.stop_on_failure = false;  // let the survivors report
+  const auto t0 = Clock::now();
+  const auto result = transport::launch(o);
+  CHECK(ms_since(t0) < 10000);
+  REQUIRE(result.ranks.size() == 3);
+  CHECK(result.ranks[1].signal == SIGKILL);
+  for (std::size_t r : {0u, 2u}) {
+    const std::string out = cap.of(r);
+    CAPTURE(r);
+    CAPTURE(out);
+    CHECK(result.ranks[r].exited);
+    CHECK(result.ranks[r].status == 3);  // caught the TransportError
+    CHECK(contains(out, "tcp rank " + std::to_string(r) + " of 3"));
+    // Rank 0 looks at rank 1 first. Rank 2 may find rank 0 gone too (it stops on seeing rank 1's
+    // loss): the wait names a peer whose connection closed, not necessarily the first to fail.
+    if (r == 0)
+      CHECK(contains(out, "rank 1 closed its connection during a shared-memory allreduce"));
+    else
+      CHECK((contains(out, "rank 1 closed its connection during a shared-memory allreduce") ||
+             contains(out, "rank 0 closed its connection during a shared-memory allreduce")));
+    const long long ms = caught_after(out);
+    CHECK(ms >= 0);
+    CHECK(ms < 1500);  // at once, not after the 30 s timeout
+  }
+}
+
+TEST_CASE("failure: ranks that disagree on the shared-memory capacity refuse the setup, naming the rank and why") {
+  Captured cap;
+  auto o = launch_options(2, {"shared-memory-mismatch", "1"}, cap);
+  o.environment.push_back("FLOTILLA_SHARED_MEMORY=8192");
+  o.stop_on_failure = false;
+  const auto result = transport::launch(o);
+  REQUIRE(result.ranks.size() == 2);
+  for (std::size_t r : {0u, 1u}) {
+    const std::string out = cap.of(r);
+    CAPTURE(r);
+    CAPTURE(out);
+    CHECK(result.ranks[r].exited);
+    CHECK(result.ranks[r].status == 3);
+    CHECK(contains(out, "cannot set up the shared-memory allreduce"));
+    CHECK(contains(out, "rank 1: shared memory: segment /flotilla-"));
+    CHECK(contains(out, "has 32960 bytes, not the 65728 expected"));
+    CHECK(!contains(out, "caught after"));  // no sum ever ran
+  }
+}
+
 TEST_CASE("failure: a peer stopped with SIGSTOP is detected within the stall limit, naming it") {
   Captured cap;
   auto o = launch_options(3, {"stall", "1"}, cap);

@@ -43,9 +43,13 @@
 //    arrives while it waits, and reopens the link of a lost rank that restarted with
 //    TcpOptions::rejoin (a rank still alive is refused); the restarted rank connects only to the
 //    ranks it names, and takes the others as lost (docs/reliability.md, "Rejoining").
+//  - Ranks on one host may sum float buffers through a shared-memory segment instead of their
+//    sockets (TcpOptions::shared_memory_bytes, tcp_shared_memory.hpp): the endpoint's own
+//    allreduce_sum, set up during connect() over the authenticated connections.
 //  - Shutdown: every rank sends a goodbye on each connection and closes only once it has a goodbye
 //    from every peer, so that no rank closes a connection that another still reads.
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -80,6 +84,7 @@
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/transport/operation.hpp"
+#include "flotilla/transport/tcp_shared_memory.hpp"
 #include "flotilla/transport/tcp_socket.hpp"
 #include "flotilla/transport/tcp_wire.hpp"
 
@@ -112,6 +117,14 @@ struct TcpOptions {
   /// automatic tuning (Linux: up to net.ipv4.tcp_rmem/tcp_wmem's maximum) is usually best.
   /// FLOTILLA_SOCKET_BUFFER, --socket-buffer.
   std::size_t socket_buffer_bytes = 0;
+  /// Ranks that all run on one host sum buffers of up to this many bytes through a shared-memory
+  /// segment instead of their sockets (transport/tcp_shared_memory.hpp): the endpoint's own allreduce
+  /// (NativeAllreduce), which collective::ring_allreduce and the trainer's buckets then use for
+  /// float sums up to this size. 0 (the default): off. The segment holds 2 x ranks x this many
+  /// bytes of /dev/shm. Every rank must give the same value; a rank that cannot map the segment
+  /// (another host, no /dev/shm) fails the rendezvous naming why. Bytes summed this way do not
+  /// appear in counters(): they never go on the wire. FLOTILLA_SHARED_MEMORY, --shared-memory.
+  std::size_t shared_memory_bytes = 0;
   /// The largest message accepted from a peer before a receive for it is posted (it must then be
   /// held in memory of its own). A header announcing more is a protocol error, refused before
   /// anything is allocated. Messages read into a posted receive are bounded by its buffer instead.
@@ -148,7 +161,8 @@ struct TcpOptions {
 
   /// The options from FLOTILLA_RANK, FLOTILLA_WORLD_SIZE, FLOTILLA_COORDINATOR, FLOTILLA_BIND,
   /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS, FLOTILLA_SOCKET_BUFFER, FLOTILLA_SECRET,
-  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA and FLOTILLA_REJOIN; unset variables keep
+  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA, FLOTILLA_SHARED_MEMORY and
+  /// FLOTILLA_REJOIN; unset variables keep
   /// the defaults above. A value that cannot be used is a ConfigError naming the variable and the
   /// text (never the secret).
   static TcpOptions from_environment();
@@ -163,7 +177,7 @@ struct TcpSettingText {
 };
 struct TcpSettingTexts {
   TcpSettingText rank, world_size, coordinator, bind, timeout_ms, connect_timeout_ms, socket_buffer;
-  TcpSettingText secret, secret_file, heartbeat_ms, checksum_data;
+  TcpSettingText secret, secret_file, heartbeat_ms, checksum_data, shared_memory;
 };
 
 /// Whether a listening address keeps a job on this machine (an unauthenticated job is safe only there).
@@ -304,6 +318,8 @@ inline TcpOptions tcp_options_from(const TcpSettingTexts& t) {
   }
   if (t.socket_buffer.text)
     o.socket_buffer_bytes = static_cast<std::size_t>(tcp_parse_number(t.socket_buffer, "a number of bytes", 1u << 30));
+  if (t.shared_memory.text)
+    o.shared_memory_bytes = static_cast<std::size_t>(tcp_parse_number(t.shared_memory, "a number of bytes", 1u << 30));
   if (t.secret.text && t.secret_file.text)
     throw ConfigError(t.secret.name + " and " + t.secret_file.name + " are both set: give the secret one way");
   if (t.secret.text) {
@@ -336,7 +352,8 @@ inline TcpOptions TcpOptions::from_environment() {
   TcpOptions o = detail::tcp_options_from({env("FLOTILLA_RANK"), env("FLOTILLA_WORLD_SIZE"), env("FLOTILLA_COORDINATOR"),
                                    env("FLOTILLA_BIND"), env("FLOTILLA_TIMEOUT_MS"), env("FLOTILLA_CONNECT_TIMEOUT_MS"),
                                    env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),
-                                   env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA")});
+                                   env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA"),
+                                   env("FLOTILLA_SHARED_MEMORY")});
   if (const char* v = std::getenv("FLOTILLA_REJOIN"); v != nullptr && *v != '\0') {
     std::string_view rest(v);
     while (!rest.empty()) {
@@ -351,7 +368,7 @@ inline TcpOptions TcpOptions::from_environment() {
 
 /// The TCP settings as command-line flags of a cli::Flags, each falling back to its environment
 /// variable: --rank, --world-size, --coordinator, --bind, --timeout-ms, --connect-timeout-ms,
-/// --socket-buffer, --secret-file, --heartbeat-ms, --checksum-data. (The secret itself has no flag:
+/// --socket-buffer, --secret-file, --heartbeat-ms, --checksum-data, --shared-memory. (The secret itself has no flag:
 /// a command line is visible to every user of the machine. FLOTILLA_SECRET still applies.)
 ///
 ///   cli::Flags flags("train", "...");
@@ -383,7 +400,10 @@ class TcpFlags {
         heartbeat_(flags.add<std::string>("heartbeat-ms", "500", "heartbeat interval in ms; a peer silent for 6 is stalled",
                                           "FLOTILLA_HEARTBEAT_MS")),
         checksum_data_(flags.add<std::string>("checksum-data", "0", "1: a CRC-32 on every data frame's payload",
-                                              "FLOTILLA_CHECKSUM_DATA")) {}
+                                              "FLOTILLA_CHECKSUM_DATA")),
+        shared_memory_(flags.add<std::string>("shared-memory", "0",
+                                              "ranks on one host: sum up to this many bytes through shared memory (0: off)",
+                                              "FLOTILLA_SHARED_MEMORY")) {}
 
   /// The options given (call after Flags::parse); ConfigError naming the flag for a bad value.
   TcpOptions options() const {
@@ -402,7 +422,8 @@ class TcpFlags {
                                      item(socket_buffer_, "socket-buffer", "FLOTILLA_SOCKET_BUFFER"), secret_from_env(),
                                      item(secret_file_, "secret-file", "FLOTILLA_SECRET_FILE"),
                                      item(heartbeat_, "heartbeat-ms", "FLOTILLA_HEARTBEAT_MS"),
-                                     item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA")});
+                                     item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA"),
+                                     item(shared_memory_, "shared-memory", "FLOTILLA_SHARED_MEMORY")});
   }
 
  private:
@@ -413,7 +434,7 @@ class TcpFlags {
     return s;
   }
   const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_;
-  const std::string &secret_file_, &heartbeat_, &checksum_data_;
+  const std::string &secret_file_, &heartbeat_, &checksum_data_, &shared_memory_;
 };
 
 namespace detail {
@@ -730,6 +751,14 @@ class TcpEndpoint {
       if (l.lost) out.push_back(l.peer);
     return out;
   }
+
+  /// The sum over every rank of `values`, through the shared-memory segment that
+  /// TcpOptions::shared_memory_bytes sets up (all ranks on one host); ConfigError when it is off.
+  /// Every rank calls it with the same count, in the same order as its other collective calls.
+  void allreduce_sum(std::span<float> values);
+  /// How large a sum allreduce_sum is the faster path for (TcpOptions::shared_memory_bytes; 0 when
+  /// off): collective::ring_allreduce sends larger ones through its ring over the sockets.
+  std::size_t native_allreduce_max_bytes() const noexcept { return shared_memory_ ? options_.shared_memory_bytes : 0; }
 
   /// The orderly end: a goodbye to every peer, then waits (up to the timeout) for every peer's
   /// goodbye, then closes. Messages sent to this rank and never received are dropped.
@@ -1459,8 +1488,12 @@ class TcpEndpoint {
   std::unique_ptr<detail::TcpRejoinListener> rejoin_listener_;
   bool accept_rejoins_ = false;
   bool rejoined_ = false;
+  std::unique_ptr<detail::SharedMemoryAllreduce> shared_memory_;
   // Last: stopped before anything it reads (the links' send guards, which it shares) goes.
   std::unique_ptr<detail::TcpHeartbeat> heartbeat_;
+
+  void attach_shared_memory();
+  std::optional<std::size_t> hung_up_peer() noexcept;
 };
 
 // ---- operations ------------------------------------------------------------------------------
@@ -2185,7 +2218,100 @@ inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
   detail::tcp_validate(options);
   detail::TcpRendezvous rv(options);
   rv.run();
-  return TcpEndpoint(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters(), rv.listener(), rv.job_id());
+  TcpEndpoint e(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters(), rv.listener(), rv.job_id());
+  if (options.shared_memory_bytes != 0 && options.world_size > 1 && options.rejoin.empty()) e.attach_shared_memory();
+  return e;
+}
+
+inline void TcpEndpoint::attach_shared_memory() {
+  const Tag tag = detail::shared_memory_setup_tag;
+  const std::size_t capacity = options_.shared_memory_bytes;
+  auto text_bytes = [](const std::string& t) { return std::as_bytes(std::span<const char>(t.data(), t.size())); };
+  auto receive_text = [&](std::size_t from) {
+    std::array<char, 512> buffer{};
+    std::size_t length = 0;
+    recv(from, tag, std::as_writable_bytes(std::span<std::size_t>(&length, 1)));
+    if (length > buffer.size()) throw TransportError(who() + ": shared-memory setup: rank " + std::to_string(from) + " sent " + std::to_string(length) + " bytes of text, more than " + std::to_string(buffer.size()));
+    recv(from, tag, std::as_writable_bytes(std::span<char>(buffer.data(), length)));
+    return std::string(buffer.data(), length);
+  };
+  auto send_text = [&](std::size_t to, const std::string& t) {
+    const std::size_t length = t.size();
+    send(to, tag, std::as_bytes(std::span<const std::size_t>(&length, 1)));
+    send(to, tag, text_bytes(t));
+  };
+  if (!detail::shared_memory_allreduce_available)
+    throw ConfigError(who() + ": TcpOptions::shared_memory_bytes (FLOTILLA_SHARED_MEMORY) needs Linux");
+  if (rank_ == 0) {
+    const std::string name = detail::SharedMemoryAllreduce::random_name();
+    std::string problem;
+    try {
+      shared_memory_ = std::make_unique<detail::SharedMemoryAllreduce>(detail::SharedMemoryAllreduce::create(name, size_, capacity));
+    } catch (const TransportError& x) {
+      problem = std::string("rank 0: ") + x.what();
+    }
+    for (std::size_t p = 1; p < size_; ++p) send_text(p, problem.empty() ? name : std::string());
+    // Each rank's answer: empty when it mapped the segment, else why not.
+    for (std::size_t p = 1; p < size_; ++p) {
+      const std::string answer = receive_text(p);
+      if (problem.empty() && !answer.empty()) problem = "rank " + std::to_string(p) + ": " + answer;
+    }
+    // Mapped by every rank (or failed): the name is no longer needed, and must not outlive the job.
+    if (shared_memory_) ::shm_unlink(name.c_str());
+    for (std::size_t p = 1; p < size_; ++p) send_text(p, problem);
+    if (!problem.empty()) {
+      shared_memory_.reset();
+      throw TransportError(who() + ": cannot set up the shared-memory allreduce (TcpOptions::shared_memory_bytes): " + problem);
+    }
+  } else {
+    const std::string name = receive_text(0);
+    std::string answer;
+    if (name.empty()) {
+      answer = "rank 0 could not create the segment";
+    } else {
+      try {
+        shared_memory_ = std::make_unique<detail::SharedMemoryAllreduce>(detail::SharedMemoryAllreduce::open(name, rank_, size_, capacity));
+      } catch (const TransportError& x) {
+        answer = x.what();
+      }
+    }
+    send_text(0, answer);
+    const std::string verdict = receive_text(0);
+    if (!verdict.empty()) {
+      shared_memory_.reset();
+      throw TransportError(who() + ": cannot set up the shared-memory allreduce (TcpOptions::shared_memory_bytes): " + verdict);
+    }
+  }
+}
+
+inline std::optional<std::size_t> TcpEndpoint::hung_up_peer() noexcept {
+  for (auto& l : links_) {
+    if (l.peer == rank_ || l.peer == detail::tcp_nobody) continue;
+    if (l.lost || !l.open()) return l.peer;
+    pollfd f{l.socket.native_handle(), POLLRDHUP, 0};
+    if (::poll(&f, 1, 0) > 0 && (f.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) return l.peer;
+  }
+  return std::nullopt;
+}
+
+inline void TcpEndpoint::allreduce_sum(std::span<float> values) {
+  if (!shared_memory_)
+    throw ConfigError(who() + ": allreduce_sum needs the shared-memory allreduce, which is off (set "
+                      "TcpOptions::shared_memory_bytes, FLOTILLA_SHARED_MEMORY, on every rank of a job on one host) "
+                      "or was switched off by an earlier failure");
+  if (!broken_.empty()) throw TransportError(who() + ": allreduce_sum: the endpoint failed earlier: " + broken_);
+  detail::SharedMemoryAllreduce::Watch w{options_.timeout, [this] { return hung_up_peer(); }, [this] { return who(); }};
+  try {
+    shared_memory_->allreduce_sum(values, w);
+  } catch (const TransportError& x) {
+    // The ranks' calls are out of step now: later sums go through the sockets (the ring).
+    shared_memory_.reset();
+    const auto* lost = dynamic_cast<const PeerLostError*>(&x);
+    if (lost && survive_lost_peers_) throw;  // the link's own operations report the loss from here on
+    broken_ = x.what();
+    culprit_ = lost ? lost->peer() : rank_;
+    throw;
+  }
 }
 
 inline void TcpEndpoint::accept_rejoin() {

@@ -1,0 +1,283 @@
+#pragma once
+// A sum-allreduce among the ranks of one host through one POSIX shared-memory segment: the TCP
+// transport's fast path for ranks on the same machine (TcpOptions::shared_memory_bytes).
+//
+// Over loopback TCP every byte is copied into the kernel by its sender and out again by its
+// receiver, and the kernel's TCP processing comes on top: a 940 KB swap of two ranks costs about
+// 0.34 ms of both cores on the 2-core machine of docs/benchmarks.md. Through a mapping that both
+// ranks share it costs about 0.05 ms: each rank copies its values in once, and reads the others'
+// straight from the segment while it adds.
+//
+// Layout: a control block (each rank's progress counter on a cache line of its own), then two
+// sets (alternating calls) of one slot per rank of `capacity` bytes. A call on rank r, whose
+// counter ends the previous call at 2c:
+//   1. copies its values into its slot of set c % 2; counter 2c+1;
+//   2. when every counter is >= 2c+1, sums chunk r of the buffer (chunks as in the ring) over
+//      all slots into its own slot; counter 2c+2;
+//   3. when every counter is >= 2c+2, copies every chunk's sum from the slot of the rank that
+//      formed it. Every rank so ends with the same bits.
+// A rank writes set c % 2 again only in call c+2, after every rank has reached 2c+3, so after
+// every rank has finished reading call c: two waits per call, no third.
+//
+// Waiting spins for up to 200 microseconds, then sleeps on a futex shared between the processes,
+// in slices of at most 10 ms, between which it checks the deadline and whether a peer's TCP connection has
+// closed (a process that dies closes its sockets): a lost peer fails the call naming it at once.
+//
+// Setup (TcpEndpoint::connect): rank 0 creates the segment under a random name, mode 0600, and
+// sends the name to the others over their authenticated connections; each maps it and answers;
+// rank 0 removes the name as soon as all have answered (or failed), so the segment disappears
+// with the last process that maps it, whatever way the job ends.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "flotilla/concepts/transport.hpp"
+#include "flotilla/core/error.hpp"
+
+namespace flotilla::transport::detail {
+
+/// Whether this platform has the shared-memory allreduce (Linux: it waits on futexes).
+#if defined(__linux__)
+inline constexpr bool shared_memory_allreduce_available = true;
+#else
+inline constexpr bool shared_memory_allreduce_available = false;
+#endif
+
+/// The tag of the setup messages (the segment's name, each rank's answer, rank 0's verdict).
+inline constexpr Tag shared_memory_setup_tag = tags::reserved_begin + 0x50;
+
+class SharedMemoryAllreduce {
+ public:
+  static constexpr std::uint64_t magic = 0x666c6f7473686d31ull;  // "flotshm1"
+  static constexpr std::size_t line = 64;
+
+  /// A fresh segment name: /flotilla-<pid>-<128 random bits in hex>.
+  static std::string random_name() {
+    std::random_device rd;
+    std::string name = "/flotilla-" + std::to_string(::getpid()) + "-";
+    static constexpr char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 4; ++i) {
+      const std::uint32_t v = rd();
+      for (int k = 0; k < 8; ++k) name += hex[(v >> (4 * k)) & 0xf];
+    }
+    return name;
+  }
+
+  /// Rank 0: creates the segment for `ranks` ranks and `capacity` bytes per call.
+  static SharedMemoryAllreduce create(const std::string& name, std::size_t ranks, std::size_t capacity) {
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) throw TransportError("shared memory: cannot create segment " + name + ": " + std::system_category().message(errno));
+    SharedMemoryAllreduce s(0, ranks, capacity);
+    try {
+      if (::ftruncate(fd, static_cast<off_t>(s.bytes_)) != 0)
+        throw TransportError("shared memory: cannot size segment " + name + " to " + std::to_string(s.bytes_) +
+                             " bytes: " + std::system_category().message(errno) + " (is /dev/shm large enough?)");
+      s.map(fd, name);
+    } catch (...) {
+      ::close(fd);
+      ::shm_unlink(name.c_str());
+      throw;
+    }
+    ::close(fd);
+    auto* c = s.control();
+    c->ranks = ranks;
+    c->capacity = capacity;
+    std::atomic_ref<std::uint64_t>(c->magic).store(magic, std::memory_order_release);
+    return s;
+  }
+
+  /// Rank `rank` of `ranks`: maps the segment rank 0 created, checking that it is what all agreed.
+  static SharedMemoryAllreduce open(const std::string& name, std::size_t rank, std::size_t ranks, std::size_t capacity) {
+    const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0)
+      throw TransportError("shared memory: cannot open segment " + name + ": " + std::system_category().message(errno) +
+                           " (are all ranks on one host, sharing /dev/shm?)");
+    SharedMemoryAllreduce s(rank, ranks, capacity);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != s.bytes_) {
+      ::close(fd);
+      throw TransportError("shared memory: segment " + name + " has " + std::to_string(st.st_size) + " bytes, not the " +
+                           std::to_string(s.bytes_) + " expected");
+    }
+    try {
+      s.map(fd, name);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    const auto* c = s.control();
+    if (std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(c->magic)).load(std::memory_order_acquire) != magic ||
+        c->ranks != ranks || c->capacity != capacity)
+      throw TransportError("shared memory: segment " + name + " was not made for this job (" + std::to_string(ranks) +
+                           " ranks, " + std::to_string(capacity) + " bytes)");
+    return s;
+  }
+
+  SharedMemoryAllreduce(SharedMemoryAllreduce&& o) noexcept
+      : rank_(o.rank_), ranks_(o.ranks_), capacity_(o.capacity_), bytes_(o.bytes_), base_(std::exchange(o.base_, nullptr)),
+        calls_(o.calls_) {}
+  SharedMemoryAllreduce& operator=(SharedMemoryAllreduce&&) = delete;
+  SharedMemoryAllreduce(const SharedMemoryAllreduce&) = delete;
+  ~SharedMemoryAllreduce() {
+    if (base_) ::munmap(base_, bytes_);
+  }
+
+  std::size_t capacity() const noexcept { return capacity_; }
+
+  /// What the waits need from the caller: the deadline of each call, and which peer (if any) is
+  /// known to be gone, with a description for the error.
+  struct Watch {
+    std::chrono::milliseconds timeout;
+    std::function<std::optional<std::size_t>()> lost_peer;
+    std::function<std::string()> who;
+  };
+
+  /// Sums `values` over every rank (all must call with the same count, in the same order of
+  /// calls); buffers over capacity() go in pieces.
+  template <class T>
+  void allreduce_sum(std::span<T> values, const Watch& w) {
+    const std::size_t piece = std::max<std::size_t>(1, capacity_ / sizeof(T));
+    for (std::size_t at = 0; at < values.size(); at += piece) one_call(values.subspan(at, std::min(piece, values.size() - at)), w);
+  }
+
+ private:
+  struct alignas(line) Control {
+    std::uint64_t magic;
+    std::uint64_t ranks;
+    std::uint64_t capacity;
+  };
+  struct alignas(line) Counter {
+    std::atomic<std::uint32_t> value;
+  };
+  static_assert(std::atomic<std::uint32_t>::is_always_lock_free && sizeof(std::atomic<std::uint32_t>) == 4);
+
+  SharedMemoryAllreduce(std::size_t rank, std::size_t ranks, std::size_t capacity)
+      : rank_(rank), ranks_(ranks), capacity_((capacity + line - 1) / line * line) {
+    bytes_ = sizeof(Control) + ranks_ * sizeof(Counter) + 2 * ranks_ * capacity_;
+  }
+
+  void map(int fd, const std::string& name) {
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+      throw TransportError("shared memory: cannot map segment " + name + ": " + std::system_category().message(errno));
+    base_ = static_cast<std::byte*>(p);
+  }
+
+  Control* control() const noexcept { return reinterpret_cast<Control*>(base_); }
+  std::atomic<std::uint32_t>& counter(std::size_t r) const noexcept {
+    return reinterpret_cast<Counter*>(base_ + sizeof(Control))[r].value;
+  }
+  std::byte* slot(std::size_t set, std::size_t r) const noexcept {
+    return base_ + sizeof(Control) + ranks_ * sizeof(Counter) + (set * ranks_ + r) * capacity_;
+  }
+
+  template <class T>
+  void one_call(std::span<T> values, const Watch& w) {
+    const std::size_t n = values.size(), set = calls_ % 2;
+    const auto c = static_cast<std::uint32_t>(calls_);
+    const auto deadline = std::chrono::steady_clock::now() + w.timeout;
+    auto chunk_begin = [&](std::size_t k) { return k * (n / ranks_) + std::min(k, n % ranks_); };
+    std::memcpy(slot(set, rank_), values.data(), n * sizeof(T));
+    signal(2 * c + 1);
+    wait_all(2 * c + 1, deadline, w);
+    // This rank forms the sum of its chunk once, into its slot and its values; the others copy it.
+    const std::size_t b = chunk_begin(rank_), e = chunk_begin(rank_ + 1);
+    T* own = reinterpret_cast<T*>(slot(set, rank_));
+    for (std::size_t r = 0; r < ranks_; ++r) {
+      if (r == rank_) continue;
+      const T* other = reinterpret_cast<const T*>(slot(set, r));
+      for (std::size_t i = b; i < e; ++i) own[i] += other[i];
+    }
+    std::memcpy(values.data() + b, own + b, (e - b) * sizeof(T));
+    signal(2 * c + 2);
+    wait_all(2 * c + 2, deadline, w);
+    for (std::size_t r = 0; r < ranks_; ++r) {
+      if (r == rank_) continue;
+      const std::size_t rb = chunk_begin(r), re = chunk_begin(r + 1);
+      std::memcpy(values.data() + rb, reinterpret_cast<const T*>(slot(set, r)) + rb, (re - rb) * sizeof(T));
+    }
+    ++calls_;
+  }
+
+  void signal(std::uint32_t v) noexcept {
+    auto& a = counter(rank_);
+    a.store(v, std::memory_order_release);
+#if defined(__linux__)
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&a), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+#endif
+  }
+
+  /// Waits until every rank's counter has reached `target` (counters only grow within a job:
+  /// 2^31 calls would wrap them, far beyond any job).
+  void wait_all(std::uint32_t target, std::chrono::steady_clock::time_point deadline, const Watch& w) {
+    for (std::size_t r = 0; r < ranks_; ++r) {
+      if (r == rank_) continue;
+      auto& a = counter(r);
+      const auto spin_until = std::chrono::steady_clock::now() + spin_time;
+      for (unsigned spin = 0; !reached(a, target); ++spin) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if (spin % 64 == 63 && std::chrono::steady_clock::now() > spin_until) break;
+      }
+      while (!reached(a, target)) {
+        const std::uint32_t seen = a.load(std::memory_order_acquire);
+        if (reached(a, target)) break;
+#if defined(__linux__)
+        timespec slice{0, 10'000'000};
+        ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&a), FUTEX_WAIT, seen, &slice, nullptr, 0);
+#else
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+#endif
+        if (reached(a, target)) break;
+        if (const auto gone = w.lost_peer())
+          throw PeerLostError(w.who() + ": rank " + std::to_string(*gone) +
+                                  " closed its connection during a shared-memory allreduce (its process ended)",
+                              *gone);
+        if (std::chrono::steady_clock::now() > deadline)
+          throw TransportError(w.who() + ": shared-memory allreduce timed out after " + std::to_string(w.timeout.count()) +
+                               " ms waiting for rank " + std::to_string(r));
+      }
+    }
+  }
+
+  // How long a wait spins before it sleeps. A sleeper must be woken and scheduled again (on a
+  // virtual machine its idle virtual CPU must be resumed by the host), and a late wake-up makes
+  // the peer wait in turn. Measured on the 2-core machine (docs/benchmarks.md, the DDP bench): a
+  // spin of 100 pause instructions gave 117-139k samples/s, spins of 3000 pauses, 200 us and
+  // 1 ms about 155k.
+  static constexpr std::chrono::microseconds spin_time{200};
+
+  static bool reached(const std::atomic<std::uint32_t>& a, std::uint32_t target) noexcept {
+    return static_cast<std::int32_t>(a.load(std::memory_order_acquire) - target) >= 0;
+  }
+
+  std::size_t rank_, ranks_, capacity_, bytes_ = 0;
+  std::byte* base_ = nullptr;
+  std::uint64_t calls_ = 0;
+};
+
+}  // namespace flotilla::transport::detail
