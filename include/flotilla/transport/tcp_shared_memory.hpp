@@ -19,9 +19,10 @@
 // A rank writes set c % 2 again only in call c+2, after every rank has reached 2c+3, so after
 // every rank has finished reading call c: two waits per call, no third.
 //
-// Waiting spins for up to 200 microseconds, then sleeps on a futex shared between the processes,
-// in slices of at most 10 ms, between which it checks the deadline and whether a peer's TCP connection has
-// closed (a process that dies closes its sockets): a lost peer fails the call naming it at once.
+// Waiting spins for up to 200 microseconds (yielding to other runnable threads), then sleeps on a
+// futex shared between the processes, in slices of at most 10 ms, between which it checks the
+// deadline and whether a peer's TCP connection has closed (a process that dies closes its
+// sockets): a lost peer fails the call naming it at once.
 //
 // Setup (TcpEndpoint::connect): rank 0 creates the segment under a random name, mode 0600, and
 // sends the name to the others over their authenticated connections; each maps it and answers;
@@ -241,7 +242,10 @@ class SharedMemoryAllreduce {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
-        if (spin % 64 == 63 && std::chrono::steady_clock::now() > spin_until) break;
+        if (spin % 64 == 63) {
+          if (std::chrono::steady_clock::now() > spin_until) break;
+          std::this_thread::yield();
+        }
       }
       while (!reached(a, target)) {
         const std::uint32_t seen = a.load(std::memory_order_acquire);
@@ -267,8 +271,9 @@ class SharedMemoryAllreduce {
   // How long a wait spins before it sleeps. A sleeper must be woken and scheduled again (on a
   // virtual machine its idle virtual CPU must be resumed by the host), and a late wake-up makes
   // the peer wait in turn. Measured on the 2-core machine (docs/benchmarks.md, the DDP bench): a
-  // spin of 100 pause instructions gave 117-139k samples/s, spins of 3000 pauses, 200 us and
-  // 1 ms about 155k.
+  // spin of 100 pause instructions gave 117-139k samples/s, spins of 3000 pauses, 200 us and 1 ms
+  // about 155k. The spin yields the core every 64 pauses, so that a thread of this rank that has
+  // work (the one computing backward while this one waits for a bucket) is not kept from it.
   static constexpr std::chrono::microseconds spin_time{200};
 
   static bool reached(const std::atomic<std::uint32_t>& a, std::uint32_t target) noexcept {
