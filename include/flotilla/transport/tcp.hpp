@@ -2224,6 +2224,8 @@ inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
 }
 
 inline void TcpEndpoint::attach_shared_memory() {
+  if (!detail::shared_memory_allreduce_available)
+    throw ConfigError(who() + ": TcpOptions::shared_memory_bytes (FLOTILLA_SHARED_MEMORY) needs Linux");
   const Tag tag = detail::shared_memory_setup_tag;
   const std::size_t capacity = options_.shared_memory_bytes;
   auto text_bytes = [](const std::string& t) { return std::as_bytes(std::span<const char>(t.data(), t.size())); };
@@ -2231,7 +2233,9 @@ inline void TcpEndpoint::attach_shared_memory() {
     std::array<char, 512> buffer{};
     std::size_t length = 0;
     recv(from, tag, std::as_writable_bytes(std::span<std::size_t>(&length, 1)));
-    if (length > buffer.size()) throw TransportError(who() + ": shared-memory setup: rank " + std::to_string(from) + " sent " + std::to_string(length) + " bytes of text, more than " + std::to_string(buffer.size()));
+    if (length > buffer.size())
+      throw TransportError(who() + ": shared-memory setup: rank " + std::to_string(from) + " sent " +
+                           std::to_string(length) + " bytes of text, more than " + std::to_string(buffer.size()));
     recv(from, tag, std::as_writable_bytes(std::span<char>(buffer.data(), length)));
     return std::string(buffer.data(), length);
   };
@@ -2240,8 +2244,6 @@ inline void TcpEndpoint::attach_shared_memory() {
     send(to, tag, std::as_bytes(std::span<const std::size_t>(&length, 1)));
     send(to, tag, text_bytes(t));
   };
-  if (!detail::shared_memory_allreduce_available)
-    throw ConfigError(who() + ": TcpOptions::shared_memory_bytes (FLOTILLA_SHARED_MEMORY) needs Linux");
   if (rank_ == 0) {
     const std::string name = detail::SharedMemoryAllreduce::random_name();
     std::string problem;

@@ -56,6 +56,7 @@
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/thread_pool.hpp"
 
 namespace flotilla::transport::detail {
 
@@ -146,8 +147,6 @@ class SharedMemoryAllreduce {
     if (base_) ::munmap(base_, bytes_);
   }
 
-  std::size_t capacity() const noexcept { return capacity_; }
-
   /// What the waits need from the caller: the deadline of each call, and which peer (if any) is
   /// known to be gone, with a description for the error.
   struct Watch {
@@ -157,7 +156,7 @@ class SharedMemoryAllreduce {
   };
 
   /// Sums `values` over every rank (all must call with the same count, in the same order of
-  /// calls); buffers over capacity() go in pieces.
+  /// calls); buffers over the capacity go in pieces.
   template <class T>
   void allreduce_sum(std::span<T> values, const Watch& w) {
     const std::size_t piece = std::max<std::size_t>(1, capacity_ / sizeof(T));
@@ -200,12 +199,11 @@ class SharedMemoryAllreduce {
     const std::size_t n = values.size(), set = calls_ % 2;
     const auto c = static_cast<std::uint32_t>(calls_);
     const auto deadline = std::chrono::steady_clock::now() + w.timeout;
-    auto chunk_begin = [&](std::size_t k) { return k * (n / ranks_) + std::min(k, n % ranks_); };
     std::memcpy(slot(set, rank_), values.data(), n * sizeof(T));
     signal(2 * c + 1);
     wait_all(2 * c + 1, deadline, w);
     // This rank forms the sum of its chunk once, into its slot and its values; the others copy it.
-    const std::size_t b = chunk_begin(rank_), e = chunk_begin(rank_ + 1);
+    const auto [b, e] = flotilla::detail::split_range(n, ranks_, rank_);
     T* own = reinterpret_cast<T*>(slot(set, rank_));
     for (std::size_t r = 0; r < ranks_; ++r) {
       if (r == rank_) continue;
@@ -217,7 +215,7 @@ class SharedMemoryAllreduce {
     wait_all(2 * c + 2, deadline, w);
     for (std::size_t r = 0; r < ranks_; ++r) {
       if (r == rank_) continue;
-      const std::size_t rb = chunk_begin(r), re = chunk_begin(r + 1);
+      const auto [rb, re] = flotilla::detail::split_range(n, ranks_, r);
       std::memcpy(values.data() + rb, reinterpret_cast<const T*>(slot(set, r)) + rb, (re - rb) * sizeof(T));
     }
     ++calls_;
@@ -238,7 +236,7 @@ class SharedMemoryAllreduce {
       if (r == rank_) continue;
       auto& a = counter(r);
       const auto spin_until = std::chrono::steady_clock::now() + spin_time;
-      for (unsigned spin = 0; !reached(a, target); ++spin) {
+      for (unsigned spin = 0; !reached(a.load(std::memory_order_acquire), target); ++spin) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
@@ -247,16 +245,15 @@ class SharedMemoryAllreduce {
           std::this_thread::yield();
         }
       }
-      while (!reached(a, target)) {
-        const std::uint32_t seen = a.load(std::memory_order_acquire);
-        if (reached(a, target)) break;
+      for (std::uint32_t seen = a.load(std::memory_order_acquire); !reached(seen, target);
+           seen = a.load(std::memory_order_acquire)) {
 #if defined(__linux__)
         timespec slice{0, 10'000'000};
         ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&a), FUTEX_WAIT, seen, &slice, nullptr, 0);
 #else
         std::this_thread::sleep_for(std::chrono::microseconds(100));
 #endif
-        if (reached(a, target)) break;
+        if (reached(a.load(std::memory_order_acquire), target)) break;
         if (const auto gone = w.lost_peer())
           throw PeerLostError(w.who() + ": rank " + std::to_string(*gone) +
                                   " closed its connection during a shared-memory allreduce (its process ended)",
@@ -276,8 +273,8 @@ class SharedMemoryAllreduce {
   // work (the one computing backward while this one waits for a bucket) is not kept from it.
   static constexpr std::chrono::microseconds spin_time{200};
 
-  static bool reached(const std::atomic<std::uint32_t>& a, std::uint32_t target) noexcept {
-    return static_cast<std::int32_t>(a.load(std::memory_order_acquire) - target) >= 0;
+  static bool reached(std::uint32_t counter, std::uint32_t target) noexcept {
+    return static_cast<std::int32_t>(counter - target) >= 0;
   }
 
   std::size_t rank_, ranks_, capacity_, bytes_ = 0;
