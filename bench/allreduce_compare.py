@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """Allreduce bus bandwidth between 2 processes on this machine (loopback), in one invocation:
 
-* flotilla-tcp:   collective::ring_allreduce over transport::Tcp, ranks started by flotilla-launch
-                  (flotilla_tcp_busbw_bench): with its default options (the algorithm chosen by
-                  size: recursive doubling for 2 ranks up to 4 MiB, the ring above) and the ring
-                  alone;
+* flotilla-tcp:   collective::ring_allreduce over transport::Tcp's sockets (FLOTILLA_SHARED_MEMORY=off),
+                  ranks started by flotilla-launch (flotilla_tcp_busbw_bench): with its default
+                  options (the algorithm chosen by size: recursive doubling for 2 ranks up to
+                  4 MiB, the ring above) and the ring alone;
+* flotilla-shm:   the same transport as users get it on one host: ring_allreduce takes the
+                  endpoint's shared-memory allreduce (TcpOptions::shared_memory, auto);
 * mpi-tcp:        Open MPI's MPI_Allreduce, mpirun --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo;
 * mpi-vader:      the same over shared memory, --mca btl vader,self;
 * gloo:           torch.distributed.all_reduce with the gloo backend (/usr/bin/python3, two processes,
@@ -106,7 +108,10 @@ def job_commands(args):
     common = ["--sizes", sizes, "--repeat", "1", "--target", str(args.target)]
     mpi = ["mpirun", "-n", "2", "--bind-to", "none", "--mca", "pml", "ob1"]
     jobs = {
-        "flotilla-tcp": lambda: [args.launch, "-n", "2", "--", args.tcp_bench, "--methods", "flotilla,ring"] + common,
+        "flotilla-tcp": lambda: [args.launch, "-n", "2", "--env", "FLOTILLA_SHARED_MEMORY=off", "--", args.tcp_bench,
+                                 "--methods", "flotilla,ring"] + common,
+        "flotilla-shm": lambda: [args.launch, "-n", "2", "--", args.tcp_bench, "--methods", "flotilla",
+                                 "--label", "tcp-shm"] + common,
         "mpi-tcp": lambda: mpi + ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", args.mpi_bench,
                                   "--label", "mpi-tcp"] + common,
         "mpi-vader": lambda: mpi + ["--mca", "btl", "vader,self", args.mpi_bench, "--label", "mpi-vader"] + common,
@@ -138,7 +143,7 @@ def main():
     ap.add_argument("--launch", help="flotilla-launch")
     ap.add_argument("--tcp-bench", help="flotilla_tcp_busbw_bench")
     ap.add_argument("--mpi-bench", help="flotilla_mpi_busbw_bench")
-    ap.add_argument("--jobs", default="flotilla-tcp,mpi-tcp,mpi-vader,gloo")
+    ap.add_argument("--jobs", default="flotilla-tcp,flotilla-shm,mpi-tcp,mpi-vader,gloo")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sizes", default=",".join(str(b) for b in default_sizes()), help="bytes, comma-separated")
     ap.add_argument("--target", type=float, default=0.2, help="seconds per measurement")
@@ -179,17 +184,22 @@ def main():
     med = lambda xs: benchlib.median(xs)
     print("\nAllreduce bus bandwidth, 2 processes, loopback, float32 sum in place; GB/s (1e9 B/s): median (min-max) "
           "of %d rounds; %s" % (args.rounds, started))
-    cols = [("flotilla TCP", "flotilla-tcp", "flotilla"), ("flotilla TCP, ring only", "flotilla-tcp", "ring"),
-            ("MPI btl tcp", "mpi-tcp", "mpi"),
+    cols = [("flotilla TCP, sockets", "flotilla-tcp", "flotilla"), ("flotilla TCP, sockets, ring only", "flotilla-tcp", "ring"),
+            ("flotilla TCP, shared memory (default)", "flotilla-shm", "flotilla"), ("MPI btl tcp", "mpi-tcp", "mpi"),
             ("MPI btl vader (shm)", "mpi-vader", "mpi"), ("gloo", "gloo", "gloo")]
     cols = [c for c in cols if c[1] in jobs]
-    print("| size | " + " | ".join(c[0] for c in cols) + " | flotilla TCP / MPI tcp | flotilla TCP / gloo |")
-    print("|---|" + "---|" * (len(cols) + 2))
+    ratios = [("sockets / MPI tcp", ("flotilla-tcp", "flotilla"), ("mpi-tcp", "mpi")),
+              ("sockets / gloo", ("flotilla-tcp", "flotilla"), ("gloo", "gloo")),
+              ("shared memory / MPI vader", ("flotilla-shm", "flotilla"), ("mpi-vader", "mpi"))]
+    ratios = [r for r in ratios if r[1][0] in jobs and r[2][0] in jobs]
+    print("| size | " + " | ".join(c[0] for c in cols + ratios) + " |")
+    print("|---|" + "---|" * (len(cols) + len(ratios)))
     for b in args.size_list:
         cells = [benchlib.fmt_spread(series(j, m, b), 3) for _, j, m in cols]
-        f = med(series("flotilla-tcp", "flotilla", b))
-        ratio = lambda j, m: ("%.2fx" % (f / med(series(j, m, b)))) if series(j, m, b) and series("flotilla-tcp", "flotilla", b) else "-"
-        print("| %s | %s | %s | %s |" % (size_text(b), " | ".join(cells), ratio("mpi-tcp", "mpi"), ratio("gloo", "gloo")))
+        for _, num, den in ratios:
+            n, d = series(*num, b), series(*den, b)
+            cells.append("%.2fx" % (med(n) / med(d)) if n and d else "-")
+        print("| %s | %s |" % (size_text(b), " | ".join(cells)))
 
     for job, title in (("mpi-vader", "btl vader,self"), ("mpi-tcp", "btl tcp,self")):
         if job not in jobs:

@@ -8,9 +8,10 @@ its own single process, in one invocation.
 
 * flotilla: `flotilla-launch -n 2 -- flotilla_tcp_train_bench`: Trainer<Mlp, policy::Synchronous<>,
   transport::Tcp>, TrainerOptions::threads = 1, batch 64 per worker (global 128), gradients summed
-  by ring allreduce in buckets during backward; `-n 1` for the single process. `flotilla-shm-2`:
-  the same with FLOTILLA_SHARED_MEMORY=1048576, the buckets summed through a shared-memory segment
-  instead of loopback TCP (TcpOptions::shared_memory_bytes).
+  during backward in buckets, through the shared-memory allreduce that the transport takes for
+  ranks on one host (TcpOptions::shared_memory); `-n 1` for the single process.
+  `flotilla-sockets-2`: the same with FLOTILLA_SHARED_MEMORY=off, the buckets summed by ring
+  allreduce over loopback TCP.
 * PyTorch: this file with --ddp-rank: torch.set_num_threads(1), nn.Sequential MLP wrapped in
   DistributedDataParallel, gloo process group initialised through a TCP store on 127.0.0.1,
   torch.optim.SGD(lr 0.05, momentum 0.9); every rank draws the same permutation and takes its 64 of
@@ -128,7 +129,7 @@ def main():
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per job")
-    ap.add_argument("--jobs", default="flotilla-2,flotilla-shm-2,ddp-2,flotilla-1,ddp-1,torch-1")
+    ap.add_argument("--jobs", default="flotilla-2,flotilla-sockets-2,ddp-2,flotilla-1,ddp-1,torch-1")
     ap.add_argument("--quiet", type=float, default=0.10)
     ap.add_argument("--disturbance", type=float, default=0.05)
     ap.add_argument("--retries", type=int, default=5)
@@ -150,8 +151,8 @@ def main():
     me = [sys.executable, os.path.abspath(__file__), "--ddp"] + timing
     all_jobs = {
         "flotilla-2": [args.launch, "-n", "2", "--", args.flotilla, "--threads", "1"] + timing,
-        "flotilla-shm-2": [args.launch, "-n", "2", "--env", "FLOTILLA_SHARED_MEMORY=1048576", "--", args.flotilla,
-                           "--threads", "1"] + timing,
+        "flotilla-sockets-2": [args.launch, "-n", "2", "--env", "FLOTILLA_SHARED_MEMORY=off", "--", args.flotilla,
+                               "--threads", "1"] + timing,
         "ddp-2": me + ["--world", "2"],
         "flotilla-1": [args.launch, "-n", "1", "--", args.flotilla, "--threads", "1"] + timing,
         "ddp-1": me + ["--world", "1"],
@@ -173,8 +174,8 @@ def main():
     print("\nSynchronous data-parallel MLP, batch 64 per process, 1 thread per process, SGD momentum 0.9; samples/s of "
           "the job: median (min-max) of %d runs (%d rounds x %d); %s" % (args.rounds * args.repeat, args.rounds,
                                                                          args.repeat, started))
-    labels = {"flotilla-2": "flotilla, TCP transport, 2 processes",
-              "flotilla-shm-2": "flotilla, TCP transport + shared-memory allreduce, 2 processes",
+    labels = {"flotilla-2": "flotilla, TCP transport (shared-memory allreduce), 2 processes",
+              "flotilla-sockets-2": "flotilla, TCP transport, sums over the sockets, 2 processes",
               "ddp-2": "PyTorch DDP gloo, 2 processes",
               "flotilla-1": "flotilla, 1 process", "ddp-1": "PyTorch DDP gloo, 1 process",
               "torch-1": "PyTorch without DDP, 1 process"}
@@ -184,17 +185,17 @@ def main():
         print("| %s | %s |" % (labels[k], benchlib.fmt_spread(sps[k])))
     if "flotilla-2" in med and "ddp-2" in med:
         print("\nflotilla 2 processes / PyTorch DDP 2 processes: %.2fx" % (med["flotilla-2"] / med["ddp-2"]))
-    if "flotilla-shm-2" in med and "ddp-2" in med:
-        print("flotilla 2 processes with shared memory / PyTorch DDP 2 processes: %.2fx" % (
-            med["flotilla-shm-2"] / med["ddp-2"]))
-    for two in ("flotilla-2", "flotilla-shm-2"):
+    if "flotilla-sockets-2" in med and "ddp-2" in med:
+        print("flotilla 2 processes over the sockets / PyTorch DDP 2 processes: %.2fx" % (
+            med["flotilla-sockets-2"] / med["ddp-2"]))
+    for two in ("flotilla-2", "flotilla-sockets-2"):
         if two in med and "flotilla-1" in med:
             print("flotilla scaling efficiency, %s / (2 x 1 process): %.0f%%" % (
                 labels[two], 100 * med[two] / (2 * med["flotilla-1"])))
     for one in ("ddp-1", "torch-1"):
         if "ddp-2" in med and one in med:
             print("PyTorch DDP scaling efficiency over %s: %.0f%%" % (labels[one], 100 * med["ddp-2"] / (2 * med[one])))
-    for two in ("flotilla-2", "flotilla-shm-2"):
+    for two in ("flotilla-2", "flotilla-sockets-2"):
         f2 = [x["ranks"] for x in results.get(two, [])]
         if f2:
             keys = ("compute_ms_per_step", "exposed_comm_ms_per_step", "update_ms_per_step")

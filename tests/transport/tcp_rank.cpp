@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -133,7 +134,8 @@ int main(int argc, char** argv) {
       // Run with FLOTILLA_SHARED_MEMORY set to a small capacity, so that large sums go in pieces.
       Tcp::run(o, o.world_size, [&](TcpEndpoint& e) {
         const std::size_t n = e.size(), capacity = o.shared_memory_bytes;
-        if (capacity == 0 || e.native_allreduce_max_bytes() != capacity) throw std::runtime_error("shared memory is off");
+        if (!e.shared_memory_active() || e.native_allreduce_max_bytes() != std::numeric_limits<std::size_t>::max())
+          throw std::runtime_error("shared memory is off");
         if (rank == 0) {  // rank 0 named the segment after its pid, and removed the name once all had mapped it
           const std::string prefix = "flotilla-" + std::to_string(::getpid()) + "-";
           for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
@@ -160,28 +162,50 @@ int main(int argc, char** argv) {
             ++call;
           }
         }
-        // Nothing of it went on the wire.
-        if (e.counters().payload_bytes_sent != before.payload_bytes_sent) throw std::runtime_error("bytes went on the wire");
-        // ring_allreduce takes this path up to the capacity, the sockets above it.
-        std::vector<float> small(per_slot, 1.0f), large(per_slot + 1, 1.0f);
+        // ring_allreduce takes this path at every size: nothing of it went on the wire.
+        std::vector<float> small(per_slot, 1.0f), large(5 * per_slot + 1, 1.0f);
         flotilla::collective::ring_allreduce<flotilla::codec::Fp32>(e, std::span<float>(small));
-        if (e.counters().payload_bytes_sent != before.payload_bytes_sent) throw std::runtime_error("a small sum used the sockets");
         flotilla::collective::ring_allreduce<flotilla::codec::Fp32>(e, std::span<float>(large));
-        if (e.counters().payload_bytes_sent == before.payload_bytes_sent) throw std::runtime_error("a large sum did not use the sockets");
+        if (e.counters().payload_bytes_sent != before.payload_bytes_sent) throw std::runtime_error("bytes went on the wire");
         for (float x : small)
           if (x != static_cast<float>(n)) throw std::runtime_error("wrong sum through ring_allreduce");
         for (float x : large)
-          if (x != static_cast<float>(n)) throw std::runtime_error("wrong sum through the ring");
+          if (x != static_cast<float>(n)) throw std::runtime_error("wrong sum through ring_allreduce in pieces");
         std::printf("rank %zu: %zu shared-memory sums correct\n", rank, call);
+      });
+      return 0;
+    }
+    if (mode == "shared-memory-expect") {
+      // Whether the job chose the shared-memory path (argument 1: it must, 0: it must not), and
+      // that a float ring_allreduce then moves no payload bytes, or 2 (N-1)/N of them.
+      const bool expected = arg(argc, argv, 2) != 0;
+      Tcp::run(o, o.world_size, [&](TcpEndpoint& e) {
+        if (e.shared_memory_active() != expected)
+          throw std::runtime_error(std::string("the shared-memory path is ") + (expected ? "off" : "on"));
+        const std::size_t n = e.size(), count = 6000;
+        std::vector<float> v(count, static_cast<float>(rank + 1));
+        const auto before = e.counters().payload_bytes_sent;
+        flotilla::collective::ring_allreduce<flotilla::codec::Fp32>(e, std::span<float>(v));
+        const auto sent = e.counters().payload_bytes_sent - before;
+        for (float x : v)
+          if (x != static_cast<float>(n * (n + 1) / 2)) throw std::runtime_error("wrong sum");
+        if (expected ? sent != 0 : sent == 0)
+          throw std::runtime_error("ring_allreduce sent " + std::to_string(sent) + " payload bytes");
+        std::printf("rank %zu: shared memory %s, %llu payload bytes sent\n", rank, expected ? "on" : "off",
+                    static_cast<unsigned long long>(sent));
       });
       return 0;
     }
     if (mode == "shared-memory-kill" || mode == "shared-memory-mismatch") {
       // kill: rank k dies (SIGKILL) in the middle of a run of sums; the others must fail at once,
-      // naming it. mismatch: rank k asks for twice the capacity; every rank must refuse the setup.
+      // naming it. mismatch: rank k asks for twice the capacity (argument 1) or turns the path off
+      // (argument 0) while the others require it; every rank must refuse the setup.
       const std::size_t k = arg(argc, argv, 2);
       TcpOptions mine = o;
-      if (mode == "shared-memory-mismatch" && rank == k) mine.shared_memory_bytes *= 2;
+      if (mode == "shared-memory-mismatch" && rank == k) {
+        if (arg(argc, argv, 3) == 0) mine.shared_memory = flotilla::transport::TcpSharedMemory::off;
+        else mine.shared_memory_bytes *= 2;
+      }
       try {
         Tcp::run(mine, o.world_size, [&](TcpEndpoint& e) {
           std::vector<float> v(1000, 1.0f);

@@ -23,6 +23,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "flotilla/cli/flags.hpp"
@@ -66,7 +67,7 @@ class ScopedEnv {
   static constexpr const char* names[] = {"FLOTILLA_RANK",         "FLOTILLA_WORLD_SIZE",   "FLOTILLA_COORDINATOR",
                                           "FLOTILLA_BIND",         "FLOTILLA_TIMEOUT_MS",   "FLOTILLA_CONNECT_TIMEOUT_MS",
                                           "FLOTILLA_SOCKET_BUFFER", "FLOTILLA_SECRET",      "FLOTILLA_SECRET_FILE",
-                                          "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA"};
+                                          "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA", "FLOTILLA_SHARED_MEMORY"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -258,6 +259,22 @@ TEST_CASE("options: from the environment") {
     CHECK(o.world_size == 1);
     CHECK(o.bind == "127.0.0.1");  // loopback unless asked
     CHECK(o.timeout == std::chrono::milliseconds(30000));
+    CHECK(o.shared_memory == transport::TcpSharedMemory::automatic);
+    CHECK(o.shared_memory_bytes == std::size_t{1} << 20);
+  }
+  {
+    using transport::TcpSharedMemory;
+    const std::vector<std::tuple<const char*, TcpSharedMemory, std::size_t>> settings = {
+        {"auto", TcpSharedMemory::automatic, 1u << 20}, {"on", TcpSharedMemory::on, 1u << 20},
+        {"off", TcpSharedMemory::off, 1u << 20},        {"0", TcpSharedMemory::off, 1u << 20},
+        {"65536", TcpSharedMemory::on, 65536}};
+    for (const auto& [text, mode, bytes] : settings) {
+      ScopedEnv env({{"FLOTILLA_SHARED_MEMORY", text}});
+      const auto o = TcpOptions::from_environment();
+      CAPTURE(text);
+      CHECK(o.shared_memory == mode);
+      CHECK(o.shared_memory_bytes == bytes);
+    }
   }
   {
     ScopedEnv env({{"FLOTILLA_RANK", "2"}, {"FLOTILLA_WORLD_SIZE", "4"}, {"FLOTILLA_COORDINATOR", "10.0.0.1:29500"},
@@ -304,6 +321,8 @@ TEST_CASE("options: every bad value names the variable and the text") {
       {{{"FLOTILLA_CONNECT_TIMEOUT_MS", "1e3"}}, {"FLOTILLA_CONNECT_TIMEOUT_MS", "'1e3'"}},
       {{{"FLOTILLA_BIND", ""}}, {"FLOTILLA_BIND", "''"}},
       {{{"FLOTILLA_SOCKET_BUFFER", "lots"}}, {"FLOTILLA_SOCKET_BUFFER", "'lots'"}},
+      {{{"FLOTILLA_SHARED_MEMORY", "yes"}}, {"FLOTILLA_SHARED_MEMORY", "'yes'", "auto, on, off or a number of bytes"}},
+      {{{"FLOTILLA_SHARED_MEMORY", "-5"}}, {"FLOTILLA_SHARED_MEMORY", "'-5'"}},
   };
   for (const auto& c : cases) {
     ScopedEnv env({});
@@ -622,8 +641,10 @@ TEST_CASE("hostile: a header with a bad CRC, or announcing a huge payload, is dr
 
 namespace {
 
-/// A fake rank 1 that registers properly with a real rank 0, then sends what a test wants.
+/// A fake rank 1 that registers properly with a real rank 0 and answers the shared-memory setup
+/// ("off"), then sends what a test wants: its data frames are numbered from `first_sequence`.
 struct RegisteredFake {
+  static constexpr std::uint64_t first_sequence = 3;  // after the setup's two
   FakePeer peer;
   explicit RegisteredFake(std::uint16_t port) : peer(port) {
     peer.hello(2, 1);
@@ -633,6 +654,19 @@ struct RegisteredFake {
     const auto table = peer.read();
     REQUIRE(table);
     REQUIRE(table->first.type == wire::FrameType::table);
+    const std::string offer = "off 1048576";
+    const std::size_t length = offer.size();
+    data(transport::detail::shared_memory_setup_tag, 1, std::as_bytes(std::span<const std::size_t>(&length, 1)));
+    data(transport::detail::shared_memory_setup_tag, 2, std::as_bytes(std::span<const char>(offer.data(), offer.size())));
+    std::string plan;
+    for (int frames = 0; frames < 2;) {  // rank 0's plan, length then text; heartbeats may come between
+      const auto f = peer.read();
+      REQUIRE(f);
+      if (f->first.type != wire::FrameType::data) continue;
+      CHECK(f->first.tag == transport::detail::shared_memory_setup_tag);
+      if (++frames == 2) plan = f->second;
+    }
+    CHECK(plan == "skip");
   }
   void data(Tag tag, std::uint64_t sequence, std::span<const std::byte> payload, bool break_crc = false) {
     wire::Header h;
@@ -653,12 +687,12 @@ TEST_CASE("hostile: a bad frame on an established connection fails the receive, 
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {"bad CRC", [&](RegisteredFake& f) { f.data(5, 1, payload, true); }, "bad header CRC"},
-      {"out of sequence", [&](RegisteredFake& f) { f.data(5, 9, payload); }, "frame number 9 where 1 was due"},
+      {"bad CRC", [&](RegisteredFake& f) { f.data(5, RegisteredFake::first_sequence, payload, true); }, "bad header CRC"},
+      {"out of sequence", [&](RegisteredFake& f) { f.data(5, 9, payload); }, "frame number 9 where 3 was due"},
       {"unexpected hello", [&](RegisteredFake& f) {
          wire::Header h;
          h.type = wire::FrameType::hello;
-         h.sequence = 1;
+         h.sequence = RegisteredFake::first_sequence;
          f.peer.frame(h, wire::encode_hello({2, 1, 0, 1, "127.0.0.1"}));
        },
        "unexpected hello frame"},
@@ -666,7 +700,7 @@ TEST_CASE("hostile: a bad frame on an established connection fails the receive, 
          wire::Header h;
          h.type = wire::FrameType::data;
          h.tag = 9;  // no receive waits for tag 9: it would have to be held in memory
-         h.sequence = 1;
+         h.sequence = RegisteredFake::first_sequence;
          h.payload_length = 1u << 20;
          f.peer.write(wire::encode(h));
        },
@@ -877,17 +911,21 @@ TEST_CASE("failure: a peer killed during shared-memory allreduces fails the othe
     CAPTURE(out);
     // Rank 0 looks at rank 1 first. Rank 2 may find rank 0 gone too (it stops on seeing rank 1's
     // loss): the wait names a peer whose connection closed, not necessarily the first to fail.
+    CHECK(contains(out, "closed its connection during a shared-memory allreduce"));
     if (r == 0)
-      CHECK(contains(out, "rank 1 closed its connection during a shared-memory allreduce"));
+      CHECK(contains(out, "rank 1 at 127.0.0.1:"));
     else
-      CHECK((contains(out, "rank 1 closed its connection during a shared-memory allreduce") ||
-             contains(out, "rank 0 closed its connection during a shared-memory allreduce")));
+      CHECK((contains(out, "rank 1 at 127.0.0.1:") || contains(out, "rank 0 at 127.0.0.1:")));
   }
 }
 
-TEST_CASE("failure: ranks that disagree on the shared-memory capacity refuse the setup, naming the rank and why") {
+namespace {
+/// Runs 2 ranks that require the shared-memory path (FLOTILLA_SHARED_MEMORY=8192) except that
+/// rank 1 asks for twice the capacity (`variant` "1") or turns it off ("0"): both must refuse the
+/// setup with `why`, before any sum.
+void check_refused_setup(const std::string& variant, const std::string& why) {
   Captured cap;
-  auto o = launch_options(2, {"shared-memory-mismatch", "1"}, cap);
+  auto o = launch_options(2, {"shared-memory-mismatch", "1", variant}, cap);
   o.environment.push_back("FLOTILLA_SHARED_MEMORY=8192");
   o.stop_on_failure = false;
   const auto result = transport::launch(o);
@@ -898,11 +936,19 @@ TEST_CASE("failure: ranks that disagree on the shared-memory capacity refuse the
     CAPTURE(out);
     CHECK(result.ranks[r].exited);
     CHECK(result.ranks[r].status == 3);
-    CHECK(contains(out, "cannot set up the shared-memory allreduce"));
-    CHECK(contains(out, "rank 1: shared memory: segment /flotilla-"));
-    CHECK(contains(out, "has 32960 bytes, not the 65728 expected"));
+    CHECK(contains(out, "tcp rank " + std::to_string(r) + " of 2: cannot set up the shared-memory allreduce"));
+    CHECK(contains(out, why));
     CHECK(!contains(out, "caught after"));  // no sum ever ran
   }
+}
+}  // namespace
+
+TEST_CASE("failure: ranks that disagree on the shared-memory capacity refuse the setup, naming the rank and why") {
+  check_refused_setup("1", "rank 0 sums pieces of 8192 bytes and rank 1 of 16384");
+}
+
+TEST_CASE("failure: a rank with shared memory off refuses the setup of ranks that require it, naming both") {
+  check_refused_setup("0", "rank 0 requires it (on) and rank 1 has it off");
 }
 
 TEST_CASE("failure: a peer stopped with SIGSTOP is detected within the stall limit, naming it") {
@@ -1481,7 +1527,7 @@ TEST_CASE("hostile: a payload that does not match its CRC fails the receive, nam
     wire::Header h;
     h.type = wire::FrameType::data;
     h.tag = 5;
-    h.sequence = 1;
+    h.sequence = RegisteredFake::first_sequence;
     wire::seal_payload(h, payload);
     payload[17] ^= std::byte{4};  // corrupted on the way
     fake.peer.frame(h, payload);

@@ -43,9 +43,9 @@
 //    arrives while it waits, and reopens the link of a lost rank that restarted with
 //    TcpOptions::rejoin (a rank still alive is refused); the restarted rank connects only to the
 //    ranks it names, and takes the others as lost (docs/reliability.md, "Rejoining").
-//  - Ranks on one host may sum float buffers through a shared-memory segment instead of their
-//    sockets (TcpOptions::shared_memory_bytes, tcp_shared_memory.hpp): the endpoint's own
-//    allreduce_sum, set up during connect() over the authenticated connections.
+//  - Ranks on one host sum float buffers through a shared-memory segment instead of their sockets
+//    (TcpOptions::shared_memory, on by default for them; tcp_shared_memory.hpp): the endpoint's
+//    own allreduce_sum, agreed on and set up during connect() over the authenticated connections.
 //  - Shutdown: every rank sends a goodbye on each connection and closes only once it has a goodbye
 //    from every peer, so that no rank closes a connection that another still reads.
 #include <fcntl.h>
@@ -68,6 +68,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -89,6 +90,10 @@
 #include "flotilla/transport/tcp_wire.hpp"
 
 namespace flotilla::transport {
+
+/// Whether a job's ranks sum through shared memory when they are on one host
+/// (TcpOptions::shared_memory).
+enum class TcpSharedMemory { off, automatic, on };
 
 /// The settings of a TCP job. Each one can come from an environment variable (from_environment())
 /// or a command-line flag (TcpFlags); flotilla-launch sets the first three for every rank.
@@ -117,14 +122,23 @@ struct TcpOptions {
   /// automatic tuning (Linux: up to net.ipv4.tcp_rmem/tcp_wmem's maximum) is usually best.
   /// FLOTILLA_SOCKET_BUFFER, --socket-buffer.
   std::size_t socket_buffer_bytes = 0;
-  /// Ranks that all run on one host sum buffers of up to this many bytes through a shared-memory
-  /// segment instead of their sockets (transport/tcp_shared_memory.hpp): the endpoint's own allreduce
-  /// (NativeAllreduce), which collective::ring_allreduce and the trainer's buckets then use for
-  /// float sums up to this size. 0 (the default): off. The segment holds 2 x ranks x this many
-  /// bytes of /dev/shm. Every rank must give the same value; a rank that cannot map the segment
-  /// (another host, no /dev/shm) fails the rendezvous naming why. Bytes summed this way do not
-  /// appear in counters(): they never go on the wire. FLOTILLA_SHARED_MEMORY, --shared-memory.
-  std::size_t shared_memory_bytes = 0;
+  /// Whether float sums (the endpoint's own allreduce, NativeAllreduce: what
+  /// collective::ring_allreduce and the trainer's buckets use) go through a shared-memory segment
+  /// instead of the sockets (transport/tcp_shared_memory.hpp). `automatic` (the default): when
+  /// every rank is on rank 0's host (it reached rank 0 over loopback, or from rank 0's own
+  /// address) and all can map the segment, else the sockets, with one line to `log` when ranks on
+  /// one host could not map it. `on`: required; a rank that cannot map it fails the rendezvous on
+  /// every rank, naming itself and why. `off`: the sockets always. Every rank must agree: a rank
+  /// with `off` turns it off for the job, and `on` against `off` fails the rendezvous. Bytes summed
+  /// this way do not appear in counters(): they never go on the wire. FLOTILLA_SHARED_MEMORY,
+  /// --shared-memory: `auto`, `on`, `off` (or 0), or a number of bytes (`on`, with that
+  /// shared_memory_bytes).
+  TcpSharedMemory shared_memory = TcpSharedMemory::automatic;
+  /// The bytes the shared-memory path sums per step: larger sums go through it in pieces of this
+  /// size. The segment holds 2 x ranks x this many bytes of /dev/shm, reserved when it is made. The
+  /// default is the best of 256 KiB to 2 MiB on the 2-core machine of docs/benchmarks.md (pieces
+  /// that stay in the caches). Rank 0's value is the job's, unless a rank with `on` gives another.
+  std::size_t shared_memory_bytes = std::size_t{1} << 20;
   /// The largest message accepted from a peer before a receive for it is posted (it must then be
   /// held in memory of its own). A header announcing more is a protocol error, refused before
   /// anything is allocated. Messages read into a posted receive are bounded by its buffer instead.
@@ -270,6 +284,9 @@ inline void tcp_validate(const TcpOptions& o) {
     throw ConfigError("tcp: the heartbeat interval (FLOTILLA_HEARTBEAT_MS) must be positive");
   if (o.heartbeat_misses < 2)
     throw ConfigError("tcp: heartbeat_misses must be at least 2 (one late heartbeat is not a stalled peer)");
+  if (o.shared_memory != TcpSharedMemory::off && (o.shared_memory_bytes < 64 || o.shared_memory_bytes > (std::size_t{1} << 30)))
+    throw ConfigError("tcp: shared_memory_bytes (FLOTILLA_SHARED_MEMORY) is " + std::to_string(o.shared_memory_bytes) +
+                      ": the shared-memory path needs 64 bytes to 1 GiB per piece");
 }
 
 inline TcpOptions tcp_options_from(const TcpSettingTexts& t) {
@@ -318,8 +335,21 @@ inline TcpOptions tcp_options_from(const TcpSettingTexts& t) {
   }
   if (t.socket_buffer.text)
     o.socket_buffer_bytes = static_cast<std::size_t>(tcp_parse_number(t.socket_buffer, "a number of bytes", 1u << 30));
-  if (t.shared_memory.text)
-    o.shared_memory_bytes = static_cast<std::size_t>(tcp_parse_number(t.shared_memory, "a number of bytes", 1u << 30));
+  if (t.shared_memory.text) {
+    const std::string& v = *t.shared_memory.text;
+    if (v == "auto") {
+      o.shared_memory = TcpSharedMemory::automatic;
+    } else if (v == "on") {
+      o.shared_memory = TcpSharedMemory::on;
+    } else if (v == "off" || v == "0") {
+      o.shared_memory = TcpSharedMemory::off;
+    } else {
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+        throw ConfigError(t.shared_memory.name + ": '" + v + "' is not auto, on, off or a number of bytes");
+      o.shared_memory = TcpSharedMemory::on;
+      o.shared_memory_bytes = static_cast<std::size_t>(tcp_parse_number(t.shared_memory, "a number of bytes", 1u << 30));
+    }
+  }
   if (t.secret.text && t.secret_file.text)
     throw ConfigError(t.secret.name + " and " + t.secret_file.name + " are both set: give the secret one way");
   if (t.secret.text) {
@@ -401,8 +431,9 @@ class TcpFlags {
                                           "FLOTILLA_HEARTBEAT_MS")),
         checksum_data_(flags.add<std::string>("checksum-data", "0", "1: a CRC-32 on every data frame's payload",
                                               "FLOTILLA_CHECKSUM_DATA")),
-        shared_memory_(flags.add<std::string>("shared-memory", "0",
-                                              "ranks on one host: sum up to this many bytes through shared memory (0: off)",
+        shared_memory_(flags.add<std::string>("shared-memory", "auto",
+                                              "ranks on one host sum through shared memory: auto, on, off, or on with "
+                                              "pieces of this many bytes",
                                               "FLOTILLA_SHARED_MEMORY")) {}
 
   /// The options given (call after Flags::parse); ConfigError naming the flag for a bad value.
@@ -753,12 +784,18 @@ class TcpEndpoint {
   }
 
   /// The sum over every rank of `values`, through the shared-memory segment that
-  /// TcpOptions::shared_memory_bytes sets up (all ranks on one host); ConfigError when it is off.
+  /// TcpOptions::shared_memory sets up (all ranks on one host), in pieces of
+  /// TcpOptions::shared_memory_bytes; ConfigError when it is not in use (shared_memory_active()).
   /// Every rank calls it with the same count, in the same order as its other collective calls.
   void allreduce_sum(std::span<float> values);
-  /// How large a sum allreduce_sum is the faster path for (TcpOptions::shared_memory_bytes; 0 when
-  /// off): collective::ring_allreduce sends larger ones through its ring over the sockets.
-  std::size_t native_allreduce_max_bytes() const noexcept { return shared_memory_ ? options_.shared_memory_bytes : 0; }
+  /// Whether allreduce_sum is available: the job agreed on the shared-memory path in connect(),
+  /// and no peer has been lost or has rejoined since (the ranks would no longer agree on it).
+  bool shared_memory_active() const noexcept { return shared_memory_ != nullptr; }
+  /// How large a sum allreduce_sum is the faster path for: any size while it is active (it beats
+  /// the sockets at every size measured), else 0, and collective::ring_allreduce uses the sockets.
+  std::size_t native_allreduce_max_bytes() const noexcept {
+    return shared_memory_ ? std::numeric_limits<std::size_t>::max() : 0;
+  }
 
   /// The orderly end: a goodbye to every peer, then waits (up to the timeout) for every peer's
   /// goodbye, then closes. Messages sent to this rank and never received are dropped.
@@ -835,6 +872,7 @@ class TcpEndpoint {
     const std::size_t p = l.peer;
     l.close();
     l.lost = true;
+    shared_memory_.reset();  // the ranks' shared-memory calls would no longer match
     if (survive_lost_peers_ && !needed && !stop_on_any_loss_) return;
     if (!survive_lost_peers_) {
       broken_ = why;
@@ -1492,7 +1530,9 @@ class TcpEndpoint {
   // Last: stopped before anything it reads (the links' send guards, which it shares) goes.
   std::unique_ptr<detail::TcpHeartbeat> heartbeat_;
 
-  void attach_shared_memory();
+  void negotiate_shared_memory();
+  /// Whether every peer reached rank 0 from this host (over loopback, or from rank 0's own address).
+  bool peers_on_this_host() const;
   std::optional<std::size_t> hung_up_peer() noexcept;
 };
 
@@ -1678,6 +1718,16 @@ struct TcpControlFrame {
   std::vector<std::byte> payload;
   const wire::Header& header() const noexcept { return decoded.header; }
 };
+
+/// One line to TcpOptions::log, or to stderr when it is not set.
+inline void tcp_log(const TcpOptions& o, const std::string& line) {
+  if (o.log) {
+    o.log(line);
+  } else {
+    std::fprintf(stderr, "flotilla: %s\n", line.c_str());
+    std::fflush(stderr);
+  }
+}
 
 /// The handshake runs before the endpoint exists, one connection at a time, with blocking-style
 /// helpers over the non-blocking sockets (each a wait_ready() on the io_context that the endpoint
@@ -1888,14 +1938,7 @@ class TcpRendezvous {
     }
   }
 
-  void log(const std::string& line) const {
-    if (o_.log) {
-      o_.log(line);
-    } else {
-      std::fprintf(stderr, "flotilla: %s\n", line.c_str());
-      std::fflush(stderr);
-    }
-  }
+  void log(const std::string& line) const { tcp_log(o_, line); }
 
   /// A hello of this rank's for one connection: a fresh nonce each time.
   std::vector<std::byte> hello_payload(std::uint16_t port, const std::string& host) const {
@@ -2219,16 +2262,36 @@ inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
   detail::TcpRendezvous rv(options);
   rv.run();
   TcpEndpoint e(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters(), rv.listener(), rv.job_id());
-  if (options.shared_memory_bytes != 0 && options.world_size > 1 && options.rejoin.empty()) e.attach_shared_memory();
+  if (options.world_size > 1 && options.rejoin.empty()) e.negotiate_shared_memory();
   return e;
 }
 
-inline void TcpEndpoint::attach_shared_memory() {
-  if (!detail::shared_memory_allreduce_available)
-    throw ConfigError(who() + ": TcpOptions::shared_memory_bytes (FLOTILLA_SHARED_MEMORY) needs Linux");
+inline bool TcpEndpoint::peers_on_this_host() const {
+  for (const auto& l : links_) {
+    if (l.peer == rank_ || l.peer == detail::tcp_nobody || !l.open()) continue;
+    detail::ErrorCode e1, e2;
+    const auto remote = l.socket.remote_endpoint(e1).address();
+    const auto local = l.socket.local_endpoint(e2).address();
+    if (e1 || e2 || !(remote.is_loopback() || remote == local)) return false;
+  }
+  return true;
+}
+
+// The job's agreement on the shared-memory path, over the authenticated connections with rank 0
+// (tag shared_memory_setup_tag), in every job of more than one rank, so that ranks that were given
+// different settings find out here rather than hang in their first sum:
+//   1. each rank tells rank 0 its setting: "off|auto|on <bytes>";
+//   2. rank 0 answers each with the plan: "skip", "fail <why>", or "try <bytes> <required> <name>"
+//      after it made the segment under that name;
+//   3. each rank maps the segment and answers "" or why not;
+//   4. rank 0 removes the name (the segment lives on in the mappings only, so nothing is left
+//      behind however the job ends) and sends the verdict: "" or the first rank's reason.
+// A failed verdict ends the rendezvous when the path was required (TcpSharedMemory::on) and
+// leaves the job on its sockets otherwise.
+inline void TcpEndpoint::negotiate_shared_memory() {
+  using detail::SharedMemoryAllreduce;
   const Tag tag = detail::shared_memory_setup_tag;
-  const std::size_t capacity = options_.shared_memory_bytes;
-  auto text_bytes = [](const std::string& t) { return std::as_bytes(std::span<const char>(t.data(), t.size())); };
+  const std::string context = who() + ": cannot set up the shared-memory allreduce (TcpOptions::shared_memory, FLOTILLA_SHARED_MEMORY): ";
   auto receive_text = [&](std::size_t from) {
     std::array<char, 512> buffer{};
     std::size_t length = 0;
@@ -2242,48 +2305,97 @@ inline void TcpEndpoint::attach_shared_memory() {
   auto send_text = [&](std::size_t to, const std::string& t) {
     const std::size_t length = t.size();
     send(to, tag, std::as_bytes(std::span<const std::size_t>(&length, 1)));
-    send(to, tag, text_bytes(t));
+    send(to, tag, std::as_bytes(std::span<const char>(t.data(), t.size())));
   };
-  if (rank_ == 0) {
-    const std::string name = detail::SharedMemoryAllreduce::random_name();
-    std::string problem;
-    try {
-      shared_memory_ = std::make_unique<detail::SharedMemoryAllreduce>(detail::SharedMemoryAllreduce::create(name, size_, capacity));
-    } catch (const TransportError& x) {
-      problem = std::string("rank 0: ") + x.what();
-    }
-    for (std::size_t p = 1; p < size_; ++p) send_text(p, problem.empty() ? name : std::string());
-    // Each rank's answer: empty when it mapped the segment, else why not.
-    for (std::size_t p = 1; p < size_; ++p) {
-      const std::string answer = receive_text(p);
-      if (problem.empty() && !answer.empty()) problem = "rank " + std::to_string(p) + ": " + answer;
-    }
-    // Mapped by every rank (or failed): the name is no longer needed, and must not outlive the job.
-    if (shared_memory_) ::shm_unlink(name.c_str());
-    for (std::size_t p = 1; p < size_; ++p) send_text(p, problem);
-    if (!problem.empty()) {
-      shared_memory_.reset();
-      throw TransportError(who() + ": cannot set up the shared-memory allreduce (TcpOptions::shared_memory_bytes): " + problem);
-    }
-  } else {
-    const std::string name = receive_text(0);
+  static constexpr const char* mode_names[] = {"off", "auto", "on"};
+  const auto own_mode = static_cast<std::size_t>(options_.shared_memory);
+
+  if (rank_ != 0) {
+    send_text(0, std::string(mode_names[own_mode]) + " " + std::to_string(options_.shared_memory_bytes));
+    const std::string plan = receive_text(0);
+    if (plan == "skip") return;
+    if (plan.starts_with("fail ")) throw TransportError(context + plan.substr(5));
+    std::size_t capacity = 0;
+    int required = 0, used = 0;
+    char name[256] = {};
+    if (std::sscanf(plan.c_str(), "try %zu %d %255s%n", &capacity, &required, name, &used) != 3 ||
+        static_cast<std::size_t>(used) != plan.size() || capacity < 64 || capacity > (std::size_t{1} << 30))
+      throw TransportError(who() + ": shared-memory setup: rank 0 sent a malformed plan '" + plan + "'");
     std::string answer;
-    if (name.empty()) {
-      answer = "rank 0 could not create the segment";
-    } else {
-      try {
-        shared_memory_ = std::make_unique<detail::SharedMemoryAllreduce>(detail::SharedMemoryAllreduce::open(name, rank_, size_, capacity));
-      } catch (const TransportError& x) {
-        answer = x.what();
-      }
+    try {
+      shared_memory_ = std::make_unique<SharedMemoryAllreduce>(SharedMemoryAllreduce::open(name, rank_, size_, capacity));
+    } catch (const TransportError& x) {
+      answer = x.what();
     }
     send_text(0, answer);
     const std::string verdict = receive_text(0);
-    if (!verdict.empty()) {
-      shared_memory_.reset();
-      throw TransportError(who() + ": cannot set up the shared-memory allreduce (TcpOptions::shared_memory_bytes): " + verdict);
+    if (verdict.empty()) {
+      options_.shared_memory_bytes = capacity;
+      return;
+    }
+    shared_memory_.reset();
+    if (required != 0) throw TransportError(context + verdict);
+    return;
+  }
+
+  // Rank 0: gather the settings, decide, make the segment.
+  std::vector<std::size_t> modes(size_, own_mode), capacities(size_, options_.shared_memory_bytes);
+  std::string problem;
+  for (std::size_t p = 1; p < size_; ++p) {
+    const std::string offer = receive_text(p);
+    char mode[8] = {};
+    int used = 0;
+    std::size_t k = 0;
+    if (std::sscanf(offer.c_str(), "%7s %zu%n", mode, &capacities[p], &used) == 2 && static_cast<std::size_t>(used) == offer.size())
+      while (k < 3 && std::strcmp(mode, mode_names[k]) != 0) ++k;
+    if (k < 3) modes[p] = k;
+    else if (problem.empty()) problem = "rank " + std::to_string(p) + " sent a malformed setting '" + offer + "'";
+  }
+  const auto on = static_cast<std::size_t>(TcpSharedMemory::on), off = static_cast<std::size_t>(TcpSharedMemory::off);
+  const auto first = [&](std::size_t mode) { return std::size_t(std::find(modes.begin(), modes.end(), mode) - modes.begin()); };
+  const bool required = first(on) < size_, some_off = first(off) < size_;
+  const std::size_t capacity = required ? capacities[first(on)] : capacities[0];
+  if (problem.empty() && required && some_off)
+    problem = "rank " + std::to_string(first(on)) + " requires it (on) and rank " + std::to_string(first(off)) +
+              " has it off: give every rank the same FLOTILLA_SHARED_MEMORY";
+  for (std::size_t r = 0; r < size_ && problem.empty() && required; ++r)
+    if (modes[r] == on && capacities[r] != capacity)
+      problem = "rank " + std::to_string(first(on)) + " sums pieces of " + std::to_string(capacity) + " bytes and rank " +
+                std::to_string(r) + " of " + std::to_string(capacities[r]) + ": give every rank the same shared_memory_bytes";
+  if (problem.empty() && required && !detail::shared_memory_allreduce_available) problem = "it needs Linux";
+  const bool conflict = !problem.empty();  // the settings disagree: every rank fails, whatever the modes
+  const bool attempt = !conflict && !some_off && detail::shared_memory_allreduce_available && (required || peers_on_this_host());
+  std::string name;
+  if (attempt) {
+    name = SharedMemoryAllreduce::random_name();
+    try {
+      shared_memory_ = std::make_unique<SharedMemoryAllreduce>(SharedMemoryAllreduce::create(name, size_, capacity));
+    } catch (const TransportError& x) {
+      problem = std::string("rank 0: ") + x.what();
     }
   }
+  if (!shared_memory_) {
+    const bool fatal = conflict || (required && !problem.empty());
+    for (std::size_t p = 1; p < size_; ++p) send_text(p, fatal ? "fail " + problem : std::string("skip"));
+    if (fatal) throw TransportError(context + problem);
+    if (!problem.empty()) detail::tcp_log(options_, who() + ": summing over the sockets: " + problem);
+    return;
+  }
+  for (std::size_t p = 1; p < size_; ++p)
+    send_text(p, "try " + std::to_string(capacity) + " " + (required ? "1 " : "0 ") + name);
+  for (std::size_t p = 1; p < size_; ++p) {
+    const std::string answer = receive_text(p);
+    if (problem.empty() && !answer.empty()) problem = "rank " + std::to_string(p) + ": " + answer;
+  }
+  ::shm_unlink(name.c_str());  // mapped by every rank that could: the name must not outlive the job
+  for (std::size_t p = 1; p < size_; ++p) send_text(p, problem);
+  if (problem.empty()) {
+    options_.shared_memory_bytes = capacity;
+    return;
+  }
+  shared_memory_.reset();
+  if (required) throw TransportError(context + problem);
+  detail::tcp_log(options_, who() + ": summing over the sockets: " + problem);
 }
 
 inline std::optional<std::size_t> TcpEndpoint::hung_up_peer() noexcept {
@@ -2298,18 +2410,33 @@ inline std::optional<std::size_t> TcpEndpoint::hung_up_peer() noexcept {
 
 inline void TcpEndpoint::allreduce_sum(std::span<float> values) {
   if (!shared_memory_)
-    throw ConfigError(who() + ": allreduce_sum needs the shared-memory allreduce, which is off (set "
-                      "TcpOptions::shared_memory_bytes, FLOTILLA_SHARED_MEMORY, on every rank of a job on one host) "
-                      "or was switched off by an earlier failure");
-  if (!broken_.empty()) throw TransportError(who() + ": allreduce_sum: the endpoint failed earlier: " + broken_);
-  detail::SharedMemoryAllreduce::Watch w{options_.timeout, [this] { return hung_up_peer(); }, [this] { return who(); }};
+    throw ConfigError(who() + ": allreduce_sum needs the shared-memory allreduce, which is off (TcpOptions::shared_memory, "
+                      "FLOTILLA_SHARED_MEMORY; the ranks must be on one host) or was switched off by a lost peer");
+  begin(detail::TcpOp{"allreduce_sum"});
+  detail::SharedMemoryAllreduce::Watch w{options_.timeout, [this] { return hung_up_peer(); }, [this] { return who(); },
+                                          [this](std::size_t p) { return peer_name(p); }};
   try {
     shared_memory_->allreduce_sum(values, w);
   } catch (const TransportError& x) {
     // The ranks' calls are out of step now: later sums go through the sockets (the ring).
     shared_memory_.reset();
     const auto* lost = dynamic_cast<const PeerLostError*>(&x);
-    if (lost && survive_lost_peers_) throw;  // the link's own operations report the loss from here on
+    if (lost && lost->peer() < links_.size()) {
+      Link& l = links_[lost->peer()];
+      // A peer that failed because another did sent the first failure's reason (an abort frame)
+      // before it closed: read it, and fail with it, as a socket operation would have.
+      if (!survive_lost_peers_ && l.open()) {
+        try {
+          pump(l, false);
+        } catch (const PeerLostError&) {  // it closed without one: the report below stands
+        }
+      }
+      // Lost as if a socket operation had found it, so that this loss is reported once, here,
+      // and not again when the reactor reads the closed connection during a later operation.
+      l.close();
+      l.lost = true;
+    }
+    if (lost && survive_lost_peers_) throw;
     broken_ = x.what();
     culprit_ = lost ? lost->peer() : rank_;
     throw;
@@ -2370,6 +2497,7 @@ inline void TcpEndpoint::accept_rejoin() {
   l.queue.clear();
   l.tokens.clear();
   l.heard = Clock::now();
+  shared_memory_.reset();  // the rejoined rank has no segment: from here on the job sums over the sockets
   addresses_[p] = detail::format_host_port(detail::remote_host_port(l.socket));
   l.address = addresses_[p];
   {

@@ -1,6 +1,6 @@
 #pragma once
 // A sum-allreduce among the ranks of one host through one POSIX shared-memory segment: the TCP
-// transport's fast path for ranks on the same machine (TcpOptions::shared_memory_bytes).
+// transport's path for ranks on the same machine (TcpOptions::shared_memory).
 //
 // Over loopback TCP every byte is copied into the kernel by its sender and out again by its
 // receiver, and the kernel's TCP processing comes on top: a 940 KB swap of two ranks costs about
@@ -24,10 +24,10 @@
 // deadline and whether a peer's TCP connection has closed (a process that dies closes its
 // sockets): a lost peer fails the call naming it at once.
 //
-// Setup (TcpEndpoint::connect): rank 0 creates the segment under a random name, mode 0600, and
-// sends the name to the others over their authenticated connections; each maps it and answers;
-// rank 0 removes the name as soon as all have answered (or failed), so the segment disappears
-// with the last process that maps it, whatever way the job ends.
+// Setup (TcpEndpoint::negotiate_shared_memory, in connect()): rank 0 creates the segment under a
+// random name, mode 0600, and sends the name to the others over their authenticated connections;
+// each maps it and answers; rank 0 removes the name as soon as all have answered (or failed), so
+// the segment disappears with the last process that maps it, whatever way the job ends.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -96,6 +96,11 @@ class SharedMemoryAllreduce {
       if (::ftruncate(fd, static_cast<off_t>(s.bytes_)) != 0)
         throw TransportError("shared memory: cannot size segment " + name + " to " + std::to_string(s.bytes_) +
                              " bytes: " + std::system_category().message(errno) + " (is /dev/shm large enough?)");
+      // Reserve the pages now: a /dev/shm too small for them (64 MiB in a default Docker
+      // container) is then this clear error, not a SIGBUS in the middle of a sum.
+      if (const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(s.bytes_)); e != 0)
+        throw TransportError("shared memory: cannot reserve " + std::to_string(s.bytes_) + " bytes for segment " + name +
+                             ": " + std::system_category().message(e) + " (is /dev/shm large enough?)");
       s.map(fd, name);
     } catch (...) {
       ::close(fd);
@@ -147,12 +152,13 @@ class SharedMemoryAllreduce {
     if (base_) ::munmap(base_, bytes_);
   }
 
-  /// What the waits need from the caller: the deadline of each call, and which peer (if any) is
-  /// known to be gone, with a description for the error.
+  /// What the waits need from the caller: the deadline of each call, which peer (if any) is known
+  /// to be gone, and names for the error: this rank's, and a peer's (with its host).
   struct Watch {
     std::chrono::milliseconds timeout;
     std::function<std::optional<std::size_t>()> lost_peer;
     std::function<std::string()> who;
+    std::function<std::string(std::size_t)> peer_name;
   };
 
   /// Sums `values` over every rank (all must call with the same count, in the same order of
@@ -229,8 +235,8 @@ class SharedMemoryAllreduce {
 #endif
   }
 
-  /// Waits until every rank's counter has reached `target` (counters only grow within a job:
-  /// 2^31 calls would wrap them, far beyond any job).
+  /// Waits until every rank's counter has reached `target` (compared as a signed difference, so
+  /// that the counters may wrap: the ranks are never more than two calls apart).
   void wait_all(std::uint32_t target, std::chrono::steady_clock::time_point deadline, const Watch& w) {
     for (std::size_t r = 0; r < ranks_; ++r) {
       if (r == rank_) continue;
@@ -255,12 +261,12 @@ class SharedMemoryAllreduce {
 #endif
         if (reached(a.load(std::memory_order_acquire), target)) break;
         if (const auto gone = w.lost_peer())
-          throw PeerLostError(w.who() + ": rank " + std::to_string(*gone) +
+          throw PeerLostError(w.who() + ": " + w.peer_name(*gone) +
                                   " closed its connection during a shared-memory allreduce (its process ended)",
                               *gone);
         if (std::chrono::steady_clock::now() > deadline)
           throw TransportError(w.who() + ": shared-memory allreduce timed out after " + std::to_string(w.timeout.count()) +
-                               " ms waiting for rank " + std::to_string(r));
+                               " ms waiting for " + w.peer_name(r));
       }
     }
   }
