@@ -25,7 +25,9 @@ for a calibrated number of calls (about --target seconds) / calls; in-place sum 
 Each job measures every size once; the jobs are run in rounds, the order rotating each round, so
 that every method sees the same conditions; before each job the driver waits for a quiet machine,
 and it repeats a job during which other processes used more than --disturbance of the machine.
-Tables give the median over rounds (and min-max).
+Tables give the median over rounds (and min-max). With flotilla_core_latency_bench built (next to
+--tcp-bench), each job is tagged with the machine's phase, and two more tables give the rounds run
+in the "near" and in the "far" phase alone (docs/benchmarks.md, "The machine's two phases").
 """
 
 import argparse
@@ -144,6 +146,7 @@ def main():
     ap.add_argument("--tcp-bench", help="flotilla_tcp_busbw_bench")
     ap.add_argument("--mpi-bench", help="flotilla_mpi_busbw_bench")
     ap.add_argument("--jobs", default="flotilla-tcp,flotilla-shm,mpi-tcp,mpi-vader,gloo")
+    ap.add_argument("--core-latency", help="flotilla_core_latency_bench (default: next to --tcp-bench, if built)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sizes", default=",".join(str(b) for b in default_sizes()), help="bytes, comma-separated")
     ap.add_argument("--target", type=float, default=0.2, help="seconds per measurement")
@@ -155,6 +158,8 @@ def main():
     ap.add_argument("--gloo-rank", type=int, default=-1, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not args.core_latency:
+        args.core_latency = benchlib.default_probe(args.tcp_bench)
     args.size_list = [int(s) for s in args.sizes.split(",")]
     if args.gloo_rank >= 0:
         args.rank = args.gloo_rank
@@ -175,15 +180,15 @@ def main():
                 x["round"] = r
                 x["job"] = name
             rows.extend(out)
-            log.append({"round": r, "job": name, "foreign": foreign, "retries": retries})
-            print("  round %d %s done (others %.1f%%)" % (r + 1, name, 100 * foreign), file=sys.stderr)
+            phase = out[0].get("phase") if out else None
+            log.append({"round": r, "job": name, "foreign": foreign, "retries": retries, "phase": phase})
+            print("  round %d %s done (others %.1f%%, phase %s)" % (r + 1, name, 100 * foreign, phase), file=sys.stderr)
 
-    def series(job, method, b):
-        return [x["bus_gbps"] for x in rows if x["job"] == job and x["method"] == method and x["bytes"] == b]
+    def series(job, method, b, phase=None):
+        return [x["bus_gbps"] for x in rows if x["job"] == job and x["method"] == method and x["bytes"] == b
+                and (phase is None or x.get("phase") == phase)]
 
     med = lambda xs: benchlib.median(xs)
-    print("\nAllreduce bus bandwidth, 2 processes, loopback, float32 sum in place; GB/s (1e9 B/s): median (min-max) "
-          "of %d rounds; %s" % (args.rounds, started))
     cols = [("flotilla TCP, sockets", "flotilla-tcp", "flotilla"), ("flotilla TCP, sockets, ring only", "flotilla-tcp", "ring"),
             ("flotilla TCP, shared memory (default)", "flotilla-shm", "flotilla"), ("MPI btl tcp", "mpi-tcp", "mpi"),
             ("MPI btl vader (shm)", "mpi-vader", "mpi"), ("gloo", "gloo", "gloo")]
@@ -192,14 +197,28 @@ def main():
               ("sockets / gloo", ("flotilla-tcp", "flotilla"), ("gloo", "gloo")),
               ("shared memory / MPI vader", ("flotilla-shm", "flotilla"), ("mpi-vader", "mpi"))]
     ratios = [r for r in ratios if r[1][0] in jobs and r[2][0] in jobs]
-    print("| size | " + " | ".join(c[0] for c in cols + ratios) + " |")
-    print("|---|" + "---|" * (len(cols) + len(ratios)))
-    for b in args.size_list:
-        cells = [benchlib.fmt_spread(series(j, m, b), 3) for _, j, m in cols]
-        for _, num, den in ratios:
-            n, d = series(*num, b), series(*den, b)
-            cells.append("%.2fx" % (med(n) / med(d)) if n and d else "-")
-        print("| %s | %s |" % (size_text(b), " | ".join(cells)))
+
+    def table(phase):
+        print("| size | " + " | ".join(c[0] for c in cols + ratios) + " |")
+        print("|---|" + "---|" * (len(cols) + len(ratios)))
+        for b in args.size_list:
+            cells = []
+            for _, j, m in cols:
+                xs = series(j, m, b, phase)
+                cells.append(benchlib.fmt_spread(xs, 3) + (" [%d]" % len(xs) if phase and xs else "") if xs else "-")
+            for _, num, den in ratios:
+                n, d = series(*num, b, phase), series(*den, b, phase)
+                cells.append("%.2fx" % (med(n) / med(d)) if n and d else "-")
+            print("| %s | %s |" % (size_text(b), " | ".join(cells)))
+
+    print("\nAllreduce bus bandwidth, 2 processes, loopback, float32 sum in place; GB/s (1e9 B/s): median (min-max) "
+          "of %d rounds; %s" % (args.rounds, started))
+    table(None)
+    if any(x.get("phase") for x in rows):
+        for phase, what in (("near", "shared a cache"), ("far", "did not share a cache")):
+            print("\nThe same, rounds in the %s phase only ([rounds]; the two CPUs %s before and after the job):" % (
+                phase, what))
+            table(phase)
 
     for job, title in (("mpi-vader", "btl vader,self"), ("mpi-tcp", "btl tcp,self")):
         if job not in jobs:

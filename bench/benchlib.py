@@ -213,26 +213,63 @@ def emit_json(path, obj):
 
 # ---- a job printing JSON lines ------------------------------------------------------------------------
 
+NEAR_NS = 150  # a cache-line round trip below this: the two CPUs share a cache (docs/benchmarks.md)
+
+
+def core_round_trip_ns(probe):
+    """The round trip of a cache line between CPUs 0 and 1 in ns (flotilla_core_latency_bench), or
+    None without a probe or with fewer than two CPUs."""
+    if not probe or (os.cpu_count() or 1) < 2:
+        return None
+    out = subprocess.run([probe, "--trips", "20000", "--repeat", "1"], capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])["round_trip_ns"]
+
+
+def phase_of(before, after):
+    """"near" or "far" when both probes agree, "mixed" when the phase changed during the job."""
+    if before is None or after is None:
+        return None
+    near = (before < NEAR_NS, after < NEAR_NS)
+    return "near" if all(near) else "far" if not any(near) else "mixed"
+
+
+def default_probe(next_to):
+    """flotilla_core_latency_bench in the directory of the program `next_to`, if it was built."""
+    if not next_to:
+        return None
+    path = os.path.join(os.path.dirname(os.path.abspath(next_to)), "flotilla_core_latency_bench")
+    return path if os.access(path, os.X_OK) else None
+
+
 def run_json_job(name, argv, args, env=None):
     """Runs `argv` (a launcher and its ranks) on a quiet machine and returns (rows, foreign, attempt):
-    the JSON objects it printed one per line (a launcher's "[rank k] " prefix removed), the share of
+    the JSON objects it printed one per line (a launcher's "[rank k] " prefix removed; with
+    args.core_latency, each tagged with the machine's phase before and after), the share of
     the machine other processes used meanwhile, and how many disturbed attempts were discarded
     (at most args.retries). Our own ticks count with those of the children we waited for: the
     job's processes are all waited for by their parents (mpirun, flotilla-launch, a Python
     launcher) and then by us."""
     rows, foreign = [], 0.0
+    probe = getattr(args, "core_latency", None)
     for attempt in range(args.retries + 1):
         wait_quiet(args.quiet)
+        before = core_round_trip_ns(probe)
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         with Disturbance(lambda: [os.getpid()]) as d:
             out, err = proc.communicate()
         if proc.returncode != 0:
             raise SystemExit("%s failed (%d): %s\n%s" % (name, proc.returncode, " ".join(argv), err[-3000:]))
+        after = core_round_trip_ns(probe)
         rows = []
         for line in out.splitlines():
             line = line.split("] ", 1)[1] if line.startswith("[rank") else line
             if line.startswith("{"):
                 rows.append(json.loads(line))
+        if before is not None:
+            for x in rows:  # which phase of the machine the job ran in (docs/benchmarks.md)
+                x.update(round_trip_ns=[before, after], phase=phase_of(before, after))
         foreign = d.foreign
         if foreign <= args.disturbance:
             return rows, foreign, attempt

@@ -20,7 +20,10 @@ its own single process, in one invocation.
 
 Each job warms up (--warmup steps), then times --repeat runs of --steps steps; a run's throughput is
 (samples of all ranks) / (the slowest rank's seconds). Jobs are run in rounds, the order rotating,
-with the quiet-machine wait and the disturbance check of the other drivers.
+with the quiet-machine wait and the disturbance check of the other drivers. With
+flotilla_core_latency_bench built (bench/machine), each job is also tagged with the machine's
+phase (a cache-line round trip between CPUs 0 and 1 before and after it: "near" below 150 ns),
+and the table gives the medians of each phase as well.
 """
 
 import argparse
@@ -117,7 +120,7 @@ def run_job(name, argv, args):
     for r in sorted({x["run"] for x in rows}):
         part = [x for x in rows if x["run"] == r]
         runs.append({"samples_per_second": sum(x["samples"] for x in part) / max(x["seconds"] for x in part),
-                     "ranks": part})
+                     "ranks": part, "phase": part[0].get("phase")})
     return runs, foreign, attempt
 
 
@@ -134,6 +137,8 @@ def main():
     ap.add_argument("--disturbance", type=float, default=0.05)
     ap.add_argument("--retries", type=int, default=5)
     ap.add_argument("--json")
+    ap.add_argument("--core-latency", help="flotilla_core_latency_bench, to tag each run with the machine's phase "
+                    "(default: next to --flotilla, if built)")
     ap.add_argument("--ddp", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ddp-rank", type=int, default=-1, help=argparse.SUPPRESS)
     ap.add_argument("--world", type=int, default=2, help=argparse.SUPPRESS)
@@ -146,6 +151,8 @@ def main():
         return ddp_job(args)
     if not (args.launch and args.flotilla):
         ap.error("--launch and --flotilla are required")
+    if not args.core_latency:
+        args.core_latency = benchlib.default_probe(args.flotilla)
 
     timing = ["--steps", str(args.steps), "--warmup", str(args.warmup), "--repeat", str(args.repeat)]
     me = [sys.executable, os.path.abspath(__file__), "--ddp"] + timing
@@ -166,8 +173,9 @@ def main():
         for name in names[r % len(names):] + names[:r % len(names)]:
             runs, foreign, retries = run_job(name, jobs[name], args)
             results[name].extend(runs)
-            print("  round %d %s: %s samples/s (others %.1f%%)" % (
-                r + 1, name, ", ".join("%.0f" % x["samples_per_second"] for x in runs), 100 * foreign), file=sys.stderr)
+            print("  round %d %s: %s samples/s (others %.1f%%, phase %s)" % (
+                r + 1, name, ", ".join("%.0f" % x["samples_per_second"] for x in runs), 100 * foreign,
+                runs[0].get("phase") if runs else None), file=sys.stderr)
 
     sps = {k: [x["samples_per_second"] for x in v] for k, v in results.items()}
     med = {k: benchlib.median(v) for k, v in sps.items()}
@@ -179,10 +187,22 @@ def main():
               "ddp-2": "PyTorch DDP gloo, 2 processes",
               "flotilla-1": "flotilla, 1 process", "ddp-1": "PyTorch DDP gloo, 1 process",
               "torch-1": "PyTorch without DDP, 1 process"}
-    print("| job | samples/s |")
-    print("|---|---|")
+    # By the machine's phase (docs/benchmarks.md, "The machine's two phases"): near = the two CPUs
+    # share a cache. A job of one process runs alike in both.
+    by_phase = lambda k, ph: [x["samples_per_second"] for x in results[k] if x.get("phase") == ph]
+    phased = any(x.get("phase") for v in results.values() for x in v)
+    if phased:
+        print("| job | samples/s | near phase | far phase |")
+        print("|---|---|---|---|")
+    else:
+        print("| job | samples/s |")
+        print("|---|---|")
     for k in names:
-        print("| %s | %s |" % (labels[k], benchlib.fmt_spread(sps[k])))
+        cells = [benchlib.fmt_spread(sps[k])]
+        if phased:
+            cells += ["%s, %d runs" % (benchlib.fmt_spread(by_phase(k, ph)), len(by_phase(k, ph))) if by_phase(k, ph)
+                      else "-" for ph in ("near", "far")]
+        print("| %s | %s |" % (labels[k], " | ".join(cells)))
     if "flotilla-2" in med and "ddp-2" in med:
         print("\nflotilla 2 processes / PyTorch DDP 2 processes: %.2fx" % (med["flotilla-2"] / med["ddp-2"]))
     if "flotilla-sockets-2" in med and "ddp-2" in med:
@@ -192,6 +212,10 @@ def main():
         if two in med and "flotilla-1" in med:
             print("flotilla scaling efficiency, %s / (2 x 1 process): %.0f%%" % (
                 labels[two], 100 * med[two] / (2 * med["flotilla-1"])))
+            for ph in ("near", "far"):
+                if by_phase(two, ph):
+                    print("  in the %s phase (%d runs): %.0f%%" % (
+                        ph, len(by_phase(two, ph)), 100 * benchlib.median(by_phase(two, ph)) / (2 * med["flotilla-1"])))
     for one in ("ddp-1", "torch-1"):
         if "ddp-2" in med and one in med:
             print("PyTorch DDP scaling efficiency over %s: %.0f%%" % (labels[one], 100 * med["ddp-2"] / (2 * med[one])))
