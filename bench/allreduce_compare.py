@@ -216,6 +216,8 @@ def main():
     table(None)
     if any(x.get("phase") for x in rows):
         for phase, what in (("near", "shared a cache"), ("far", "did not share a cache")):
+            if not any(x.get("phase") == phase for x in rows):
+                continue
             print("\nThe same, rounds in the %s phase only ([rounds]; the two CPUs %s before and after the job):" % (
                 phase, what))
             table(phase)

@@ -180,6 +180,9 @@ int main(int argc, char** argv) {
       // that a float ring_allreduce then moves no payload bytes, or 2 (N-1)/N of them.
       const bool expected = arg(argc, argv, 2) != 0;
       Tcp::run(o, o.world_size, [&](TcpEndpoint& e) {
+        // The setup's messages are counted as framing, like the rest of the rendezvous.
+        if (e.counters().payload_bytes_sent != 0 || e.counters().messages_sent != 0)
+          throw std::runtime_error("the shared-memory setup counted as payload");
         if (e.shared_memory_active() != expected)
           throw std::runtime_error(std::string("the shared-memory path is ") + (expected ? "off" : "on"));
         const std::size_t n = e.size(), count = 6000;

@@ -646,7 +646,8 @@ namespace {
 struct RegisteredFake {
   static constexpr std::uint64_t first_sequence = 3;  // after the setup's two
   FakePeer peer;
-  explicit RegisteredFake(std::uint16_t port) : peer(port) {
+  std::string plan;  // rank 0's answer to `offer`
+  explicit RegisteredFake(std::uint16_t port, const std::string& offer = "off 1048576") : peer(port) {
     peer.hello(2, 1);
     const auto hello = peer.read();
     REQUIRE(hello);
@@ -654,11 +655,9 @@ struct RegisteredFake {
     const auto table = peer.read();
     REQUIRE(table);
     REQUIRE(table->first.type == wire::FrameType::table);
-    const std::string offer = "off 1048576";
     const std::size_t length = offer.size();
     data(transport::detail::shared_memory_setup_tag, 1, std::as_bytes(std::span<const std::size_t>(&length, 1)));
     data(transport::detail::shared_memory_setup_tag, 2, std::as_bytes(std::span<const char>(offer.data(), offer.size())));
-    std::string plan;
     for (int frames = 0; frames < 2;) {  // rank 0's plan, length then text; heartbeats may come between
       const auto f = peer.read();
       REQUIRE(f);
@@ -666,7 +665,6 @@ struct RegisteredFake {
       CHECK(f->first.tag == transport::detail::shared_memory_setup_tag);
       if (++frames == 2) plan = f->second;
     }
-    CHECK(plan == "skip");
   }
   void data(Tag tag, std::uint64_t sequence, std::span<const std::byte> payload, bool break_crc = false) {
     wire::Header h;
@@ -722,6 +720,7 @@ TEST_CASE("hostile: a bad frame on an established connection fails the receive, 
       }
     });
     RegisteredFake fake(port);
+    CHECK(fake.plan == "skip");
     c.send(fake);
     CHECK(fake.peer.closed());
     const std::string e0 = r0.error();
@@ -1512,6 +1511,20 @@ TEST_CASE("hostile: 1000 bad connections to a live coordinator: each dropped, th
   CHECK(log.count() == 1140);  // every one of them logged
   CHECK(before > 0);
   CHECK(after - before < 2048);
+}
+
+TEST_CASE("hostile: a malformed shared-memory setting fails the rendezvous, naming the peer") {
+  for (const std::string offer : {"sideways 1048576", "on 12", "auto", "on 1048576 extra"}) {
+    CAPTURE(offer);
+    const auto port = transport::pick_free_port();
+    RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});
+    RegisteredFake fake(port, offer);
+    CHECK(fake.plan == "fail rank 1 sent a malformed setting '" + offer + "'");
+    const std::string e0 = r0.error();
+    CAPTURE(e0);
+    CHECK(contains(e0, "tcp rank 0 of 2: cannot set up the shared-memory allreduce"));
+    CHECK(contains(e0, "rank 1 sent a malformed setting '" + offer + "'"));
+  }
 }
 
 TEST_CASE("hostile: a payload that does not match its CRC fails the receive, naming the peer") {

@@ -2262,7 +2262,15 @@ inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
   detail::TcpRendezvous rv(options);
   rv.run();
   TcpEndpoint e(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters(), rv.listener(), rv.job_id());
-  if (options.world_size > 1 && options.rejoin.empty()) e.negotiate_shared_memory();
+  if (options.world_size > 1 && options.rejoin.empty()) {
+    // The setup's messages are part of the rendezvous: counted as framing, like the handshake.
+    const TrafficCounters before = e.counters_;
+    e.negotiate_shared_memory();
+    const TrafficCounters setup = e.counters_ - before;
+    e.counters_ = before;
+    e.counters_.header_bytes_sent += setup.payload_bytes_sent + setup.header_bytes_sent;
+    e.counters_.header_bytes_received += setup.payload_bytes_received + setup.header_bytes_received;
+  }
   return e;
 }
 
@@ -2345,9 +2353,10 @@ inline void TcpEndpoint::negotiate_shared_memory() {
     const std::string offer = receive_text(p);
     char mode[8] = {};
     int used = 0;
-    std::size_t k = 0;
-    if (std::sscanf(offer.c_str(), "%7s %zu%n", mode, &capacities[p], &used) == 2 && static_cast<std::size_t>(used) == offer.size())
-      while (k < 3 && std::strcmp(mode, mode_names[k]) != 0) ++k;
+    std::size_t k = 3;  // no mode until one is recognised
+    if (std::sscanf(offer.c_str(), "%7s %zu%n", mode, &capacities[p], &used) == 2 &&
+        static_cast<std::size_t>(used) == offer.size() && capacities[p] >= 64 && capacities[p] <= (std::size_t{1} << 30))
+      for (k = 0; k < 3 && std::strcmp(mode, mode_names[k]) != 0;) ++k;
     if (k < 3) modes[p] = k;
     else if (problem.empty()) problem = "rank " + std::to_string(p) + " sent a malformed setting '" + offer + "'";
   }
