@@ -58,8 +58,9 @@ namespace flotilla::transport::wire {
 
 inline constexpr std::size_t header_size = 48;
 inline constexpr std::uint32_t magic = 0x544F4C46u;  // "FLOT" as little-endian bytes
-/// 1: the first; 2: payload CRC, operation fingerprint, heartbeats, authentication.
-inline constexpr std::uint16_t protocol_version = 2;
+/// 1: the first; 2: payload CRC, operation fingerprint, heartbeats, authentication; 3: the
+/// shared-memory setup that ends every rendezvous of more than one rank (TcpOptions::shared_memory).
+inline constexpr std::uint16_t protocol_version = 3;
 
 /// The largest payload of a frame other than data (hello, table, refusal, abort). A header that
 /// announces more is refused before anything is allocated.
