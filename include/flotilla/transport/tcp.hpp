@@ -791,8 +791,10 @@ class TcpEndpoint {
   /// Whether allreduce_sum is available: the job agreed on the shared-memory path in connect(),
   /// and no peer has been lost or has rejoined since (the ranks would no longer agree on it).
   bool shared_memory_active() const noexcept { return shared_memory_ != nullptr; }
-  /// How large a sum allreduce_sum is the faster path for: any size while it is active (it beats
-  /// the sockets at every size measured), else 0, and collective::ring_allreduce uses the sockets.
+  /// How large a sum allreduce_sum is the faster path for: any size while it is active (on the
+  /// 2-core machine of docs/benchmarks.md it beat the sockets at every size from 4 KiB to 64 MiB,
+  /// except 64-256 KiB when the host put the two CPUs apart), else 0: collective::ring_allreduce
+  /// then uses the sockets.
   std::size_t native_allreduce_max_bytes() const noexcept {
     return shared_memory_ ? std::numeric_limits<std::size_t>::max() : 0;
   }
