@@ -284,7 +284,7 @@ inline void tcp_validate(const TcpOptions& o) {
     throw ConfigError("tcp: the heartbeat interval (FLOTILLA_HEARTBEAT_MS) must be positive");
   if (o.heartbeat_misses < 2)
     throw ConfigError("tcp: heartbeat_misses must be at least 2 (one late heartbeat is not a stalled peer)");
-  if (o.shared_memory != TcpSharedMemory::off && (o.shared_memory_bytes < 64 || o.shared_memory_bytes > (std::size_t{1} << 30)))
+  if (o.shared_memory != TcpSharedMemory::off && !shared_memory_piece_bytes_valid(o.shared_memory_bytes))
     throw ConfigError("tcp: shared_memory_bytes (FLOTILLA_SHARED_MEMORY) is " + std::to_string(o.shared_memory_bytes) +
                       ": the shared-memory path needs 64 bytes to 1 GiB per piece");
 }
@@ -872,15 +872,20 @@ class TcpEndpoint {
   /// loss shows in the operations that do need it.
   void lose_peer(Link& l, const std::string& why, bool needed) {
     const std::size_t p = l.peer;
-    l.close();
-    l.lost = true;
-    shared_memory_.reset();  // the ranks' shared-memory calls would no longer match
+    mark_lost(l);
     if (survive_lost_peers_ && !needed && !stop_on_any_loss_) return;
     if (!survive_lost_peers_) {
       broken_ = why;
       culprit_ = p;
     }
     throw PeerLostError(who() + ": " + describe_op() + " failed: " + why, p);
+  }
+  /// Closes `l` and records its peer as lost. The ranks' shared-memory calls would no longer
+  /// match: from here on this rank sums through the sockets.
+  void mark_lost(Link& l) {
+    l.close();
+    l.lost = true;
+    shared_memory_.reset();
   }
   /// A connection arrived on the rejoin listener: handshake, then the lost peer's link anew.
   void accept_rejoin();
@@ -2329,7 +2334,7 @@ inline void TcpEndpoint::negotiate_shared_memory() {
     int required = 0, used = 0;
     char name[256] = {};
     if (std::sscanf(plan.c_str(), "try %zu %d %255s%n", &capacity, &required, name, &used) != 3 ||
-        static_cast<std::size_t>(used) != plan.size() || capacity < 64 || capacity > (std::size_t{1} << 30))
+        static_cast<std::size_t>(used) != plan.size() || !detail::shared_memory_piece_bytes_valid(capacity))
       throw TransportError(who() + ": shared-memory setup: rank 0 sent a malformed plan '" + plan + "'");
     std::string answer;
     try {
@@ -2357,7 +2362,7 @@ inline void TcpEndpoint::negotiate_shared_memory() {
     int used = 0;
     std::size_t k = 3;  // no mode until one is recognised
     if (std::sscanf(offer.c_str(), "%7s %zu%n", mode, &capacities[p], &used) == 2 &&
-        static_cast<std::size_t>(used) == offer.size() && capacities[p] >= 64 && capacities[p] <= (std::size_t{1} << 30))
+        static_cast<std::size_t>(used) == offer.size() && detail::shared_memory_piece_bytes_valid(capacities[p]))
       for (k = 0; k < 3 && std::strcmp(mode, mode_names[k]) != 0;) ++k;
     if (k < 3) modes[p] = k;
     else if (problem.empty()) problem = "rank " + std::to_string(p) + " sent a malformed setting '" + offer + "'";
@@ -2444,8 +2449,7 @@ inline void TcpEndpoint::allreduce_sum(std::span<float> values) {
       }
       // Lost as if a socket operation had found it, so that this loss is reported once, here,
       // and not again when the reactor reads the closed connection during a later operation.
-      l.close();
-      l.lost = true;
+      mark_lost(l);
     }
     if (lost && survive_lost_peers_) throw;
     broken_ = x.what();

@@ -50,13 +50,13 @@
 #include <random>
 #include <span>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <utility>
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/thread_pool.hpp"
+#include "flotilla/transport/tcp_socket.hpp"
 
 namespace flotilla::transport::detail {
 
@@ -66,6 +66,12 @@ inline constexpr bool shared_memory_allreduce_available = true;
 #else
 inline constexpr bool shared_memory_allreduce_available = false;
 #endif
+
+/// The bytes a piece of a shared-memory sum may have (TcpOptions::shared_memory_bytes), checked
+/// in the options and in every setting a rank receives from another.
+inline constexpr bool shared_memory_piece_bytes_valid(std::size_t bytes) noexcept {
+  return bytes >= 64 && bytes <= (std::size_t{1} << 30);
+}
 
 /// The tag of the setup messages (the segment's name, each rank's answer, rank 0's verdict).
 inline constexpr Tag shared_memory_setup_tag = tags::reserved_begin + 0x50;
@@ -89,25 +95,20 @@ class SharedMemoryAllreduce {
 
   /// Rank 0: creates the segment for `ranks` ranks and `capacity` bytes per call.
   static SharedMemoryAllreduce create(const std::string& name, std::size_t ranks, std::size_t capacity) {
-    const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) throw TransportError("shared memory: cannot create segment " + name + ": " + std::system_category().message(errno));
+    const Fd fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
+    if (!fd) throw TransportError("shared memory: cannot create segment " + name + ": " + errno_text(errno));
     SharedMemoryAllreduce s(0, ranks, capacity);
     try {
-      if (::ftruncate(fd, static_cast<off_t>(s.bytes_)) != 0)
-        throw TransportError("shared memory: cannot size segment " + name + " to " + std::to_string(s.bytes_) +
-                             " bytes: " + std::system_category().message(errno) + " (is /dev/shm large enough?)");
-      // Reserve the pages now: a /dev/shm too small for them (64 MiB in a default Docker
-      // container) is then this clear error, not a SIGBUS in the middle of a sum.
-      if (const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(s.bytes_)); e != 0)
+      // Sizes the segment and reserves its pages now: a /dev/shm too small for them (64 MiB in a
+      // default Docker container) is then this clear error, not a SIGBUS in the middle of a sum.
+      if (const int e = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(s.bytes_)); e != 0)
         throw TransportError("shared memory: cannot reserve " + std::to_string(s.bytes_) + " bytes for segment " + name +
-                             ": " + std::system_category().message(e) + " (is /dev/shm large enough?)");
-      s.map(fd, name);
+                             ": " + errno_text(e) + " (is /dev/shm large enough?)");
+      s.map(fd.get(), name);
     } catch (...) {
-      ::close(fd);
       ::shm_unlink(name.c_str());
       throw;
     }
-    ::close(fd);
     auto* c = s.control();
     c->ranks = ranks;
     c->capacity = capacity;
@@ -117,24 +118,16 @@ class SharedMemoryAllreduce {
 
   /// Rank `rank` of `ranks`: maps the segment rank 0 created, checking that it is what all agreed.
   static SharedMemoryAllreduce open(const std::string& name, std::size_t rank, std::size_t ranks, std::size_t capacity) {
-    const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0)
-      throw TransportError("shared memory: cannot open segment " + name + ": " + std::system_category().message(errno) +
+    const Fd fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
+    if (!fd)
+      throw TransportError("shared memory: cannot open segment " + name + ": " + errno_text(errno) +
                            " (are all ranks on one host, sharing /dev/shm?)");
     SharedMemoryAllreduce s(rank, ranks, capacity);
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != s.bytes_) {
-      ::close(fd);
+    if (::fstat(fd.get(), &st) != 0 || static_cast<std::size_t>(st.st_size) != s.bytes_)
       throw TransportError("shared memory: segment " + name + " has " + std::to_string(st.st_size) + " bytes, not the " +
                            std::to_string(s.bytes_) + " expected");
-    }
-    try {
-      s.map(fd, name);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    ::close(fd);
+    s.map(fd.get(), name);
     const auto* c = s.control();
     if (std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(c->magic)).load(std::memory_order_acquire) != magic ||
         c->ranks != ranks || c->capacity != capacity)
@@ -188,7 +181,7 @@ class SharedMemoryAllreduce {
   void map(int fd, const std::string& name) {
     void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
-      throw TransportError("shared memory: cannot map segment " + name + ": " + std::system_category().message(errno));
+      throw TransportError("shared memory: cannot map segment " + name + ": " + errno_text(errno));
     base_ = static_cast<std::byte*>(p);
   }
 
