@@ -11,6 +11,10 @@
 * mpi-vader:      the same over shared memory, --mca btl vader,self;
 * gloo:           torch.distributed.all_reduce with the gloo backend (/usr/bin/python3, two processes,
                   init through a TCP store on 127.0.0.1, GLOO_SOCKET_IFNAME=lo, one thread each);
+* loopback:       no allreduce at all: what loopback TCP carries between the two processes
+                  (flotilla_loopback_bench, next to --tcp-bench): one way, and both ways at once
+                  (the traffic of any 2-rank allreduce, each rank sending and receiving the whole
+                  buffer, with nothing on top): the ceiling of an allreduce over the sockets;
 * and, inside both mpirun jobs, flotilla's MPI transport (flotilla_mpi_busbw_bench):
   ring_allreduce on an MpiEndpoint with its default options (MPI_Allreduce up to 16 MiB, the ring
   above), with AllreduceAlgorithm::native (the endpoint's MPI_Allreduce) and with ::ring
@@ -117,6 +121,7 @@ def job_commands(args):
         "mpi-tcp": lambda: mpi + ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", args.mpi_bench,
                                   "--label", "mpi-tcp"] + common,
         "mpi-vader": lambda: mpi + ["--mca", "btl", "vader,self", args.mpi_bench, "--label", "mpi-vader"] + common,
+        "loopback": lambda: [args.loopback_bench, "--methods", "stream,exchange"] + common,
         "gloo": lambda: [sys.executable, os.path.abspath(__file__), "--gloo", "--sizes", sizes,
                          "--target", str(args.target)],
     }
@@ -145,7 +150,8 @@ def main():
     ap.add_argument("--launch", help="flotilla-launch")
     ap.add_argument("--tcp-bench", help="flotilla_tcp_busbw_bench")
     ap.add_argument("--mpi-bench", help="flotilla_mpi_busbw_bench")
-    ap.add_argument("--jobs", default="flotilla-tcp,flotilla-shm,mpi-tcp,mpi-vader,gloo")
+    ap.add_argument("--loopback-bench", help="flotilla_loopback_bench (default: next to --tcp-bench, if built)")
+    ap.add_argument("--jobs", default="flotilla-tcp,flotilla-shm,mpi-tcp,mpi-vader,gloo,loopback")
     ap.add_argument("--core-latency", help="flotilla_core_latency_bench (default: next to --tcp-bench, if built)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sizes", default=",".join(str(b) for b in default_sizes()), help="bytes, comma-separated")
@@ -160,6 +166,11 @@ def main():
     args = ap.parse_args()
     if not args.core_latency:
         args.core_latency = benchlib.default_probe(args.tcp_bench)
+    if not args.loopback_bench and args.tcp_bench:
+        path = os.path.join(os.path.dirname(os.path.abspath(args.tcp_bench)), "flotilla_loopback_bench")
+        args.loopback_bench = path if os.access(path, os.X_OK) else None
+    if not args.loopback_bench:
+        args.jobs = ",".join(j for j in args.jobs.split(",") if j != "loopback")
     args.size_list = [int(s) for s in args.sizes.split(",")]
     if args.gloo_rank >= 0:
         args.rank = args.gloo_rank
@@ -191,11 +202,13 @@ def main():
     med = lambda xs: benchlib.median(xs)
     cols = [("flotilla TCP, sockets", "flotilla-tcp", "flotilla"), ("flotilla TCP, sockets, ring only", "flotilla-tcp", "ring"),
             ("flotilla TCP, shared memory (default)", "flotilla-shm", "flotilla"), ("MPI btl tcp", "mpi-tcp", "mpi"),
-            ("MPI btl vader (shm)", "mpi-vader", "mpi"), ("gloo", "gloo", "gloo")]
+            ("MPI btl vader (shm)", "mpi-vader", "mpi"), ("gloo", "gloo", "gloo"),
+            ("loopback TCP, one way", "loopback", "stream"), ("loopback TCP, both ways (socket ceiling)", "loopback", "exchange")]
     cols = [c for c in cols if c[1] in jobs]
     ratios = [("sockets / MPI tcp", ("flotilla-tcp", "flotilla"), ("mpi-tcp", "mpi")),
               ("sockets / gloo", ("flotilla-tcp", "flotilla"), ("gloo", "gloo")),
-              ("shared memory / MPI vader", ("flotilla-shm", "flotilla"), ("mpi-vader", "mpi"))]
+              ("shared memory / MPI vader", ("flotilla-shm", "flotilla"), ("mpi-vader", "mpi")),
+              ("sockets / ceiling", ("flotilla-tcp", "flotilla"), ("loopback", "exchange"))]
     ratios = [r for r in ratios if r[1][0] in jobs and r[2][0] in jobs]
 
     def table(phase):

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# On a machine with cores to spare (the device tool's 16-core machine): the multi-process
+# measurements that the 2-core build machine cannot settle (docs/benchmarks.md), in steps that
+# each fit in one device command of 10 minutes. Logs and JSON go to $OUT (the device tool's output
+# folder) or scaling-results/.
+#
+#   scripts/scaling_check.sh build       # configure and build the benchmarks (about 2 minutes)
+#   scripts/scaling_check.sh allreduce   # bench/allreduce_compare.py, 2 ranks: sockets, shared
+#                                        # memory, the loopback ceiling, gloo, MPI (when present)
+#   scripts/scaling_check.sh ranks       # flotilla_tcp_busbw_bench at 2, 4, 8 ranks: sockets
+#                                        # (default, ring, ring without helper, doubling), and
+#                                        # shared memory
+#   scripts/scaling_check.sh all         # the three in a row (too long for one command)
+#
+# ROUNDS (default 2) sets the rounds of the allreduce step, SIZES its sizes (bytes, comma-separated).
+# Uses .gpu-deps/ (scripts/gpu_vendor_deps.sh: Eigen, doctest and Boost.Asio's headers) when
+# present; MPI jobs run only where mpirun and an MPI compiler wrapper are found; the gloo job only
+# where python3 imports torch.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-scaling-results}
+mkdir -p "$out"
+build=${FLOTILLA_SCALING_BUILD_DIR:-build-scaling}
+step=${1:-all}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+have_mpi=OFF
+command -v mpirun > /dev/null && command -v mpicxx > /dev/null && have_mpi=ON
+python=python3
+for p in python3 /usr/bin/python3; do
+  if "$p" -c "import torch" > /dev/null 2>&1; then python=$p; break; fi
+done
+
+do_build() {
+  local deps=()
+  if [ -d .gpu-deps ]; then
+    deps=(-DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" -DBoost_ROOT="$PWD/.gpu-deps" -DBoost_NO_BOOST_CMAKE=ON)
+  fi
+  local targets=(flotilla_tcp_busbw_bench flotilla_loopback_bench flotilla_core_latency_bench flotilla-launch)
+  [ "$have_mpi" = ON ] && targets+=(flotilla_mpi_busbw_bench)
+  { nproc; lscpu; } > "$out/machine.txt" 2>&1
+  {
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_BUILD_BENCH=ON -DFLOTILLA_BUILD_TESTS=OFF \
+          -DFLOTILLA_BUILD_EXAMPLES=OFF -DFLOTILLA_BUILD_TOOLS=ON -DFLOTILLA_WERROR=OFF \
+          -DFLOTILLA_WITH_MPI=$have_mpi "${deps[@]}" &&
+    cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+  } > "$out/build.log" 2>&1 || { echo "build failed: see $out/build.log"; tail -40 "$out/build.log"; exit 1; }
+  echo "built in $build (MPI: $have_mpi, python with torch: $python)"
+}
+
+do_allreduce() {
+  local jobs=flotilla-tcp,flotilla-shm,loopback
+  "$python" -c "import torch" > /dev/null 2>&1 && jobs+=,gloo
+  [ "$have_mpi" = ON ] && jobs+=,mpi-tcp,mpi-vader
+  local sizes=()
+  [ -n "${SIZES:-}" ] && sizes=(--sizes "$SIZES")
+  PYTHONUNBUFFERED=1 "$python" bench/allreduce_compare.py --launch "$build/tools/flotilla-launch" \
+    --tcp-bench "$build/bench/flotilla_tcp_busbw_bench" --mpi-bench "$build/bench/flotilla_mpi_busbw_bench" \
+    --jobs "$jobs" --rounds "${ROUNDS:-2}" "${sizes[@]}" --json "$out/allreduce.json" 2>&1 | tee "$out/allreduce.log"
+}
+
+do_ranks() {
+  local cores
+  cores=$(nproc)
+  for n in 2 4 8; do
+    if [ "$n" -gt "$cores" ]; then echo "skipping $n ranks: $cores cores"; continue; fi
+    echo "== $n ranks, sockets"
+    "$build/tools/flotilla-launch" -n "$n" --env FLOTILLA_SHARED_MEMORY=off -- "$build/bench/flotilla_tcp_busbw_bench" \
+      --methods flotilla,ring,ring-nopipe,doubling --repeat 3 --target 0.2 --label "sockets-$n"
+    echo "== $n ranks, shared memory"
+    "$build/tools/flotilla-launch" -n "$n" -- "$build/bench/flotilla_tcp_busbw_bench" \
+      --methods flotilla --repeat 3 --target 0.2 --label "shm-$n"
+  done 2>&1 | tee "$out/ranks.log"
+}
+
+case "$step" in
+  build) do_build ;;
+  allreduce) do_allreduce ;;
+  ranks) do_ranks ;;
+  all) do_build && do_allreduce && do_ranks ;;
+  *) echo "usage: $0 build|allreduce|ranks|all" >&2; exit 2 ;;
+esac
