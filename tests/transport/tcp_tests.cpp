@@ -67,7 +67,8 @@ class ScopedEnv {
   static constexpr const char* names[] = {"FLOTILLA_RANK",         "FLOTILLA_WORLD_SIZE",   "FLOTILLA_COORDINATOR",
                                           "FLOTILLA_BIND",         "FLOTILLA_TIMEOUT_MS",   "FLOTILLA_CONNECT_TIMEOUT_MS",
                                           "FLOTILLA_SOCKET_BUFFER", "FLOTILLA_SECRET",      "FLOTILLA_SECRET_FILE",
-                                          "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA", "FLOTILLA_SHARED_MEMORY"};
+                                          "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA", "FLOTILLA_SHARED_MEMORY",
+                                          "FLOTILLA_SPIN_US"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -261,6 +262,12 @@ TEST_CASE("options: from the environment") {
     CHECK(o.timeout == std::chrono::milliseconds(30000));
     CHECK(o.shared_memory == transport::TcpSharedMemory::automatic);
     CHECK(o.shared_memory_bytes == std::size_t{1} << 20);
+    CHECK(o.spin == std::chrono::microseconds(50));
+  }
+  for (const auto& [text, us] : {std::pair{"0", 0}, std::pair{"200", 200}, std::pair{"1000000", 1'000'000}}) {
+    ScopedEnv env({{"FLOTILLA_SPIN_US", text}});
+    CAPTURE(text);
+    CHECK(TcpOptions::from_environment().spin == std::chrono::microseconds(us));
   }
   {
     using transport::TcpSharedMemory;
@@ -323,6 +330,8 @@ TEST_CASE("options: every bad value names the variable and the text") {
       {{{"FLOTILLA_SOCKET_BUFFER", "lots"}}, {"FLOTILLA_SOCKET_BUFFER", "'lots'"}},
       {{{"FLOTILLA_SHARED_MEMORY", "yes"}}, {"FLOTILLA_SHARED_MEMORY", "'yes'", "auto, on, off or a number of bytes"}},
       {{{"FLOTILLA_SHARED_MEMORY", "-5"}}, {"FLOTILLA_SHARED_MEMORY", "'-5'"}},
+      {{{"FLOTILLA_SPIN_US", "fast"}}, {"FLOTILLA_SPIN_US", "'fast'", "microseconds"}},
+      {{{"FLOTILLA_SPIN_US", "2000000"}}, {"FLOTILLA_SPIN_US", "'2000000'", "at most 1000000"}},
   };
   for (const auto& c : cases) {
     ScopedEnv env({});
@@ -339,14 +348,16 @@ TEST_CASE("options: as command-line flags, with the environment as fallback") {
     cli::Flags flags("prog", "test");
     auto& epochs = flags.add<int>("epochs", 1, "an option of the program's own");
     transport::TcpFlags tcp(flags);
-    const char* argv[] = {"prog", "--rank", "1", "--world-size=3", "--coordinator", "127.0.0.1:4000", "--epochs", "5"};
-    REQUIRE(flags.parse(8, argv, std::cout));
+    const char* argv[] = {"prog", "--rank", "1", "--world-size=3", "--coordinator", "127.0.0.1:4000", "--epochs", "5",
+                          "--spin-us", "0"};
+    REQUIRE(flags.parse(10, argv, std::cout));
     const auto o = tcp.options();
     CHECK(epochs == 5);
     CHECK(o.rank == 1);
     CHECK(o.world_size == 3);
     CHECK(o.coordinator == "127.0.0.1:4000");
     CHECK(o.timeout == std::chrono::milliseconds(777));
+    CHECK(o.spin == std::chrono::microseconds(0));
     CHECK(contains(flags.help(), "--coordinator"));
     CHECK(contains(flags.help(), "FLOTILLA_COORDINATOR"));
   }

@@ -160,6 +160,15 @@ struct TcpOptions {
   /// the measurement), and TCP's own checksum already covers each segment.
   /// FLOTILLA_CHECKSUM_DATA (0 or 1), --checksum-data.
   bool checksum_data = false;
+  /// How long a wait keeps retrying its sockets before it sleeps in the reactor (epoll). A rank
+  /// that sleeps must be woken when its message arrives: by the kernel, and on a virtual machine by
+  /// the host resuming its virtual CPU, tens of microseconds per message, which is most of the
+  /// time of a small allreduce. Retrying first, yielding the core between tries (so that a thread
+  /// of this process with work, such as the trainer's backward pass, keeps it), takes the
+  /// message as soon as it is there: 4 KiB summed by 2 ranks over loopback went from 0.13 to 0.55
+  /// GB/s (docs/benchmarks.md). 0: sleep at once. The shared-memory path spins on its own (for
+  /// up to 200 us). FLOTILLA_SPIN_US, --spin-us.
+  std::chrono::microseconds spin{50};
   /// Where the transport reports what it drops (a connection that failed the handshake). Empty:
   /// one line on stderr.
   std::function<void(const std::string&)> log;
@@ -175,8 +184,8 @@ struct TcpOptions {
 
   /// The options from FLOTILLA_RANK, FLOTILLA_WORLD_SIZE, FLOTILLA_COORDINATOR, FLOTILLA_BIND,
   /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS, FLOTILLA_SOCKET_BUFFER, FLOTILLA_SECRET,
-  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA, FLOTILLA_SHARED_MEMORY and
-  /// FLOTILLA_REJOIN; unset variables keep
+  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA, FLOTILLA_SHARED_MEMORY,
+  /// FLOTILLA_SPIN_US and FLOTILLA_REJOIN; unset variables keep
   /// the defaults above. A value that cannot be used is a ConfigError naming the variable and the
   /// text (never the secret).
   static TcpOptions from_environment();
@@ -191,7 +200,7 @@ struct TcpSettingText {
 };
 struct TcpSettingTexts {
   TcpSettingText rank, world_size, coordinator, bind, timeout_ms, connect_timeout_ms, socket_buffer;
-  TcpSettingText secret, secret_file, heartbeat_ms, checksum_data, shared_memory;
+  TcpSettingText secret, secret_file, heartbeat_ms, checksum_data, shared_memory, spin_us;
 };
 
 /// Whether a listening address keeps a job on this machine (an unauthenticated job is safe only there).
@@ -367,6 +376,8 @@ inline TcpOptions tcp_options_from(const TcpSettingTexts& t) {
       throw ConfigError(t.checksum_data.name + ": '" + *t.checksum_data.text + "' is not 0 or 1");
     o.checksum_data = *t.checksum_data.text == "1";
   }
+  if (t.spin_us.text)  // a second at most: anything longer is a typo, and burns a core
+    o.spin = std::chrono::microseconds(tcp_parse_number(t.spin_us, "a number of microseconds", 1'000'000));
   return o;
 }
 
@@ -383,7 +394,7 @@ inline TcpOptions TcpOptions::from_environment() {
                                    env("FLOTILLA_BIND"), env("FLOTILLA_TIMEOUT_MS"), env("FLOTILLA_CONNECT_TIMEOUT_MS"),
                                    env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),
                                    env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA"),
-                                   env("FLOTILLA_SHARED_MEMORY")});
+                                   env("FLOTILLA_SHARED_MEMORY"), env("FLOTILLA_SPIN_US")});
   if (const char* v = std::getenv("FLOTILLA_REJOIN"); v != nullptr && *v != '\0') {
     std::string_view rest(v);
     while (!rest.empty()) {
@@ -398,7 +409,7 @@ inline TcpOptions TcpOptions::from_environment() {
 
 /// The TCP settings as command-line flags of a cli::Flags, each falling back to its environment
 /// variable: --rank, --world-size, --coordinator, --bind, --timeout-ms, --connect-timeout-ms,
-/// --socket-buffer, --secret-file, --heartbeat-ms, --checksum-data, --shared-memory. (The secret itself has no flag:
+/// --socket-buffer, --secret-file, --heartbeat-ms, --checksum-data, --shared-memory, --spin-us. (The secret itself has no flag:
 /// a command line is visible to every user of the machine. FLOTILLA_SECRET still applies.)
 ///
 ///   cli::Flags flags("train", "...");
@@ -434,7 +445,10 @@ class TcpFlags {
         shared_memory_(flags.add<std::string>("shared-memory", "auto",
                                               "ranks on one host sum through shared memory: auto, on, off, or on with "
                                               "pieces of this many bytes",
-                                              "FLOTILLA_SHARED_MEMORY")) {}
+                                              "FLOTILLA_SHARED_MEMORY")),
+        spin_(flags.add<std::string>("spin-us", "50",
+                                     "how long a wait retries its sockets before it sleeps, in microseconds (0: sleep at once)",
+                                     "FLOTILLA_SPIN_US")) {}
 
   /// The options given (call after Flags::parse); ConfigError naming the flag for a bad value.
   TcpOptions options() const {
@@ -454,7 +468,8 @@ class TcpFlags {
                                      item(secret_file_, "secret-file", "FLOTILLA_SECRET_FILE"),
                                      item(heartbeat_, "heartbeat-ms", "FLOTILLA_HEARTBEAT_MS"),
                                      item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA"),
-                                     item(shared_memory_, "shared-memory", "FLOTILLA_SHARED_MEMORY")});
+                                     item(shared_memory_, "shared-memory", "FLOTILLA_SHARED_MEMORY"),
+                                     item(spin_, "spin-us", "FLOTILLA_SPIN_US")});
   }
 
  private:
@@ -465,7 +480,7 @@ class TcpFlags {
     return s;
   }
   const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_;
-  const std::string &secret_file_, &heartbeat_, &checksum_data_, &shared_memory_;
+  const std::string &secret_file_, &heartbeat_, &checksum_data_, &shared_memory_, &spin_;
 };
 
 namespace detail {
@@ -1318,6 +1333,8 @@ class TcpEndpoint {
   void drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Waiting&& waiting, Clock::time_point until) {
     bool eager = false;
     const auto watch_from = Clock::now();  // silence before this wait does not count against a peer
+    // Retry without sleeping until then (TcpOptions::spin); again after each wake-up.
+    auto spin_until = watch_from + options_.spin;
     // While a receive is pending too, writes go in quanta between reads rather than all the socket
     // takes: both directions then flow at once, and what arrives is read while it is still in
     // cache. (A whole send buffer at a time, several MiB, leaves the received data waiting.)
@@ -1332,6 +1349,10 @@ class TcpEndpoint {
       const bool written = std::all_of(outs.begin(), outs.end(), [](const auto& o) { return o.done() || o.link->lost; });
       if (written && done()) return;
       if (more) continue;
+      if (!eager && Clock::now() < spin_until) {
+        std::this_thread::yield();
+        continue;
+      }
       check_not_waiting_for_the_finished();
       check_stalled(outs, watch_from);
       const auto now = Clock::now();
@@ -1373,6 +1394,7 @@ class TcpEndpoint {
         eager = true;
         continue;
       }
+      spin_until = Clock::now() + options_.spin;
       for (auto& l : links_) {
         if (!std::exchange(l.read_fired, false) || !l.open() || l.eof) continue;
         if (l.wait_error == detail::asio::error::bad_descriptor)
