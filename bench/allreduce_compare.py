@@ -14,7 +14,8 @@
 * loopback:       no allreduce at all: what loopback TCP carries between the two processes
                   (flotilla_loopback_bench, next to --tcp-bench): one way, and both ways at once
                   (the traffic of any 2-rank allreduce, each rank sending and receiving the whole
-                  buffer, with nothing on top): the ceiling of an allreduce over the sockets;
+                  buffer; busy-polled, with no framing and no additions): the machine's side of
+                  an allreduce over the sockets;
 * and, inside both mpirun jobs, flotilla's MPI transport (flotilla_mpi_busbw_bench):
   ring_allreduce on an MpiEndpoint with its default options (MPI_Allreduce up to 16 MiB, the ring
   above), with AllreduceAlgorithm::native (the endpoint's MPI_Allreduce) and with ::ring
@@ -121,7 +122,7 @@ def job_commands(args):
         "mpi-tcp": lambda: mpi + ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", args.mpi_bench,
                                   "--label", "mpi-tcp"] + common,
         "mpi-vader": lambda: mpi + ["--mca", "btl", "vader,self", args.mpi_bench, "--label", "mpi-vader"] + common,
-        "loopback": lambda: [args.loopback_bench, "--methods", "stream,exchange"] + common,
+        "loopback": lambda: [args.loopback_bench, "--methods", "stream,exchange-spin"] + common,
         "gloo": lambda: [sys.executable, os.path.abspath(__file__), "--gloo", "--sizes", sizes,
                          "--target", str(args.target)],
     }
@@ -203,12 +204,12 @@ def main():
     cols = [("flotilla TCP, sockets", "flotilla-tcp", "flotilla"), ("flotilla TCP, sockets, ring only", "flotilla-tcp", "ring"),
             ("flotilla TCP, shared memory (default)", "flotilla-shm", "flotilla"), ("MPI btl tcp", "mpi-tcp", "mpi"),
             ("MPI btl vader (shm)", "mpi-vader", "mpi"), ("gloo", "gloo", "gloo"),
-            ("loopback TCP, one way", "loopback", "stream"), ("loopback TCP, both ways (socket ceiling)", "loopback", "exchange")]
+            ("loopback TCP, one way", "loopback", "stream"), ("loopback TCP, both ways", "loopback", "exchange-spin")]
     cols = [c for c in cols if c[1] in jobs]
     ratios = [("sockets / MPI tcp", ("flotilla-tcp", "flotilla"), ("mpi-tcp", "mpi")),
               ("sockets / gloo", ("flotilla-tcp", "flotilla"), ("gloo", "gloo")),
               ("shared memory / MPI vader", ("flotilla-shm", "flotilla"), ("mpi-vader", "mpi")),
-              ("sockets / ceiling", ("flotilla-tcp", "flotilla"), ("loopback", "exchange"))]
+              ("sockets / loopback both ways", ("flotilla-tcp", "flotilla"), ("loopback", "exchange-spin"))]
     ratios = [r for r in ratios if r[1][0] in jobs and r[2][0] in jobs]
 
     def table(phase):

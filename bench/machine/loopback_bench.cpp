@@ -1,7 +1,8 @@
 // flotilla_loopback_bench: what loopback TCP itself carries between two processes on this machine,
-// with no transport, framing or collective on top: the ceiling of any 2-rank allreduce over sockets.
+// with no transport, framing or collective on top: the machine's side of any 2-rank allreduce over
+// sockets (bench/allreduce_compare.py puts it next to them).
 //
-//   flotilla_loopback_bench [--sizes 4K,64M] [--methods stream,exchange,exchange-add] [--repeat 5]
+//   flotilla_loopback_bench [--sizes 4K,64M] [--methods stream,exchange,exchange-add,exchange-spin] [--repeat 5]
 //
 // The program forks; the parent (rank 0) and the child (rank 1) talk through one TCP connection on
 // 127.0.0.1. Methods, each timed per call of `bytes`:
@@ -13,8 +14,11 @@
 //                 with nothing else;
 //   exchange-add  the same, adding each arriving piece into a float buffer as soon as it is read:
 //                 the simplest complete 2-rank allreduce (a swap), its additions hidden as well as
-//                 they can be. Checked once against the known sum before it is timed.
-// Bus bandwidth is bytes / time per call for all three, the figure a 2-rank allreduce of `bytes`
+//                 they can be. Checked once against the known sum before it is timed;
+//   exchange-spin as exchange, but retrying the socket without ever sleeping in poll(): what a
+//                 rank pays for being woken (TcpOptions::spin; Open MPI's TCP transport never
+//                 sleeps while it waits).
+// Bus bandwidth is bytes / time per call for all of them, the figure a 2-rank allreduce of `bytes`
 // reports (2(N-1)/N = 1). One JSON line per measurement, shaped like the allreduce benchmarks'
 // (label "loopback"), so bench/allreduce_compare.py can put it next to them. Linux/POSIX only.
 #include <flotilla/cli/flags.hpp>
@@ -195,7 +199,8 @@ int main(int argc, char** argv) {
   try {
     flotilla::cli::Flags flags("flotilla_loopback_bench", "what loopback TCP carries between two processes");
     auto& sizes = flags.add<std::string>("sizes", "", "comma-separated bytes with K/M suffixes (default 4K..64M, powers of 4)");
-    auto& methods = flags.add<std::string>("methods", "stream,exchange,exchange-add", "stream, exchange, exchange-add");
+    auto& methods = flags.add<std::string>("methods", "stream,exchange,exchange-add,exchange-spin",
+                                           "stream, exchange, exchange-add, exchange-spin");
     auto& repeat = flags.add<std::size_t>("repeat", 5, "measurements of each (size, method)");
     auto& target = flags.add<double>("target", 0.25, "seconds per measurement");
     if (!flags.parse(argc, argv, std::cout)) return 0;
@@ -205,7 +210,7 @@ int main(int argc, char** argv) {
                                      {"exchange", Mode::exchange}, {"exchange-add", Mode::exchange_add},
                                      {"exchange-spin", Mode::exchange_spin}})
       if (("," + methods + ",").find("," + name + ",") != std::string::npos) chosen.emplace_back(name, mode);
-    if (chosen.empty()) throw std::runtime_error("--methods names none of stream, exchange, exchange-add");
+    if (chosen.empty()) throw std::runtime_error("--methods names none of stream, exchange, exchange-add, exchange-spin");
     const std::vector<std::size_t> list = bench::parse_sizes(sizes);
 
     Socket listener(::socket(AF_INET, SOCK_STREAM, 0));
