@@ -167,9 +167,8 @@ def main():
     args = ap.parse_args()
     if not args.core_latency:
         args.core_latency = benchlib.default_probe(args.tcp_bench)
-    if not args.loopback_bench and args.tcp_bench:
-        path = os.path.join(os.path.dirname(os.path.abspath(args.tcp_bench)), "flotilla_loopback_bench")
-        args.loopback_bench = path if os.access(path, os.X_OK) else None
+    if not args.loopback_bench:
+        args.loopback_bench = benchlib.built_next_to(args.tcp_bench, "flotilla_loopback_bench")
     if not args.loopback_bench:
         args.jobs = ",".join(j for j in args.jobs.split(",") if j != "loopback")
     args.size_list = [int(s) for s in args.sizes.split(",")]

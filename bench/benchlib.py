@@ -235,12 +235,17 @@ def phase_of(before, after):
     return "near" if all(near) else "far" if not any(near) else "mixed"
 
 
-def default_probe(next_to):
-    """flotilla_core_latency_bench in the directory of the program `next_to`, if it was built."""
+def built_next_to(next_to, name):
+    """The program `name` in the directory of the program `next_to`, if it was built there."""
     if not next_to:
         return None
-    path = os.path.join(os.path.dirname(os.path.abspath(next_to)), "flotilla_core_latency_bench")
+    path = os.path.join(os.path.dirname(os.path.abspath(next_to)), name)
     return path if os.access(path, os.X_OK) else None
+
+
+def default_probe(next_to):
+    """flotilla_core_latency_bench in the directory of the program `next_to`, if it was built."""
+    return built_next_to(next_to, "flotilla_core_latency_bench")
 
 
 def run_json_job(name, argv, args, env=None):

@@ -6,7 +6,7 @@
 #
 #   scripts/scaling_check.sh build       # configure and build the benchmarks (about 2 minutes)
 #   scripts/scaling_check.sh allreduce   # bench/allreduce_compare.py, 2 ranks: sockets, shared
-#                                        # memory, the loopback ceiling, gloo, MPI (when present)
+#                                        # memory, loopback itself, gloo, MPI (when present)
 #   scripts/scaling_check.sh ranks       # flotilla_tcp_busbw_bench at 2, 4, 8 ranks: sockets
 #                                        # (default, ring, ring without helper, doubling), and
 #                                        # shared memory
@@ -25,9 +25,9 @@ step=${1:-all}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 have_mpi=OFF
 command -v mpirun > /dev/null && command -v mpicxx > /dev/null && have_mpi=ON
-python=python3
+python=python3 have_torch=no
 for p in python3 /usr/bin/python3; do
-  if "$p" -c "import torch" > /dev/null 2>&1; then python=$p; break; fi
+  if "$p" -c "import torch" > /dev/null 2>&1; then python=$p have_torch=yes; break; fi
 done
 
 do_build() {
@@ -49,7 +49,7 @@ do_build() {
 
 do_allreduce() {
   local jobs=flotilla-tcp,flotilla-shm,loopback
-  "$python" -c "import torch" > /dev/null 2>&1 && jobs+=,gloo
+  [ "$have_torch" = yes ] && jobs+=,gloo
   [ "$have_mpi" = ON ] && jobs+=,mpi-tcp,mpi-vader
   local sizes=()
   [ -n "${SIZES:-}" ] && sizes=(--sizes "$SIZES")

@@ -87,8 +87,8 @@ void read_all(int fd, void* p, std::size_t n) {
   }
 }
 
-/// Writes `out` and reads `in` at once (the socket blocks; each call here is MSG_DONTWAIT); with `sum`, adds every complete
-/// float read into it as soon as it is read.
+/// Writes `out` and reads `in` at once (the socket blocks; each call here is MSG_DONTWAIT); with
+/// `sum`, adds every complete float read into it as soon as it is read.
 void exchange(int fd, const std::byte* out, std::byte* in, std::size_t bytes, float* sum, bool spin) {
   std::size_t sent = 0, got = 0, added = 0;
   while (sent < bytes || got < bytes) {
@@ -115,18 +115,30 @@ void exchange(int fd, const std::byte* out, std::byte* in, std::size_t bytes, fl
   }
 }
 
-enum class Mode : std::uint64_t { stop, stream, exchange, exchange_add, exchange_spin };
+// `check`: one exchange-add in which rank 1 sends 2.0f everywhere (it sends zeros otherwise, so
+// that the timed sums never grow), for rank 0 to verify its sums.
+enum class Mode : std::uint64_t { stop, stream, exchange, exchange_add, exchange_spin, check };
+
+/// What a rank sends, receives and sums into, grown to the largest size asked for (zeros).
+struct Buffers {
+  std::vector<std::byte> out, in;
+  std::vector<float> sum;
+  void fit(std::size_t bytes) {
+    if (out.size() < bytes) out.assign(bytes, std::byte{0}), in.assign(bytes, std::byte{0});
+    if (sum.size() < bytes / sizeof(float)) sum.assign(bytes / sizeof(float), 0.0f);
+  }
+};
 
 /// One batch: `iters` calls of `mode` with `bytes`, on either rank. Returns this rank's seconds.
-double batch(int fd, int rank, Mode mode, std::size_t bytes, std::size_t iters, std::vector<std::byte>& out,
-             std::vector<std::byte>& in, std::vector<float>& sum) {
+double batch(int fd, int rank, Mode mode, std::size_t bytes, std::size_t iters, Buffers& b) {
+  const bool add = mode == Mode::exchange_add || mode == Mode::check;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < iters; ++i) {
     if (mode == Mode::stream) {
-      if (rank == 0) write_all(fd, out.data(), bytes);
-      else read_all(fd, in.data(), bytes);
+      if (rank == 0) write_all(fd, b.out.data(), bytes);
+      else read_all(fd, b.in.data(), bytes);
     } else {
-      exchange(fd, out.data(), in.data(), bytes, mode == Mode::exchange_add ? sum.data() : nullptr, mode == Mode::exchange_spin);
+      exchange(fd, b.out.data(), b.in.data(), bytes, add ? b.sum.data() : nullptr, mode == Mode::exchange_spin);
     }
   }
   if (mode == Mode::stream) {  // the writer's time ends when the reader has everything
@@ -137,60 +149,57 @@ double batch(int fd, int rank, Mode mode, std::size_t bytes, std::size_t iters, 
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// Sets the first `bytes` of `out` to floats of `value`.
+void fill_floats(std::vector<std::byte>& out, std::size_t bytes, float value) {
+  const std::vector<float> v(bytes / sizeof(float), value);
+  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+}
+
 /// Rank 1: does what rank 0's control messages say until told to stop, answering each batch with
 /// its time.
 void follower(int fd) {
-  std::vector<std::byte> out, in;
-  std::vector<float> sum;
+  Buffers b;
   for (;;) {
     std::uint64_t msg[3];
     read_all(fd, msg, sizeof msg);
     const auto mode = static_cast<Mode>(msg[0]);
     if (mode == Mode::stop) return;
     const std::size_t bytes = msg[1], iters = msg[2];
-    if (out.size() < bytes) out.assign(bytes, std::byte{0}), in.assign(bytes, std::byte{0});
-    if (sum.size() < bytes / sizeof(float)) sum.assign(bytes / sizeof(float), 0.0f);
-    const double t = batch(fd, 1, mode, bytes, iters, out, in, sum);
+    b.fit(bytes);
+    if (mode == Mode::check) fill_floats(b.out, bytes, 2.0f);
+    const double t = batch(fd, 1, mode, bytes, iters, b);
+    if (mode == Mode::check) fill_floats(b.out, bytes, 0.0f);
     write_all(fd, &t, sizeof t);
   }
 }
 
 struct Leader {
   int fd;
-  std::vector<std::byte> out, in;
-  std::vector<float> sum;
+  Buffers b;
 
   /// The slower rank's seconds per call.
   double time(Mode mode, std::size_t bytes, std::size_t iters) {
     const std::uint64_t msg[3] = {static_cast<std::uint64_t>(mode), bytes, iters};
     write_all(fd, msg, sizeof msg);
-    if (out.size() < bytes) out.assign(bytes, std::byte{0}), in.assign(bytes, std::byte{0});
-    if (sum.size() < bytes / sizeof(float)) sum.assign(bytes / sizeof(float), 0.0f);
-    const double mine = batch(fd, 0, mode, bytes, iters, out, in, sum);
+    b.fit(bytes);
+    const double mine = batch(fd, 0, mode, bytes, iters, b);
     double theirs = 0;
     read_all(fd, &theirs, sizeof theirs);
     return std::max(mine, theirs) / static_cast<double>(iters);
   }
 };
 
-/// exchange-add must form the sum: both ranks send 1.0f everywhere into sums of 1.0f, once.
+/// exchange-add must form the sum: sums of 1.0f here, plus the 2.0f that rank 1 sends, are 3.0f.
 void check_sum(Leader& l) {
   const std::size_t bytes = 1 << 20;
-  const std::uint64_t msg[3] = {static_cast<std::uint64_t>(Mode::exchange_add), bytes, 1};
-  write_all(l.fd, msg, sizeof msg);
-  std::vector<float> ones(bytes / sizeof(float), 1.0f);
-  l.out.resize(bytes);
-  l.in.resize(bytes);
-  std::memcpy(l.out.data(), ones.data(), bytes);
-  l.sum = ones;
-  batch(l.fd, 0, Mode::exchange_add, bytes, 1, l.out, l.in, l.sum);
-  double ignored = 0;
-  read_all(l.fd, &ignored, sizeof ignored);
-  // Rank 1's buffers start as zeros: it sends zeros, so this rank's sums stay 1.
-  for (float v : l.sum)
-    if (v != 1.0f) throw std::runtime_error("exchange-add formed a wrong sum");
-  std::fill(l.out.begin(), l.out.end(), std::byte{0});
-  std::fill(l.sum.begin(), l.sum.end(), 0.0f);
+  l.b.fit(bytes);
+  std::fill(l.b.sum.begin(), l.b.sum.end(), 1.0f);
+  l.time(Mode::check, bytes, 1);
+  for (std::size_t i = 0; i < bytes / sizeof(float); ++i)
+    if (l.b.sum[i] != 3.0f)
+      throw std::runtime_error("exchange-add formed a wrong sum at value " + std::to_string(i) + ": " +
+                               std::to_string(l.b.sum[i]) + ", not 3");
+  std::fill(l.b.sum.begin(), l.b.sum.end(), 0.0f);
 }
 
 }  // namespace
@@ -241,7 +250,7 @@ int main(int argc, char** argv) {
     try {
       Socket s(::accept(listener.fd, nullptr, nullptr));
       ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      Leader l{s.fd, {}, {}, {}};
+      Leader l{s.fd, {}};
       check_sum(l);
       // Calibrate each (size, method), then measure with repetitions outermost, as the allreduce
       // benchmarks do.
