@@ -1,30 +1,66 @@
 #!/usr/bin/env bash
-# On a machine with a GPU: builds the CUDA backend's tests and benchmark, runs the tests
-# (ctest -L cuda), then the benchmark against PyTorch, and leaves the logs and the JSON in
-# $OUT (the device tool's output folder) or gpu-results/. One command, for a session with little
-# GPU time:
+# On a machine with a GPU: the CUDA backend's tests, Fashion-MNIST training on the GPU, and the
+# benchmark against PyTorch, in one command for a session with little GPU time. Logs and JSON go
+# to $OUT (the device tool's output folder) or gpu-results/.
 #
-#   scripts/gpu_check.sh            # tests, then MLP and CNN at batch 64 and 256, 3 runs each
-#   RUNS=5 scripts/gpu_check.sh     # more runs;  SKIP_BENCH=1: tests only
+#   scripts/gpu_check.sh                 # build here, then everything below
+#   PREBUILT=dir scripts/gpu_check.sh    # use binaries built elsewhere (scripts/device_pack.sh):
+#                                        # dir/flotilla_cuda_gpu_tests, fashion_mnist_gpu,
+#                                        # flotilla_gpu_train_bench
+#   SKIP_TRAIN=1, SKIP_BENCH=1           # leave out the Fashion-MNIST runs, the benchmark
+#   RUNS=5                               # benchmark runs per configuration (default 3)
+#   FLOTILLA_FASHION_MNIST=dir           # the IDX files (default: Debian's place)
 #
-# Uses .gpu-deps/ (scripts/gpu_vendor_deps.sh) for Eigen and doctest when present.
+# Builds use .gpu-deps/ (scripts/gpu_vendor_deps.sh) for Eigen and doctest when present. Every
+# step has a time limit, so that one hung step still leaves the others' results.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-results}
 mkdir -p "$out"
-build=${FLOTILLA_GPU_BUILD_DIR:-build-gpu}
-prefix=""
-[ -d .gpu-deps ] && prefix="-DCMAKE_PREFIX_PATH=$PWD/.gpu-deps"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
-{
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_WITH_CUDA=ON -DFLOTILLA_WERROR=OFF \
-        -DFLOTILLA_BUILD_EXAMPLES=OFF -DFLOTILLA_BUILD_TOOLS=OFF -DFLOTILLA_WITH_TCP=OFF $prefix &&
-  cmake --build "$build" -j "$(nproc)" --target flotilla_cuda_host_tests flotilla_cuda_gpu_tests flotilla_gpu_train_bench
-} > "$out/build.log" 2>&1 || { echo "build failed: see $out/build.log"; tail -40 "$out/build.log"; exit 1; }
-ctest --test-dir "$build" -L cuda --output-on-failure 2>&1 | tee "$out/ctest.log"
-# The full doctest report of the GPU tests (every check, with its INFO on failure).
-"$build/tests/cuda/flotilla_cuda_gpu_tests" --success=false > "$out/gpu_tests.log" 2>&1
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.txt" 2>&1
+if [ -n "${PREBUILT:-}" ]; then
+  tests=$PREBUILT/flotilla_cuda_gpu_tests example=$PREBUILT/fashion_mnist_gpu bench=$PREBUILT/flotilla_gpu_train_bench
+  # Binaries built on another machine find the CUDA libraries of this one's toolkit.
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+  ldd "$tests" >> "$out/gpu.txt" 2>&1
+else
+  build=${FLOTILLA_GPU_BUILD_DIR:-build-gpu}
+  prefix=""
+  [ -d .gpu-deps ] && prefix="-DCMAKE_PREFIX_PATH=$PWD/.gpu-deps"
+  {
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_WITH_CUDA=ON -DFLOTILLA_WERROR=OFF \
+          -DFLOTILLA_BUILD_EXAMPLES=ON -DFLOTILLA_BUILD_TOOLS=OFF -DFLOTILLA_WITH_TCP=OFF -DFLOTILLA_WITH_MPI=OFF $prefix &&
+    cmake --build "$build" -j "$(nproc)" --target flotilla_cuda_host_tests flotilla_cuda_gpu_tests flotilla_gpu_train_bench fashion_mnist_gpu
+  } > "$out/build.log" 2>&1 || { echo "build failed: see $out/build.log"; tail -40 "$out/build.log"; exit 1; }
+  tests=$build/tests/cuda/flotilla_cuda_gpu_tests example=$build/examples/fashion_mnist_gpu bench=$build/bench/flotilla_gpu_train_bench
+fi
+tests=$(realpath "$tests") example=$(realpath "$example") bench=$(realpath "$bench")
+cat "$out/gpu.txt"
+
+echo "== GPU tests"
+timeout 150 "$tests" --duration=true > "$out/gpu_tests.log" 2>&1
+status=$?
+tail -5 "$out/gpu_tests.log"
+if [ "$status" -ne 0 ] && [ "$status" -ne 77 ]; then
+  # A failure's first cause: each kernel's own fault, named where it happens.
+  echo "== GPU tests failed ($status): again with CUDA_LAUNCH_BLOCKING=1"
+  CUDA_LAUNCH_BLOCKING=1 timeout 100 "$tests" > "$out/gpu_tests_blocking.log" 2>&1
+  grep -E "ERROR|error|FAILED|test cases" "$out/gpu_tests_blocking.log" | head -40
+fi
+
+if [ -z "${SKIP_TRAIN:-}" ]; then
+  data=(); [ -n "${FLOTILLA_FASHION_MNIST:-}" ] && data=(--data "$(realpath "$FLOTILLA_FASHION_MNIST")")
+  for m in mlp cnn; do
+    echo "== Fashion-MNIST $m on the GPU"
+    (cd "$out" && timeout 150 "$example" --model "$m" "${data[@]}" > "train_$m.log" 2>&1)
+    grep -E "epoch|test accuracy|error|no CUDA" "$out/train_$m.log" | tail -14
+  done
+fi
+
 if [ -z "${SKIP_BENCH:-}" ]; then
-  PYTHONUNBUFFERED=1 python3 bench/gpu_train_vs_pytorch.py --flotilla "$build/bench/flotilla_gpu_train_bench" \
+  echo "== against PyTorch"
+  PYTHONUNBUFFERED=1 timeout 240 python3 bench/gpu_train_vs_pytorch.py --flotilla "$bench" \
     --runs "${RUNS:-3}" --json "$out/gpu_train.json" 2>&1 | tee "$out/bench.log"
 fi

@@ -16,6 +16,10 @@
 # Uses .gpu-deps/ (scripts/gpu_vendor_deps.sh: Eigen, doctest and Boost.Asio's headers) when
 # present; MPI jobs run only where mpirun and an MPI compiler wrapper are found; the gloo job only
 # where python3 imports torch.
+#
+# With binaries built elsewhere (scripts/device_pack.sh): FLOTILLA_SCALING_BUILD_DIR=.device-pack/scaling
+# DEPS=.device-pack/deps. The MPI benchmark is then built here, against this machine's MPI, when
+# mpirun is found (a few seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-scaling-results}
@@ -47,7 +51,24 @@ do_build() {
   echo "built in $build (MPI: $have_mpi, python with torch: $python)"
 }
 
+# The MPI benchmark links this machine's MPI library, so it is built where it runs.
+ensure_mpi_bench() {
+  [ "$have_mpi" = ON ] || return 0
+  [ -x "$build/bench/flotilla_mpi_busbw_bench" ] && return 0
+  local b=${TMPDIR:-/tmp}/flotilla-mpi-bench deps=${DEPS:-.gpu-deps}
+  local prefix=()
+  [ -d "$deps" ] && prefix=(-DCMAKE_PREFIX_PATH="$(realpath "$deps")")
+  {
+    cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_BUILD_BENCH=ON -DFLOTILLA_BUILD_TESTS=OFF \
+          -DFLOTILLA_BUILD_EXAMPLES=OFF -DFLOTILLA_BUILD_TOOLS=OFF -DFLOTILLA_WERROR=OFF -DFLOTILLA_WITH_MPI=ON \
+          -DFLOTILLA_WITH_TCP=OFF -DFLOTILLA_WITH_CUDA=OFF "${prefix[@]}" &&
+    cmake --build "$b" -j "$(nproc)" --target flotilla_mpi_busbw_bench
+  } > "$out/mpi_build.log" 2>&1 || { echo "MPI benchmark not built (see mpi_build.log): no MPI jobs"; have_mpi=OFF; return 0; }
+  mkdir -p "$build/bench" && cp "$b/bench/flotilla_mpi_busbw_bench" "$build/bench/"
+}
+
 do_allreduce() {
+  ensure_mpi_bench
   local jobs=flotilla-tcp,flotilla-shm,loopback
   [ "$have_torch" = yes ] && jobs+=,gloo
   [ "$have_mpi" = ON ] && jobs+=,mpi-tcp,mpi-vader

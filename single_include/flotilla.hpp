@@ -9781,23 +9781,39 @@ class ParameterServerClient {
   template <Transport E>
   void push(E& e, std::size_t s, std::span<const T> gradients) {
     const Range r = shards_[s];
-    const std::size_t size = PsHeader::size + Codec::encoded_size(r.size());
-    PsHeader{PsHeader::push, 0, versions_[s], 0, 0}.write(out_.data());
-    Codec::encode(gradients.subspan(r.begin, r.size()), std::span<std::byte>(out_).subspan(PsHeader::size, size - PsHeader::size));
-    e.send(first_server_ + s, protocol_tags::ps_push, std::span<const std::byte>(out_).first(size));
+    send_push(e, s, [&](std::span<std::byte> payload) { Codec::encode(gradients.subspan(r.begin, r.size()), payload); });
+  }
+  /// push() of gradients already in the codec's wire format: `codes` encodes the whole buffer, in
+  /// a codec of fixed width with no header of its own (so value i's code is at encoded_size(i)),
+  /// as a GPU's kernels leave it (cuda::Engine::pushed_gradient_codes).
+  template <Transport E>
+  void push_encoded(E& e, std::size_t s, std::span<const std::byte> codes) {
+    const Range r = shards_[s];
+    const std::size_t at = Codec::encoded_size(r.begin), bytes = Codec::encoded_size(r.size());
+    if (at > codes.size() || bytes > codes.size() - at)
+      throw ShapeError("parameter-server push of shard " + std::to_string(s) + ": its codes end at byte " +
+                       std::to_string(at + bytes) + " of " + std::to_string(codes.size()));
+    send_push(e, s, [&](std::span<std::byte> payload) { std::memcpy(payload.data(), codes.data() + at, bytes); });
   }
 
   /// Receives shard s of the parameters after a push (as the policy's codec carries them).
   template <Transport E>
   PullInfo pull(E& e, std::size_t s, std::span<T> parameters) {
+    return pull_encoded(e, s, [&](std::size_t begin, std::span<const std::byte> payload) {
+      Codec::decode(payload, parameters.subspan(begin, shards_[s].size()));
+    });
+  }
+  /// pull() that hands the shard over in the codec's wire format: decode(first value's index,
+  /// bytes) decodes it (on a GPU: cuda::Engine::decode_pulled_parameters).
+  template <Transport E, class Decode>
+  PullInfo pull_encoded(E& e, std::size_t s, Decode&& decode) {
     const Range r = shards_[s];
     const std::size_t size = PsHeader::size + Codec::encoded_size(r.size());
     e.recv(first_server_ + s, protocol_tags::ps_reply, std::span<std::byte>(in_).first(size));
     const PsHeader h = PsHeader::read(in_.data());
     expect_reply(h, e.rank(), s);
     versions_[s] = h.version;
-    Codec::decode(std::span<const std::byte>(in_).subspan(PsHeader::size, size - PsHeader::size),
-                  parameters.subspan(r.begin, r.size()));
+    decode(r.begin, std::span<const std::byte>(in_).subspan(PsHeader::size, size - PsHeader::size));
     return {h.steps_ahead, h.staleness};
   }
 
@@ -9886,6 +9902,14 @@ class ParameterServerClient {
   }
 
  private:
+  /// A push of shard s: the header, then fill(payload) writes the shard's encoding.
+  template <Transport E, class Fill>
+  void send_push(E& e, std::size_t s, Fill&& fill) {
+    const std::size_t size = PsHeader::size + Codec::encoded_size(shards_[s].size());
+    PsHeader{PsHeader::push, 0, versions_[s], 0, 0}.write(out_.data());
+    fill(std::span<std::byte>(out_).subspan(PsHeader::size, size - PsHeader::size));
+    e.send(first_server_ + s, protocol_tags::ps_push, std::span<const std::byte>(out_).first(size));
+  }
   void expect_reply(const PsHeader& h, std::size_t rank, std::size_t s) const {
     if (h.kind != PsHeader::reply)
       throw TransportError("worker " + std::to_string(rank) + ": server " + std::to_string(first_server_ + s) +
@@ -11290,12 +11314,21 @@ class Trainer {
   using optimizer_type = typename M::optimizer;
   using optimizer_state = typename optimizer_type::template state<T>;
   using codec_type = codec::for_value_t<typename policy_codec<Policy>::type, T>;
+  using engine_type = typename detail::engine_for<M>::type;  ///< cuda::Engine for device::Cuda models
   using endpoint_type = typename Backend::endpoint;
   static constexpr std::size_t parameter_count = M::parameter_count;
   static constexpr bool classifier = M::loss::target == TargetKind::labels;
   static constexpr bool parameter_server = ParameterServerPolicy<Policy>;
   static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
   static_assert(Codec<codec_type, T>, "Trainer: the policy's codec cannot encode the model's scalar type");
+  /// Whether the engine forms the parameter-server traffic's codes itself (a GPU: the push's
+  /// gradients and the pull's parameters cross to and from the host encoded, never as fp32).
+  static constexpr bool engine_encodes = [] {
+    if constexpr (requires { engine_type::template encodes_on_device<codec_type>; })
+      return ParameterServerPolicy<Policy> && engine_type::template encodes_on_device<codec_type>;
+    else
+      return false;
+  }();
 
   explicit Trainer(TrainerOptions<M> options = {}, Policy policy = {}, typename Backend::options transport = {})
       : options_(std::move(options)), policy_(std::move(policy)), transport_(std::move(transport)) {
@@ -11557,6 +11590,14 @@ class Trainer {
   const History& history() const noexcept { return history_; }
   /// Worker 0's per-step counters of the last fit() call (this process's worker, out of process).
   const std::vector<StepCounters>& step_counters() const noexcept { return counters_; }
+  /// The compute engine of worker `w` of this process (in-process workers are 0..workers-1; out of
+  /// process, this process's worker whatever `w`): for what an engine reports of itself, such as
+  /// cuda::Engine::transfers(). Empty before the first fit() for w > 0.
+  const engine_type* engine(std::size_t w = 0) const {
+    if (!Backend::in_process) return &local().engine;
+    const std::lock_guard lock(states_mutex_);
+    return w < workers_.size() && workers_[w] ? &workers_[w]->engine : nullptr;
+  }
   /// The learning rate of the next update.
   double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(local().step); }
 
@@ -11779,6 +11820,7 @@ class Trainer {
     if constexpr (parameter_server && requires { e.rejoined(); }) rejoining = e.rejoined();
     if constexpr (parameter_server) {
       client.emplace(detail::balanced_shards(parameter_count, options_.servers), workers);
+      if constexpr (engine_encodes) s.engine.template encode_gradients_for_push<codec_type>(policy_error_feedback<Policy>);
       live.emplace(workers, w, options_.batch_size, Policy::aggregate, fit.log);
       // Another worker's death must not break this one's endpoint (its servers decide who is left).
       if constexpr (requires { e.continue_without_lost_peers(true); })
@@ -12105,7 +12147,7 @@ class Trainer {
     if (overlap) timeline.record("wait for communication", "wait", w, 0, t2, t3);
     if constexpr (parameter_server) {
       for (std::size_t k = 0; k < client->shards().size(); ++k) {
-        const auto info = client->pull(e, k, s.engine.parameters());
+        const auto info = pull_shard(e, *client, k, s);
         counters.steps_ahead = std::max(counters.steps_ahead, info.steps_ahead);
         counters.staleness = std::max(counters.staleness, info.staleness);
       }
@@ -12125,12 +12167,26 @@ class Trainer {
 
   template <class E>
   void push_shard(E& e, detail::ParameterServerClient<T, codec_type>& client, std::size_t k, WorkerState& s) {
-    if constexpr (policy_error_feedback<Policy> && !codec_type::lossless) {
+    if constexpr (engine_encodes) {
+      client.push_encoded(e, k, s.engine.pushed_gradient_codes());  // error feedback included there
+      return;
+    } else if constexpr (policy_error_feedback<Policy> && !codec_type::lossless) {
       // Send the gradient plus what rounding dropped last step; keep what it drops now.
       const detail::Range r = client.shards()[k];
       s.feedback_for(k).round_trip(codec_type{}, s.engine.gradients().subspan(r.begin, r.size()));
     }
     client.push(e, k, std::span<const T>(s.engine.gradients()));
+  }
+
+  template <class E>
+  auto pull_shard(E& e, detail::ParameterServerClient<T, codec_type>& client, std::size_t k, WorkerState& s) {
+    if constexpr (engine_encodes) {
+      return client.pull_encoded(e, k, [&s](std::size_t begin, std::span<const std::byte> codes) {
+        s.engine.template decode_pulled_parameters<codec_type>(begin, codes);
+      });
+    } else {
+      return client.pull(e, k, s.engine.parameters());
+    }
   }
 
   template <class G>

@@ -266,5 +266,7 @@ TEST_CASE("gpu: a failing CUDA call throws CudaError naming the call, file and l
     CHECK(m.find("test_layers.cu") != std::string::npos);
     CHECK(e.status_name() == "cudaErrorInvalidDevice");
   }
+  // The failure is consumed, not left for the next launch check to blame on a kernel.
   CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK_NOTHROW(FLOTILLA_CUDA_CHECK_LAUNCH("no kernel"));
 }

@@ -81,3 +81,59 @@ TEST_CASE("gpu: a checkpoint restores parameters and the optimizer state kept on
   // With the Adam moments restored, the resumed run repeats the uninterrupted one.
   FLOTILLA_CHECK_CLOSE("parameters", b.parameters(), a.parameters(), 1e-6);
 }
+
+namespace {
+using ParameterServer = policy::Synchronous<topology::ParameterServer>;
+template <bool Feedback>
+using Fp16Server = policy::Compressed<codec::Fp16, ParameterServer, Feedback>;
+}  // namespace
+
+TEST_CASE("gpu: a compressed parameter-server job moves 16-bit codes across the bus and trains as on the CPU") {
+  const auto train = flotilla_test::blobs<float>(400, 6);
+  using Gpu = Blobs<optim::Momentum, device::Cuda>;
+  using Cpu = Blobs<optim::Momentum, device::Cpu>;
+  constexpr std::size_t P = Gpu::parameter_count;
+  auto two_workers = [](auto o) {
+    o.workers = 2;
+    o.batch_size = 10;
+    return o;
+  };
+
+  // fp32 pushes and pulls: the gradients come down and the parameters go up in fp32.
+  Trainer<Gpu, ParameterServer> plain(two_workers(options<Gpu>()));
+  plain.fit(train, nullptr, quiet(1));
+  const std::uint64_t steps = plain.step();
+  REQUIRE(steps == 20);
+  REQUIRE(plain.engine(0) != nullptr);
+  CHECK(plain.engine(0)->transfers().gradient_bytes_to_host == steps * P * sizeof(float));
+
+  auto check = [&](auto& gpu, auto& cpu, const char* what) {
+    INFO(what);
+    gpu.fit(train, nullptr, quiet(1));
+    cpu.fit(train, nullptr, quiet(1));
+    REQUIRE(gpu.step() == steps);
+    // Only codes cross the bus: 2 bytes per value down for each push, 2 up for each pull, after
+    // the parameters' one upload in fp32 at the start.
+    for (std::size_t w = 0; w < 2; ++w) {
+      CAPTURE(w);
+      REQUIRE(gpu.engine(w) != nullptr);
+      const auto t = gpu.engine(w)->transfers();
+      CHECK(t.gradient_bytes_to_host == steps * P * 2);
+      CHECK(t.parameter_bytes_to_device == P * sizeof(float) + steps * P * 2);
+    }
+    // The same job on the CPU: equal but for float rounding (which may move a value across an
+    // fp16 rounding boundary now and then).
+    FLOTILLA_CHECK_CLOSE("parameters", gpu.parameters(), cpu.parameters(), 1e-3);
+  };
+  {
+    Trainer<Gpu, Fp16Server<false>> gpu(two_workers(options<Gpu>()));
+    Trainer<Cpu, Fp16Server<false>> cpu(two_workers(options<Cpu>()));
+    check(gpu, cpu, "fp16");
+  }
+  {
+    // Error feedback's residual lives on the GPU, in the CPU's arithmetic.
+    Trainer<Gpu, Fp16Server<true>> gpu(two_workers(options<Gpu>()));
+    Trainer<Cpu, Fp16Server<true>> cpu(two_workers(options<Cpu>()));
+    check(gpu, cpu, "fp16 with error feedback");
+  }
+}

@@ -26,7 +26,14 @@ namespace flotilla::cuda::detail {
   throw CudaError(call, file, line, static_cast<int>(e), cudaGetErrorName(e), cudaGetErrorString(e));
 }
 inline void check_cuda(cudaError_t e, const char* call, const char* file, int line) {
-  if (e != cudaSuccess) throw_cuda_error(e, call, file, line);
+  if (e != cudaSuccess) {
+    // A failed runtime call also leaves its error in the thread's last-error slot (seen on an H100:
+    // cudaSetDevice's cudaErrorInvalidDevice). Consume it, or the next FLOTILLA_CUDA_CHECK_LAUNCH
+    // would blame this error on an innocent kernel. (A sticky error, a kernel's fault, stays in the
+    // context and surfaces again at the next call anyway.)
+    (void)cudaGetLastError();
+    throw_cuda_error(e, call, file, line);
+  }
 }
 inline void check_launch(const char* kernel, const char* file, int line) {
   const cudaError_t e = cudaGetLastError();

@@ -54,4 +54,30 @@ void device_decode(cudaStream_t s, const std::uint16_t* codes, float* values, st
   }
 }
 
+/// Error feedback on the GPU (codec::ErrorFeedback's round trip, value by value, in the same float
+/// operations, so bit-identical to it): v = residual[i] + values[i]; codes[i] = Codec's code of v;
+/// residual[i] = v - decode(codes[i]), or 0 where that is not finite (an inf sent as it is).
+template <class Codec>
+void device_encode_with_feedback(cudaStream_t s, const float* values, float* residual, std::uint16_t* codes, std::size_t n) {
+  static_assert(has_device_codec<Codec>, "cuda::device_encode_with_feedback: no GPU kernel for this codec (fp16, bf16, bf16-truncate)");
+  detail::for_each_index(s, n, "encode_with_feedback", [=] __device__(index_t i) {
+    const float v = residual[i] + values[i];
+    std::uint16_t c;
+    float back;
+    if constexpr (std::is_same_v<Codec, codec::Fp16>) {
+      c = flotilla::detail::fp16_from_float(v);
+      back = flotilla::detail::float_from_fp16(c);
+    } else if constexpr (std::is_same_v<Codec, codec::Bf16>) {
+      c = flotilla::detail::bf16_from_float(v);
+      back = flotilla::detail::float_from_bf16(c);
+    } else {
+      c = flotilla::detail::bf16_truncate_from_float(v);
+      back = flotilla::detail::float_from_bf16(c);
+    }
+    codes[i] = c;
+    const float r = v - back;
+    residual[i] = isfinite(r) ? r : 0.0f;
+  });
+}
+
 }  // namespace flotilla::cuda

@@ -29,6 +29,7 @@
 #include "flotilla/core/device.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/cuda/buffer.hpp"
+#include "flotilla/cuda/codec.hpp"
 #include "flotilla/cuda/context.hpp"
 #include "flotilla/cuda/loss.hpp"
 #include "flotilla/cuda/network.hpp"
@@ -79,6 +80,63 @@ class Engine {
   std::uint64_t seed() const noexcept { return seed_; }
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
   const Context& context() const noexcept { return ctx_; }
+
+  /// Bytes of the flat buffers that crossed between the host and the GPU since construction
+  /// (batches, losses and checkpoints not counted): what tests hold against the theory.
+  struct Transfers {
+    std::uint64_t gradient_bytes_to_host = 0;     ///< fp32 gradients or their codes, GPU -> host
+    std::uint64_t parameter_bytes_to_device = 0;  ///< fp32 parameters or their codes, host -> GPU
+  };
+  Transfers transfers() const noexcept { return {gradient_bytes_to_host_.load(), parameter_bytes_to_device_.load()}; }
+
+  /// Whether Codec's encoding can be formed on the GPU (the trainer asks before it calls the two
+  /// functions below).
+  template <class Codec>
+  static constexpr bool encodes_on_device = has_device_codec<Codec>;
+
+  /// From now on, a backward with an on_ready callback (the parameter-server push) leaves the fp32
+  /// gradients on the GPU and sends only their Codec encoding to the host, layer by layer: half
+  /// the bytes for the 16-bit codecs, and no fp32 staged through the host. With `error_feedback`,
+  /// what the rounding drops is kept on the GPU and added to the next step's gradients
+  /// (codec::ErrorFeedback's arithmetic, bit for bit).
+  template <class Codec>
+  void encode_gradients_for_push(bool error_feedback) {
+    static_assert(has_device_codec<Codec>, "cuda::Engine: no GPU kernel for this codec (fp16, bf16, bf16-truncate)");
+    ctx_.activate();
+    d_codes_.reserve(parameter_count);
+    h_codes_.reserve(parameter_count);
+    push_encoder_ = &encode_plain<Codec>;
+    if (error_feedback) {
+      d_residual_.reserve(parameter_count);
+      FLOTILLA_CUDA_CHECK(cudaMemsetAsync(d_residual_.data(), 0, parameter_count * sizeof(T), ctx_.compute()));
+      push_encoder_ = &encode_with_feedback<Codec>;
+    }
+  }
+  /// The last backward's gradients in the wire format of encode_gradients_for_push's codec (the
+  /// whole buffer: 2 bytes per value), valid once on_ready has reported a range.
+  std::span<const std::byte> pushed_gradient_codes() const noexcept {
+    return std::as_bytes(std::span<const std::uint16_t>(h_codes_.data(), push_encoder_ ? parameter_count : 0));
+  }
+  /// Parameters [begin, begin + n) from their Codec encoding (`codes`, 2 bytes per value, as
+  /// pulled from a parameter server), copied up as they are and decoded on the GPU.
+  template <class Codec>
+  void decode_pulled_parameters(std::size_t begin, std::span<const std::byte> codes) {
+    static_assert(has_device_codec<Codec>, "cuda::Engine: no GPU kernel for this codec (fp16, bf16, bf16-truncate)");
+    const std::size_t n = codes.size() / sizeof(std::uint16_t);
+    if (codes.size() % sizeof(std::uint16_t) != 0 || begin > parameter_count || n > parameter_count - begin)
+      throw ShapeError("cuda::Engine: " + std::to_string(codes.size()) + " bytes of 16-bit codes at parameter " +
+                       std::to_string(begin) + " do not fit " + std::to_string(parameter_count) + " parameters");
+    ctx_.activate();
+    to_device(params_where_, host_params_, params_);  // the rest of the buffer must be current there
+    h_param_codes_.reserve(parameter_count);
+    d_param_codes_.reserve(parameter_count);
+    std::memcpy(h_param_codes_.data() + begin, codes.data(), codes.size());
+    FLOTILLA_CUDA_CHECK(cudaMemcpyAsync(d_param_codes_.data() + begin, h_param_codes_.data() + begin, codes.size(),
+                                        cudaMemcpyHostToDevice, ctx_.compute()));
+    parameter_bytes_to_device_ += codes.size();
+    device_decode<Codec>(ctx_.compute(), d_param_codes_.data() + begin, params_.data() + begin, n);
+    params_where_ = Where::device;
+  }
 
   /// Copies the GPU's optimizer state into the trainer's host state (before it is saved or sent).
   template <class State>
@@ -132,6 +190,19 @@ class Engine {
     r.samples = n;
     if (n == 0) {
       if constexpr (report) {
+        if (push_encoder_) {  // nothing to add, but the push still sends codes (and the residual)
+          if (accumulate) {
+            to_device(grads_where_, host_grads_, grads_);
+          } else {
+            FLOTILLA_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, parameter_count * sizeof(T), ctx_.compute()));
+          }
+          grads_where_ = Where::device;
+          encode_for_push(0, parameter_count, ctx_.compute());
+          ctx_.synchronize();
+          for (std::size_t l = network_type::depth; l-- > 0;)
+            if (network_type::parameter_counts[l] > 0) on_ready(network_type::parameter_offsets[l]);
+          return r;
+        }
         to_host(grads_where_, host_grads_, grads_);
         if (!accumulate) std::fill(host_grads_.data(), host_grads_.data() + parameter_count, 0.0f);
         grads_where_ = Where::host;
@@ -162,13 +233,23 @@ class Engine {
       // Each layer's gradient range goes to the host on the copy stream once its kernels are done.
       net_.backward(ctx_, d_output_grad_.data(), params_.data(), grads_.data(),
                     [&](std::size_t layer, std::size_t offset, std::size_t count) {
-                      layer_done_[layer].record(ctx_.compute());
-                      FLOTILLA_CUDA_CHECK(cudaStreamWaitEvent(ctx_.copy(), layer_done_[layer].get(), 0));
-                      FLOTILLA_CUDA_CHECK(cudaMemcpyAsync(host_grads_.data() + offset, grads_.data() + offset,
-                                                          count * sizeof(T), cudaMemcpyDeviceToHost, ctx_.copy()));
+                      if (push_encoder_) {
+                        // Encoded on the compute stream behind the layer's kernels, the codes
+                        // copied down on the copy stream.
+                        layer_done_[layer].record(ctx_.compute());
+                        FLOTILLA_CUDA_CHECK(cudaStreamWaitEvent(ctx_.copy(), layer_done_[layer].get(), 0));
+                        encode_for_push(offset, count, ctx_.copy());
+                      } else {
+                        layer_done_[layer].record(ctx_.compute());
+                        FLOTILLA_CUDA_CHECK(cudaStreamWaitEvent(ctx_.copy(), layer_done_[layer].get(), 0));
+                        FLOTILLA_CUDA_CHECK(cudaMemcpyAsync(host_grads_.data() + offset, grads_.data() + offset,
+                                                            count * sizeof(T), cudaMemcpyDeviceToHost, ctx_.copy()));
+                        gradient_bytes_to_host_ += count * sizeof(T);
+                      }
                       layer_copied_[layer].record(ctx_.copy());
                     });
-      grads_where_ = Where::host;  // the transports now own the host copy
+      // Without codes, the transports now own the host copy; with them, the fp32 values stay here.
+      if (!push_encoder_) grads_where_ = Where::host;
       for (std::size_t l = network_type::depth; l-- > 0;) {
         if (network_type::parameter_counts[l] == 0) continue;
         layer_copied_[l].synchronize();
@@ -245,6 +326,7 @@ class Engine {
   void to_device(std::atomic<Where>& where, PinnedBuffer<T>& host, DeviceBuffer<T>& dev) {
     if (where.load() != Where::host) return;
     FLOTILLA_CUDA_CHECK(cudaMemcpyAsync(dev.data(), host.data(), parameter_count * sizeof(T), cudaMemcpyHostToDevice, ctx_.compute()));
+    if (&dev == &params_) parameter_bytes_to_device_ += parameter_count * sizeof(T);
     where = Where::both;
   }
   void to_host(std::atomic<Where>& where, PinnedBuffer<T>& host, const DeviceBuffer<T>& dev) const {
@@ -252,7 +334,28 @@ class Engine {
     ctx_.activate();
     FLOTILLA_CUDA_CHECK(cudaMemcpyAsync(host.data(), dev.data(), parameter_count * sizeof(T), cudaMemcpyDeviceToHost, ctx_.compute()));
     ctx_.synchronize();
+    if (&dev == &grads_) gradient_bytes_to_host_ += parameter_count * sizeof(T);
     where = Where::both;
+  }
+
+  // The push's encoders, as plain functions so that the codec chosen at run time by the trainer
+  // needs no template parameter of the engine.
+  using PushEncoder = void (*)(cudaStream_t, const float*, float*, std::uint16_t*, std::size_t);
+  template <class Codec>
+  static void encode_plain(cudaStream_t s, const float* values, float*, std::uint16_t* codes, std::size_t n) {
+    device_encode<Codec>(s, values, codes, n);
+  }
+  template <class Codec>
+  static void encode_with_feedback(cudaStream_t s, const float* values, float* residual, std::uint16_t* codes, std::size_t n) {
+    device_encode_with_feedback<Codec>(s, values, residual, codes, n);
+  }
+  /// Encodes gradients [offset, offset + count) on stream s and copies the codes to the host there.
+  void encode_for_push(std::size_t offset, std::size_t count, cudaStream_t s) {
+    float* residual = d_residual_.size() ? d_residual_.data() + offset : nullptr;
+    push_encoder_(s, grads_.data() + offset, residual, d_codes_.data() + offset, count);
+    FLOTILLA_CUDA_CHECK(cudaMemcpyAsync(h_codes_.data() + offset, d_codes_.data() + offset, count * sizeof(std::uint16_t),
+                                        cudaMemcpyDeviceToHost, s));
+    gradient_bytes_to_host_ += count * sizeof(std::uint16_t);
   }
   /// The host copy, current; `writable`: the caller may change it, so the device copy is stale after.
   std::span<T> host_view(std::atomic<Where>& where, PinnedBuffer<T>& host, const DeviceBuffer<T>& dev, bool writable) const {
@@ -352,6 +455,12 @@ class Engine {
   PinnedBuffer<T> h_inputs_, h_values_, h_loss_;
   PinnedBuffer<std::uint64_t> h_ids_;
   PinnedBuffer<std::int32_t> h_labels_, h_predicted_;
+  // The parameter-server push and pull in a 16-bit codec (encode_gradients_for_push).
+  PushEncoder push_encoder_ = nullptr;
+  DeviceBuffer<std::uint16_t> d_codes_, d_param_codes_;
+  PinnedBuffer<std::uint16_t> h_codes_, h_param_codes_;
+  DeviceBuffer<T> d_residual_;
+  mutable std::atomic<std::uint64_t> gradient_bytes_to_host_{0}, parameter_bytes_to_device_{0};
 };
 
 }  // namespace flotilla::cuda

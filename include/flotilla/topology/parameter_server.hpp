@@ -471,23 +471,39 @@ class ParameterServerClient {
   template <Transport E>
   void push(E& e, std::size_t s, std::span<const T> gradients) {
     const Range r = shards_[s];
-    const std::size_t size = PsHeader::size + Codec::encoded_size(r.size());
-    PsHeader{PsHeader::push, 0, versions_[s], 0, 0}.write(out_.data());
-    Codec::encode(gradients.subspan(r.begin, r.size()), std::span<std::byte>(out_).subspan(PsHeader::size, size - PsHeader::size));
-    e.send(first_server_ + s, protocol_tags::ps_push, std::span<const std::byte>(out_).first(size));
+    send_push(e, s, [&](std::span<std::byte> payload) { Codec::encode(gradients.subspan(r.begin, r.size()), payload); });
+  }
+  /// push() of gradients already in the codec's wire format: `codes` encodes the whole buffer, in
+  /// a codec of fixed width with no header of its own (so value i's code is at encoded_size(i)),
+  /// as a GPU's kernels leave it (cuda::Engine::pushed_gradient_codes).
+  template <Transport E>
+  void push_encoded(E& e, std::size_t s, std::span<const std::byte> codes) {
+    const Range r = shards_[s];
+    const std::size_t at = Codec::encoded_size(r.begin), bytes = Codec::encoded_size(r.size());
+    if (at > codes.size() || bytes > codes.size() - at)
+      throw ShapeError("parameter-server push of shard " + std::to_string(s) + ": its codes end at byte " +
+                       std::to_string(at + bytes) + " of " + std::to_string(codes.size()));
+    send_push(e, s, [&](std::span<std::byte> payload) { std::memcpy(payload.data(), codes.data() + at, bytes); });
   }
 
   /// Receives shard s of the parameters after a push (as the policy's codec carries them).
   template <Transport E>
   PullInfo pull(E& e, std::size_t s, std::span<T> parameters) {
+    return pull_encoded(e, s, [&](std::size_t begin, std::span<const std::byte> payload) {
+      Codec::decode(payload, parameters.subspan(begin, shards_[s].size()));
+    });
+  }
+  /// pull() that hands the shard over in the codec's wire format: decode(first value's index,
+  /// bytes) decodes it (on a GPU: cuda::Engine::decode_pulled_parameters).
+  template <Transport E, class Decode>
+  PullInfo pull_encoded(E& e, std::size_t s, Decode&& decode) {
     const Range r = shards_[s];
     const std::size_t size = PsHeader::size + Codec::encoded_size(r.size());
     e.recv(first_server_ + s, protocol_tags::ps_reply, std::span<std::byte>(in_).first(size));
     const PsHeader h = PsHeader::read(in_.data());
     expect_reply(h, e.rank(), s);
     versions_[s] = h.version;
-    Codec::decode(std::span<const std::byte>(in_).subspan(PsHeader::size, size - PsHeader::size),
-                  parameters.subspan(r.begin, r.size()));
+    decode(r.begin, std::span<const std::byte>(in_).subspan(PsHeader::size, size - PsHeader::size));
     return {h.steps_ahead, h.staleness};
   }
 
@@ -576,6 +592,14 @@ class ParameterServerClient {
   }
 
  private:
+  /// A push of shard s: the header, then fill(payload) writes the shard's encoding.
+  template <Transport E, class Fill>
+  void send_push(E& e, std::size_t s, Fill&& fill) {
+    const std::size_t size = PsHeader::size + Codec::encoded_size(shards_[s].size());
+    PsHeader{PsHeader::push, 0, versions_[s], 0, 0}.write(out_.data());
+    fill(std::span<std::byte>(out_).subspan(PsHeader::size, size - PsHeader::size));
+    e.send(first_server_ + s, protocol_tags::ps_push, std::span<const std::byte>(out_).first(size));
+  }
   void expect_reply(const PsHeader& h, std::size_t rank, std::size_t s) const {
     if (h.kind != PsHeader::reply)
       throw TransportError("worker " + std::to_string(rank) + ": server " + std::to_string(first_server_ + s) +

@@ -132,12 +132,21 @@ class Trainer {
   using optimizer_type = typename M::optimizer;
   using optimizer_state = typename optimizer_type::template state<T>;
   using codec_type = codec::for_value_t<typename policy_codec<Policy>::type, T>;
+  using engine_type = typename detail::engine_for<M>::type;  ///< cuda::Engine for device::Cuda models
   using endpoint_type = typename Backend::endpoint;
   static constexpr std::size_t parameter_count = M::parameter_count;
   static constexpr bool classifier = M::loss::target == TargetKind::labels;
   static constexpr bool parameter_server = ParameterServerPolicy<Policy>;
   static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
   static_assert(Codec<codec_type, T>, "Trainer: the policy's codec cannot encode the model's scalar type");
+  /// Whether the engine forms the parameter-server traffic's codes itself (a GPU: the push's
+  /// gradients and the pull's parameters cross to and from the host encoded, never as fp32).
+  static constexpr bool engine_encodes = [] {
+    if constexpr (requires { engine_type::template encodes_on_device<codec_type>; })
+      return ParameterServerPolicy<Policy> && engine_type::template encodes_on_device<codec_type>;
+    else
+      return false;
+  }();
 
   explicit Trainer(TrainerOptions<M> options = {}, Policy policy = {}, typename Backend::options transport = {})
       : options_(std::move(options)), policy_(std::move(policy)), transport_(std::move(transport)) {
@@ -399,6 +408,14 @@ class Trainer {
   const History& history() const noexcept { return history_; }
   /// Worker 0's per-step counters of the last fit() call (this process's worker, out of process).
   const std::vector<StepCounters>& step_counters() const noexcept { return counters_; }
+  /// The compute engine of worker `w` of this process (in-process workers are 0..workers-1; out of
+  /// process, this process's worker whatever `w`): for what an engine reports of itself, such as
+  /// cuda::Engine::transfers(). Empty before the first fit() for w > 0.
+  const engine_type* engine(std::size_t w = 0) const {
+    if (!Backend::in_process) return &local().engine;
+    const std::lock_guard lock(states_mutex_);
+    return w < workers_.size() && workers_[w] ? &workers_[w]->engine : nullptr;
+  }
   /// The learning rate of the next update.
   double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(local().step); }
 
@@ -621,6 +638,7 @@ class Trainer {
     if constexpr (parameter_server && requires { e.rejoined(); }) rejoining = e.rejoined();
     if constexpr (parameter_server) {
       client.emplace(detail::balanced_shards(parameter_count, options_.servers), workers);
+      if constexpr (engine_encodes) s.engine.template encode_gradients_for_push<codec_type>(policy_error_feedback<Policy>);
       live.emplace(workers, w, options_.batch_size, Policy::aggregate, fit.log);
       // Another worker's death must not break this one's endpoint (its servers decide who is left).
       if constexpr (requires { e.continue_without_lost_peers(true); })
@@ -947,7 +965,7 @@ class Trainer {
     if (overlap) timeline.record("wait for communication", "wait", w, 0, t2, t3);
     if constexpr (parameter_server) {
       for (std::size_t k = 0; k < client->shards().size(); ++k) {
-        const auto info = client->pull(e, k, s.engine.parameters());
+        const auto info = pull_shard(e, *client, k, s);
         counters.steps_ahead = std::max(counters.steps_ahead, info.steps_ahead);
         counters.staleness = std::max(counters.staleness, info.staleness);
       }
@@ -967,12 +985,26 @@ class Trainer {
 
   template <class E>
   void push_shard(E& e, detail::ParameterServerClient<T, codec_type>& client, std::size_t k, WorkerState& s) {
-    if constexpr (policy_error_feedback<Policy> && !codec_type::lossless) {
+    if constexpr (engine_encodes) {
+      client.push_encoded(e, k, s.engine.pushed_gradient_codes());  // error feedback included there
+      return;
+    } else if constexpr (policy_error_feedback<Policy> && !codec_type::lossless) {
       // Send the gradient plus what rounding dropped last step; keep what it drops now.
       const detail::Range r = client.shards()[k];
       s.feedback_for(k).round_trip(codec_type{}, s.engine.gradients().subspan(r.begin, r.size()));
     }
     client.push(e, k, std::span<const T>(s.engine.gradients()));
+  }
+
+  template <class E>
+  auto pull_shard(E& e, detail::ParameterServerClient<T, codec_type>& client, std::size_t k, WorkerState& s) {
+    if constexpr (engine_encodes) {
+      return client.pull_encoded(e, k, [&s](std::size_t begin, std::span<const std::byte> codes) {
+        s.engine.template decode_pulled_parameters<codec_type>(begin, codes);
+      });
+    } else {
+      return client.pull(e, k, s.engine.parameters());
+    }
   }
 
   template <class G>

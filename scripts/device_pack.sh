@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds here what the device machine runs, so that its few minutes go to running, not building,
+# and packs it into .device-pack/ (git-ignored; carry it, about 45 MB):
+#   .device-pack/gpu/       flotilla_cuda_gpu_tests, fashion_mnist_gpu, flotilla_gpu_train_bench
+#                           (sm_90, for the H100/H200), for PREBUILT= of scripts/gpu_check.sh
+#   .device-pack/scaling/   bench/ and tools/ as scripts/scaling_check.sh expects a build folder
+#                           (FLOTILLA_SCALING_BUILD_DIR=.device-pack/scaling), without -march=native
+#   .device-pack/fashion-mnist/   the IDX files, for FLOTILLA_FASHION_MNIST=
+#   .device-pack/deps/      Eigen and doctest (scripts/gpu_vendor_deps.sh without Boost), for what is
+#                           built there: the MPI benchmark, against that machine's MPI (DEPS=)
+# Binaries built on Debian 12 (glibc 2.36) run on newer systems; they find libcudart and libcublas
+# of the device's own CUDA 13 toolkit.
+#
+#   scripts/device_pack.sh
+#   run(command="PREBUILT=.device-pack/gpu FLOTILLA_FASHION_MNIST=.device-pack/fashion-mnist scripts/gpu_check.sh",
+#       carry=[".device-pack"])
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pack=.device-pack
+rm -rf "$pack"
+mkdir -p "$pack/gpu" "$pack/scaling/bench" "$pack/scaling/tools" "$pack/fashion-mnist"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_WITH_CUDA=ON -DFLOTILLA_BUILD_TOOLS=OFF \
+      -DFLOTILLA_WITH_TCP=OFF -DFLOTILLA_WITH_MPI=OFF > /dev/null
+cmake --build build-gpu -j "$(nproc)" --target flotilla_cuda_gpu_tests fashion_mnist_gpu flotilla_gpu_train_bench
+cp build-gpu/tests/cuda/flotilla_cuda_gpu_tests build-gpu/examples/fashion_mnist_gpu \
+   build-gpu/bench/flotilla_gpu_train_bench "$pack/gpu/"
+cmake -S . -B build-scaling -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_BUILD_BENCH=ON -DFLOTILLA_BUILD_TESTS=OFF \
+      -DFLOTILLA_BUILD_EXAMPLES=OFF -DFLOTILLA_BUILD_TOOLS=ON -DFLOTILLA_WITH_MPI=OFF -DFLOTILLA_WITH_CUDA=OFF \
+      -DFLOTILLA_NATIVE=OFF > /dev/null
+cmake --build build-scaling -j "$(nproc)" --target flotilla_tcp_busbw_bench flotilla_loopback_bench \
+      flotilla_core_latency_bench flotilla-launch
+cp build-scaling/bench/flotilla_tcp_busbw_bench build-scaling/bench/flotilla_loopback_bench \
+   build-scaling/bench/flotilla_core_latency_bench "$pack/scaling/bench/"
+cp build-scaling/tools/flotilla-launch "$pack/scaling/tools/"
+cp /usr/share/datasets/fashion-mnist/*.gz "$pack/fashion-mnist/"
+[ -d .gpu-deps ] || scripts/gpu_vendor_deps.sh
+mkdir -p "$pack/deps"
+tar -C .gpu-deps --exclude=include/boost -cf - . | tar -C "$pack/deps" -xf -
+du -sh "$pack"
