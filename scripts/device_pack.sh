@@ -4,7 +4,10 @@
 #   .device-pack/gpu/       flotilla_cuda_gpu_tests, fashion_mnist_gpu, flotilla_gpu_train_bench
 #                           (sm_90, for the H100/H200), for PREBUILT= of scripts/gpu_check.sh
 #   .device-pack/scaling/   bench/ and tools/ as scripts/scaling_check.sh expects a build folder
-#                           (FLOTILLA_SCALING_BUILD_DIR=.device-pack/scaling), without -march=native
+#                           (FLOTILLA_SCALING_BUILD_DIR=.device-pack/scaling), with flotilla_tcp_train_bench
+#                           for bench/ddp_vs_pytorch.py. Compiled for MARCH (default x86-64-v4: AVX-512,
+#                           which the device machines' Xeons have), not -march=native of this machine:
+#                           Eigen's kernels without AVX (plain x86-64) ran the MLP 4x slower there.
 #   .device-pack/fashion-mnist/   the IDX files, for FLOTILLA_FASHION_MNIST=
 #   .device-pack/deps/      Eigen and doctest (scripts/gpu_vendor_deps.sh without Boost), for what is
 #                           built there: the MPI benchmark, against that machine's MPI (DEPS=)
@@ -16,7 +19,7 @@
 #       carry=[".device-pack"])
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pack=.device-pack
+pack=.device-pack march=${MARCH:-x86-64-v4}
 rm -rf "$pack"
 mkdir -p "$pack/gpu" "$pack/scaling/bench" "$pack/scaling/tools" "$pack/fashion-mnist"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_WITH_CUDA=ON -DFLOTILLA_BUILD_TOOLS=OFF \
@@ -26,11 +29,11 @@ cp build-gpu/tests/cuda/flotilla_cuda_gpu_tests build-gpu/examples/fashion_mnist
    build-gpu/bench/flotilla_gpu_train_bench "$pack/gpu/"
 cmake -S . -B build-scaling -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_BUILD_BENCH=ON -DFLOTILLA_BUILD_TESTS=OFF \
       -DFLOTILLA_BUILD_EXAMPLES=OFF -DFLOTILLA_BUILD_TOOLS=ON -DFLOTILLA_WITH_MPI=OFF -DFLOTILLA_WITH_CUDA=OFF \
-      -DFLOTILLA_NATIVE=OFF > /dev/null
+      -DFLOTILLA_NATIVE=OFF -DCMAKE_CXX_FLAGS="-march=$march" > /dev/null
 cmake --build build-scaling -j "$(nproc)" --target flotilla_tcp_busbw_bench flotilla_loopback_bench \
-      flotilla_core_latency_bench flotilla-launch
+      flotilla_core_latency_bench flotilla_tcp_train_bench flotilla-launch
 cp build-scaling/bench/flotilla_tcp_busbw_bench build-scaling/bench/flotilla_loopback_bench \
-   build-scaling/bench/flotilla_core_latency_bench "$pack/scaling/bench/"
+   build-scaling/bench/flotilla_core_latency_bench build-scaling/bench/flotilla_tcp_train_bench "$pack/scaling/bench/"
 cp build-scaling/tools/flotilla-launch "$pack/scaling/tools/"
 cp /usr/share/datasets/fashion-mnist/*.gz "$pack/fashion-mnist/"
 [ -d .gpu-deps ] || scripts/gpu_vendor_deps.sh

@@ -11,7 +11,8 @@
 #   RUNS=5                               # benchmark runs per configuration (default 3)
 #   FLOTILLA_FASHION_MNIST=dir           # the IDX files (default: Debian's place)
 #
-# Builds use .gpu-deps/ (scripts/gpu_vendor_deps.sh) for Eigen and doctest when present. Every
+# Builds use .gpu-deps/ (scripts/gpu_vendor_deps.sh), or DEPS=dir (.device-pack/deps), for Eigen
+# and doctest when present. Every
 # step has a time limit, so that one hung step still leaves the others' results.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +28,8 @@ if [ -n "${PREBUILT:-}" ]; then
   ldd "$tests" >> "$out/gpu.txt" 2>&1
 else
   build=${FLOTILLA_GPU_BUILD_DIR:-build-gpu}
-  prefix=""
-  [ -d .gpu-deps ] && prefix="-DCMAKE_PREFIX_PATH=$PWD/.gpu-deps"
+  prefix="" deps=${DEPS:-.gpu-deps}
+  [ -d "$deps" ] && prefix="-DCMAKE_PREFIX_PATH=$(realpath "$deps")"
   {
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_WITH_CUDA=ON -DFLOTILLA_WERROR=OFF \
           -DFLOTILLA_BUILD_EXAMPLES=ON -DFLOTILLA_BUILD_TOOLS=OFF -DFLOTILLA_WITH_TCP=OFF -DFLOTILLA_WITH_MPI=OFF $prefix &&
