@@ -5,7 +5,7 @@
 //   flotilla_gpu_train_bench --model mlp|cnn --batch 64 --steps 500 --warmup 50
 //
 // Driven by bench/gpu_train_vs_pytorch.py, which runs PyTorch on the same GPU in the same run.
-// NOT YET MEASURED: written and compiled on a machine without a GPU (docs/benchmarks.md).
+// Figures: docs/benchmarks.md, "GPU" (an H100, against PyTorch).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
