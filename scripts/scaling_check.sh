@@ -10,7 +10,9 @@
 #   scripts/scaling_check.sh ranks       # flotilla_tcp_busbw_bench at 2, 4, 8 ranks: sockets
 #                                        # (default, ring, ring without helper, doubling), and
 #                                        # shared memory
-#   scripts/scaling_check.sh all         # the three in a row (too long for one command)
+#   scripts/scaling_check.sh train       # flotilla_tcp_train_bench, 2 processes: stream_gradients
+#                                        # off and on, shared memory and sockets, alternating
+#   scripts/scaling_check.sh all         # build, allreduce, ranks in a row (too long for one command)
 #
 # ROUNDS (default 2) sets the rounds of the allreduce step, SIZES its sizes (bytes, comma-separated).
 # Uses .gpu-deps/ (scripts/gpu_vendor_deps.sh: Eigen, doctest and Boost.Asio's headers) when
@@ -93,10 +95,43 @@ do_ranks() {
   done 2>&1 | tee "$out/ranks.log"
 }
 
+# TrainerOptions::stream_gradients off and on, alternating (ROUNDS of each), over shared memory and
+# the sockets; samples/s of a run = samples of both ranks / the slower rank's seconds.
+do_train() {
+  local data=()
+  [ -n "${FLOTILLA_FASHION_MNIST:-}" ] && data=(--data "$FLOTILLA_FASHION_MNIST")
+  for round in $(seq "${ROUNDS:-4}"); do
+    for stream in false true; do
+      for shm in on off; do
+        "$build/tools/flotilla-launch" -n 2 --env FLOTILLA_SHARED_MEMORY=$shm -- "$build/bench/flotilla_tcp_train_bench" \
+          --stream-gradients "$stream" --repeat 3 "${data[@]}" 2>&1 | grep -o '{.*}' | sed "s/^{/{\"stream\":$stream,\"shm\":\"$shm\",\"round\":$round,/"
+      done
+    done
+  done > "$out/train.jsonl"
+  "$python" - "$out/train.jsonl" <<'PY' | tee "$out/train.log"
+import collections, json, statistics, sys
+runs = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    runs[(j["shm"], j["stream"], j["round"], j["run"])]["samples"].append(j["samples"])
+    runs[(j["shm"], j["stream"], j["round"], j["run"])]["seconds"].append(j["seconds"])
+by = collections.defaultdict(list)
+for (shm, stream, _, _), r in runs.items():
+    by[(shm, stream)].append(sum(r["samples"]) / max(r["seconds"]))
+for shm in ("on", "off"):
+    off, on = by[(shm, False)], by[(shm, True)]
+    if off and on:
+        print(f"shared memory {shm}: stream_gradients off {statistics.median(off):.0f} samples/s "
+              f"({min(off):.0f}-{max(off):.0f}, {len(off)} runs), on {statistics.median(on):.0f} "
+              f"({min(on):.0f}-{max(on):.0f}, {len(on)} runs): on / off {statistics.median(on) / statistics.median(off):.2f}")
+PY
+}
+
 case "$step" in
   build) do_build ;;
   allreduce) do_allreduce ;;
   ranks) do_ranks ;;
+  train) do_train ;;
   all) do_build && do_allreduce && do_ranks ;;
-  *) echo "usage: $0 build|allreduce|ranks|all" >&2; exit 2 ;;
+  *) echo "usage: $0 build|allreduce|ranks|train|all" >&2; exit 2 ;;
 esac

@@ -99,9 +99,10 @@ struct TrainerOptions {
   /// Parameter-server topologies: the number of server ranks (each holds one shard).
   std::size_t servers = 1;
   /// Layers that can (Dense: StreamsGradients) report parts of their gradient while backward is
-  /// still computing the rest, so that a large layer's first buckets go on the wire early. Meant
-  /// for machines where the communication thread has a core to itself; where it has none (two
-  /// single-thread ranks on two cores) it made training 8% slower (docs/benchmarks.md), hence off.
+  /// still computing the rest, so that a large layer's first buckets go on the wire early. It pays
+  /// where the gradients go over sockets and the communication thread has a core to itself (1.12x
+  /// on 16 cores); over shared memory it gained nothing, and with no spare core (two single-thread
+  /// ranks on two cores) it cost 8% (docs/benchmarks.md), hence off.
   bool stream_gradients = false;
   /// For experiments with slow workers.
   Straggler straggler{};
