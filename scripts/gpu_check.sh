@@ -8,6 +8,8 @@
 #                                        # dir/flotilla_cuda_gpu_tests, fashion_mnist_gpu,
 #                                        # flotilla_gpu_train_bench
 #   SKIP_TRAIN=1, SKIP_BENCH=1           # leave out the Fashion-MNIST runs, the benchmark
+#   SANITIZE=1                           # also run the GPU tests under compute-sanitizer: memcheck
+#                                        # (with leak check), initcheck, synccheck, racecheck
 #   RUNS=5                               # benchmark runs per configuration (default 3)
 #   FLOTILLA_FASHION_MNIST=dir           # the IDX files (default: Debian's place)
 #
@@ -49,6 +51,18 @@ if [ "$status" -ne 0 ] && [ "$status" -ne 77 ]; then
   echo "== GPU tests failed ($status): again with CUDA_LAUNCH_BLOCKING=1"
   CUDA_LAUNCH_BLOCKING=1 timeout 100 "$tests" > "$out/gpu_tests_blocking.log" 2>&1
   grep -E "ERROR|error|FAILED|test cases" "$out/gpu_tests_blocking.log" | head -40
+fi
+
+if [ -n "${SANITIZE:-}" ]; then
+  # The deliberate failing call of the error test is not a memory error: API errors are not reported.
+  for tool in "memcheck --report-api-errors no --leak-check full" initcheck synccheck racecheck; do
+    echo "== compute-sanitizer --tool $tool"
+    name=${tool%% *}
+    # shellcheck disable=SC2086  # the tool's options are words
+    timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 "$tests" > "$out/sanitize_$name.log" 2>&1
+    echo "exit $?"
+    grep -E "SUMMARY|test cases" "$out/sanitize_$name.log"
+  done
 fi
 
 if [ -z "${SKIP_TRAIN:-}" ]; then
