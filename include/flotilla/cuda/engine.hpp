@@ -99,18 +99,20 @@ class Engine {
   /// the bytes for the 16-bit codecs, and no fp32 staged through the host. With `error_feedback`,
   /// what the rounding drops is kept on the GPU and added to the next step's gradients
   /// (codec::ErrorFeedback's arithmetic, bit for bit).
+  /// Called again (each fit() calls it), it keeps the residual, as the CPU's error feedback does.
   template <class Codec>
   void encode_gradients_for_push(bool error_feedback) {
     static_assert(has_device_codec<Codec>, "cuda::Engine: no GPU kernel for this codec (fp16, bf16, bf16-truncate)");
+    const PushEncoder wanted = error_feedback ? &encode_with_feedback<Codec> : &encode_plain<Codec>;
+    if (push_encoder_ == wanted) return;
     ctx_.activate();
     d_codes_.reserve(parameter_count);
     h_codes_.reserve(parameter_count);
-    push_encoder_ = &encode_plain<Codec>;
     if (error_feedback) {
       d_residual_.reserve(parameter_count);
       FLOTILLA_CUDA_CHECK(cudaMemsetAsync(d_residual_.data(), 0, parameter_count * sizeof(T), ctx_.compute()));
-      push_encoder_ = &encode_with_feedback<Codec>;
     }
+    push_encoder_ = wanted;
   }
   /// The last backward's gradients in the wire format of encode_gradients_for_push's codec (the
   /// whole buffer: 2 bytes per value), valid once on_ready has reported a range.
@@ -233,15 +235,11 @@ class Engine {
       // Each layer's gradient range goes to the host on the copy stream once its kernels are done.
       net_.backward(ctx_, d_output_grad_.data(), params_.data(), grads_.data(),
                     [&](std::size_t layer, std::size_t offset, std::size_t count) {
-                      if (push_encoder_) {
-                        // Encoded on the compute stream behind the layer's kernels, the codes
-                        // copied down on the copy stream.
-                        layer_done_[layer].record(ctx_.compute());
-                        FLOTILLA_CUDA_CHECK(cudaStreamWaitEvent(ctx_.copy(), layer_done_[layer].get(), 0));
+                      layer_done_[layer].record(ctx_.compute());
+                      FLOTILLA_CUDA_CHECK(cudaStreamWaitEvent(ctx_.copy(), layer_done_[layer].get(), 0));
+                      if (push_encoder_) {  // encoded on the copy stream, so compute goes on meanwhile
                         encode_for_push(offset, count, ctx_.copy());
                       } else {
-                        layer_done_[layer].record(ctx_.compute());
-                        FLOTILLA_CUDA_CHECK(cudaStreamWaitEvent(ctx_.copy(), layer_done_[layer].get(), 0));
                         FLOTILLA_CUDA_CHECK(cudaMemcpyAsync(host_grads_.data() + offset, grads_.data() + offset,
                                                             count * sizeof(T), cudaMemcpyDeviceToHost, ctx_.copy()));
                         gradient_bytes_to_host_ += count * sizeof(T);
