@@ -37,10 +37,10 @@ inline std::size_t launched_ranks() {
   return 1;
 }
 
-template <class Backend, class Policy>
+template <class Backend, class Policy, class M>
 int run(const Settings& s, const typename Backend::options& transport, const flotilla::data::Dataset<float>& train,
         const flotilla::data::Dataset<float>& test) {
-  flotilla::TrainerOptions<Model> options;
+  flotilla::TrainerOptions<M> options;
   options.optimizer.learning_rate = s.lr;
   // The rate anneals to zero over the run (a cosine): worth about a point of test accuracy at the end.
   // The schedule counts updates: one per global batch when updates are averaged over the workers,
@@ -64,7 +64,7 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   // One worker, for the speed-up's denominator (in-process jobs only: there the machine is ours).
   double one_worker = 0;
   if (Backend::in_process && s.baseline_steps > 0) {
-    flotilla::Trainer<Model> single(options);
+    flotilla::Trainer<M> single(options);
     flotilla::FitOptions f;
     f.log = nullptr;
     f.max_steps = s.baseline_steps;
@@ -74,7 +74,7 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
 
   options.workers = Backend::in_process ? s.workers : 0;  // out of process: as launched
   options.servers = s.servers;
-  flotilla::Trainer<Model, Policy, Backend> trainer(options, Policy{}, transport);
+  flotilla::Trainer<M, Policy, Backend> trainer(options, Policy{}, transport);
   flotilla::FitOptions fit;
   fit.epochs = s.epochs;
   fit.metrics_file = s.metrics;
@@ -101,8 +101,9 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   return 0;
 }
 
-/// Parses the flags and trains with the chosen policy over `Backend`.
-template <class Backend>
+/// Parses the flags and trains `M` (the CNN above, or the same on a GPU) with the chosen policy
+/// over `Backend`.
+template <class Backend, class M = Model>
 int run_example(int argc, char** argv, const char* program, typename Backend::options transport = {}) {
   try {
     flotilla::cli::Flags flags(program, "train a CNN on Fashion-MNIST on several workers");
@@ -112,7 +113,7 @@ int run_example(int argc, char** argv, const char* program, typename Backend::op
     auto& epochs = flags.add<std::size_t>("epochs", 5, "passes over the training set");
     auto& batch = flags.add<std::size_t>("batch", 64, "samples per worker per step");
     auto& lr = flags.add<double>("lr", 1e-3, "learning rate (Adam)");
-    auto& policy = flags.add<std::string>("policy", "sync", "sync, sync-fp16, sync-ps or async");
+    auto& policy = flags.add<std::string>("policy", "sync", "sync, sync-fp16, sync-ps, sync-ps-fp16 or async");
     auto& baseline = flags.add<std::size_t>("baseline-steps", 200, "steps to time one worker first (0: skip)");
     auto& data = flags.add<std::filesystem::path>("data", fm::default_directory(), "Fashion-MNIST directory",
                                                   "FLOTILLA_FASHION_MNIST");
@@ -147,12 +148,14 @@ int run_example(int argc, char** argv, const char* program, typename Backend::op
     const float stddev = std::sqrt((train.inputs.array() - mean).square().mean());
     for (auto* d : {&train, &test}) d->inputs = (d->inputs.array() - mean) / stddev;
     using namespace flotilla;
-    if (s.policy == "sync") return run<Backend, policy::Synchronous<topology::Ring>>(s, transport, train, test);
+    using PS = policy::Synchronous<topology::ParameterServer>;
+    if (s.policy == "sync") return run<Backend, policy::Synchronous<topology::Ring>, M>(s, transport, train, test);
     if (s.policy == "sync-fp16")
-      return run<Backend, policy::Compressed<codec::Fp16, policy::Synchronous<>>>(s, transport, train, test);
-    if (s.policy == "sync-ps") return run<Backend, policy::Synchronous<topology::ParameterServer>>(s, transport, train, test);
-    if (s.policy == "async") return run<Backend, policy::Asynchronous<topology::ParameterServer>>(s, transport, train, test);
-    throw ConfigError("--policy: '" + s.policy + "' is not one of sync, sync-fp16, sync-ps, async");
+      return run<Backend, policy::Compressed<codec::Fp16, policy::Synchronous<>>, M>(s, transport, train, test);
+    if (s.policy == "sync-ps") return run<Backend, PS, M>(s, transport, train, test);
+    if (s.policy == "sync-ps-fp16") return run<Backend, policy::Compressed<codec::Fp16, PS>, M>(s, transport, train, test);
+    if (s.policy == "async") return run<Backend, policy::Asynchronous<topology::ParameterServer>, M>(s, transport, train, test);
+    throw ConfigError("--policy: '" + s.policy + "' is not one of sync, sync-fp16, sync-ps, sync-ps-fp16, async");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds here what the device machine runs, so that its few minutes go to running, not building,
 # and packs it into .device-pack/ (git-ignored; carry it, about 45 MB):
-#   .device-pack/gpu/       flotilla_cuda_gpu_tests, fashion_mnist_gpu, flotilla_gpu_train_bench
-#                           (sm_90, for the H100/H200), for PREBUILT= of scripts/gpu_check.sh
+#   .device-pack/gpu/       flotilla_cuda_gpu_tests, fashion_mnist_gpu, fashion_mnist_gpu_tcp,
+#                           flotilla_gpu_train_bench (sm_90, for the H100/H200), for PREBUILT= of
+#                           scripts/gpu_check.sh
 #   .device-pack/scaling/   bench/ and tools/ as scripts/scaling_check.sh expects a build folder
 #                           (FLOTILLA_SCALING_BUILD_DIR=.device-pack/scaling), with flotilla_tcp_train_bench
 #                           for bench/ddp_vs_pytorch.py. Compiled for MARCH (default x86-64-v4: AVX-512,
@@ -23,9 +24,10 @@ pack=.device-pack march=${MARCH:-x86-64-v4}
 rm -rf "$pack"
 mkdir -p "$pack/gpu" "$pack/scaling/bench" "$pack/scaling/tools" "$pack/fashion-mnist"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_WITH_CUDA=ON -DFLOTILLA_BUILD_TOOLS=OFF \
-      -DFLOTILLA_WITH_TCP=OFF -DFLOTILLA_WITH_MPI=OFF > /dev/null
-cmake --build build-gpu -j "$(nproc)" --target flotilla_cuda_gpu_tests fashion_mnist_gpu flotilla_gpu_train_bench
-cp build-gpu/tests/cuda/flotilla_cuda_gpu_tests build-gpu/examples/fashion_mnist_gpu \
+      -DFLOTILLA_WITH_TCP=ON -DFLOTILLA_WITH_MPI=OFF > /dev/null
+cmake --build build-gpu -j "$(nproc)" --target flotilla_cuda_gpu_tests fashion_mnist_gpu fashion_mnist_gpu_tcp \
+      flotilla_gpu_train_bench
+cp build-gpu/tests/cuda/flotilla_cuda_gpu_tests build-gpu/examples/fashion_mnist_gpu build-gpu/examples/fashion_mnist_gpu_tcp \
    build-gpu/bench/flotilla_gpu_train_bench "$pack/gpu/"
 cmake -S . -B build-scaling -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_BUILD_BENCH=ON -DFLOTILLA_BUILD_TESTS=OFF \
       -DFLOTILLA_BUILD_EXAMPLES=OFF -DFLOTILLA_BUILD_TOOLS=ON -DFLOTILLA_WITH_MPI=OFF -DFLOTILLA_WITH_CUDA=OFF \

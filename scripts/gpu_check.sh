@@ -11,6 +11,9 @@
 #   SANITIZE=1                           # also run the GPU tests under compute-sanitizer: memcheck
 #                                        # (with leak check), initcheck, synccheck, racecheck
 #   RUNS=5                               # benchmark runs per configuration (default 3)
+#   LAUNCH=flotilla-launch               # also train the distributed CNN on the GPU over TCP
+#                                        # (fashion_mnist_gpu_tcp, when built): 2 workers in sync,
+#                                        # then 2 workers and a server with fp16 pushes and pulls
 #   FLOTILLA_FASHION_MNIST=dir           # the IDX files (default: Debian's place)
 #
 # Builds use .gpu-deps/ (scripts/gpu_vendor_deps.sh), or DEPS=dir (.device-pack/deps), for Eigen
@@ -65,12 +68,25 @@ if [ -n "${SANITIZE:-}" ]; then
   done
 fi
 
+data=(); [ -n "${FLOTILLA_FASHION_MNIST:-}" ] && data=(--data "$(realpath "$FLOTILLA_FASHION_MNIST")")
 if [ -z "${SKIP_TRAIN:-}" ]; then
-  data=(); [ -n "${FLOTILLA_FASHION_MNIST:-}" ] && data=(--data "$(realpath "$FLOTILLA_FASHION_MNIST")")
   for m in mlp cnn; do
     echo "== Fashion-MNIST $m on the GPU"
     (cd "$out" && timeout 150 "$example" --model "$m" "${data[@]}" > "train_$m.log" 2>&1)
     grep -E "epoch|test accuracy|error|no CUDA" "$out/train_$m.log" | tail -14
+  done
+fi
+
+tcp_example=$(dirname "$example")/fashion_mnist_gpu_tcp
+if [ -n "${LAUNCH:-}" ] && [ -x "$tcp_example" ]; then
+  launch=$(realpath "$LAUNCH")
+  for job in "2 sync" "3 sync-ps-fp16"; do
+    set -- $job
+    echo "== Fashion-MNIST CNN on the GPU over TCP: $1 ranks, --policy $2"
+    (cd "$out" && timeout 240 "$launch" -n "$1" -- "$tcp_example" --policy "$2" --epochs "${TCP_EPOCHS:-2}" \
+       "${data[@]}" --metrics "tcp_$2.jsonl" --plot "tcp_$2.svg" > "tcp_$2.log" 2>&1)
+    echo "exit $?"
+    grep -E "test accuracy|error" "$out/tcp_$2.log" | tail -3
   done
 fi
 

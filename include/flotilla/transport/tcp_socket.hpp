@@ -20,6 +20,14 @@
 
 #include <utility>  // first: Boost 1.74's Asio, in C++20 with GCC 12, uses std::exchange unincluded
 
+// nvcc 13's front end cannot parse Boost.Asio's traits built on variable templates (it fails in
+// traits/static_query.hpp), so a GPU model's Trainer over transport::Tcp would not compile. Asio's
+// class-template fallback means the same. The flotilla::tcp CMake target defines this for every
+// compiler, so that a program's .cu and .cpp files see one Asio; without CMake, define it yourself.
+#if defined(__CUDACC__) && !defined(BOOST_ASIO_DISABLE_VARIABLE_TEMPLATES)
+#error "flotilla/transport/tcp*.hpp under nvcc needs BOOST_ASIO_DISABLE_VARIABLE_TEMPLATES defined for every file of the program (the flotilla::tcp CMake target does it)"
+#endif
+
 #include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

@@ -1,0 +1,27 @@
+// fashion_mnist_tcp on GPUs: the distributed example's CNN with device::Cuda, one process per
+// rank over TCP. Every worker trains on the current CUDA device (CUDA_VISIBLE_DEVICES picks it per
+// process on a machine with several); the gradients go through pinned host memory to the
+// transport, and with --policy sync-ps-fp16 they leave the GPU as fp16 codes.
+//   flotilla-launch -n 2 -- ./fashion_mnist_gpu_tcp --policy sync
+//   flotilla-launch -n 3 -- ./fashion_mnist_gpu_tcp --policy sync-ps-fp16 --servers 1
+// Everything else, flags included, is fashion_mnist_tcp's.
+#include <flotilla/cuda/engine.hpp>  // first: the CUDA engine for device::Cuda models
+#include <flotilla/transport/tcp.hpp>
+
+#include "distributed_common.hpp"
+
+using GpuModel = flotilla::Model<example::Net, flotilla::SoftmaxCrossEntropy, flotilla::optim::Adam, float, flotilla::device::Cuda>;
+
+int main(int argc, char** argv) {
+  if (const auto reason = flotilla::cuda::no_device_reason()) {
+    std::fprintf(stderr, "fashion_mnist_gpu_tcp: %s\n", reason->c_str());
+    return 77;
+  }
+  try {
+    return example::run_example<flotilla::transport::Tcp, GpuModel>(argc, argv, "fashion_mnist_gpu_tcp",
+                                                                    flotilla::transport::Tcp::options::from_environment());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
