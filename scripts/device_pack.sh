@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds here what the device machine runs, so that its few minutes go to running, not building,
-# and packs it into .device-pack/ (git-ignored; carry it, about 45 MB):
+# and packs it into .device-pack/ (git-ignored; carry it, about 49 MB):
 #   .device-pack/gpu/       flotilla_cuda_gpu_tests, fashion_mnist_gpu, fashion_mnist_gpu_tcp,
 #                           flotilla_gpu_train_bench (sm_90, for the H100/H200), for PREBUILT= of
 #                           scripts/gpu_check.sh

@@ -6,7 +6,7 @@
 #   scripts/gpu_check.sh                 # build here, then everything below
 #   PREBUILT=dir scripts/gpu_check.sh    # use binaries built elsewhere (scripts/device_pack.sh):
 #                                        # dir/flotilla_cuda_gpu_tests, fashion_mnist_gpu,
-#                                        # flotilla_gpu_train_bench
+#                                        # fashion_mnist_gpu_tcp, flotilla_gpu_train_bench
 #   SKIP_TRAIN=1, SKIP_BENCH=1           # leave out the Fashion-MNIST runs, the benchmark
 #   SANITIZE=1                           # also run the GPU tests under compute-sanitizer: memcheck
 #                                        # (with leak check), initcheck, synccheck, racecheck
@@ -17,8 +17,8 @@
 #   FLOTILLA_FASHION_MNIST=dir           # the IDX files (default: Debian's place)
 #
 # Builds use .gpu-deps/ (scripts/gpu_vendor_deps.sh), or DEPS=dir (.device-pack/deps), for Eigen
-# and doctest when present. Every
-# step has a time limit, so that one hung step still leaves the others' results.
+# and doctest when present. Every step has a time limit, so that one hung step still leaves the
+# others' results.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-results}

@@ -11326,7 +11326,7 @@ class Trainer {
   /// gradients and the pull's parameters cross to and from the host encoded, never as fp32).
   static constexpr bool engine_encodes = [] {
     if constexpr (requires { engine_type::template encodes_on_device<codec_type>; })
-      return ParameterServerPolicy<Policy> && engine_type::template encodes_on_device<codec_type>;
+      return parameter_server && engine_type::template encodes_on_device<codec_type>;
     else
       return false;
   }();
