@@ -3,13 +3,15 @@
 // sockets (bench/allreduce_compare.py puts it next to them).
 //
 //   flotilla_loopback_bench [--sizes 4K,64M] [--methods stream,exchange,exchange-add,exchange-spin] [--repeat 5]
+//                           [--write-quantum 256K] [--read-quantum 0]
 //
 // The program forks; the parent (rank 0) and the child (rank 1) talk through one TCP connection on
 // 127.0.0.1. Methods, each timed per call of `bytes`:
 //   stream        rank 0 writes `bytes`, rank 1 reads them: one direction only (the "loopback TCP
 //                 carries about 5 GB/s" of the issue), until rank 1 has read the last byte;
 //   exchange      both ranks write `bytes` and read `bytes` at once, one thread each, non-blocking,
-//                 256 KiB written between reads (as the TCP transport does): the traffic of a
+//                 256 KiB written between reads (as the TCP transport does; --write-quantum, and
+//                 --read-quantum caps each read, to try other slicings): the traffic of a
 //                 2-rank allreduce (ring or swap: each rank sends and receives the whole buffer),
 //                 with nothing else;
 //   exchange-add  the same, adding each arriving piece into a float buffer as soon as it is read:
@@ -47,7 +49,12 @@
 
 namespace {
 
-constexpr std::size_t quantum = 256 * 1024;  // bytes written before the next read, as the transport
+/// How `exchange` slices its traffic: bytes written before the next read (256 KiB, as the TCP
+/// transport), and the most one read takes (0: all that has arrived).
+struct Slicing {
+  std::size_t write_quantum = 256 * 1024;
+  std::size_t read_quantum = 0;
+};
 
 [[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); }
 
@@ -89,19 +96,20 @@ void read_all(int fd, void* p, std::size_t n) {
 
 /// Writes `out` and reads `in` at once (the socket blocks; each call here is MSG_DONTWAIT); with
 /// `sum`, adds every complete float read into it as soon as it is read.
-void exchange(int fd, const std::byte* out, std::byte* in, std::size_t bytes, float* sum, bool spin) {
+void exchange(int fd, const std::byte* out, std::byte* in, std::size_t bytes, float* sum, bool spin, Slicing slicing) {
   std::size_t sent = 0, got = 0, added = 0;
   while (sent < bytes || got < bytes) {
     pollfd p{fd, static_cast<short>((sent < bytes ? POLLOUT : 0) | (got < bytes ? POLLIN : 0)), 0};
     if (spin) p.revents = p.events;  // try both, never sleep
     else if (::poll(&p, 1, 10000) <= 0) fail("poll (no progress for 10 s)");
     if ((p.revents & POLLOUT) && sent < bytes) {
-      const ssize_t r = ::send(fd, out + sent, std::min(quantum, bytes - sent), MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t r = ::send(fd, out + sent, std::min(slicing.write_quantum, bytes - sent), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (r > 0) sent += static_cast<std::size_t>(r);
       else if (r < 0 && errno != EAGAIN && errno != EINTR) fail("send");
     }
     if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && got < bytes) {
-      const ssize_t r = ::recv(fd, in + got, bytes - got, MSG_DONTWAIT);
+      const std::size_t want = slicing.read_quantum ? std::min(slicing.read_quantum, bytes - got) : bytes - got;
+      const ssize_t r = ::recv(fd, in + got, want, MSG_DONTWAIT);
       if (r > 0) got += static_cast<std::size_t>(r);
       else if (r == 0) throw std::runtime_error("recv: the other process closed the connection");
       else if (errno != EAGAIN && errno != EINTR) fail("recv");
@@ -121,6 +129,7 @@ enum class Mode : std::uint64_t { stop, stream, exchange, exchange_add, exchange
 
 /// What a rank sends, receives and sums into, grown to the largest size asked for (zeros).
 struct Buffers {
+  Slicing slicing;
   std::vector<std::byte> out, in;
   std::vector<float> sum;
   void fit(std::size_t bytes) {
@@ -138,7 +147,7 @@ double batch(int fd, int rank, Mode mode, std::size_t bytes, std::size_t iters, 
       if (rank == 0) write_all(fd, b.out.data(), bytes);
       else read_all(fd, b.in.data(), bytes);
     } else {
-      exchange(fd, b.out.data(), b.in.data(), bytes, add ? b.sum.data() : nullptr, mode == Mode::exchange_spin);
+      exchange(fd, b.out.data(), b.in.data(), bytes, add ? b.sum.data() : nullptr, mode == Mode::exchange_spin, b.slicing);
     }
   }
   if (mode == Mode::stream) {  // the writer's time ends when the reader has everything
@@ -157,8 +166,8 @@ void fill_floats(std::vector<std::byte>& out, std::size_t bytes, float value) {
 
 /// Rank 1: does what rank 0's control messages say until told to stop, answering each batch with
 /// its time.
-void follower(int fd) {
-  Buffers b;
+void follower(int fd, Slicing slicing) {
+  Buffers b{slicing, {}, {}, {}};
   for (;;) {
     std::uint64_t msg[3];
     read_all(fd, msg, sizeof msg);
@@ -212,7 +221,11 @@ int main(int argc, char** argv) {
                                            "stream, exchange, exchange-add, exchange-spin");
     auto& repeat = flags.add<std::size_t>("repeat", 5, "measurements of each (size, method)");
     auto& target = flags.add<double>("target", 0.25, "seconds per measurement");
+    auto& write_quantum = flags.add<std::string>("write-quantum", "256K", "exchange: bytes written before the next read");
+    auto& read_quantum = flags.add<std::string>("read-quantum", "0", "exchange: most bytes one read takes (0: all there are)");
     if (!flags.parse(argc, argv, std::cout)) return 0;
+    const Slicing slicing{bench::parse_sizes(write_quantum).at(0), read_quantum == "0" ? 0 : bench::parse_sizes(read_quantum).at(0)};
+    if (slicing.write_quantum == 0) throw std::runtime_error("--write-quantum must be above 0");
 
     std::vector<std::pair<std::string, Mode>> chosen;
     for (const auto& [name, mode] : {std::pair<std::string, Mode>{"stream", Mode::stream},
@@ -239,7 +252,7 @@ int main(int argc, char** argv) {
         Socket s(::socket(AF_INET, SOCK_STREAM, 0));
         if (::connect(s.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail("connect");
         ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        follower(s.fd);
+        follower(s.fd, slicing);
         ::_exit(0);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "flotilla_loopback_bench (rank 1): %s\n", e.what());
@@ -250,7 +263,7 @@ int main(int argc, char** argv) {
     try {
       Socket s(::accept(listener.fd, nullptr, nullptr));
       ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      Leader l{s.fd, {}};
+      Leader l{s.fd, {slicing, {}, {}, {}}};
       check_sum(l);
       // Calibrate each (size, method), then measure with repetitions outermost, as the allreduce
       // benchmarks do.

@@ -166,8 +166,10 @@ struct TcpOptions {
   /// time of a small allreduce. Retrying first, yielding the core between tries (so that a thread
   /// of this process with work, such as the trainer's backward pass, keeps it), takes the
   /// message as soon as it is there: 4 KiB summed by 2 ranks over loopback went from 0.13 to 0.55
-  /// GB/s (docs/benchmarks.md). 0: sleep at once. The shared-memory path spins on its own (for
-  /// up to 200 us). FLOTILLA_SPIN_US, --spin-us.
+  /// GB/s (docs/benchmarks.md). The time counts from the last byte read or written, so a rank
+  /// sleeps only once its sockets have been idle that long, never in the middle of a transfer
+  /// that is moving. 0: sleep at once. The shared-memory path spins on its own (for up to
+  /// 200 us). FLOTILLA_SPIN_US, --spin-us.
   std::chrono::microseconds spin{50};
   /// Where the transport reports what it drops (a connection that failed the handshake). Empty:
   /// one line on stderr.
@@ -500,6 +502,14 @@ inline constexpr std::chrono::milliseconds tcp_stall{20};
 /// messages: 256 KiB gave 20-50% more than writing all the socket takes (several MiB at a time);
 /// 64 KiB was slower again (more system calls), 512 KiB to 1 MiB about the same.
 inline constexpr std::size_t tcp_send_quantum = 256 * 1024;
+
+/// The most one read takes of a payload that goes straight to its destination. Loopback carries
+/// 64 KiB segments; a read of one segment copies it while it is still in cache and frees it at
+/// once, where a read of all that has arrived (up to the several MiB of the socket's buffer) leaves
+/// the later segments cold and the sender's window closed for longer. Measured between 2 ranks on
+/// loopback (docs/benchmarks.md): 1.2-1.7x at 256 KiB, 1.2x at 1 MiB and 64 MiB, equal at 4 MiB,
+/// against reads of everything; 16 and 32 KiB were slower than 64, 128 KiB no better than all.
+inline constexpr std::size_t tcp_read_quantum = 64 * 1024;
 
 /// A message that arrived before its receive: held until a recv with its tag takes it.
 struct TcpMessage {
@@ -996,6 +1006,7 @@ class TcpEndpoint {
       }
       if (!ec && r > 0) {
         o.written += r;
+        bytes_moved_ += r;
         continue;
       }
       if (ec == detail::asio::error::interrupted) continue;
@@ -1044,6 +1055,7 @@ class TcpEndpoint {
       const std::size_t r = l.socket.read_some(detail::asio::buffer(p, n), ec);
       if (!ec && r > 0) {
         count += static_cast<Count>(r);
+        bytes_moved_ += r;
         l.heard = Clock::now();
         return true;
       }
@@ -1091,7 +1103,7 @@ class TcpEndpoint {
         l.frame_done += take;
       } else if (left >= detail::tcp_read_buffer && l.sink != Link::Sink::discard) {
         std::byte* dst = (l.sink == Link::Sink::user ? l.user : l.staging.get()) + l.frame_done;
-        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, std::size_t{1} << 30));
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, detail::tcp_read_quantum));
         if (!read_some(l, dst, n, l.frame_done)) return;
       } else {
         if (!fill(l)) return;
@@ -1333,8 +1345,12 @@ class TcpEndpoint {
   void drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Waiting&& waiting, Clock::time_point until) {
     bool eager = false;
     const auto watch_from = Clock::now();  // silence before this wait does not count against a peer
-    // Retry without sleeping until then (TcpOptions::spin); again after each wake-up.
+    // Retry without sleeping until then (TcpOptions::spin): the spin restarts whenever bytes move
+    // either way, and after each wake-up, so a rank sleeps only once the sockets have been idle for
+    // `spin`. (Sleeping in the middle of a transfer costs a wake-up per socket buffer, tens of
+    // microseconds each on a virtual machine, where Open MPI never sleeps at all.)
     auto spin_until = watch_from + options_.spin;
+    std::uint64_t moved = bytes_moved_;
     // While a receive is pending too, writes go in quanta between reads rather than all the socket
     // takes: both directions then flow at once, and what arrives is read while it is still in
     // cache. (A whole send buffer at a time, several MiB, leaves the received data waiting.)
@@ -1349,7 +1365,12 @@ class TcpEndpoint {
       const bool written = std::all_of(outs.begin(), outs.end(), [](const auto& o) { return o.done() || o.link->lost; });
       if (written && done()) return;
       if (more) continue;
-      if (!eager && Clock::now() < spin_until) {
+      if (bytes_moved_ != moved) {
+        moved = bytes_moved_;
+        spin_until = Clock::now() + options_.spin;
+      }
+      // (A wait whose bytes keep moving still ends at its deadline.)
+      if (const auto now = Clock::now(); !eager && now < spin_until && now < until) {
         std::this_thread::yield();
         continue;
       }
@@ -1534,6 +1555,7 @@ class TcpEndpoint {
   std::vector<std::string> addresses_;
   std::deque<detail::TcpMessage> self_queue_;  // messages this rank sent itself
   TrafficCounters counters_{};
+  std::uint64_t bytes_moved_ = 0;  // read or written on any socket, frames and heartbeats alike
   std::uint64_t arrivals_ = 0;
   std::uint32_t barrier_epoch_ = 0;
   std::string broken_;  // why the endpoint cannot be used any more
