@@ -4,7 +4,7 @@
 * flotilla-tcp:   collective::ring_allreduce over transport::Tcp's sockets (FLOTILLA_SHARED_MEMORY=off),
                   ranks started by flotilla-launch (flotilla_tcp_busbw_bench): with its default
                   options (the algorithm chosen by size: recursive doubling for 2 ranks up to
-                  4 MiB, the ring above) and the ring alone;
+                  512 KiB, the ring above) and the ring alone;
 * flotilla-shm:   the same transport as users get it on one host: ring_allreduce takes the
                   endpoint's shared-memory allreduce (TcpOptions::shared_memory, auto);
 * mpi-tcp:        Open MPI's MPI_Allreduce, mpirun --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo;

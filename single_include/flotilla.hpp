@@ -8555,8 +8555,9 @@ struct RingOptions {
   /// Two ranks: up to this many bytes of values, one swap of the whole buffer (recursive doubling)
   /// instead of the ring's two steps of half of it. Both send the same bytes; the swap waits for
   /// one message instead of two, the ring halves the additions and overlaps them with the
-  /// transfers. Measured on loopback TCP (docs/benchmarks.md): the swap wins up to 4 MiB.
-  std::size_t pair_exchange_max_bytes = std::size_t{4} << 20;
+  /// transfers. Measured on loopback TCP (docs/benchmarks.md): the swap wins up to 512 KiB, the
+  /// ring from 1 MiB (1.2-1.3x at 1 to 4 MiB), on 2 cores and on 16.
+  std::size_t pair_exchange_max_bytes = std::size_t{512} << 10;
   /// Four, eight, ... ranks: up to this many bytes, recursive doubling, which sends log2(N) times
   /// the buffer where the ring sends 2(N-1)/N of it, in log2(N) messages instead of 2(N-1). Off
   /// by default (0): not yet measured where it pays.
