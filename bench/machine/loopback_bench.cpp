@@ -224,7 +224,16 @@ int main(int argc, char** argv) {
     auto& write_quantum = flags.add<std::string>("write-quantum", "256K", "exchange: bytes written before the next read");
     auto& read_quantum = flags.add<std::string>("read-quantum", "0", "exchange: most bytes one read takes (0: all there are)");
     if (!flags.parse(argc, argv, std::cout)) return 0;
-    const Slicing slicing{bench::parse_sizes(write_quantum).at(0), read_quantum == "0" ? 0 : bench::parse_sizes(read_quantum).at(0)};
+    auto one_size = [](const std::string& flag, const std::string& text) {
+      std::vector<std::size_t> v;
+      try {
+        v = bench::parse_sizes(text);
+      } catch (const std::exception&) {
+      }
+      if (text.empty() || v.size() != 1) throw std::runtime_error("--" + flag + " takes one size (e.g. 64K), not '" + text + "'");
+      return v[0];
+    };
+    const Slicing slicing{one_size("write-quantum", write_quantum), one_size("read-quantum", read_quantum)};
     if (slicing.write_quantum == 0) throw std::runtime_error("--write-quantum must be above 0");
 
     std::vector<std::pair<std::string, Mode>> chosen;

@@ -1365,12 +1365,13 @@ class TcpEndpoint {
       const bool written = std::all_of(outs.begin(), outs.end(), [](const auto& o) { return o.done() || o.link->lost; });
       if (written && done()) return;
       if (more) continue;
+      const auto tried = Clock::now();
       if (bytes_moved_ != moved) {
         moved = bytes_moved_;
-        spin_until = Clock::now() + options_.spin;
+        spin_until = tried + options_.spin;
       }
       // (A wait whose bytes keep moving still ends at its deadline.)
-      if (const auto now = Clock::now(); !eager && now < spin_until && now < until) {
+      if (!eager && tried < spin_until && tried < until) {
         std::this_thread::yield();
         continue;
       }
