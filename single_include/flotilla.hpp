@@ -8547,6 +8547,12 @@ struct RingOptions {
   /// Reduce on a helper thread while the next segment is in flight (when a chunk has more than
   /// one segment). Off: the calling thread does everything, one segment after the other.
   bool pipeline = true;
+  /// Receive buffers of one segment each that the reduce-scatter cycles through, with the lossless
+  /// codec (0: one per segment of a chunk, as a lossy codec always has). A few keep the received
+  /// bytes in cache until they are added; one per segment spreads them over half the buffer (32 MiB
+  /// of a 64 MiB sum on two ranks). Measured on loopback TCP, two ranks (docs/benchmarks.md): 4
+  /// instead of one per segment, 1.24-1.29x at 16 and 64 MiB.
+  std::size_t receive_slots = 4;
   /// How the sum is formed; `automatic` picks by size (see choose_algorithm below and
   /// docs/collectives.md): the transport's own allreduce where it has one (up to its
   /// native_allreduce_max_bytes() when it gives one), recursive doubling for two ranks up to
@@ -8594,6 +8600,10 @@ class RingAllreduce {
     // Segment lengths are floor or ceil of (chunk length / segments), chunk lengths one of two.
     const std::size_t shortest = chunks_.size(n_ - 1) / segments_, longest = (max_chunk + segments_ - 1) / segments_;
     slot_bytes_ = std::max(C::encoded_size(shortest), C::encoded_size(longest));
+    // Raw values need receive buffers only for the reduce-scatter, and a segment's buffer is free
+    // again once its sum is formed: cycling through a few keeps them in cache. An encoded segment
+    // waits in its buffer from one step to the next, so a lossy codec keeps one per segment.
+    slots_ = direct && o.receive_slots > 0 ? std::min(segments_, o.receive_slots) : segments_;
     tag_ = o.tag;
   }
 
@@ -8601,12 +8611,14 @@ class RingAllreduce {
     const std::size_t steps = 2 * (n_ - 1);
     auto& buffers = collective_buffers();
     const std::size_t sets = direct ? 1 : 2;
-    if (buffers.size() < sets * segments_ * slot_bytes_) buffers.resize(sets * segments_ * slot_bytes_);
+    if (buffers.size() < sets * slots_ * slot_bytes_) buffers.resize(sets * slots_ * slot_bytes_);
     a_ = buffers.data();
-    b_ = direct ? buffers.data() : buffers.data() + segments_ * slot_bytes_;
+    b_ = direct ? buffers.data() : buffers.data() + slots_ * slot_bytes_;
     items_.clear();
     items_.reserve(segments_ * (steps + 1));
-    std::vector<std::size_t> ready(segments_, 0);  // item count to wait for before reusing slot k
+    // Item counts to wait for: before sending segment k again (its sum must be complete), and
+    // before receiving into slot s again (the item reading it must be done).
+    std::vector<std::size_t> ready(segments_, 0), slot_ready(slots_, 0);
 
     SerialWorker* worker = o_.pipeline && segments_ > 1 ? &collective_worker() : nullptr;
     if (worker) worker->begin(&RingAllreduce::run_item, this);
@@ -8638,7 +8650,8 @@ class RingAllreduce {
     for (std::size_t t = 0; t < steps; ++t) {
       const std::size_t send_chunk = chunk_sent(t), recv_chunk = chunk_received(t);
       for (std::size_t k = 0; k < segments_; ++k) {
-        if (worker && ready[k] != 0) worker->wait(ready[k]);
+        const std::size_t s = k % slots_;
+        if (const std::size_t before = std::max(ready[k], slot_ready[s]); worker && before != 0) worker->wait(before);
         const std::size_t send_len = segment_length(send_chunk, k), recv_len = segment_length(recv_chunk, k);
         std::span<const std::byte> out;
         std::span<std::byte> in;
@@ -8653,7 +8666,7 @@ class RingAllreduce {
           in = std::span<std::byte>(slot(flip ? a_ : b_, k), C::encoded_size(recv_len));
         }
         exchange(out, send_len != 0, in, recv_len != 0);
-        if (!direct || t < n_ - 1) ready[k] = post({t, k});
+        if (!direct || t < n_ - 1) ready[k] = slot_ready[s] = post({t, k});
       }
     }
     if (worker) worker->wait(items_.size());
@@ -8679,7 +8692,7 @@ class RingAllreduce {
     const Partition p{chunks_.size(chunk), segments_};
     return data_.subspan(chunks_.offset(chunk) + p.offset(k), p.size(k));
   }
-  std::byte* slot(std::byte* set, std::size_t k) const noexcept { return set + k * slot_bytes_; }
+  std::byte* slot(std::byte* set, std::size_t k) const noexcept { return set + (k % slots_) * slot_bytes_; }
 
   void exchange(std::span<const std::byte> out, bool send, std::span<std::byte> in, bool receive) {
     const std::size_t right = (rank_ + 1) % n_, left = (rank_ + n_ - 1) % n_;
@@ -8735,7 +8748,7 @@ class RingAllreduce {
   const collective::RingOptions& o_;
   std::size_t n_, rank_;
   Partition chunks_;
-  std::size_t segments_ = 1, slot_bytes_ = 0;
+  std::size_t segments_ = 1, slot_bytes_ = 0, slots_ = 1;
   Tag tag_ = 0;
   std::byte* a_ = nullptr;
   std::byte* b_ = nullptr;

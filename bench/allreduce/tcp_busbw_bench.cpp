@@ -6,7 +6,9 @@
 // Methods (--methods): `flotilla` is collective::ring_allreduce with its default options, as
 // users and the Trainer get it (the algorithm chosen by size: RingOptions::algorithm); `ring` is
 // the ring alone (256 KiB segments, reduction on the helper thread); `ring-nopipe` reduces on
-// the calling thread; `ring-seg1M` and `ring-seg4M` use larger segments; `doubling` is recursive
+// the calling thread; `ring-seg1M` and `ring-seg4M` use larger segments; `ring-slot-per-segment`
+// receives each segment of the reduce-scatter into a buffer of its own (RingOptions::receive_slots
+// = 0, the default before it cycled through 4); `doubling` is recursive
 // doubling at every size; `native` is the endpoint's own allreduce_sum at every size (the
 // shared-memory path, in pieces of its capacity above it; needs it on). One JSON line per measurement on rank 0 (see allreduce_common.hpp for
 // the timing loop).
@@ -31,7 +33,7 @@ int main(int argc, char** argv) {
     auto& target = flags.add<double>("target", 0.25, "seconds per measurement");
     auto& label = flags.add<std::string>("label", "tcp", "label printed with each line");
     auto& methods_flag = flags.add<std::string>("methods", "flotilla",
-                                                "flotilla, ring, ring-nopipe, ring-seg1M, ring-seg4M, doubling, native (comma-separated)");
+                                                "flotilla, ring, ring-nopipe, ring-seg1M, ring-seg4M, ring-slot-per-segment, doubling, native (comma-separated)");
     if (!flags.parse(argc, argv, std::cout)) return 0;
 
     const tr::TcpOptions options = tr::TcpOptions::from_environment();
@@ -56,20 +58,22 @@ int main(int argc, char** argv) {
         return [&e, o](std::vector<float>& b) { flotilla::collective::ring_allreduce(e, std::span<float>(b), o); };
       };
       using flotilla::collective::AllreduceAlgorithm;
-      flotilla::collective::RingOptions automatic, plain, nopipe, seg1, seg4, doubling;
-      for (auto* o : {&plain, &nopipe, &seg1, &seg4}) o->algorithm = AllreduceAlgorithm::ring;
+      flotilla::collective::RingOptions automatic, plain, nopipe, seg1, seg4, per_segment, doubling;
+      for (auto* o : {&plain, &nopipe, &seg1, &seg4, &per_segment}) o->algorithm = AllreduceAlgorithm::ring;
       nopipe.pipeline = false;
+      per_segment.receive_slots = 0;
       seg1.segment_bytes = 1 << 20;
       seg4.segment_bytes = 4 << 20;
       doubling.algorithm = AllreduceAlgorithm::recursive_doubling;
       const std::vector<bench::Method> all = {{"flotilla", ring(automatic)}, {"ring", ring(plain)},
                                               {"ring-nopipe", ring(nopipe)}, {"ring-seg1M", ring(seg1)},
-                                              {"ring-seg4M", ring(seg4)},    {"doubling", ring(doubling)},
+                                              {"ring-seg4M", ring(seg4)},    {"ring-slot-per-segment", ring(per_segment)},
+                                              {"doubling", ring(doubling)},
                                               {"native", [&e](std::vector<float>& b) { e.allreduce_sum(std::span<float>(b)); }}};
       std::vector<bench::Method> chosen;
       for (const auto& m : all)
         if (("," + methods_flag + ",").find("," + m.name + ",") != std::string::npos) chosen.push_back(m);
-      if (chosen.empty()) throw flotilla::ConfigError("--methods names none of flotilla, ring, ring-nopipe, ring-seg1M, ring-seg4M, doubling, native");
+      if (chosen.empty()) throw flotilla::ConfigError("--methods names none of flotilla, ring, ring-nopipe, ring-seg1M, ring-seg4M, ring-slot-per-segment, doubling, native");
 
       bench::Settings s;
       s.sizes = bench::parse_sizes(sizes);

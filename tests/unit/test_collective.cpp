@@ -114,6 +114,9 @@ TEST_CASE("ring allreduce: exact sums for 1 to 8 ranks and every awkward size; b
 }
 
 TEST_CASE("ring allreduce: many segments, with and without the helper thread, and through a codec") {
+  // The lossless codec cycles through RingOptions::receive_slots buffers (4 by default); the loop
+  // below also runs it with one (each segment waits for the one before to be added) and with one
+  // per segment.
   for (std::size_t n : {2, 3, 5, 8}) {
     for (std::size_t p : {n - 1, n + 1, std::size_t{1000}, std::size_t{4099}}) {
       for (std::size_t segment_bytes : {1, 12, 100, 4096}) {
@@ -131,8 +134,14 @@ TEST_CASE("ring allreduce: many segments, with and without the helper thread, an
           const auto direct = run_allreduce<codec::Fp32>(n, p, o);
           const auto copied = run_allreduce<CopyCodec>(n, p, o);
           const auto half = run_allreduce<codec::Fp16>(n, p, o);  // small integers: exact in fp16
+          o.receive_slots = 1;
+          const auto one_slot = run_allreduce<codec::Fp32>(n, p, o);
+          o.receive_slots = 0;
+          const auto slot_per_segment = run_allreduce<codec::Fp32>(n, p, o);
           for (std::size_t r = 0; r < n; ++r) {
             CHECK(bitwise_equal(direct[r].values, expected));
+            CHECK(bitwise_equal(one_slot[r].values, expected));
+            CHECK(bitwise_equal(slot_per_segment[r].values, expected));
             CHECK(bitwise_equal(copied[r].values, expected));
             CHECK(bitwise_equal(half[r].values, expected));
             CHECK(copied[r].traffic.payload_bytes_sent == direct[r].traffic.payload_bytes_sent);
