@@ -1,25 +1,36 @@
 # cmake -DCXX=<compiler> -DSOURCE=<file.cpp> -DEXPECT=<regex> -DFLAGS=<;-list> [-DANYWHERE=ON]
 #       -P compile_fail.cmake
+# cmake -DCXX=<compiler> -DSOURCE=<controls.cpp> -DFLAGS=<;-list> -DCONTROL=ON -P compile_fail.cmake
 #
 # One compile-fail test (see tests/compile_fail/CMakeLists.txt). SOURCE holds a program with one
-# mistake, under #ifdef FLOTILLA_SHOULD_FAIL, and the corrected program otherwise:
-#  1. without FLOTILLA_SHOULD_FAIL it must compile (the control: the test fails for the intended
-#     reason, not a typo);
-#  2. with it, it must not compile, and the compiler's first error must match EXPECT (a readable
-#     static_assert message, not the 40th line of a template backtrace). With ANYWHERE=ON the
-#     message may be any error.
+# mistake, under #ifdef FLOTILLA_SHOULD_FAIL, and the corrected program otherwise. With it defined
+# it must not compile, and the compiler's first error must match EXPECT (a readable static_assert
+# message, not the 40th line of a template backtrace). With ANYWHERE=ON the message may be any
+# error.
+#
+# With CONTROL=ON, SOURCE (every case's corrected program, generated) must compile: each case then
+# fails for the intended reason, not a typo.
 cmake_minimum_required(VERSION 3.21)
-foreach(var CXX SOURCE EXPECT)
+set(_required CXX SOURCE EXPECT)
+if(CONTROL)
+  set(_required CXX SOURCE)
+endif()
+foreach(var IN LISTS _required)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "compile_fail.cmake: pass -D${var}=...")
   endif()
 endforeach()
 set(ENV{LC_ALL} C)  # plain ASCII quotes in diagnostics
 
-execute_process(COMMAND ${CXX} ${FLAGS} -fsyntax-only "${SOURCE}"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "${SOURCE}: the control (without FLOTILLA_SHOULD_FAIL) must compile, and does not:\n${out}")
+if(CONTROL)
+  execute_process(COMMAND ${CXX} ${FLAGS} -fsyntax-only "${SOURCE}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "the corrected programs (without FLOTILLA_SHOULD_FAIL) must compile; the errors name "
+                        "the case's file:\n${out}")
+  endif()
+  message(STATUS "every corrected program compiles (${SOURCE})")
+  return()
 endif()
 
 execute_process(COMMAND ${CXX} ${FLAGS} -DFLOTILLA_SHOULD_FAIL -fsyntax-only "${SOURCE}"
