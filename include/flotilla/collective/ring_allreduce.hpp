@@ -62,7 +62,8 @@ struct RingOptions {
   /// codec (0: one per segment of a chunk, as a lossy codec always has). A few keep the received
   /// bytes in cache until they are added; one per segment spreads them over half the buffer (32 MiB
   /// of a 64 MiB sum on two ranks). Measured on loopback TCP, two ranks (docs/benchmarks.md): 4
-  /// instead of one per segment, 1.24-1.29x at 16 and 64 MiB.
+  /// instead of one per segment, 1.06-1.17x at 16 and 64 MiB alternating in one job, 1.24-1.29x
+  /// in separate jobs.
   std::size_t receive_slots = 4;
   /// How the sum is formed; `automatic` picks by size (see choose_algorithm below and
   /// docs/collectives.md): the transport's own allreduce where it has one (up to its
