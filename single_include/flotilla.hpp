@@ -8651,8 +8651,11 @@ class RingAllreduce {
     for (std::size_t t = 0; t < steps; ++t) {
       const std::size_t send_chunk = chunk_sent(t), recv_chunk = chunk_received(t);
       for (std::size_t k = 0; k < segments_; ++k) {
+        // The allgather of raw values receives straight into the buffer, not into a slot.
         const std::size_t s = k % slots_;
-        if (const std::size_t before = std::max(ready[k], slot_ready[s]); worker && before != 0) worker->wait(before);
+        const bool into_slot = !direct || t < n_ - 1;
+        if (const std::size_t before = into_slot ? std::max(ready[k], slot_ready[s]) : ready[k]; worker && before != 0)
+          worker->wait(before);
         const std::size_t send_len = segment_length(send_chunk, k), recv_len = segment_length(recv_chunk, k);
         std::span<const std::byte> out;
         std::span<std::byte> in;
@@ -8667,7 +8670,7 @@ class RingAllreduce {
           in = std::span<std::byte>(slot(flip ? a_ : b_, k), C::encoded_size(recv_len));
         }
         exchange(out, send_len != 0, in, recv_len != 0);
-        if (!direct || t < n_ - 1) ready[k] = slot_ready[s] = post({t, k});
+        if (into_slot) ready[k] = slot_ready[s] = post({t, k});
       }
     }
     if (worker) worker->wait(items_.size());
