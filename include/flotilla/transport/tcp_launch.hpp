@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -244,11 +245,43 @@ inline void emit_lines(LaunchedRank& r, std::size_t rank, int stream, std::strin
 
 }  // namespace detail
 
-/// A port on `host` that nothing listens on now (the kernel's choice of an ephemeral port).
+namespace detail {
+
+/// The first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range), 32768 where it
+/// cannot be read.
+inline std::uint16_t ephemeral_port_floor() {
+  unsigned low = 32768;
+  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    unsigned a = 0, b = 0;
+    if (std::fscanf(f, "%u %u", &a, &b) == 2 && a > 0 && a <= 65535) low = a;
+    std::fclose(f);
+  }
+  return static_cast<std::uint16_t>(low);
+}
+
+}  // namespace detail
+
+/// A port on `host` that nothing listens on now. It is chosen at random below the kernel's
+/// ephemeral range, from which the kernel gives ports to outgoing connections and to bind(0): a
+/// port from inside that range could be taken by another process's connection between this check
+/// and the moment the coordinator listens on it (seen in CI as "Address already in use" when
+/// other jobs ran beside the launcher). The kernel's choice of an ephemeral port is the fallback.
 inline std::uint16_t pick_free_port(const std::string& host = "127.0.0.1") {
   boost::asio::io_context io;
-  const auto l = detail::listen_on(io, host, 0, 0, "flotilla-launch: cannot find a free port on " + host);
-  return l.port;
+  const unsigned floor = detail::ephemeral_port_floor();
+  constexpr unsigned span = 16384, lowest = 1024;
+  if (floor > lowest + 1024) {
+    const unsigned first = floor > lowest + span ? floor - span : lowest;
+    std::mt19937 pick(std::random_device{}());
+    std::uniform_int_distribution<unsigned> port(first, floor - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      try {
+        return detail::listen_on(io, host, static_cast<std::uint16_t>(port(pick)), 0, "").port;
+      } catch (const TransportError&) {  // in use: try another
+      }
+    }
+  }
+  return detail::listen_on(io, host, 0, 0, "flotilla-launch: cannot find a free port on " + host).port;
 }
 
 /// Runs a job of `o.ranks` processes to its end; see the file comment. Throws ConfigError when
