@@ -1,11 +1,11 @@
 // An interrupted out-of-process job resumed from its checkpoints ends with exactly the parameters
 // of the same job run without a break. Every rank of a job started by flotilla-launch (TCP) or
-// mpirun (MPI) runs this program; run_resume.cmake runs three jobs in one directory:
+// mpirun (MPI) runs this program; run_resume.cmake runs three jobs in one directory,
+// `flotilla_distributed_<backend> checkpoint-resume DIR PHASE ring|ps S` with PHASE:
 //
-//   checkpoint_resume_<backend> <dir> whole  ring|ps S   2 epochs, no break; rank 0 saves the result
-//   checkpoint_resume_<backend> <dir> first  ring|ps S   stops after 11 updates, sets every 4, none at exit
-//   checkpoint_resume_<backend> <dir> resume ring|ps S   resumes from the newest set (update 8), ends
-//                                                        the 2 epochs; rank 0 compares, bit for bit
+//   whole   2 epochs, no break; rank 0 saves the result
+//   first   stops after 11 updates, sets every 4, none at exit
+//   resume  resumes from the newest set (update 8), ends the 2 epochs; rank 0 compares, bit for bit
 //
 // With parameter servers ("ps S", the last S ranks), the servers' optimizer state and update
 // counts live in the server processes and come back from their own shard files.
@@ -18,6 +18,10 @@
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
 #include "../common/process_backend.hpp"
+#include "../common/test_program.hpp"
+
+namespace flotilla_test::checkpoint_resume {
+
 using flotilla_test::Backend;
 using flotilla_test::backend_options;
 
@@ -77,10 +81,10 @@ static int run(const std::filesystem::path& dir, const std::string& phase, std::
   return same && trainer.step() == whole.u64("step") ? 0 : 1;
 }
 
-int main(int argc, char** argv) {
+int run(const Program& self, int argc, char** argv) {
   try {
     if (argc < 4) {
-      std::fprintf(stderr, "usage: %s DIR whole|first|resume ring|ps SERVERS\n", argv[0]);
+      std::fprintf(stderr, "usage: %s DIR whole|first|resume ring|ps SERVERS\n", self.name().c_str());
       return 2;
     }
     const std::string mode = argv[3];
@@ -95,3 +99,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace flotilla_test::checkpoint_resume

@@ -30,6 +30,9 @@
 #include "flotilla/topology/parameter_server.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "flotilla/transport/tcp_launch.hpp"
+#include "../common/test_program.hpp"
+
+namespace flotilla_test::ps_recovery {
 
 namespace {
 
@@ -102,13 +105,13 @@ int rank_main(bool aggregate, std::size_t victim, std::size_t victim_pushes, std
 }
 
 /// Starts the job and checks it.
-int drive(const char* self, const std::string& what, double seconds) {
+int drive(const Program& self, const std::string& what, double seconds) {
   const bool soak = what == "soak";
   const std::size_t ranks = soak ? 17 : 5;
   flotilla_test::JobSpec spec;
   spec.ranks = ranks;
-  spec.command = {self, what == "sync" ? "sync-rank" : "async-rank", soak ? "99" : "2", "20", "200",
-                  std::to_string(soak ? seconds : 0.0)};
+  spec.command = self.command({what == "sync" ? "sync-rank" : "async-rank", soak ? "99" : "2", "20", "200",
+                  std::to_string(soak ? seconds : 0.0)});
   spec.timeout = std::chrono::seconds(soak ? static_cast<long>(seconds) + 60 : 60);
   const auto job = flotilla_test::run_job(spec);
   const auto& out = job.out;
@@ -151,14 +154,16 @@ int drive(const char* self, const std::string& what, double seconds) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(const Program& self, int argc, char** argv) {
   return flotilla_test::guarded_main([&] {
     const std::string mode = argc > 1 ? argv[1] : "";
-    if (mode == "drive" && argc > 2) return drive(argv[0], argv[2], argc > 3 ? std::stod(argv[3]) : 10.0);
+    if (mode == "drive" && argc > 2) return drive(self, argv[2], argc > 3 ? std::stod(argv[3]) : 10.0);
     if ((mode == "async-rank" || mode == "sync-rank") && argc > 5)
       return rank_main(mode == "sync-rank", std::stoul(argv[2]), std::stoul(argv[3]), std::stoul(argv[4]),
                        std::stod(argv[5]));
-    std::fprintf(stderr, "usage: %s drive async|sync|soak [seconds]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s drive async|sync|soak [seconds]\n", self.name().c_str());
     return 2;
   });
 }
+
+}  // namespace flotilla_test::ps_recovery

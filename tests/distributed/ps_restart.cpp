@@ -1,7 +1,7 @@
 // A parameter server killed with SIGKILL mid-run; the job restarts and resumes from its newest
 // complete checkpoint set. Run by run_restart.cmake as
 //
-//   flotilla-launch -n 3 --restarts 1 -- flotilla_ps_restart <directory>
+//   flotilla-launch -n 3 --restarts 1 -- flotilla_distributed_tcp ps-restart <directory>
 //
 // Ranks 0 and 1 are workers, rank 2 the server, training an MLP on a Fashion-MNIST subset with
 // synchronous parameter-server updates and a checkpoint set every 25 updates. In the first attempt
@@ -28,6 +28,9 @@
 
 #include "flotilla/flotilla.hpp"
 #include "flotilla/transport/tcp.hpp"
+#include "../common/test_program.hpp"
+
+namespace flotilla_test::ps_restart {
 
 using namespace flotilla;
 namespace fm = data::fashion_mnist;
@@ -69,10 +72,10 @@ TrainerOptions<M> options() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(const Program& self, int argc, char** argv) {
   try {
     if (argc != 2) {
-      std::fprintf(stderr, "usage: %s <checkpoint directory>  (under flotilla-launch -n 3 --restarts 1)\n", argv[0]);
+      std::fprintf(stderr, "usage: %s <checkpoint directory>  (under flotilla-launch -n 3 --restarts 1)\n", self.name().c_str());
       return 2;
     }
     const std::filesystem::path dir = argv[1];
@@ -178,3 +181,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace flotilla_test::ps_restart

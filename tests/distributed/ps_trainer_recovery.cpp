@@ -44,6 +44,9 @@
 #include "flotilla/flotilla.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "flotilla/transport/tcp_launch.hpp"
+#include "../common/test_program.hpp"
+
+namespace flotilla_test::ps_trainer_recovery {
 
 namespace {
 
@@ -114,12 +117,12 @@ int rank_main(const std::string& what, const std::string& dir, bool kill) {
   return 2;
 }
 
-int drive(const char* self, const std::string& what, bool kill) {
+int drive(const Program& self, const std::string& what, bool kill) {
   const flotilla_test::TemporaryDirectory dir("flotilla_ps_trainer_recovery");
   const std::size_t ranks = workers + servers;
   flotilla_test::JobSpec spec;
   spec.ranks = ranks;
-  spec.command = {self, "rank", what, dir.path(), kill ? "kill" : "nokill"};
+  spec.command = self.command({"rank", what, dir.path(), kill ? "kill" : "nokill"});
   spec.timeout = std::chrono::seconds(90);
   const auto job = flotilla_test::run_job(spec);
   const auto& out = job.out;
@@ -169,12 +172,14 @@ int drive(const char* self, const std::string& what, bool kill) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(const Program& self, int argc, char** argv) {
   return flotilla_test::guarded_main([&] {
     const std::string mode = argc > 1 ? argv[1] : "";
-    if (mode == "drive" && argc > 2) return drive(argv[0], argv[2], !(argc > 3 && std::string(argv[3]) == "nokill"));
+    if (mode == "drive" && argc > 2) return drive(self, argv[2], !(argc > 3 && std::string(argv[3]) == "nokill"));
     if (mode == "rank" && argc > 4) return rank_main(argv[2], argv[3], std::string(argv[4]) == "kill");
-    std::fprintf(stderr, "usage: %s drive async|staleness|sync-continue|sync-stop|server-killed [nokill]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s drive async|staleness|sync-continue|sync-stop|server-killed [nokill]\n", self.name().c_str());
     return 2;
   });
 }
+
+}  // namespace flotilla_test::ps_trainer_recovery

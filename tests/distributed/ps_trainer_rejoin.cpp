@@ -45,6 +45,9 @@
 #include "flotilla/flotilla.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "flotilla/transport/tcp_launch.hpp"
+#include "../common/test_program.hpp"
+
+namespace flotilla_test::ps_trainer_rejoin {
 
 namespace {
 
@@ -121,7 +124,7 @@ Extra run_extra(const std::string& command) {
   return x;
 }
 
-int drive(const char* self, const std::string& what) {
+int drive(const Program& self, const std::string& what) {
   const flotilla_test::TemporaryDirectory temporary("flotilla_ps_trainer_rejoin");
   const std::string& dir = temporary.path();
   const std::size_t ranks = workers + servers;
@@ -131,15 +134,15 @@ int drive(const char* self, const std::string& what) {
   Clock::time_point rejoin_start{};
   flotilla_test::JobSpec spec;
   spec.ranks = ranks;
-  spec.command = {self, "rank", what, dir, "kill"};
+  spec.command = self.command({"rank", what, dir, "kill"});
   spec.timeout = std::chrono::seconds(90);
   const std::string secret = "rejoin-test-secret";
   spec.environment = {"FLOTILLA_SECRET=" + secret};
   // What an extra process of rank `rank` runs: this program as one rank, rejoining the job.
   auto extra_command = [&](std::size_t rank, const std::string& rejoin, const std::string& key) {
     return "FLOTILLA_SECRET=" + key + " FLOTILLA_RANK=" + std::to_string(rank) + " FLOTILLA_WORLD_SIZE=" + std::to_string(ranks) +
-           " FLOTILLA_COORDINATOR=127.0.0.1:1 FLOTILLA_HEARTBEAT_MS=200 FLOTILLA_CONNECT_TIMEOUT_MS=10000 FLOTILLA_REJOIN=" + rejoin + " '" + self +
-           "' rank " + what + " '" + dir + "' nokill";
+           " FLOTILLA_COORDINATOR=127.0.0.1:1 FLOTILLA_HEARTBEAT_MS=200 FLOTILLA_CONNECT_TIMEOUT_MS=10000 FLOTILLA_REJOIN=" + rejoin + " '" + self.executable +
+           "' " + self.subcommand + " rank " + what + " '" + dir + "' nokill";
   };
   spec.on_line = [&](std::size_t, const std::vector<std::string>& out) {
     const std::string marker = "a lost worker can rejoin at ";
@@ -212,12 +215,14 @@ int drive(const char* self, const std::string& what) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(const Program& self, int argc, char** argv) {
   return flotilla_test::guarded_main([&] {
     const std::string mode = argc > 1 ? argv[1] : "";
-    if (mode == "drive" && argc > 2) return drive(argv[0], argv[2]);
+    if (mode == "drive" && argc > 2) return drive(self, argv[2]);
     if (mode == "rank" && argc > 4) return rank_main(argv[2], argv[3], std::string(argv[4]) == "kill");
-    std::fprintf(stderr, "usage: %s drive async|staleness\n", argv[0]);
+    std::fprintf(stderr, "usage: %s drive async|staleness\n", self.name().c_str());
     return 2;
   });
 }
+
+}  // namespace flotilla_test::ps_trainer_rejoin

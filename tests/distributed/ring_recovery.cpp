@@ -42,6 +42,9 @@
 #include "flotilla/flotilla.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "flotilla/transport/tcp_launch.hpp"
+#include "../common/test_program.hpp"
+
+namespace flotilla_test::ring_recovery {
 
 namespace {
 
@@ -174,7 +177,7 @@ std::string lines_of(const std::string& s, const std::string& prefix) {
   return flotilla_test::joined(flotilla_test::lines_with(s, prefix));
 }
 
-int drive(const char* self, const std::string& what, const std::vector<std::string>& extra) {
+int drive(const Program& self, const std::string& what, const std::vector<std::string>& extra) {
   const bool survive = what == "continue" || what == "continue5";
   const std::size_t ranks = what == "continue5" ? 5 : 3;
   std::vector<std::size_t> victims = {victim};
@@ -182,7 +185,7 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
   auto is_victim = [&](std::size_t r) { return std::find(victims.begin(), victims.end(), r) != victims.end(); };
   flotilla_test::JobSpec spec;
   spec.ranks = ranks;
-  spec.command = {self, survive ? "rank-continue" : "rank-stop"};
+  spec.command = self.command({survive ? "rank-continue" : "rank-stop"});
   spec.command.insert(spec.command.end(), extra.begin(), extra.end());
   spec.timeout = std::chrono::seconds(60);
   const auto job = flotilla_test::run_job(spec);
@@ -274,10 +277,10 @@ int drive(const char* self, const std::string& what, const std::vector<std::stri
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(const Program& self, int argc, char** argv) {
   return flotilla_test::guarded_main([&] {
     const std::string mode = argc > 1 ? argv[1] : "";
-    if (mode == "drive" && argc > 2) return drive(argv[0], argv[2], std::vector<std::string>(argv + 3, argv + argc));
+    if (mode == "drive" && argc > 2) return drive(self, argv[2], std::vector<std::string>(argv + 3, argv + argc));
     if (mode == "rank-continue" || mode == "rank-stop") {
       Case c;
       c.survive = mode == "rank-continue";
@@ -287,7 +290,9 @@ int main(int argc, char** argv) {
       if (argc > 5) c.big = std::string(argv[5]) == "big";
       return c.big ? rank_main<Big>(c) : rank_main<Small>(c);
     }
-    std::fprintf(stderr, "usage: %s drive continue|continue5|stop [DELAY_US [STEP [kill|stall [small|big]]]]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s drive continue|continue5|stop [DELAY_US [STEP [kill|stall [small|big]]]]\n", self.name().c_str());
     return 2;
   });
 }
+
+}  // namespace flotilla_test::ring_recovery

@@ -1,4 +1,4 @@
-# cmake -DLAUNCH=<flotilla-launch> -DPROGRAM=<flotilla_ps_restart> -DDIR=<checkpoint directory> -P run_restart.cmake
+# cmake -DLAUNCH=<flotilla-launch> "-DPROGRAM=<flotilla_distributed_tcp>;ps-restart" -DDIR=<checkpoint directory> -P run_restart.cmake
 # Runs the parameter-server restart test (ps_restart.cpp) in a fresh checkpoint directory, with one
 # restart allowed, and fails unless the launcher reports the killed server and the restart and the
 # job then succeeds.

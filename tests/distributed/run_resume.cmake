@@ -1,4 +1,4 @@
-# cmake "-DLAUNCH=<launcher and its flags, ;-separated>" -DAFTER=<flags after the program> -DPROGRAM=<prog>
+# cmake "-DLAUNCH=<launcher and its flags, ;-separated>" -DAFTER=<flags after the program> "-DPROGRAM=<program;its subcommand>"
 #       -DDIR=<dir> "-DJOB=ring or ps;S" -P run_resume.cmake
 # Runs checkpoint_resume.cpp's three jobs (whole, first, resume) in a fresh directory; fails when
 # any of them fails, which the last does when the resumed parameters differ from the whole run's.

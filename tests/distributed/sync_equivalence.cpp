@@ -5,12 +5,13 @@
 // trains the same network alone, in this process, with batch N*B, and compares. The job exits
 // non-zero when they differ by more than float rounding of a double sum.
 //
-//   sync_equivalence_<backend> ring        all ranks are workers (ring allreduce)
-//   sync_equivalence_<backend> ring-float  the same in float, within float rounding (1e-5); over TCP
-//                                          every bucket must be summed through shared memory (no
-//                                          gradient byte on the wire), or with
-//                                          FLOTILLA_SHARED_MEMORY=off through the sockets
-//   sync_equivalence_<backend> ps S        the last S ranks are parameter servers
+// Run as `flotilla_distributed_<backend> sync-equivalence MODE`, MODE one of:
+//
+//   ring        all ranks are workers (ring allreduce)
+//   ring-float  the same in float, within float rounding (1e-5); over TCP every bucket must be
+//               summed through shared memory (no gradient byte on the wire), or with
+//               FLOTILLA_SHARED_MEMORY=off through the sockets
+//   ps S        the last S ranks are parameter servers
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,10 @@
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
 #include "../common/process_backend.hpp"
+#include "../common/test_program.hpp"
+
+namespace flotilla_test::sync_equivalence {
+
 using flotilla_test::Backend;
 using flotilla_test::backend_options;
 
@@ -30,7 +35,7 @@ using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten
 using M = Model<Net, SoftmaxCrossEntropy, optim::Momentum, double>;
 using MFloat = Model<Net, SoftmaxCrossEntropy, optim::Momentum, float>;
 
-template <class Policy, class M = ::M>
+template <class Policy, class M = sync_equivalence::M>
 static int check(std::size_t servers, const char* what) {
   using T = typename M::scalar_type;
   const auto data = flotilla_test::blobs<T>(490, 11);  // 490: the last global batch is partial and split unevenly
@@ -85,7 +90,7 @@ static int check(std::size_t servers, const char* what) {
   return diff / norm < (std::is_same_v<T, float> ? 1e-5 : 1e-12) ? 0 : 1;
 }
 
-int main(int argc, char** argv) {
+int run(const Program& self, int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "ring";
     if (mode == "ring") return check<policy::Synchronous<topology::Ring>>(1, "ring allreduce");
@@ -94,10 +99,12 @@ int main(int argc, char** argv) {
       const std::size_t servers = argc > 2 ? static_cast<std::size_t>(std::stoul(argv[2])) : 1;
       return check<policy::Synchronous<topology::ParameterServer>>(servers, "parameter server");
     }
-    std::fprintf(stderr, "usage: %s ring | ring-float | ps SERVERS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s ring | ring-float | ps SERVERS\n", self.name().c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
 }
+
+}  // namespace flotilla_test::sync_equivalence

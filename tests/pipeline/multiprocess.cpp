@@ -5,8 +5,8 @@
 // and compares the gathered parameters and the History with flotilla::Trainer's on D workers,
 // which it runs in-process itself.
 //
-//   flotilla-launch -n <D*P> -- flotilla_pipeline_tcp <P> <D> <1f1b|gpipe> <M> [trainer]
-//   mpirun -n <D*P> flotilla_pipeline_mpi <P> <D> <1f1b|gpipe> <M> [trainer]
+//   flotilla-launch -n <D*P> -- flotilla_distributed_tcp pipeline <P> <D> <1f1b|gpipe> <M> [trainer]
+//   mpirun -n <D*P> flotilla_distributed_mpi pipeline <P> <D> <1f1b|gpipe> <M> [trainer]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +17,10 @@
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
 #include "../common/process_backend.hpp"
+#include "../common/test_program.hpp"
+
+namespace flotilla_test::pipeline_processes {
+
 using flotilla_test::Backend;
 using flotilla_test::backend_options;
 
@@ -62,10 +66,10 @@ static int train_and_compare(std::size_t P, std::size_t D, pl::Schedule schedule
   return diff <= 1e-10 && same ? 0 : 1;
 }
 
-int main(int argc, char** argv) {
+int run(const Program& self, int argc, char** argv) {
   try {
     if (argc != 5 && !(argc == 6 && std::string(argv[5]) == "trainer"))
-      throw ConfigError("usage: flotilla_pipeline_<tcp|mpi> <stages> <replicas> <1f1b|gpipe> <micro-batches> [trainer]");
+      throw ConfigError("usage: " + self.name() + " <stages> <replicas> <1f1b|gpipe> <micro-batches> [trainer]");
     const std::size_t P = std::stoul(argv[1]), D = std::stoul(argv[2]), micro = std::stoul(argv[4]);
     const auto schedule = std::string(argv[3]) == "gpipe" ? pl::Schedule::fill_drain : pl::Schedule::one_forward_one_backward;
     if (argc == 6) return train_and_compare(P, D, schedule, micro);
@@ -110,3 +114,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace flotilla_test::pipeline_processes
