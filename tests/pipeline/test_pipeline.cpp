@@ -14,6 +14,8 @@
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
 
+namespace pipeline_pipeline {
+
 using namespace flotilla;
 namespace pl = flotilla::pipeline;
 
@@ -442,3 +444,5 @@ TEST_CASE("pipeline: a layer's own forward_flops replaces the estimate, and the 
   // Dense + Costly (2000096) against Dense + Dense (192) beats Dense (96) against the rest (2000192).
   CHECK(pl::Plan::automatic<Custom>(2).bounds() == std::vector<std::size_t>{0, 2, 4});
 }
+
+}  // namespace pipeline_pipeline

@@ -16,6 +16,8 @@
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
 
+namespace pipeline_trainer {
+
 using namespace flotilla;
 namespace pl = flotilla::pipeline;
 
@@ -310,3 +312,5 @@ TEST_CASE("pipeline::Trainer: a regression model (MSE, no accuracy) takes one wo
   CHECK(!e.confusion);
   CHECK(e.loss == doctest::Approx(plain.evaluate(d).loss).epsilon(1e-12));
 }
+
+}  // namespace pipeline_trainer

@@ -16,6 +16,8 @@
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
 
+namespace unit_checkpoints {
+
 using namespace flotilla;
 
 namespace {
@@ -324,3 +326,5 @@ TEST_CASE("checkpoints: only set files count; temporary and foreign files are le
   CHECK(checkpoint::set_file(dir, 42, "worker").filename() == "step-000000000042.worker.ckpt");
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace unit_checkpoints

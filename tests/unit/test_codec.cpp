@@ -23,6 +23,8 @@
 #include <immintrin.h>
 #endif
 
+namespace unit_codec {
+
 using namespace flotilla;
 
 namespace {
@@ -509,3 +511,5 @@ TEST_CASE("error feedback: the sum of what was sent tracks the sum of the inputs
   CHECK(ef.residual()[0] == 0.f);
   CHECK_THROWS_AS(ef.round_trip(codec::Fp16{}, std::span<float>(v.data(), 2)), ShapeError);
 }
+
+}  // namespace unit_codec

@@ -24,6 +24,8 @@
 #include "flotilla/collective/serial_worker.hpp"
 #include "flotilla/transport/in_process.hpp"
 
+namespace unit_collective {
+
 using namespace flotilla;
 using transport::InProcess;
 
@@ -592,3 +594,5 @@ TEST_CASE("allreduce_sum of metrics: doubles and counts, every rank gets the sam
     }
   }
 }
+
+}  // namespace unit_collective

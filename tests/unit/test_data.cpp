@@ -26,6 +26,8 @@
 #include "flotilla/data/idx.hpp"
 #include "flotilla/data/loader.hpp"
 
+namespace unit_data {
+
 using namespace flotilla;
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::uint8_t>;
@@ -1119,3 +1121,5 @@ TEST_CASE("Fashion-MNIST: a missing directory says how to get the files") {
   CHECK(fm::default_directory() == fs::path("/usr/share/datasets/fashion-mnist"));
   if (saved) ::setenv("FLOTILLA_FASHION_MNIST", before.c_str(), 1);
 }
+
+}  // namespace unit_data

@@ -22,6 +22,8 @@
 #include "flotilla/policy/synchronous.hpp"
 #include "flotilla/transport/in_process.hpp"
 
+namespace unit_distributed {
+
 using namespace flotilla;
 
 namespace {
@@ -244,3 +246,5 @@ TEST_CASE("a failing worker stops the whole job with its error") {
   bad.labels[50] = 7;  // out of range: the worker that draws it fails
   CHECK_THROWS_WITH_AS(t.fit(bad, nullptr, quiet()), doctest::Contains("label 7"), Error);
 }
+
+}  // namespace unit_distributed

@@ -31,6 +31,8 @@
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/dense.hpp"
 
+namespace unit_gemm {
+
 namespace {
 
 using flotilla::Generator;
@@ -307,3 +309,5 @@ TEST_CASE("Dense in float agrees with Dense in double") {
   check_float_against_double<Dense<1>, Shape<1>>(1);
   check_float_against_double<Dense<33>, Shape<65>>(0);
 }
+
+}  // namespace unit_gemm

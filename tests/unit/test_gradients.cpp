@@ -11,6 +11,8 @@
 #include "flotilla/nn/maxpool2d.hpp"
 #include "flotilla/testing/gradient_check.hpp"
 
+namespace unit_gradients {
+
 using namespace flotilla;
 using flotilla::testing::check_layer;
 using flotilla::testing::check_loss;
@@ -75,3 +77,5 @@ TEST_CASE("the checker catches a wrong gradient") {
   CHECK_FALSE(r.passed());
   CHECK(r.max_relative_error() > 0.01);
 }
+
+}  // namespace unit_gradients

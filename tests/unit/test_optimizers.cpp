@@ -9,6 +9,8 @@
 #include "flotilla/optim/schedule.hpp"
 #include "flotilla/optim/sgd.hpp"
 
+namespace unit_optimizers {
+
 using namespace flotilla;
 
 namespace {
@@ -129,3 +131,5 @@ TEST_CASE("learning-rate schedules") {
   CHECK(cos(5000) == doctest::Approx(0.1));  // constant after the end
   static_assert(Schedule<schedule::Cosine> && Schedule<schedule::Step>);
 }
+
+}  // namespace unit_optimizers

@@ -16,6 +16,8 @@
 #include "flotilla/topology/parameter_server.hpp"
 #include "flotilla/transport/in_process.hpp"
 
+namespace unit_ps_client {
+
 using namespace flotilla;
 using transport::InProcess;
 
@@ -69,3 +71,5 @@ TEST_CASE("ps client: pre-encoded pushes and pulls carry the bytes of the host's
   codec::Fp16::decode(round, std::span<float>(expected));
   CHECK(pulled == expected);
 }
+
+}  // namespace unit_ps_client

@@ -14,6 +14,8 @@
 #include "flotilla/topology/ps_reduce.hpp"
 #include "flotilla/transport/in_process.hpp"
 
+namespace unit_ps_reduce {
+
 using namespace flotilla;
 using transport::InProcess;
 
@@ -106,3 +108,5 @@ TEST_CASE("ps reduce: a malformed announcement is refused, naming the worker and
   const std::string round = refused(H{H::reduce, 0, 5, 1, 1});
   CHECK(round.find("is for round 5, this server is at round 0") != std::string::npos);
 }
+
+}  // namespace unit_ps_reduce

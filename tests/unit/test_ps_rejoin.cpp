@@ -21,6 +21,8 @@
 #include "flotilla/optim/sgd.hpp"
 #include "flotilla/topology/parameter_server.hpp"
 
+namespace unit_ps_rejoin {
+
 using namespace flotilla;
 using detail::PsHeader;
 
@@ -241,3 +243,5 @@ TEST_CASE("ps rejoin: a synchronous server refuses a rejoining worker, naming it
   CHECK_THROWS_WITH_AS(shard.serve(e, 2, true, 0, sgd, [](std::uint64_t) { return 1.0; }),
                        doctest::Contains("worker 1 rejoins, which only asynchronous serving"), TransportError);
 }
+
+}  // namespace unit_ps_rejoin

@@ -18,6 +18,8 @@
 #include "flotilla/flotilla.hpp"
 #include "flotilla/train/ready_runner.hpp"
 
+namespace unit_streaming {
+
 using namespace flotilla;
 
 namespace {
@@ -190,3 +192,5 @@ TEST_CASE("ReadyRunner: each range's action runs once, in order, one at a time, 
   runner.finish();
   CHECK(order == std::vector<std::size_t>{0, 1, 2, 3});
 }
+
+}  // namespace unit_streaming

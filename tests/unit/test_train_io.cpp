@@ -28,6 +28,8 @@
 #include "flotilla/train/plot.hpp"
 #include "flotilla/train/progress.hpp"
 
+namespace unit_train_io {
+
 namespace fs = std::filesystem;
 using flotilla::CheckpointError;
 using flotilla::ConfigError;
@@ -962,3 +964,5 @@ TEST_CASE("train io: a failed checkpoint commit keeps the previous file") {
     CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);
   }
 }
+
+}  // namespace unit_train_io

@@ -10,6 +10,8 @@
 #include "../common/quiet_fit.hpp"
 #include "flotilla/flotilla.hpp"
 
+namespace unit_trainer {
+
 using namespace flotilla;
 
 namespace {
@@ -283,3 +285,5 @@ TEST_CASE("an element-wise optimizer's update split across cores equals the whol
   check(optim::Adam{});
   check(optim::AdamW{});
 }
+
+}  // namespace unit_trainer

@@ -7,6 +7,8 @@
 #include "../transport/conformance.hpp"
 #include "flotilla/transport/in_process.hpp"
 
+namespace unit_transport {
+
 using namespace flotilla;
 using transport::InProcess;
 
@@ -62,3 +64,5 @@ TEST_CASE("waits time out with a message naming the rank, peer and operation") {
                                       }),
                        doctest::Contains("the job has 2 ranks"), TransportError);
 }
+
+}  // namespace unit_transport
