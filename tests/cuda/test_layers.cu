@@ -19,6 +19,8 @@
 #include "flotilla/cuda/optimizers.hpp"
 #include "flotilla/flotilla.hpp"
 
+namespace gpu_layers {
+
 namespace {
 
 using namespace flotilla;
@@ -270,3 +272,5 @@ TEST_CASE("gpu: a failing CUDA call throws CudaError naming the call, file and l
   CHECK(cudaGetLastError() == cudaSuccess);
   CHECK_NOTHROW(FLOTILLA_CUDA_CHECK_LAUNCH("no kernel"));
 }
+
+}  // namespace gpu_layers

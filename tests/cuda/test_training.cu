@@ -14,6 +14,8 @@
 #include "flotilla/cuda/engine.hpp"
 #include "flotilla/flotilla.hpp"
 
+namespace gpu_training {
+
 namespace {
 
 using namespace flotilla;
@@ -137,3 +139,5 @@ TEST_CASE("gpu: a compressed parameter-server job moves 16-bit codes across the 
     check(gpu, cpu, "fp16 with error feedback");
   }
 }
+
+}  // namespace gpu_training
