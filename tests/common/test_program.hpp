@@ -7,8 +7,8 @@
 //
 // Why one executable: every test instantiates Trainers of small networks, and most of those
 // instantiations are the same from test to test. Compiled as one unity translation unit
-// (UNITY_BUILD in tests/distributed/CMakeLists.txt) they compile once: the 7 TCP programs took
-// 207 s of compiling apart and 77 s together, and compiling is most of CI's time.
+// (UNITY_BUILD in tests/distributed/CMakeLists.txt) they compile once: the 8 TCP programs took
+// 235 s of compiling apart and 68 s together, and compiling is most of CI's time.
 //
 // Each test file defines its entry point in a namespace of its own, as
 //   int run(const flotilla_test::Program& self, int argc, char** argv)

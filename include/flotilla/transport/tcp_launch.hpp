@@ -38,10 +38,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -242,10 +242,6 @@ inline void emit_lines(LaunchedRank& r, std::size_t rank, int stream, std::strin
     buf.clear();
   }
 }
-
-}  // namespace detail
-
-namespace detail {
 
 /// The first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range), 32768 where it
 /// cannot be read.
