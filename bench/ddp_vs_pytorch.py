@@ -12,6 +12,10 @@ its own single process, in one invocation.
   ranks on one host (TcpOptions::shared_memory); `-n 1` for the single process.
   `flotilla-sockets-2`: the same with FLOTILLA_SHARED_MEMORY=off, the buckets summed by ring
   allreduce over loopback TCP.
+* `flotilla-1x2`: two single-process jobs at once, side by side, sharing nothing; throughput is
+  both jobs' samples over the slower one's time. It is what two ranks could reach if communicating
+  cost nothing: where the machine's two CPUs slow each other down (shared caches, memory bandwidth,
+  a hypervisor's SMT siblings), a 2-process job's scaling is bounded by this job's, not by 100%.
 * PyTorch: this file with --ddp-rank: torch.set_num_threads(1), nn.Sequential MLP wrapped in
   DistributedDataParallel, gloo process group initialised through a TCP store on 127.0.0.1,
   torch.optim.SGD(lr 0.05, momentum 0.9); every rank draws the same permutation and takes its 64 of
@@ -29,6 +33,7 @@ and the table gives the medians of each phase as well.
 import argparse
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -107,6 +112,14 @@ def ddp_job(args):
         sys.exit(1)
 
 
+def side_by_side(argv):
+    """A command that runs `argv` twice at once and fails if either fails. Both print their runs as
+    rank 0; run_job pairs the two runs of each index, so a run's throughput is both jobs' samples
+    over the slower one's seconds."""
+    one = " ".join(shlex.quote(a) for a in argv)
+    return ["/bin/sh", "-c", "%s & a=$!; %s & b=$!; wait $a; x=$?; wait $b; y=$?; [ $x -eq 0 ] && [ $y -eq 0 ]" % (one, one)]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -132,7 +145,7 @@ def main():
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per job")
-    ap.add_argument("--jobs", default="flotilla-2,flotilla-sockets-2,ddp-2,flotilla-1,ddp-1,torch-1")
+    ap.add_argument("--jobs", default="flotilla-2,flotilla-sockets-2,ddp-2,flotilla-1,flotilla-1x2,ddp-1,torch-1")
     ap.add_argument("--quiet", type=float, default=0.10)
     ap.add_argument("--disturbance", type=float, default=0.05)
     ap.add_argument("--retries", type=int, default=5)
@@ -162,6 +175,7 @@ def main():
                                "--threads", "1"] + timing,
         "ddp-2": me + ["--world", "2"],
         "flotilla-1": [args.launch, "-n", "1", "--", args.flotilla, "--threads", "1"] + timing,
+        "flotilla-1x2": side_by_side([args.launch, "-n", "1", "--", args.flotilla, "--threads", "1"] + timing),
         "ddp-1": me + ["--world", "1"],
         "torch-1": me + ["--world", "1", "--plain"],
     }
@@ -185,7 +199,9 @@ def main():
     labels = {"flotilla-2": "flotilla, TCP transport (shared-memory allreduce), 2 processes",
               "flotilla-sockets-2": "flotilla, TCP transport, sums over the sockets, 2 processes",
               "ddp-2": "PyTorch DDP gloo, 2 processes",
-              "flotilla-1": "flotilla, 1 process", "ddp-1": "PyTorch DDP gloo, 1 process",
+              "flotilla-1": "flotilla, 1 process",
+              "flotilla-1x2": "flotilla, two 1-process jobs side by side (no communication)",
+              "ddp-1": "PyTorch DDP gloo, 1 process",
               "torch-1": "PyTorch without DDP, 1 process"}
     # By the machine's phase (docs/benchmarks.md, "The machine's two phases"): near = the two CPUs
     # share a cache. A job of one process runs alike in both.
@@ -216,6 +232,12 @@ def main():
                 if by_phase(two, ph):
                     print("  in the %s phase (%d runs): %.0f%%" % (
                         ph, len(by_phase(two, ph)), 100 * benchlib.median(by_phase(two, ph)) / (2 * med["flotilla-1"])))
+    if "flotilla-1x2" in med and "flotilla-1" in med:
+        print("the machine's own scaling, two 1-process jobs side by side / (2 x 1 process): %.0f%%" % (
+            100 * med["flotilla-1x2"] / (2 * med["flotilla-1"])))
+        for two in ("flotilla-2", "flotilla-sockets-2"):
+            if two in med:
+                print("  %s / two 1-process jobs side by side: %.0f%%" % (labels[two], 100 * med[two] / med["flotilla-1x2"]))
     for one in ("ddp-1", "torch-1"):
         if "ddp-2" in med and one in med:
             print("PyTorch DDP scaling efficiency over %s: %.0f%%" % (labels[one], 100 * med["ddp-2"] / (2 * med[one])))

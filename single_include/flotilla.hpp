@@ -1882,6 +1882,14 @@ concept BoundedNativeAllreduce = NativeAllreduce<E> && requires(const E& ce) {
   { ce.native_allreduce_max_bytes() } -> std::convertible_to<std::size_t>;
 };
 
+/// A transport that can tell how many of its job's ranks run on this rank's host (this one
+/// included). The trainer's TrainerOptions::overlap uses it to judge whether a thread for the
+/// communication would find a core free; a transport without it counts as one rank per host.
+template <class E>
+concept KnowsRanksOnHost = Transport<E> && requires(const E& ce) {
+  { ce.ranks_on_this_host() } -> std::convertible_to<std::size_t>;
+};
+
 /// What goes in Trainer<Model, Policy, Backend>: a transport *backend* that starts the ranks of a
 /// job and hands each its endpoint.
 ///  - `B::name`;
@@ -9979,6 +9987,65 @@ void check_dataset(const data::Dataset<typename M::scalar_type>& d, std::string_
 }  // namespace flotilla::detail
 // ---- end flotilla/train/dataset_check.hpp ----
 
+// ---- begin flotilla/train/overlap.hpp ----
+// Whether a worker's gradient communication overlaps its backward pass (TrainerOptions::overlap),
+// and how `automatic` decides.
+//
+// Overlap runs each bucket's allreduce (or each shard's push) on a thread of its own as soon as
+// backward has finished the bucket's layers. That hides communication only if the thread finds a
+// core nobody computes on. Where every core already runs a compute thread (two single-thread
+// ranks on a 2-core machine), the communication thread takes turns with backward on the same
+// cores: the work is not hidden, and the switches and the waits for a peer's thread, itself
+// waiting for a core, add to it. There the worker does better to finish backward first and then
+// move every bucket at once, on the training thread, with its peers doing the same.
+#include <cstddef>
+#include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+namespace flotilla {
+
+/// When gradient communication overlaps backward (TrainerOptions::overlap).
+enum class Overlap {
+  /// Overlap when this host has a core to spare for it: when the cores this process may run on
+  /// outnumber the compute threads of the job's ranks on this host (see detail::overlap_pays).
+  /// Models on a GPU always overlap: their host threads mostly wait for the device.
+  automatic,
+  /// Always, on a thread of the worker's own, during backward.
+  always,
+  /// Never: after backward, on the training thread.
+  never,
+};
+
+namespace detail {
+
+/// The cores this process may run on: its CPU affinity mask where the platform has one (a
+/// container or `taskset` may allow fewer than the machine has), else the hardware's count.
+inline std::size_t usable_cores() noexcept {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<std::size_t>(n);
+  }
+#endif
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? n : 1;
+}
+
+/// `automatic`'s rule for a CPU model: overlap when `cores` exceed the compute threads of the
+/// `ranks_on_host` ranks sharing them, `threads` each, so that a communication thread has a core.
+inline bool overlap_pays(std::size_t cores, std::size_t ranks_on_host, std::size_t threads) noexcept {
+  return cores > ranks_on_host * threads;
+}
+
+}  // namespace detail
+}  // namespace flotilla
+// ---- end flotilla/train/overlap.hpp ----
+
 // ---- begin flotilla/train/ready_runner.hpp ----
 // Runs an action on each range of a buffer as soon as backward has made it final, on a thread of
 // its own: the mechanism behind overlapping communication with backward. The ring topology's
@@ -9988,7 +10055,8 @@ void check_dataset(const data::Dataset<typename M::scalar_type>& d, std::string_
 // threads call ready(offset) when [offset, end) is final; the runner's thread then takes every
 // range lying wholly in it, in order. After backward, finish() runs the rest on the calling
 // thread (or waits for the one action in progress): that time is the communication backward
-// could not hide.
+// could not hide. A runner made without a thread of its own (TrainerOptions::overlap) leaves
+// every range to finish().
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -10004,10 +10072,11 @@ namespace flotilla::detail {
 
 class ReadyRunner {
  public:
-  /// `action(index, range)` runs on the runner's thread for each range in turn.
-  ReadyRunner(std::vector<Range> ranges, std::function<void(std::size_t, Range)> action)
+  /// `action(index, range)` runs for each range in turn: on the runner's thread (`background`) as
+  /// soon as backward has made the range final, else in finish().
+  ReadyRunner(std::vector<Range> ranges, std::function<void(std::size_t, Range)> action, bool background = true)
       : ranges_(std::move(ranges)), action_(std::move(action)) {
-    thread_ = std::thread([this] { loop(); });
+    if (background) thread_ = std::thread([this] { loop(); });
   }
   ReadyRunner(const ReadyRunner&) = delete;
   ReadyRunner& operator=(const ReadyRunner&) = delete;
@@ -10017,10 +10086,13 @@ class ReadyRunner {
       stop_ = true;
     }
     wake_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
 
   const std::vector<Range>& ranges() const noexcept { return ranges_; }
+  /// Whether the actions run on a thread of their own, during backward (then compute threads
+  /// should call ready()).
+  bool background() const noexcept { return thread_.joinable(); }
 
   /// Arms the runner for one pass over the ranges; nothing runs until ready() says so.
   void start(std::size_t buffer_size) {
@@ -11132,6 +11204,8 @@ class InProcessEndpoint {
       : world_(std::move(world)), rank_(rank), options_(options) {}
 
   std::size_t rank() const noexcept { return rank_; }
+  /// Every rank is a thread of this process (KnowsRanksOnHost).
+  std::size_t ranks_on_this_host() const noexcept { return size(); }
   std::size_t size() const noexcept { return world_->size(); }
   TrafficCounters counters() const noexcept { return counters_; }
 
@@ -11304,6 +11378,13 @@ struct TrainerOptions {
   /// on 16 cores); over shared memory it gained nothing, and with no spare core (two single-thread
   /// ranks on two cores) it cost 8% (docs/benchmarks.md), hence off.
   bool stream_gradients = false;
+  /// Whether gradient buckets (ring) or shard pushes (parameter servers) go out during backward, on
+  /// a thread of the worker's own, or all after it, on the training thread (train/overlap.hpp).
+  /// Overlap hides communication where that thread has a core to itself; where every core
+  /// computes, it takes turns with backward and costs more than it hides: two single-thread ranks
+  /// on 2 cores trained 1.1-1.2x faster without it (docs/benchmarks.md). `automatic` overlaps when
+  /// the cores this process may use outnumber the compute threads of the ranks on this host.
+  Overlap overlap = Overlap::automatic;
   /// For experiments with slow workers.
   Straggler straggler{};
   /// When a worker dies or stalls (train/worker_loss.hpp): by default asynchronous and
@@ -11883,15 +11964,20 @@ class Trainer {
       }
     }
 
-    // What runs during backward: bucket allreduces (ring) or shard pushes (parameter server).
+    // What runs during backward, or after it (overlaps()): bucket allreduces (ring) or shard
+    // pushes (parameter server).
     std::unique_ptr<detail::ReadyRunner> runner;
+    const bool background = overlaps(e);
     if constexpr (parameter_server) {
       std::vector<detail::Range> order(client->shards().rbegin(), client->shards().rend());
-      runner = std::make_unique<detail::ReadyRunner>(order, [&, servers = order.size()](std::size_t i, detail::Range) {
-        const auto t0 = Timeline::clock::now();
-        push_shard(e, *client, servers - 1 - i, s);
-        timeline.record("push shard " + std::to_string(servers - 1 - i), "communication", w, 1, t0, Timeline::clock::now());
-      });
+      runner = std::make_unique<detail::ReadyRunner>(
+          order,
+          [&, servers = order.size()](std::size_t i, detail::Range) {
+            const auto t0 = Timeline::clock::now();
+            push_shard(e, *client, servers - 1 - i, s);
+            timeline.record("push shard " + std::to_string(servers - 1 - i), "communication", w, 1, t0, Timeline::clock::now());
+          },
+          background);
     } else if (workers > 1 && Policy::reduce_gradients_in_backward) {
       runner = std::make_unique<detail::ReadyRunner>(
           detail::make_buckets(network_type::parameter_offsets, network_type::parameter_counts,
@@ -11900,7 +11986,8 @@ class Trainer {
             const auto t0 = Timeline::clock::now();
             reduce_bucket(group, s, i, r, detail::protocol_tags::bucket_base + static_cast<Tag>(i));
             timeline.record("allreduce bucket " + std::to_string(i), "communication", w, 1, t0, Timeline::clock::now());
-          });
+          },
+          background);
     }
 
     std::optional<MetricsLog> metrics;
@@ -12146,12 +12233,13 @@ class Trainer {
     }
     const std::size_t denominator = summed_by_trainer && batch.global_size ? batch.global_size : batch.size();
     const T scale = denominator ? T(1) / static_cast<T>(denominator * group_size) : T(0);
-    const bool overlap = last && runner != nullptr;
+    const bool communicates = last && runner != nullptr;
     const auto t0 = Timeline::clock::now();
-    if (overlap) runner->start(parameter_count);
-    const StepResult r = overlap ? s.engine.compute_gradients(batch, scale, micro > 0,
-                                                              [runner](std::size_t offset) { runner->ready(offset); })
-                                 : s.engine.compute_gradients(batch, scale, micro > 0);
+    if (communicates) runner->start(parameter_count);
+    const StepResult r = communicates && runner->background()
+                             ? s.engine.compute_gradients(batch, scale, micro > 0,
+                                                          [runner](std::size_t offset) { runner->ready(offset); })
+                             : s.engine.compute_gradients(batch, scale, micro > 0);
     const auto t1 = Timeline::clock::now();
     timeline.record("forward+backward", "compute", w, 0, t0, t1);
     const double compute = std::chrono::duration<double>(t1 - t0).count();
@@ -12161,9 +12249,9 @@ class Trainer {
     if (!last) return r;
 
     const auto t2 = Timeline::clock::now();
-    if (overlap) counters.exposed_comm_seconds += runner->finish();
+    if (communicates) counters.exposed_comm_seconds += runner->finish();
     const auto t3 = Timeline::clock::now();
-    if (overlap) timeline.record("wait for communication", "wait", w, 0, t2, t3);
+    if (communicates) timeline.record("wait for communication", "wait", w, 0, t2, t3);
     if constexpr (parameter_server) {
       for (std::size_t k = 0; k < client->shards().size(); ++k) {
         const auto info = pull_shard(e, *client, k, s);
@@ -12218,6 +12306,19 @@ class Trainer {
     collective::RingOptions o;
     o.tag = tag;
     collective::ring_allreduce<codec_type>(group, g, o);
+  }
+
+  /// TrainerOptions::overlap for this worker (train/overlap.hpp).
+  template <class E>
+  bool overlaps(const E& e) const {
+    if (options_.overlap != Overlap::automatic) return options_.overlap == Overlap::always;
+    if constexpr (!std::is_same_v<typename M::device, device::Cpu>) {
+      return true;
+    } else {
+      std::size_t ranks_on_host = 1;
+      if constexpr (KnowsRanksOnHost<E>) ranks_on_host = std::max<std::size_t>(1, e.ranks_on_this_host());
+      return detail::overlap_pays(detail::usable_cores(), ranks_on_host, std::max<std::size_t>(1, options_.threads));
+    }
   }
 
   std::size_t bucket_bytes() const {

@@ -2,7 +2,7 @@
 // transport, one worker per process: Trainer<Mlp, policy::Synchronous<>, transport::Tcp>.
 //
 //   flotilla-launch -n 2 -- flotilla_tcp_train_bench [--steps 1000] [--warmup 200] [--repeat 3]
-//       [--stream-gradients true]
+//       [--stream-gradients true] [--overlap auto|always|never] [--bucket-bytes N]
 //
 // Every rank trains with batch 64 (a global batch of 64 x ranks) and TrainerOptions::threads
 // (default 1) cores, on the first whole global batches of the training set. After `warmup` untimed
@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
     auto& threads = flags.add<std::size_t>("threads", 1, "cores of each worker");
     auto& lr = flags.add<double>("lr", 0.05, "learning rate (momentum 0.9)");
     auto& stream = flags.add<bool>("stream-gradients", false, "layers report parts of their gradient during backward");
+    auto& bucket_bytes = flags.add<std::size_t>("bucket-bytes", flotilla::policy::Synchronous<>{}.bucket_bytes,
+                                                 "bytes of gradient per allreduce bucket");
+    auto& overlap = flags.add<std::string>("overlap", "auto", "gradient communication during backward: auto, always, never");
     auto& synthetic = flags.add<std::size_t>("synthetic", 0, "use this many random samples instead of Fashion-MNIST");
     auto& data = flags.add<std::filesystem::path>("data", flotilla::data::fashion_mnist::default_directory(),
                                                   "Fashion-MNIST directory", "FLOTILLA_FASHION_MNIST");
@@ -46,7 +49,10 @@ int main(int argc, char** argv) {
     o.prefetch = 0;
     o.seed = 1;
     o.stream_gradients = stream;
-    flotilla::Trainer<bench::Mlp, flotilla::policy::Synchronous<>, tr::Tcp> trainer(o, {}, options);
+    if (overlap == "always") o.overlap = flotilla::Overlap::always;
+    else if (overlap == "never") o.overlap = flotilla::Overlap::never;
+    else if (overlap != "auto") throw flotilla::ConfigError("--overlap: '" + overlap + "' is not auto, always or never");
+    flotilla::Trainer<bench::Mlp, flotilla::policy::Synchronous<>, tr::Tcp> trainer(o, flotilla::policy::Synchronous<>{.bucket_bytes = bucket_bytes}, options);
 
     auto timed = [&](std::size_t n, int index) {
       flotilla::FitOptions f;

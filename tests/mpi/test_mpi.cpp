@@ -114,6 +114,13 @@ TEST_CASE("allreduce_sum adds exactly, in place, for 0, 1, 7 and 1M floats and d
   });
 }
 
+TEST_CASE("ranks_on_this_host counts the ranks that mpirun started on this machine") {
+  static_assert(KnowsRanksOnHost<Mpi::endpoint>);
+  Mpi::run(options_with(std::chrono::seconds(30)), world_size(), [](Mpi::endpoint& e) {
+    CHECK(e.ranks_on_this_host() == e.size());  // the tests run every rank on this host
+  });
+}
+
 TEST_CASE("reserved and user tags are kept apart, and the largest tags are carried") {
   Mpi::run(options_with(std::chrono::seconds(30)), world_size(), [](Mpi::endpoint& e) {
     const std::size_t right = (e.rank() + 1) % e.size(), left = (e.rank() + e.size() - 1) % e.size();

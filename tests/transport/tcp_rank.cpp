@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -171,6 +172,31 @@ int main(int argc, char** argv) {
           if (x != static_cast<float>(n)) throw std::runtime_error("wrong sum through ring_allreduce");
         for (float x : large)
           if (x != static_cast<float>(n)) throw std::runtime_error("wrong sum through ring_allreduce in pieces");
+        // Sums that round: every rank ends with the same bits (each chunk is formed by one rank and
+        // copied by the others), and within float rounding of the sum in double.
+        for (std::size_t values : {per_slot - 3, 2 * per_slot + 7}) {
+          std::vector<float> v(values);
+          std::vector<double> exact(values, 0.0);
+          for (std::size_t i = 0; i < values; ++i) {
+            v[i] = 1.0f / static_cast<float>(i + 3 * rank + 1);
+            for (std::size_t r = 0; r < n; ++r) exact[i] += 1.0f / static_cast<float>(i + 3 * r + 1);
+          }
+          e.allreduce_sum(v);
+          for (std::size_t i = 0; i < values; ++i)
+            if (std::abs(v[i] - exact[i]) > 1e-6 * std::abs(exact[i]))
+              throw std::runtime_error("inexact sum of value " + std::to_string(i) + " of " + std::to_string(values));
+          const auto bytes = std::as_bytes(std::span<const float>(v));
+          if (rank == 0) {
+            std::vector<std::byte> theirs(bytes.size());
+            for (std::size_t r = 1; r < n; ++r) {
+              e.recv(r, 7, theirs);
+              if (std::memcmp(theirs.data(), bytes.data(), bytes.size()) != 0)
+                throw std::runtime_error("rank " + std::to_string(r) + " ended with other bits than rank 0");
+            }
+          } else {
+            e.send(0, 7, bytes);
+          }
+        }
         std::printf("rank %zu: %zu shared-memory sums correct\n", rank, call);
       });
       return 0;
@@ -185,6 +211,10 @@ int main(int argc, char** argv) {
           throw std::runtime_error("the shared-memory setup counted as payload");
         if (e.shared_memory_active() != expected)
           throw std::runtime_error(std::string("the shared-memory path is ") + (expected ? "off" : "on"));
+        // Every rank of a flotilla-launch job runs on this host, over loopback.
+        if (e.ranks_on_this_host() != e.size())
+          throw std::runtime_error("ranks_on_this_host() is " + std::to_string(e.ranks_on_this_host()) + ", not " +
+                                   std::to_string(e.size()));
         const std::size_t n = e.size(), count = 6000;
         std::vector<float> v(count, static_cast<float>(rank + 1));
         const auto before = e.counters().payload_bytes_sent;

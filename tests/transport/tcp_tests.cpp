@@ -251,6 +251,7 @@ std::span<const std::byte> bytes_of(const std::string& s) {
 
 TEST_CASE("options: from the environment") {
   static_assert(Transport<TcpEndpoint>);
+  static_assert(KnowsRanksOnHost<TcpEndpoint>);
   static_assert(TransportBackend<Tcp>);
   static_assert(Tcp::name == "tcp" && !Tcp::in_process);
   {

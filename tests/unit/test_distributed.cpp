@@ -64,8 +64,11 @@ double relative_difference(std::span<const T> a, std::span<const T> b) {
 /// Parameters after `epochs` epochs of Trainer<M, P> with `workers` workers of `batch` each.
 template <class M, class P = policy::Synchronous<>>
 std::vector<typename M::scalar_type> train(const data::Dataset<typename M::scalar_type>& d, std::size_t batch,
-                                           std::size_t workers, std::size_t servers = 1, std::size_t epochs = 1) {
-  Trainer<M, P> t(setup<M>(batch, workers, servers));
+                                           std::size_t workers, std::size_t servers = 1, std::size_t epochs = 1,
+                                           Overlap overlap = Overlap::automatic) {
+  auto o = setup<M>(batch, workers, servers);
+  o.overlap = overlap;
+  Trainer<M, P> t(o);
   t.fit(d, nullptr, quiet(epochs));
   const auto p = std::as_const(t).parameters();
   return {p.begin(), p.end()};
@@ -89,12 +92,20 @@ TEST_CASE("synchronous ring training on N workers equals one worker with an N-ti
   // A partial last global batch (490 = 40 x 12 + 10) is split unevenly and still agrees.
   const auto d490 = blobs<double>(490, 2);
   CHECK(relative_difference<double>(train<MD>(d490, 24, 1), train<MD>(d490, 12, 2)) < 1e-12);
+  // Buckets sent during backward on a thread of each worker's own, and after it on the training
+  // thread (TrainerOptions::overlap; `automatic` picks one by the cores): the same sums.
+  for (const Overlap overlap : {Overlap::always, Overlap::never}) {
+    CAPTURE(static_cast<int>(overlap));
+    CHECK(relative_difference<float>(train<MF>(df, 24, 1, 1, 2), train<MF>(df, 12, 2, 1, 2, overlap)) < 1e-5);
+    CHECK(relative_difference<double>(train<MD>(dd, 48, 1, 1, 2), train<MD>(dd, 12, 4, 1, 2, overlap)) < 1e-12);
+  }
   // Layers reporting parts of their gradients during backward (stream_gradients), on two cores
-  // per worker, in buckets smaller than a layer: still the same.
+  // per worker, in buckets smaller than a layer, sent while backward runs: still the same.
   for (std::size_t bucket_bytes : {std::size_t{64}, std::size_t{256} * 1024}) {
     CAPTURE(bucket_bytes);
     auto o = setup<MD>(12, 4);
     o.stream_gradients = true;
+    o.overlap = Overlap::always;
     o.threads = 2;
     policy::Synchronous<> ring;
     ring.bucket_bytes = bucket_bytes;
@@ -114,8 +125,12 @@ TEST_CASE("synchronous parameter-server training equals one worker with an N-tim
       CAPTURE(n);
       CAPTURE(servers);
       const auto one = train<MD>(d, 12 * n, 1);
-      const auto many = train<MD, PS>(d, 12, n, servers);
-      CHECK(relative_difference<double>(one, many) < 1e-12);
+      // Shards pushed while backward runs, and after it.
+      for (const Overlap overlap : {Overlap::always, Overlap::never}) {
+        CAPTURE(static_cast<int>(overlap));
+        const auto many = train<MD, PS>(d, 12, n, servers, 1, overlap);
+        CHECK(relative_difference<double>(one, many) < 1e-12);
+      }
     }
   }
 }

@@ -193,4 +193,47 @@ TEST_CASE("ReadyRunner: each range's action runs once, in order, one at a time, 
   CHECK(order == std::vector<std::size_t>{0, 1, 2, 3});
 }
 
+TEST_CASE("ReadyRunner without a thread of its own: finish() runs every range, in order, on the calling thread") {
+  const std::vector<detail::Range> ranges{{80, 100}, {50, 80}, {20, 50}, {0, 20}};
+  std::vector<std::size_t> order;
+  std::vector<std::thread::id> threads;
+  bool fail_at_one = false;
+  detail::ReadyRunner runner(
+      ranges,
+      [&](std::size_t i, detail::Range r) {
+        CHECK(r == ranges[i]);
+        order.push_back(i);
+        threads.push_back(std::this_thread::get_id());
+        if (i == 1 && fail_at_one) throw std::runtime_error("bucket 1 failed");
+      },
+      false);
+  CHECK_FALSE(runner.background());
+  for (int pass = 0; pass < 3; ++pass) {
+    order.clear();
+    threads.clear();
+    runner.start(100);
+    if (pass == 1) runner.ready(50);  // reports change nothing: no range runs before finish()
+    CHECK(order.empty());
+    runner.finish();
+    CHECK(order == std::vector<std::size_t>{0, 1, 2, 3});
+    for (const auto& id : threads) CHECK(id == std::this_thread::get_id());
+  }
+  fail_at_one = true;
+  order.clear();
+  runner.start(100);
+  CHECK_THROWS_WITH(runner.finish(), "bucket 1 failed");
+  CHECK(order == std::vector<std::size_t>{0, 1});
+}
+
+TEST_CASE("TrainerOptions::overlap: automatic overlaps only where the ranks' compute threads leave a core free") {
+  CHECK(detail::usable_cores() >= 1);
+  CHECK(detail::overlap_pays(16, 2, 1));       // 16 cores, 2 single-thread ranks: 14 to spare
+  CHECK(detail::overlap_pays(3, 2, 1));
+  CHECK_FALSE(detail::overlap_pays(2, 2, 1));  // the 2-core machine of docs/benchmarks.md
+  CHECK_FALSE(detail::overlap_pays(4, 2, 2));
+  CHECK_FALSE(detail::overlap_pays(1, 1, 1));
+  CHECK(detail::overlap_pays(2, 1, 1));
+  CHECK(TrainerOptions<Model<Sequential<Input<2>, Dense<1>>, MSE, optim::SGD>>{}.overlap == Overlap::automatic);
+}
+
 }  // namespace unit_streaming

@@ -19,6 +19,8 @@ TEST_CASE("the in-process transport passes the conformance suite") {
     CAPTURE(ranks);
     CHECK_NOTHROW(InProcess::run({}, ranks, [](InProcess::endpoint& e) { test::transport_conformance(e); }));
   }
+  static_assert(KnowsRanksOnHost<InProcess::endpoint>);
+  InProcess::run({}, 3, [](InProcess::endpoint& e) { CHECK(e.ranks_on_this_host() == 3); });
 }
 
 TEST_CASE("a failing rank aborts the others, and run() rethrows its error") {

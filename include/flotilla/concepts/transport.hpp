@@ -89,6 +89,14 @@ concept BoundedNativeAllreduce = NativeAllreduce<E> && requires(const E& ce) {
   { ce.native_allreduce_max_bytes() } -> std::convertible_to<std::size_t>;
 };
 
+/// A transport that can tell how many of its job's ranks run on this rank's host (this one
+/// included). The trainer's TrainerOptions::overlap uses it to judge whether a thread for the
+/// communication would find a core free; a transport without it counts as one rank per host.
+template <class E>
+concept KnowsRanksOnHost = Transport<E> && requires(const E& ce) {
+  { ce.ranks_on_this_host() } -> std::convertible_to<std::size_t>;
+};
+
 /// What goes in Trainer<Model, Policy, Backend>: a transport *backend* that starts the ranks of a
 /// job and hands each its endpoint.
 ///  - `B::name`;

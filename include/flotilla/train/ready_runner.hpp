@@ -7,7 +7,8 @@
 // threads call ready(offset) when [offset, end) is final; the runner's thread then takes every
 // range lying wholly in it, in order. After backward, finish() runs the rest on the calling
 // thread (or waits for the one action in progress): that time is the communication backward
-// could not hide.
+// could not hide. A runner made without a thread of its own (TrainerOptions::overlap) leaves
+// every range to finish().
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -24,10 +25,11 @@ namespace flotilla::detail {
 
 class ReadyRunner {
  public:
-  /// `action(index, range)` runs on the runner's thread for each range in turn.
-  ReadyRunner(std::vector<Range> ranges, std::function<void(std::size_t, Range)> action)
+  /// `action(index, range)` runs for each range in turn: on the runner's thread (`background`) as
+  /// soon as backward has made the range final, else in finish().
+  ReadyRunner(std::vector<Range> ranges, std::function<void(std::size_t, Range)> action, bool background = true)
       : ranges_(std::move(ranges)), action_(std::move(action)) {
-    thread_ = std::thread([this] { loop(); });
+    if (background) thread_ = std::thread([this] { loop(); });
   }
   ReadyRunner(const ReadyRunner&) = delete;
   ReadyRunner& operator=(const ReadyRunner&) = delete;
@@ -37,10 +39,13 @@ class ReadyRunner {
       stop_ = true;
     }
     wake_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
 
   const std::vector<Range>& ranges() const noexcept { return ranges_; }
+  /// Whether the actions run on a thread of their own, during backward (then compute threads
+  /// should call ready()).
+  bool background() const noexcept { return thread_.joinable(); }
 
   /// Arms the runner for one pass over the ranges; nothing runs until ready() says so.
   void start(std::size_t buffer_size) {

@@ -58,6 +58,7 @@
 #include "flotilla/train/model_checkpoint.hpp"
 #include "flotilla/train/plot.hpp"
 #include "flotilla/train/progress.hpp"
+#include "flotilla/train/overlap.hpp"
 #include "flotilla/train/ready_runner.hpp"
 #include "flotilla/train/timeline.hpp"
 #include "flotilla/train/live_workers.hpp"
@@ -104,6 +105,13 @@ struct TrainerOptions {
   /// on 16 cores); over shared memory it gained nothing, and with no spare core (two single-thread
   /// ranks on two cores) it cost 8% (docs/benchmarks.md), hence off.
   bool stream_gradients = false;
+  /// Whether gradient buckets (ring) or shard pushes (parameter servers) go out during backward, on
+  /// a thread of the worker's own, or all after it, on the training thread (train/overlap.hpp).
+  /// Overlap hides communication where that thread has a core to itself; where every core
+  /// computes, it takes turns with backward and costs more than it hides: two single-thread ranks
+  /// on 2 cores trained 1.1-1.2x faster without it (docs/benchmarks.md). `automatic` overlaps when
+  /// the cores this process may use outnumber the compute threads of the ranks on this host.
+  Overlap overlap = Overlap::automatic;
   /// For experiments with slow workers.
   Straggler straggler{};
   /// When a worker dies or stalls (train/worker_loss.hpp): by default asynchronous and
@@ -683,15 +691,20 @@ class Trainer {
       }
     }
 
-    // What runs during backward: bucket allreduces (ring) or shard pushes (parameter server).
+    // What runs during backward, or after it (overlaps()): bucket allreduces (ring) or shard
+    // pushes (parameter server).
     std::unique_ptr<detail::ReadyRunner> runner;
+    const bool background = overlaps(e);
     if constexpr (parameter_server) {
       std::vector<detail::Range> order(client->shards().rbegin(), client->shards().rend());
-      runner = std::make_unique<detail::ReadyRunner>(order, [&, servers = order.size()](std::size_t i, detail::Range) {
-        const auto t0 = Timeline::clock::now();
-        push_shard(e, *client, servers - 1 - i, s);
-        timeline.record("push shard " + std::to_string(servers - 1 - i), "communication", w, 1, t0, Timeline::clock::now());
-      });
+      runner = std::make_unique<detail::ReadyRunner>(
+          order,
+          [&, servers = order.size()](std::size_t i, detail::Range) {
+            const auto t0 = Timeline::clock::now();
+            push_shard(e, *client, servers - 1 - i, s);
+            timeline.record("push shard " + std::to_string(servers - 1 - i), "communication", w, 1, t0, Timeline::clock::now());
+          },
+          background);
     } else if (workers > 1 && Policy::reduce_gradients_in_backward) {
       runner = std::make_unique<detail::ReadyRunner>(
           detail::make_buckets(network_type::parameter_offsets, network_type::parameter_counts,
@@ -700,7 +713,8 @@ class Trainer {
             const auto t0 = Timeline::clock::now();
             reduce_bucket(group, s, i, r, detail::protocol_tags::bucket_base + static_cast<Tag>(i));
             timeline.record("allreduce bucket " + std::to_string(i), "communication", w, 1, t0, Timeline::clock::now());
-          });
+          },
+          background);
     }
 
     std::optional<MetricsLog> metrics;
@@ -946,12 +960,13 @@ class Trainer {
     }
     const std::size_t denominator = summed_by_trainer && batch.global_size ? batch.global_size : batch.size();
     const T scale = denominator ? T(1) / static_cast<T>(denominator * group_size) : T(0);
-    const bool overlap = last && runner != nullptr;
+    const bool communicates = last && runner != nullptr;
     const auto t0 = Timeline::clock::now();
-    if (overlap) runner->start(parameter_count);
-    const StepResult r = overlap ? s.engine.compute_gradients(batch, scale, micro > 0,
-                                                              [runner](std::size_t offset) { runner->ready(offset); })
-                                 : s.engine.compute_gradients(batch, scale, micro > 0);
+    if (communicates) runner->start(parameter_count);
+    const StepResult r = communicates && runner->background()
+                             ? s.engine.compute_gradients(batch, scale, micro > 0,
+                                                          [runner](std::size_t offset) { runner->ready(offset); })
+                             : s.engine.compute_gradients(batch, scale, micro > 0);
     const auto t1 = Timeline::clock::now();
     timeline.record("forward+backward", "compute", w, 0, t0, t1);
     const double compute = std::chrono::duration<double>(t1 - t0).count();
@@ -961,9 +976,9 @@ class Trainer {
     if (!last) return r;
 
     const auto t2 = Timeline::clock::now();
-    if (overlap) counters.exposed_comm_seconds += runner->finish();
+    if (communicates) counters.exposed_comm_seconds += runner->finish();
     const auto t3 = Timeline::clock::now();
-    if (overlap) timeline.record("wait for communication", "wait", w, 0, t2, t3);
+    if (communicates) timeline.record("wait for communication", "wait", w, 0, t2, t3);
     if constexpr (parameter_server) {
       for (std::size_t k = 0; k < client->shards().size(); ++k) {
         const auto info = pull_shard(e, *client, k, s);
@@ -1018,6 +1033,19 @@ class Trainer {
     collective::RingOptions o;
     o.tag = tag;
     collective::ring_allreduce<codec_type>(group, g, o);
+  }
+
+  /// TrainerOptions::overlap for this worker (train/overlap.hpp).
+  template <class E>
+  bool overlaps(const E& e) const {
+    if (options_.overlap != Overlap::automatic) return options_.overlap == Overlap::always;
+    if constexpr (!std::is_same_v<typename M::device, device::Cpu>) {
+      return true;
+    } else {
+      std::size_t ranks_on_host = 1;
+      if constexpr (KnowsRanksOnHost<E>) ranks_on_host = std::max<std::size_t>(1, e.ranks_on_this_host());
+      return detail::overlap_pays(detail::usable_cores(), ranks_on_host, std::max<std::size_t>(1, options_.threads));
+    }
   }
 
   std::size_t bucket_bytes() const {

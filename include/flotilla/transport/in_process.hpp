@@ -128,6 +128,8 @@ class InProcessEndpoint {
       : world_(std::move(world)), rank_(rank), options_(options) {}
 
   std::size_t rank() const noexcept { return rank_; }
+  /// Every rank is a thread of this process (KnowsRanksOnHost).
+  std::size_t ranks_on_this_host() const noexcept { return size(); }
   std::size_t size() const noexcept { return world_->size(); }
   TrafficCounters counters() const noexcept { return counters_; }
 

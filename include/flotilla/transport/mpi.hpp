@@ -412,6 +412,13 @@ class MpiEndpoint {
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);
     const auto library_ub = found ? static_cast<std::uint32_t>(*static_cast<int*>(value)) : 32767u;  // MPI's minimum
     tag_ub_ = std::min(library_ub, options_.max_mpi_tag);
+    // The ranks that can share memory with this one: MPI's notion of "on this host".
+    MPI_Comm host = MPI_COMM_NULL;
+    check(MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host), "MPI_Comm_split_type", "setup");
+    int on_host = 1;
+    MPI_Comm_size(host, &on_host);
+    MPI_Comm_free(&host);
+    ranks_on_host_ = static_cast<std::size_t>(on_host);
   }
 
   ~MpiEndpoint() {
@@ -428,6 +435,9 @@ class MpiEndpoint {
 
   std::size_t rank() const noexcept { return rank_; }
   std::size_t size() const noexcept { return size_; }
+  /// How many of the job's ranks share this rank's host, this one included (KnowsRanksOnHost):
+  /// the size of MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), taken when the endpoint was made.
+  std::size_t ranks_on_this_host() const noexcept { return ranks_on_host_; }
   TrafficCounters counters() const noexcept { return counters_; }
   const MpiOptions& options() const noexcept { return options_; }
   /// False once a wait timed out with a transfer in flight (see the class comment).
@@ -882,7 +892,7 @@ class MpiEndpoint {
   }
 
   MpiOptions options_;
-  std::size_t rank_ = 0, size_ = 0;
+  std::size_t rank_ = 0, size_ = 0, ranks_on_host_ = 1;
   MPI_Comm user_comm_ = MPI_COMM_NULL, reserved_comm_ = MPI_COMM_NULL, folded_comm_ = MPI_COMM_NULL;
   std::uint32_t tag_ub_ = 32767;
   TrafficCounters counters_{};

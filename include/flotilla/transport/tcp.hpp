@@ -808,6 +808,11 @@ class TcpEndpoint {
     return out;
   }
 
+  /// How many of the job's ranks run on this host, this one included (KnowsRanksOnHost): those
+  /// whose connection to this rank came over loopback or from this rank's own address when the
+  /// job started.
+  std::size_t ranks_on_this_host() const noexcept { return ranks_on_host_; }
+
   /// The sum over every rank of `values`, through the shared-memory segment that
   /// TcpOptions::shared_memory sets up (all ranks on one host), in pieces of
   /// TcpOptions::shared_memory_bytes; ConfigError when it is not in use (shared_memory_active()).
@@ -1579,12 +1584,16 @@ class TcpEndpoint {
   bool accept_rejoins_ = false;
   bool rejoined_ = false;
   std::unique_ptr<detail::SharedMemoryAllreduce> shared_memory_;
+  std::size_t ranks_on_host_ = 1;
   // Last: stopped before anything it reads (the links' send guards, which it shares) goes.
   std::unique_ptr<detail::TcpHeartbeat> heartbeat_;
 
   void negotiate_shared_memory();
   /// Whether every peer reached rank 0 from this host (over loopback, or from rank 0's own address).
   bool peers_on_this_host() const;
+  /// Whether the open connection to a peer comes from this host; false for this rank's own link,
+  /// closed links and addresses that cannot be read.
+  bool link_on_this_host(const detail::TcpLink& l) const;
   std::optional<std::size_t> hung_up_peer() noexcept;
 };
 
@@ -2314,6 +2323,8 @@ inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
   detail::TcpRendezvous rv(options);
   rv.run();
   TcpEndpoint e(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters(), rv.listener(), rv.job_id());
+  e.ranks_on_host_ = 1 + static_cast<std::size_t>(std::count_if(e.links_.begin(), e.links_.end(),
+                                                                 [&e](const auto& l) { return e.link_on_this_host(l); }));
   if (options.world_size > 1 && options.rejoin.empty()) {
     // The setup's messages are part of the rendezvous: counted as framing, like the handshake.
     const TrafficCounters before = e.counters_;
@@ -2326,14 +2337,17 @@ inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
   return e;
 }
 
+inline bool TcpEndpoint::link_on_this_host(const detail::TcpLink& l) const {
+  if (l.peer == rank_ || l.peer == detail::tcp_nobody || !l.open()) return false;
+  detail::ErrorCode e1, e2;
+  const auto remote = l.socket.remote_endpoint(e1).address();
+  const auto local = l.socket.local_endpoint(e2).address();
+  return !e1 && !e2 && (remote.is_loopback() || remote == local);
+}
+
 inline bool TcpEndpoint::peers_on_this_host() const {
-  for (const auto& l : links_) {
-    if (l.peer == rank_ || l.peer == detail::tcp_nobody || !l.open()) continue;
-    detail::ErrorCode e1, e2;
-    const auto remote = l.socket.remote_endpoint(e1).address();
-    const auto local = l.socket.local_endpoint(e2).address();
-    if (e1 || e2 || !(remote.is_loopback() || remote == local)) return false;
-  }
+  for (const auto& l : links_)
+    if (l.peer != rank_ && l.peer != detail::tcp_nobody && l.open() && !link_on_this_host(l)) return false;
   return true;
 }
 

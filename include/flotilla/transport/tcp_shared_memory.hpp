@@ -11,18 +11,22 @@
 // Layout: a control block (each rank's progress counter on a cache line of its own), then two
 // sets (alternating calls) of one slot per rank of `capacity` bytes. A call on rank r, whose
 // counter ends the previous call at 2c:
-//   1. copies its values into its slot of set c % 2; counter 2c+1;
-//   2. when every counter is >= 2c+1, sums chunk r of the buffer (chunks as in the ring) over
-//      all slots into its own slot; counter 2c+2;
-//   3. when every counter is >= 2c+2, copies every chunk's sum from the slot of the rank that
-//      formed it. Every rank so ends with the same bits.
+//   1. copies its values into its slot of set c % 2: all of them for a small sum, else only the
+//      other ranks' chunks (chunks as in the ring), the parts they will read; counter 2c+1;
+//   2. when every counter is >= 2c+1, sums chunk r, its own values plus that chunk of every other
+//      slot, into its slot and its values (a large sum on two ranks in one pass); counter 2c+2;
+//   3. when every counter is >= 2c+2, copies every other chunk's sum from the slot of the rank
+//      that formed it. Every rank so ends with the same bits.
+// Which copy is faster depends on the size (whole_copy_max_bytes, measured).
 // A rank writes set c % 2 again only in call c+2, after every rank has reached 2c+3, so after
 // every rank has finished reading call c: two waits per call, no third.
 //
 // Waiting spins for up to 200 microseconds (yielding to other runnable threads), then sleeps on a
 // futex shared between the processes, in slices of at most 10 ms, between which it checks the
 // deadline and whether a peer's TCP connection has closed (a process that dies closes its
-// sockets): a lost peer fails the call naming it at once.
+// sockets): a lost peer fails the call naming it at once. A sleeper says so in the counter's
+// cache line first, and a rank that moves its counter makes the futex call only when someone
+// does: the common case, a peer still spinning, costs no system call.
 //
 // Setup (TcpEndpoint::negotiate_shared_memory, in connect()): rank 0 creates the segment under a
 // random name, mode 0600, and sends the name to the others over their authenticated connections;
@@ -158,6 +162,7 @@ class SharedMemoryAllreduce {
   /// calls); buffers over the capacity go in pieces.
   template <class T>
   void allreduce_sum(std::span<T> values, const Watch& w) {
+    if (ranks_ < 2) return;
     const std::size_t piece = std::max<std::size_t>(1, capacity_ / sizeof(T));
     for (std::size_t at = 0; at < values.size(); at += piece) one_call(values.subspan(at, std::min(piece, values.size() - at)), w);
   }
@@ -170,6 +175,7 @@ class SharedMemoryAllreduce {
   };
   struct alignas(line) Counter {
     std::atomic<std::uint32_t> value;
+    std::atomic<std::uint32_t> sleepers;  // ranks asleep on `value` (or about to be)
   };
   static_assert(std::atomic<std::uint32_t>::is_always_lock_free && sizeof(std::atomic<std::uint32_t>) == 4);
 
@@ -186,9 +192,8 @@ class SharedMemoryAllreduce {
   }
 
   Control* control() const noexcept { return reinterpret_cast<Control*>(base_); }
-  std::atomic<std::uint32_t>& counter(std::size_t r) const noexcept {
-    return reinterpret_cast<Counter*>(base_ + sizeof(Control))[r].value;
-  }
+  Counter& counter_line(std::size_t r) const noexcept { return reinterpret_cast<Counter*>(base_ + sizeof(Control))[r]; }
+  std::atomic<std::uint32_t>& counter(std::size_t r) const noexcept { return counter_line(r).value; }
   std::byte* slot(std::size_t set, std::size_t r) const noexcept {
     return base_ + sizeof(Control) + ranks_ * sizeof(Counter) + (set * ranks_ + r) * capacity_;
   }
@@ -198,33 +203,68 @@ class SharedMemoryAllreduce {
     const std::size_t n = values.size(), set = calls_ % 2;
     const auto c = static_cast<std::uint32_t>(calls_);
     const auto deadline = std::chrono::steady_clock::now() + w.timeout;
-    std::memcpy(slot(set, rank_), values.data(), n * sizeof(T));
+    T* own = reinterpret_cast<T*>(slot(set, rank_));
+    T* mine = values.data();
+    const auto [b, e] = flotilla::detail::split_range(n, ranks_, rank_);
+    // Small sums publish the whole buffer and add into the slot; larger ones publish only what the
+    // others read, [0, b) and [e, n), and form their own chunk in one pass (see whole_copy_max_bytes).
+    const bool whole = n * sizeof(T) <= whole_copy_max_bytes;
+    if (whole) {
+      std::memcpy(own, mine, n * sizeof(T));
+    } else {
+      std::memcpy(own, mine, b * sizeof(T));
+      std::memcpy(own + e, mine + e, (n - e) * sizeof(T));
+    }
     signal(2 * c + 1);
     wait_all(2 * c + 1, deadline, w);
-    // This rank forms the sum of its chunk once, into its slot and its values; the others copy it.
-    const auto [b, e] = flotilla::detail::split_range(n, ranks_, rank_);
-    T* own = reinterpret_cast<T*>(slot(set, rank_));
-    for (std::size_t r = 0; r < ranks_; ++r) {
-      if (r == rank_) continue;
-      const T* other = reinterpret_cast<const T*>(slot(set, r));
-      for (std::size_t i = b; i < e; ++i) own[i] += other[i];
+    // This rank forms the sum of its chunk once, into its values and its slot; the others copy it.
+    // The order of the additions (its own values first, then the others by rank) is fixed, and
+    // only this rank forms the chunk, so every rank ends with the same bits.
+    if (!whole && ranks_ == 2) {
+      add_pair(mine + b, own + b, reinterpret_cast<const T*>(slot(set, 1 - rank_)) + b, e - b);
+    } else {
+      bool seeded = whole;  // whether the slot's chunk holds this rank's values yet
+      for (std::size_t r = 0; r < ranks_; ++r) {
+        if (r == rank_) continue;
+        const T* other = reinterpret_cast<const T*>(slot(set, r));
+        if (seeded) {
+          for (std::size_t i = b; i < e; ++i) own[i] += other[i];
+        } else {
+          for (std::size_t i = b; i < e; ++i) own[i] = mine[i] + other[i];
+          seeded = true;
+        }
+      }
+      std::memcpy(mine + b, own + b, (e - b) * sizeof(T));
     }
-    std::memcpy(values.data() + b, own + b, (e - b) * sizeof(T));
     signal(2 * c + 2);
     wait_all(2 * c + 2, deadline, w);
     for (std::size_t r = 0; r < ranks_; ++r) {
       if (r == rank_) continue;
       const auto [rb, re] = flotilla::detail::split_range(n, ranks_, r);
-      std::memcpy(values.data() + rb, reinterpret_cast<const T*>(slot(set, r)) + rb, (re - rb) * sizeof(T));
+      std::memcpy(mine + rb, reinterpret_cast<const T*>(slot(set, r)) + rb, (re - rb) * sizeof(T));
     }
     ++calls_;
   }
 
+  /// a[i] + b[i] into both a[i] and out[i].
+  template <class T>
+  static void add_pair(T* __restrict a, T* __restrict out, const T* __restrict b, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+      const T sum = a[i] + b[i];
+      a[i] = sum;
+      out[i] = sum;
+    }
+  }
+
+  // The store and the load are sequentially consistent, as are a sleeper's increment and its
+  // check of the counter (wait_all): either this rank sees the sleeper and wakes it, or the
+  // sleeper sees the new value and does not sleep.
   void signal(std::uint32_t v) noexcept {
-    auto& a = counter(rank_);
-    a.store(v, std::memory_order_release);
+    Counter& mine = counter_line(rank_);
+    mine.value.store(v, std::memory_order_seq_cst);
 #if defined(__linux__)
-    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&a), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+    if (mine.sleepers.load(std::memory_order_seq_cst) != 0)
+      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&mine.value), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 #endif
   }
 
@@ -247,8 +287,14 @@ class SharedMemoryAllreduce {
       for (std::uint32_t seen = a.load(std::memory_order_acquire); !reached(seen, target);
            seen = a.load(std::memory_order_acquire)) {
 #if defined(__linux__)
-        timespec slice{0, 10'000'000};
-        ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&a), FUTEX_WAIT, seen, &slice, nullptr, 0);
+        auto& sleepers = counter_line(r).sleepers;
+        sleepers.fetch_add(1, std::memory_order_seq_cst);
+        seen = a.load(std::memory_order_seq_cst);
+        if (!reached(seen, target)) {
+          timespec slice{0, 10'000'000};
+          ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&a), FUTEX_WAIT, seen, &slice, nullptr, 0);
+        }
+        sleepers.fetch_sub(1, std::memory_order_seq_cst);
 #else
         std::this_thread::sleep_for(std::chrono::microseconds(100));
 #endif
@@ -271,6 +317,14 @@ class SharedMemoryAllreduce {
   // about 155k. The spin yields the core every 64 pauses, so that a thread of this rank that has
   // work (the one computing backward while this one waits for a bucket) is not kept from it.
   static constexpr std::chrono::microseconds spin_time{200};
+
+  // Up to this many bytes a call copies the whole buffer into its slot (and adds the others' chunk
+  // into the slot, then copies the sum back); above it, only the chunks other ranks read, forming
+  // its own chunk from its values in one pass. Measured with two ranks on the 2-core machine of
+  // docs/benchmarks.md, GB/s of bus bandwidth, whole against split: 16 KiB 2.7-4.9 against
+  // 1.4-1.7, 256 KiB 22-24 against 18-19 (near phase) and 10-12 against 5.4-6 (far phase);
+  // 384 KiB 17-18 against 20-21, 1 MiB 15 against 20-22 (near) and 5.4 against 6.5 (far).
+  static constexpr std::size_t whole_copy_max_bytes = std::size_t{256} << 10;
 
   static bool reached(std::uint32_t counter, std::uint32_t target) noexcept {
     return static_cast<std::int32_t>(counter - target) >= 0;
