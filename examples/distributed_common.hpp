@@ -26,6 +26,7 @@ struct Settings {
   std::size_t workers, servers, epochs, batch, baseline_steps;
   double lr;
   std::string policy;
+  flotilla::Overlap overlap;
   std::filesystem::path data, metrics, plot, trace;
   flotilla::CheckpointPolicy checkpoints;
 };
@@ -60,6 +61,7 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   }
   options.batch_size = s.batch;
   options.seed = 1;
+  options.overlap = s.overlap;
 
   // One worker, for the speed-up's denominator (in-process jobs only: there the machine is ours).
   double one_worker = 0;
@@ -114,6 +116,8 @@ int run_example(int argc, char** argv, const char* program, typename Backend::op
     auto& batch = flags.add<std::size_t>("batch", 64, "samples per worker per step");
     auto& lr = flags.add<double>("lr", 1e-3, "learning rate (Adam)");
     auto& policy = flags.add<std::string>("policy", "sync", "sync, sync-fp16, sync-ps, sync-ps-fp16 or async");
+    auto& overlap = flags.add<std::string>("overlap", "auto",
+                                           "send gradients during backward: auto (where a core is free), always, never");
     auto& baseline = flags.add<std::size_t>("baseline-steps", 200, "steps to time one worker first (0: skip)");
     auto& data = flags.add<std::filesystem::path>("data", fm::default_directory(), "Fashion-MNIST directory",
                                                   "FLOTILLA_FASHION_MNIST");
@@ -129,7 +133,8 @@ int run_example(int argc, char** argv, const char* program, typename Backend::op
                                    "start from the newest complete set in --checkpoint-dir, if any (for restarts: "
                                    "flotilla-launch --restarts N); --epochs then counts the whole run");
     if (!flags.parse(argc, argv, std::cout)) return 0;
-    Settings s{workers, servers, epochs, batch, baseline, lr, policy, data, metrics, plot, trace, {}};
+    Settings s{workers, servers, epochs, batch, baseline, lr, policy, flotilla::parse_overlap(overlap, "--overlap"),
+               data, metrics, plot, trace, {}};
     if (s.workers == 0) throw flotilla::ConfigError("--workers must be at least 1");
     if (!(ckpt_seconds >= 0) || !std::isfinite(ckpt_seconds))
       throw flotilla::ConfigError("--checkpoint-seconds: " + std::to_string(ckpt_seconds) + " is not a number of seconds >= 0");

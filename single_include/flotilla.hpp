@@ -9999,11 +9999,14 @@ void check_dataset(const data::Dataset<typename M::scalar_type>& d, std::string_
 // waiting for a core, add to it. There the worker does better to finish backward first and then
 // move every bucket at once, on the training thread, with its peers doing the same.
 #include <cstddef>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #if defined(__linux__)
 #include <sched.h>
 #endif
+
 
 namespace flotilla {
 
@@ -10018,6 +10021,14 @@ enum class Overlap {
   /// Never: after backward, on the training thread.
   never,
 };
+
+/// "auto", "always" or "never" (a flag's or a setting's text); ConfigError naming `where` else.
+inline Overlap parse_overlap(std::string_view text, std::string_view where) {
+  if (text == "auto" || text == "automatic") return Overlap::automatic;
+  if (text == "always") return Overlap::always;
+  if (text == "never") return Overlap::never;
+  throw ConfigError(std::string(where) + ": '" + std::string(text) + "' is not auto, always or never");
+}
 
 namespace detail {
 

@@ -49,9 +49,7 @@ int main(int argc, char** argv) {
     o.prefetch = 0;
     o.seed = 1;
     o.stream_gradients = stream;
-    if (overlap == "always") o.overlap = flotilla::Overlap::always;
-    else if (overlap == "never") o.overlap = flotilla::Overlap::never;
-    else if (overlap != "auto") throw flotilla::ConfigError("--overlap: '" + overlap + "' is not auto, always or never");
+    o.overlap = flotilla::parse_overlap(overlap, "--overlap");
     flotilla::Trainer<bench::Mlp, flotilla::policy::Synchronous<>, tr::Tcp> trainer(o, flotilla::policy::Synchronous<>{.bucket_bytes = bucket_bytes}, options);
 
     auto timed = [&](std::size_t n, int index) {

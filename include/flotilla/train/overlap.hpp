@@ -10,11 +10,15 @@
 // waiting for a core, add to it. There the worker does better to finish backward first and then
 // move every bucket at once, on the training thread, with its peers doing the same.
 #include <cstddef>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #if defined(__linux__)
 #include <sched.h>
 #endif
+
+#include "flotilla/core/error.hpp"
 
 namespace flotilla {
 
@@ -29,6 +33,14 @@ enum class Overlap {
   /// Never: after backward, on the training thread.
   never,
 };
+
+/// "auto", "always" or "never" (a flag's or a setting's text); ConfigError naming `where` else.
+inline Overlap parse_overlap(std::string_view text, std::string_view where) {
+  if (text == "auto" || text == "automatic") return Overlap::automatic;
+  if (text == "always") return Overlap::always;
+  if (text == "never") return Overlap::never;
+  throw ConfigError(std::string(where) + ": '" + std::string(text) + "' is not auto, always or never");
+}
 
 namespace detail {
 
