@@ -234,6 +234,11 @@ TEST_CASE("TrainerOptions::overlap: automatic overlaps only where the ranks' com
   CHECK_FALSE(detail::overlap_pays(1, 1, 1));
   CHECK(detail::overlap_pays(2, 1, 1));
   CHECK(TrainerOptions<Model<Sequential<Input<2>, Dense<1>>, MSE, optim::SGD>>{}.overlap == Overlap::automatic);
+  CHECK(parse_overlap("auto", "--overlap") == Overlap::automatic);
+  CHECK(parse_overlap("always", "--overlap") == Overlap::always);
+  CHECK(parse_overlap("never", "--overlap") == Overlap::never);
+  CHECK_THROWS_WITH_AS(parse_overlap("sometimes", "--overlap"), "--overlap: 'sometimes' is not auto, always or never",
+                       ConfigError);
 }
 
 }  // namespace unit_streaming
