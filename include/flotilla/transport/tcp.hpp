@@ -1591,8 +1591,12 @@ class TcpEndpoint {
   void negotiate_shared_memory();
   /// Whether every peer reached rank 0 from this host (over loopback, or from rank 0's own address).
   bool peers_on_this_host() const;
-  /// Whether the open connection to a peer comes from this host; false for this rank's own link,
-  /// closed links and addresses that cannot be read.
+  /// Whether `l` is an open connection to another rank.
+  bool open_peer_link(const detail::TcpLink& l) const noexcept {
+    return l.peer != rank_ && l.peer != detail::tcp_nobody && l.open();
+  }
+  /// Whether an open peer link comes from this host (over loopback, or from this rank's own
+  /// address); false when the addresses cannot be read.
   bool link_on_this_host(const detail::TcpLink& l) const;
   std::optional<std::size_t> hung_up_peer() noexcept;
 };
@@ -2323,8 +2327,9 @@ inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
   detail::TcpRendezvous rv(options);
   rv.run();
   TcpEndpoint e(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters(), rv.listener(), rv.job_id());
-  e.ranks_on_host_ = 1 + static_cast<std::size_t>(std::count_if(e.links_.begin(), e.links_.end(),
-                                                                 [&e](const auto& l) { return e.link_on_this_host(l); }));
+  e.ranks_on_host_ = 1 + static_cast<std::size_t>(std::count_if(e.links_.begin(), e.links_.end(), [&e](const auto& l) {
+                       return e.open_peer_link(l) && e.link_on_this_host(l);
+                     }));
   if (options.world_size > 1 && options.rejoin.empty()) {
     // The setup's messages are part of the rendezvous: counted as framing, like the handshake.
     const TrafficCounters before = e.counters_;
@@ -2338,7 +2343,6 @@ inline TcpEndpoint TcpEndpoint::connect(const TcpOptions& options) {
 }
 
 inline bool TcpEndpoint::link_on_this_host(const detail::TcpLink& l) const {
-  if (l.peer == rank_ || l.peer == detail::tcp_nobody || !l.open()) return false;
   detail::ErrorCode e1, e2;
   const auto remote = l.socket.remote_endpoint(e1).address();
   const auto local = l.socket.local_endpoint(e2).address();
@@ -2347,7 +2351,7 @@ inline bool TcpEndpoint::link_on_this_host(const detail::TcpLink& l) const {
 
 inline bool TcpEndpoint::peers_on_this_host() const {
   for (const auto& l : links_)
-    if (l.peer != rank_ && l.peer != detail::tcp_nobody && l.open() && !link_on_this_host(l)) return false;
+    if (open_peer_link(l) && !link_on_this_host(l)) return false;
   return true;
 }
 
