@@ -11482,6 +11482,10 @@ class Trainer {
     shared.start_epoch = epoch_;
     shared.start_batch = batch_in_epoch_;
     if (Backend::in_process && !fit.step_log_file.empty()) shared.step_log = open_step_log(fit.step_log_file, local().step > 0);
+    // In-process workers' states are made here, before their threads start: each is a copy of
+    // worker 0's, which worker 0's thread starts to change as soon as it runs.
+    if (Backend::in_process)
+      for (std::size_t w = 1; w < options_.workers; ++w) worker_state(w);
     Backend::run(transport_, ranks, [&](endpoint_type& e) {
       const std::size_t world = e.size();
       if (world <= servers)
@@ -11758,7 +11762,8 @@ class Trainer {
   WorkerState& local() noexcept { return *workers_[0]; }
   const WorkerState& local() const noexcept { return *workers_[0]; }
 
-  /// The state of worker `w` hosted here, created as a copy of worker 0 when missing.
+  /// The state of worker `w` hosted here, created as a copy of worker 0 when missing (by fit(),
+  /// before the workers' threads start).
   WorkerState& worker_state(std::size_t w) {
     if (!Backend::in_process) return local();
     const std::lock_guard lock(states_mutex_);

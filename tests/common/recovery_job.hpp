@@ -46,12 +46,19 @@ struct JobRun {
   }
 };
 
+// Sanitized builds run slower: tests/CMakeLists.txt multiplies the tests' time bounds.
+#ifndef FLOTILLA_TEST_TIME_SCALE
+#define FLOTILLA_TEST_TIME_SCALE 1
+#endif
+inline constexpr int time_scale = FLOTILLA_TEST_TIME_SCALE;
+
 /// What a job needs besides the launcher's defaults.
 struct JobSpec {
   std::size_t ranks = 1;
   /// The program and its arguments, for every rank.
   std::vector<std::string> command;
-  /// The whole job's bound: a rank that hangs is stopped then, and the checks say so.
+  /// The whole job's bound (times time_scale): a rank that hangs is stopped then, and the
+  /// checks say so.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   /// Added to the environment every rank gets (FLOTILLA_HEARTBEAT_MS=200 always: a dead peer is
   /// noticed in well under a second, where the tests' time bounds expect it).
@@ -72,7 +79,7 @@ inline JobRun run_job(JobSpec spec) {
   o.ranks = spec.ranks;
   o.command = std::move(spec.command);
   o.stop_on_failure = false;
-  o.timeout = spec.timeout;
+  o.timeout = spec.timeout * time_scale;
   o.environment = {"FLOTILLA_HEARTBEAT_MS=200"};
   o.environment.insert(o.environment.end(), spec.environment.begin(), spec.environment.end());
   o.on_output = [&](std::size_t r, int, std::string_view line) {
@@ -119,6 +126,7 @@ class Checks {
   /// The whole job took less than `limit`: `what` ("the job should stop at once") happened when
   /// it should have, not after some timeout let it end.
   void in_time(const JobRun& run, std::chrono::milliseconds limit, const std::string& what) {
+    limit *= time_scale;
     expect(run.milliseconds() < limit.count(),
            what + ", not after a timeout (took " + std::to_string(run.milliseconds()) + " ms)");
   }

@@ -1508,6 +1508,18 @@ TEST_CASE("hostile: with a secret, strangers (no secret, a wrong one, garbage) a
   CHECK(contains(r0.error(), "did not register"));
 }
 
+// g++ says so with __SANITIZE_ADDRESS__, clang++ (before 16) only through __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define FLOTILLA_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FLOTILLA_TEST_UNDER_ASAN 1
+#endif
+#endif
+#ifndef FLOTILLA_TEST_UNDER_ASAN
+#define FLOTILLA_TEST_UNDER_ASAN 0
+#endif
+
 TEST_CASE("hostile: 1000 bad connections to a live coordinator: each dropped, the job completes, memory stays flat") {
   Log log;
   long before = 0, after = 0;
@@ -1523,7 +1535,13 @@ TEST_CASE("hostile: 1000 bad connections to a live coordinator: each dropped, th
   MESSAGE("RSS before " << before << " KiB, after 1000 bad connections " << after << " KiB");
   CHECK(log.count() == 1140);  // every one of them logged
   CHECK(before > 0);
+#if FLOTILLA_TEST_UNDER_ASAN
+  // AddressSanitizer keeps freed blocks in quarantine (256 MiB by default) to catch use after
+  // free, so RSS grows with any freeing; its leak check at exit covers this case instead.
+  MESSAGE("RSS growth not checked under AddressSanitizer");
+#else
   CHECK(after - before < 2048);
+#endif
 }
 
 TEST_CASE("hostile: a malformed shared-memory setting fails the rendezvous, naming the peer") {
