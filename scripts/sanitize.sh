@@ -35,10 +35,11 @@ for sanitizer in ${SANITIZERS:-address,undefined thread}; do
   [ "$sanitizer" = thread ] && name=tsan
   dir=${FLOTILLA_SANITIZE_BUILD_ROOT:-build}/$name
   echo "== -fsanitize=$sanitizer in $dir"
+  mkdir -p "$dir"
   # shellcheck disable=SC2086  # CMAKE_ARGS is split on purpose
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLOTILLA_SANITIZE="$sanitizer" -DFLOTILLA_WERROR=ON \
         -DFLOTILLA_WITH_MPI=OFF -DFLOTILLA_WITH_CUDA=OFF -DFLOTILLA_BUILD_EXAMPLES=OFF -DFLOTILLA_BUILD_BENCH=OFF \
-        ${CMAKE_ARGS:-} > "$dir.configure.log" || { cat "$dir.configure.log"; exit 1; }
+        ${CMAKE_ARGS:-} > "$dir/configure.log" || { cat "$dir/configure.log"; exit 1; }
   cmake --build "$dir" --parallel "$jobs" --target "${targets[@]}"
   ctest --test-dir "$dir" --output-on-failure --parallel "$jobs" --timeout 1200 -LE "$excluded" || status=1
 done
