@@ -25,7 +25,7 @@ targets=(flotilla-launch flotilla_unit_tests flotilla_codec_native_tests flotill
 excluded='packaging|compile_fail|fuzz|mpi|accuracy|bench|gpu'
 
 # Reports name the source line; a leak or a race ends the program with a failure status.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1}
 

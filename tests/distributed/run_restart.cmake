@@ -1,10 +1,10 @@
-# cmake -DLAUNCH=<flotilla-launch> "-DPROGRAM=<flotilla_distributed_tcp>;ps-restart" -DDIR=<checkpoint directory> -P run_restart.cmake
+# cmake -DLAUNCH=<flotilla-launch> "-DPROGRAM=<flotilla_distributed_tcp>;ps-restart" -DDIR=<checkpoint directory> -DTIMEOUT=<seconds> -P run_restart.cmake
 # Runs the parameter-server restart test (ps_restart.cpp) in a fresh checkpoint directory, with one
 # restart allowed, and fails unless the launcher reports the killed server and the restart and the
 # job then succeeds.
 file(REMOVE_RECURSE ${DIR})
 file(MAKE_DIRECTORY ${DIR})
-execute_process(COMMAND ${LAUNCH} -n 3 --restarts 1 --grace 2 --timeout 240 -- ${PROGRAM} ${DIR}
+execute_process(COMMAND ${LAUNCH} -n 3 --restarts 1 --grace 2 --timeout ${TIMEOUT} -- ${PROGRAM} ${DIR}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}")
 message("${err}")
