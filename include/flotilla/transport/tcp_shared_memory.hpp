@@ -9,17 +9,22 @@
 // straight from the segment while it adds.
 //
 // Layout: a control block (each rank's progress counter on a cache line of its own), then two
-// sets (alternating calls) of one slot per rank of `capacity` bytes. A call on rank r, whose
-// counter ends the previous call at 2c:
-//   1. copies its values into its slot of set c % 2: all of them for a small sum, else only the
-//      other ranks' chunks (chunks as in the ring), the parts they will read; counter 2c+1;
-//   2. when every counter is >= 2c+1, sums chunk r, its own values plus that chunk of every other
-//      slot, into its slot and its values (a large sum on two ranks in one pass); counter 2c+2;
-//   3. when every counter is >= 2c+2, copies every other chunk's sum from the slot of the rank
-//      that formed it. Every rank so ends with the same bits.
-// Which copy is faster depends on the size (whole_copy_max_bytes, measured).
-// A rank writes set c % 2 again only in call c+2, after every rank has reached 2c+3, so after
-// every rank has finished reading call c: two waits per call, no third.
+// sets (alternating calls) of one slot per rank of `capacity` bytes. Call c on rank r:
+//   1. copies its values into its slot of set c % 2: all of them for a small sum or for two
+//      ranks, else only the other ranks' chunks (chunks as in the ring), the parts they will
+//      read; counter 2c+1;
+//   2. two ranks: when the other's counter is >= 2c+1, adds all the other's values to its own,
+//      and the call is done. Both ranks form every element as rank 0's value plus rank 1's, so
+//      both end with the same bits. One wait per call: the least a sum can wait for. (Pieces of
+//      at most pair_piece_max_bytes; docs/benchmarks.md has the measurements.)
+//   3. more ranks: when every counter is >= 2c+1, sums chunk r, its own values plus that chunk of
+//      every other slot, into its slot and its values; counter 2c+2;
+//   4. when every counter is >= 2c+2, copies every other chunk's sum from the slot of the rank
+//      that formed it. Every rank so ends with the same bits: each chunk is formed by one rank.
+// Which copy is faster for more ranks depends on the size (whole_copy_max_bytes, measured).
+// A rank writes set c % 2 again only in call c+2, after it has seen every counter reach 2c+3 in
+// call c+1's first wait: a rank moves its counter there only once it has finished reading call c.
+// So no wait is needed for the reuse: one wait per call for two ranks, two for more.
 //
 // Waiting spins for up to 200 microseconds (yielding to other runnable threads), then sleeps on a
 // futex shared between the processes, in slices of at most 10 ms, between which it checks the
@@ -159,11 +164,12 @@ class SharedMemoryAllreduce {
   };
 
   /// Sums `values` over every rank (all must call with the same count, in the same order of
-  /// calls); buffers over the capacity go in pieces.
+  /// calls); buffers over the capacity (two ranks: over pair_piece_max_bytes) go in pieces.
   template <class T>
   void allreduce_sum(std::span<T> values, const Watch& w) {
     if (ranks_ < 2) return;
-    const std::size_t piece = std::max<std::size_t>(1, capacity_ / sizeof(T));
+    const std::size_t piece_bytes = ranks_ == 2 ? std::min(capacity_, pair_piece_max_bytes) : capacity_;
+    const std::size_t piece = std::max<std::size_t>(1, piece_bytes / sizeof(T));
     for (std::size_t at = 0; at < values.size(); at += piece) one_call(values.subspan(at, std::min(piece, values.size() - at)), w);
   }
 
@@ -205,6 +211,19 @@ class SharedMemoryAllreduce {
     const auto deadline = std::chrono::steady_clock::now() + w.timeout;
     T* own = reinterpret_cast<T*>(slot(set, rank_));
     T* mine = values.data();
+    if (ranks_ == 2) {  // step 2 of the header's protocol
+      std::memcpy(own, mine, n * sizeof(T));
+      signal(2 * c + 1);
+      wait_all(2 * c + 1, deadline, w);
+      const T* other = reinterpret_cast<const T*>(slot(set, 1 - rank_));
+      if (rank_ == 0) {
+        add_into(mine, other, n);
+      } else {
+        add_onto(mine, other, n);
+      }
+      ++calls_;
+      return;
+    }
     const auto [b, e] = flotilla::detail::split_range(n, ranks_, rank_);
     // Small sums publish the whole buffer and add into the slot; larger ones publish only what the
     // others read, [0, b) and [e, n), and form their own chunk in one pass (see whole_copy_max_bytes).
@@ -220,22 +239,18 @@ class SharedMemoryAllreduce {
     // This rank forms the sum of its chunk once, into its values and its slot; the others copy it.
     // The order of the additions (its own values first, then the others by rank) is fixed, and
     // only this rank forms the chunk, so every rank ends with the same bits.
-    if (!whole && ranks_ == 2) {
-      add_pair(mine + b, own + b, reinterpret_cast<const T*>(slot(set, 1 - rank_)) + b, e - b);
-    } else {
-      bool seeded = whole;  // whether the slot's chunk holds this rank's values yet
-      for (std::size_t r = 0; r < ranks_; ++r) {
-        if (r == rank_) continue;
-        const T* other = reinterpret_cast<const T*>(slot(set, r));
-        if (seeded) {
-          for (std::size_t i = b; i < e; ++i) own[i] += other[i];
-        } else {
-          for (std::size_t i = b; i < e; ++i) own[i] = mine[i] + other[i];
-          seeded = true;
-        }
+    bool seeded = whole;  // whether the slot's chunk holds this rank's values yet
+    for (std::size_t r = 0; r < ranks_; ++r) {
+      if (r == rank_) continue;
+      const T* other = reinterpret_cast<const T*>(slot(set, r));
+      if (seeded) {
+        for (std::size_t i = b; i < e; ++i) own[i] += other[i];
+      } else {
+        for (std::size_t i = b; i < e; ++i) own[i] = mine[i] + other[i];
+        seeded = true;
       }
-      std::memcpy(mine + b, own + b, (e - b) * sizeof(T));
     }
+    std::memcpy(mine + b, own + b, (e - b) * sizeof(T));
     signal(2 * c + 2);
     wait_all(2 * c + 2, deadline, w);
     for (std::size_t r = 0; r < ranks_; ++r) {
@@ -246,14 +261,16 @@ class SharedMemoryAllreduce {
     ++calls_;
   }
 
-  /// a[i] + b[i] into both a[i] and out[i].
+  /// a[i] + b[i] into a[i].
   template <class T>
-  static void add_pair(T* __restrict a, T* __restrict out, const T* __restrict b, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) {
-      const T sum = a[i] + b[i];
-      a[i] = sum;
-      out[i] = sum;
-    }
+  static void add_into(T* __restrict a, const T* __restrict b, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) a[i] = a[i] + b[i];
+  }
+
+  /// b[i] + a[i] into a[i]: the same sum with the operands in the other order.
+  template <class T>
+  static void add_onto(T* __restrict a, const T* __restrict b, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + a[i];
   }
 
   // The store and the load are sequentially consistent, as are a sleeper's increment and its
@@ -318,10 +335,21 @@ class SharedMemoryAllreduce {
   // work (the one computing backward while this one waits for a bucket) is not kept from it.
   static constexpr std::chrono::microseconds spin_time{200};
 
-  // Up to this many bytes a call copies the whole buffer into its slot (and adds the others' chunk
-  // into the slot, then copies the sum back); above it, only the chunks other ranks read, forming
-  // its own chunk from its values in one pass. Measured with two ranks on the 2-core machine of
-  // docs/benchmarks.md, GB/s of bus bandwidth, whole against split: 16 KiB 2.7-4.9 against
+  // Two ranks sum in pieces of at most this many bytes. Measured with two ranks on the 2-core
+  // machine of docs/benchmarks.md (far phase, GB/s of bus bandwidth): the one-wait sum of pieces
+  // of 256, 384 or 512 KiB ran at 12-13 at 1 to 16 MiB and 9-10 at 64 MiB, where the two-wait
+  // split sum in pieces of 1 MiB ran at 6-7. But a one-wait call of 1 MiB ran at 5, where one of
+  // 1 MiB less 64 bytes ran at 13: a step that two processes running just the copy, the wait and
+  // the addition reproduce. It sits where glibc 2.36's memcpy (the copy that publishes the values)
+  // stops using `rep movsb` on AMD processors: at the L2 cache's size, 1 MiB there and 512 KiB
+  // on earlier models. The step's mechanism was not isolated; pieces stay below 512 KiB.
+  static constexpr std::size_t pair_piece_max_bytes = std::size_t{384} << 10;
+
+  // More than two ranks: up to this many bytes a call copies the whole buffer into its slot (and
+  // adds the others' chunk into the slot, then copies the sum back); above it, only the chunks
+  // other ranks read, forming its own chunk from its values in one pass. Measured with two ranks
+  // (before they had a path of their own) on the 2-core machine of docs/benchmarks.md, GB/s of
+  // bus bandwidth, whole against split: 16 KiB 2.7-4.9 against
   // 1.4-1.7, 256 KiB 22-24 against 18-19 (near phase) and 10-12 against 5.4-6 (far phase);
   // 384 KiB 17-18 against 20-21, 1 MiB 15 against 20-22 (near) and 5.4 against 6.5 (far).
   static constexpr std::size_t whole_copy_max_bytes = std::size_t{256} << 10;
