@@ -135,9 +135,10 @@ struct TcpOptions {
   /// shared_memory_bytes).
   TcpSharedMemory shared_memory = TcpSharedMemory::automatic;
   /// The bytes the shared-memory path sums per step: larger sums go through it in pieces of this
-  /// size (two ranks: of at most 384 KiB, which measured faster for them). The segment holds 2 x ranks x this many bytes of /dev/shm, reserved when it is made. The
-  /// default is the best of 256 KiB to 2 MiB on the 2-core machine of docs/benchmarks.md (pieces
-  /// that stay in the caches). Rank 0's value is the job's, unless a rank with `on` gives another.
+  /// size (two ranks: of at most 384 KiB, which measured faster for them). The segment holds
+  /// 2 x ranks x this many bytes of /dev/shm, reserved when it is made. The default is the best
+  /// of 256 KiB to 2 MiB on the 2-core machine of docs/benchmarks.md (pieces that stay in the
+  /// caches). Rank 0's value is the job's, unless a rank with `on` gives another.
   std::size_t shared_memory_bytes = std::size_t{1} << 20;
   /// The largest message accepted from a peer before a receive for it is posted (it must then be
   /// held in memory of its own). A header announcing more is a protocol error, refused before

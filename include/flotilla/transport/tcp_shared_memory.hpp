@@ -211,16 +211,12 @@ class SharedMemoryAllreduce {
     const auto deadline = std::chrono::steady_clock::now() + w.timeout;
     T* own = reinterpret_cast<T*>(slot(set, rank_));
     T* mine = values.data();
-    if (ranks_ == 2) {  // step 2 of the header's protocol
+    if (ranks_ == 2) {  // steps 1 and 2 of the header's protocol
       std::memcpy(own, mine, n * sizeof(T));
       signal(2 * c + 1);
       wait_all(2 * c + 1, deadline, w);
       const T* other = reinterpret_cast<const T*>(slot(set, 1 - rank_));
-      if (rank_ == 0) {
-        add_into(mine, other, n);
-      } else {
-        add_onto(mine, other, n);
-      }
+      rank_ == 0 ? add_in_rank_order<true>(mine, other, n) : add_in_rank_order<false>(mine, other, n);
       ++calls_;
       return;
     }
@@ -261,16 +257,11 @@ class SharedMemoryAllreduce {
     ++calls_;
   }
 
-  /// a[i] + b[i] into a[i].
-  template <class T>
-  static void add_into(T* __restrict a, const T* __restrict b, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) a[i] = a[i] + b[i];
-  }
-
-  /// b[i] + a[i] into a[i]: the same sum with the operands in the other order.
-  template <class T>
-  static void add_onto(T* __restrict a, const T* __restrict b, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + a[i];
+  /// Adds `other` to `mine` with rank 0's value as the first operand, so that both ranks form
+  /// the same bits (NaN payloads included): mine + other on rank 0, other + mine on rank 1.
+  template <bool MineIsRank0, class T>
+  static void add_in_rank_order(T* __restrict mine, const T* __restrict other, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) mine[i] = MineIsRank0 ? mine[i] + other[i] : other[i] + mine[i];
   }
 
   // The store and the load are sequentially consistent, as are a sleeper's increment and its
@@ -349,9 +340,9 @@ class SharedMemoryAllreduce {
   // adds the others' chunk into the slot, then copies the sum back); above it, only the chunks
   // other ranks read, forming its own chunk from its values in one pass. Measured with two ranks
   // (before they had a path of their own) on the 2-core machine of docs/benchmarks.md, GB/s of
-  // bus bandwidth, whole against split: 16 KiB 2.7-4.9 against
-  // 1.4-1.7, 256 KiB 22-24 against 18-19 (near phase) and 10-12 against 5.4-6 (far phase);
-  // 384 KiB 17-18 against 20-21, 1 MiB 15 against 20-22 (near) and 5.4 against 6.5 (far).
+  // bus bandwidth, whole against split: 16 KiB 2.7-4.9 against 1.4-1.7, 256 KiB 22-24 against
+  // 18-19 (near phase) and 10-12 against 5.4-6 (far phase); 384 KiB 17-18 against 20-21, 1 MiB
+  // 15 against 20-22 (near) and 5.4 against 6.5 (far).
   static constexpr std::size_t whole_copy_max_bytes = std::size_t{256} << 10;
 
   static bool reached(std::uint32_t counter, std::uint32_t target) noexcept {
