@@ -6707,8 +6707,10 @@ struct FitOptions {
   /// Per-step counters of every worker (compute, exposed communication, update times, bytes,
   /// staleness) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
   std::filesystem::path step_log_file;
-  /// A Chrome-trace timeline of compute and communication per rank; empty: none. Processes other
-  /// than rank 0's add ".rank<k>".
+  /// A Chrome-trace timeline of compute and communication per rank; empty: none. Every process
+  /// with a worker writes one: rank 0's at this path, rank k's at this path + ".rank<k>" (parameter
+  /// servers record no events). The files of one job share a clock: scripts/merge_traces.py joins
+  /// them into one timeline.
   std::filesystem::path trace_file;
   /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
   ProgressBar::Style progress = ProgressBar::Style::automatic;
@@ -10199,6 +10201,12 @@ class ReadyRunner {
 // Per-step counters of one rank, and a timeline of what each rank did when, written in the Chrome
 // trace format (open it in chrome://tracing or https://ui.perfetto.dev).
 //
+// Timestamps are the steady clock's own (microseconds since its epoch: CLOCK_MONOTONIC on Linux,
+// which every process of a machine shares), so the files that the processes of one job write line
+// up as they are: scripts/merge_traces.py joins them into one timeline. Each file also records its
+// host and the steady clock's offset from the system clock, with which the script aligns files
+// from different hosts (to within the hosts' clock synchronisation, about a millisecond with NTP).
+//
 // The counters answer "where does a step's time go": computing (forward and backward), waiting for
 // communication that backward could not hide (the *exposed* communication time), updating, and
 // how many bytes went each way, payload and framing apart. Parameter-server workers also see how
@@ -10215,6 +10223,8 @@ class ReadyRunner {
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 
 namespace flotilla {
@@ -10253,7 +10263,18 @@ class Timeline {
  public:
   using clock = std::chrono::steady_clock;
 
-  explicit Timeline(bool enabled = false) : enabled_(enabled), origin_(clock::now()) {}
+  explicit Timeline(bool enabled = false) : enabled_(enabled) {
+    // The steady clock's offset from the system clock, read once: what aligns the files of
+    // different hosts (merge_traces.py).
+    const auto steady = clock::now();
+    const auto system = std::chrono::system_clock::now();
+    steady_to_unix_us_ = std::chrono::duration<double, std::micro>(system.time_since_epoch()).count() - microseconds(steady);
+  }
+
+  /// A time point as the trace writes it: microseconds since the steady clock's epoch.
+  static double microseconds(clock::time_point t) noexcept {
+    return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count();
+  }
 
   bool enabled() const noexcept { return enabled_; }
 
@@ -10261,11 +10282,9 @@ class Timeline {
   void record(std::string_view name, std::string_view category, std::size_t rank, int lane, clock::time_point begin,
               clock::time_point end) {
     if (!enabled_) return;
-    const auto us = [&](clock::time_point t) {
-      return std::chrono::duration<double, std::micro>(t - origin_).count();
-    };
+    const double b = microseconds(begin);
     const std::lock_guard lock(mutex_);
-    events_.push_back(Event{std::string(name), std::string(category), rank, lane, us(begin), us(end) - us(begin)});
+    events_.push_back(Event{std::string(name), std::string(category), rank, lane, b, microseconds(end) - b});
   }
 
   /// Times `f` and records it.
@@ -10283,7 +10302,8 @@ class Timeline {
     return f();
   }
 
-  /// Writes the events as a Chrome trace (JSON array format), atomically.
+  /// Writes the events as a Chrome trace (JSON object format, with this process's host and clock
+  /// offset under "otherData"), atomically.
   void write(const std::filesystem::path& path) const {
     std::vector<Event> events;
     {
@@ -10314,7 +10334,12 @@ class Timeline {
           out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << r << ",\"tid\":" << lane
               << ",\"args\":{\"name\":\"" << (lane == 0 ? "compute" : "communication") << "\"}}";
       }
-      out << "\n]}\n";
+      char offset[64];
+      std::snprintf(offset, sizeof offset, "%.3f", steady_to_unix_us_);
+      std::string host;
+      detail::metrics_append_json_string(host, host_name());
+      out << "\n],\n\"otherData\":{\"host\":" << host << ",\"clock\":\"steady\",\"steady_to_unix_us\":" << offset
+          << "}}\n";
       if (!out.flush()) throw ConfigError("cannot write the timeline to " + tmp.string());
     }
     std::filesystem::rename(tmp, path);
@@ -10325,6 +10350,13 @@ class Timeline {
     return events_.size();
   }
 
+  /// This machine's name, as the trace records it ("" if the system will not say).
+  static std::string host_name() {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0) return {};
+    return name;
+  }
+
  private:
   struct Event {
     std::string name, category;
@@ -10333,7 +10365,7 @@ class Timeline {
     double ts, dur;
   };
   bool enabled_;
-  clock::time_point origin_;
+  double steady_to_unix_us_ = 0;
   mutable std::mutex mutex_;
   std::vector<Event> events_;
 };
@@ -11503,8 +11535,14 @@ class Trainer {
       }
     });
     pending_shards_.clear();  // consumed by the servers hosted here
-    if (shared.timeline.enabled() && (Backend::in_process || shared.reporting_rank))
-      shared.timeline.write(fit.trace_file);
+    // One file per process: rank 0's (in-process: every worker's) at trace_file, any other
+    // worker's process at trace_file.rank<k>, like the step log. Servers record no events.
+    if (shared.timeline.enabled()) {
+      if (Backend::in_process || shared.reporting_rank)
+        shared.timeline.write(fit.trace_file);
+      else if (shared.worker_rank)
+        shared.timeline.write(fit.trace_file.string() + ".rank" + std::to_string(*shared.worker_rank));
+    }
     return shared.history;
   }
 
@@ -11754,6 +11792,7 @@ class Trainer {
     History history;
     std::optional<std::ofstream> step_log;
     bool reporting_rank = false;
+    std::optional<std::size_t> worker_rank;  // a process of one worker: its rank
     std::uint64_t start_epoch = 0, start_batch = 0;
     std::size_t epochs = 0;  // to run in this call
     std::mutex step_log_mutex;
@@ -11923,6 +11962,7 @@ class Trainer {
     WorkerState& s = worker_state(w);
     const bool reporter = w == 0;
     if (reporter) shared.reporting_rank = true;
+    if (!Backend::in_process) shared.worker_rank = w;
     std::vector<std::size_t> members(workers);
     for (std::size_t i = 0; i < workers; ++i) members[i] = i;
     detail::worker_group_t<E, parameter_server> group(e, members, detail::protocol_tags::group_barrier);

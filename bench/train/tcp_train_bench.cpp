@@ -3,13 +3,16 @@
 //
 //   flotilla-launch -n 2 -- flotilla_tcp_train_bench [--steps 1000] [--warmup 200] [--repeat 3]
 //       [--stream-gradients true] [--overlap auto|always|never] [--bucket-bytes N]
+//       [--step-log FILE] [--trace FILE]
 //
 // Every rank trains with batch 64 (a global batch of 64 x ranks) and TrainerOptions::threads
 // (default 1) cores, on the first whole global batches of the training set. After `warmup` untimed
 // updates it times `repeat` calls of fit() with FitOptions::max_steps = steps, printing one JSON
 // line per call per rank: its wall time, its samples, and the epoch record's per-step counters.
 // The job's throughput is (samples of all ranks) / (the slowest rank's seconds). Run with -n 1 for
-// the single-process baseline of the scaling efficiency.
+// the single-process baseline of the scaling efficiency. --step-log and --trace write the timed
+// calls' per-step counters and Chrome-trace timeline (FitOptions::step_log_file and trace_file;
+// ranks other than 0 add ".rank<k>"), to see where a step's exposed communication goes.
 #include "../common/bench_common.hpp"
 
 #include <flotilla/transport/tcp.hpp>
@@ -32,6 +35,8 @@ int main(int argc, char** argv) {
                                                  "bytes of gradient per allreduce bucket");
     auto& overlap = flags.add<std::string>("overlap", "auto", "gradient communication during backward: auto, always, never");
     auto& synthetic = flags.add<std::size_t>("synthetic", 0, "use this many random samples instead of Fashion-MNIST");
+    auto& step_log = flags.add<std::filesystem::path>("step-log", {}, "per-step counters of the timed calls (JSON lines)");
+    auto& trace = flags.add<std::filesystem::path>("trace", {}, "Chrome-trace timeline of the timed calls");
     auto& data = flags.add<std::filesystem::path>("data", flotilla::data::fashion_mnist::default_directory(),
                                                   "Fashion-MNIST directory", "FLOTILLA_FASHION_MNIST");
     if (!flags.parse(argc, argv, std::cout)) return 0;
@@ -57,6 +62,10 @@ int main(int argc, char** argv) {
       f.epochs = std::size_t{1} << 40;
       f.max_steps = n;
       f.log = nullptr;
+      if (index >= 0) {
+        f.step_log_file = step_log;
+        f.trace_file = trace;
+      }
       const std::uint64_t s0 = trainer.step();
       const double c0 = bench::process_cpu_seconds(), t0 = bench::now_seconds();
       const auto history = trainer.fit(train, nullptr, f);

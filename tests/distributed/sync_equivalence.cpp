@@ -15,6 +15,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -35,8 +38,54 @@ using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten
 using M = Model<Net, SoftmaxCrossEntropy, optim::Momentum, double>;
 using MFloat = Model<Net, SoftmaxCrossEntropy, optim::Momentum, float>;
 
+#if defined(FLOTILLA_TEST_TCP)
+constexpr const char* backend_tag = "tcp";
+#else
+constexpr const char* backend_tag = "mpi";
+#endif
+
+/// This process's rank and the job's size.
+static std::pair<std::size_t, std::size_t> rank_and_size() {
+#if defined(FLOTILLA_TEST_TCP)
+  const auto o = backend_options();
+  return {o.rank, o.world_size};
+#else
+  flotilla::transport::detail::mpi_ensure_initialized();  // as the Trainer's job would
+  int r = 0, n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return {static_cast<std::size_t>(r), static_cast<std::size_t>(n)};
+#endif
+}
+
+/// The timeline this process wrote: a worker's own file (rank 0 at `trace`, rank k at
+/// trace.rank<k>), holding its rank's compute and communication events on the machine's steady
+/// clock; none from a parameter server. Returns what is wrong, or "".
+static std::string check_trace(const std::filesystem::path& mine, std::size_t rank, bool worker, const char* communication) {
+  std::ifstream in(mine);
+  if (!worker) return in ? "parameter server rank " + std::to_string(rank) + " wrote a timeline, " + mine.string() : "";
+  if (!in) return "worker rank " + std::to_string(rank) + " wrote no timeline at " + mine.string();
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  const std::string pid = "\"pid\":" + std::to_string(rank) + ",";
+  for (const std::string& needed : {std::string("\"forward+backward\""), std::string(communication), pid,
+                                    std::string("\"clock\":\"steady\""), std::string("\"steady_to_unix_us\":")})
+    if (json.find(needed) == std::string::npos) return mine.string() + " lacks " + needed;
+  // Timestamps on the steady clock that every process of the machine shares: the job's events
+  // happened within the last minutes.
+  const std::size_t at = json.find("\"ts\":");
+  if (at == std::string::npos) return mine.string() + " has no timestamps";
+  const double ts = std::stod(json.substr(at + 5, 32));
+  const double now = flotilla::Timeline::microseconds(flotilla::Timeline::clock::now());
+  if (!(ts <= now && ts > now - 600e6))
+    return mine.string() + ": first timestamp " + std::to_string(ts) + " us is not on this machine's steady clock (now " +
+           std::to_string(now) + " us)";
+  return "";
+}
+
 template <class Policy, class M = sync_equivalence::M>
-static int check(std::size_t servers, const char* what) {
+static int check(std::size_t servers, const char* what, const char* tag) {
   using T = typename M::scalar_type;
   const auto data = flotilla_test::blobs<T>(490, 11);  // 490: the last global batch is partial and split unevenly
   TrainerOptions<M> o;
@@ -49,7 +98,25 @@ static int check(std::size_t servers, const char* what) {
   FitOptions f;
   f.epochs = 2;
   f.log = nullptr;
+  const auto [rank, world] = rank_and_size();
+  // A name of this job's own: the tests that differ only in FLOTILLA_SHARED_MEMORY may run at once.
+  const char* shared_memory = std::getenv("FLOTILLA_SHARED_MEMORY");
+  const std::string base = std::string("sync_equivalence.") + backend_tag + "." + tag +
+                           (shared_memory ? std::string(".shared_memory_") + shared_memory : std::string()) + "." +
+                           std::to_string(world) + ".trace.json";
+  const std::filesystem::path mine = rank == 0 ? base : base + ".rank" + std::to_string(rank);
+  std::filesystem::remove(mine);
+  f.trace_file = base;
   const auto history = distributed.fit(data, nullptr, f);
+  constexpr bool parameter_server = std::is_same_v<Policy, policy::Synchronous<topology::ParameterServer>>;
+  const bool worker = !parameter_server || rank < world - servers;
+  if (const std::string wrong = check_trace(mine, rank, worker, parameter_server ? "\"push shard " : world > 1 ? "\"allreduce bucket " : "\"update\"");
+      !wrong.empty()) {
+    std::printf("%s: %s\n", what, wrong.c_str());
+    return 1;
+  }
+  std::filesystem::remove(mine);
+  f.trace_file.clear();  // not for the reference run below
   if (history.empty()) return 0;  // a parameter server: nothing to compare
   const auto workers = static_cast<std::size_t>(history.back().extra.front().second);
 #if defined(FLOTILLA_TEST_TCP)
@@ -93,11 +160,11 @@ static int check(std::size_t servers, const char* what) {
 int run(const Program& self, int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "ring";
-    if (mode == "ring") return check<policy::Synchronous<topology::Ring>>(1, "ring allreduce");
-    if (mode == "ring-float") return check<policy::Synchronous<topology::Ring>, MFloat>(1, "ring allreduce, float");
+    if (mode == "ring") return check<policy::Synchronous<topology::Ring>>(1, "ring allreduce", "ring");
+    if (mode == "ring-float") return check<policy::Synchronous<topology::Ring>, MFloat>(1, "ring allreduce, float", "ring-float");
     if (mode == "ps") {
       const std::size_t servers = argc > 2 ? static_cast<std::size_t>(std::stoul(argv[2])) : 1;
-      return check<policy::Synchronous<topology::ParameterServer>>(servers, "parameter server");
+      return check<policy::Synchronous<topology::ParameterServer>>(servers, "parameter server", "ps");
     }
     std::fprintf(stderr, "usage: %s ring | ring-float | ps SERVERS\n", self.name().c_str());
     return 2;

@@ -2,6 +2,7 @@
 // bytes on the wire against the theory, and the staleness bound.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -251,6 +252,35 @@ TEST_CASE("the timeline and the step log record every worker") {
   CHECK(lines == 3 * 4);  // 3 workers x 4 steps (96 samples / 24 per step)
   std::filesystem::remove(f.trace_file);
   std::filesystem::remove(f.step_log_file);
+}
+
+TEST_CASE("the timeline's timestamps are the steady clock's, which the processes of a machine share") {
+  Timeline timeline(true);
+  const auto begin = Timeline::clock::now();
+  const auto end = begin + std::chrono::microseconds(250);
+  timeline.record("step", "compute", 3, 0, begin, end);
+  const auto path = scratch("clock.json");
+  timeline.write(path);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  const std::size_t ts = json.find("\"ts\":"), dur = json.find("\"dur\":");
+  REQUIRE(ts != std::string::npos);
+  REQUIRE(dur != std::string::npos);
+  const double written = std::stod(json.substr(ts + 5, 32));
+  const double expected =
+      static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(begin.time_since_epoch()).count()) / 1e3;
+  CHECK(std::abs(written - expected) < 0.002);  // microseconds, printed to 3 decimals
+  CHECK(std::stod(json.substr(dur + 6, 32)) == doctest::Approx(250.0).epsilon(1e-6));
+  // The host and the steady clock's offset from the system clock, which align hosts' files.
+  CHECK(json.find("\"otherData\":{\"host\":\"" + Timeline::host_name() + "\",\"clock\":\"steady\"") != std::string::npos);
+  const std::size_t offset = json.find("\"steady_to_unix_us\":");
+  REQUIRE(offset != std::string::npos);
+  const double unix_now = std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double steady_now = Timeline::microseconds(Timeline::clock::now());
+  CHECK(std::abs(std::stod(json.substr(offset + 20, 32)) - (unix_now - steady_now)) < 1e5);  // within 0.1 s
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("a failing worker stops the whole job with its error") {

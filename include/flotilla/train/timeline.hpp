@@ -2,6 +2,12 @@
 // Per-step counters of one rank, and a timeline of what each rank did when, written in the Chrome
 // trace format (open it in chrome://tracing or https://ui.perfetto.dev).
 //
+// Timestamps are the steady clock's own (microseconds since its epoch: CLOCK_MONOTONIC on Linux,
+// which every process of a machine shares), so the files that the processes of one job write line
+// up as they are: scripts/merge_traces.py joins them into one timeline. Each file also records its
+// host and the steady clock's offset from the system clock, with which the script aligns files
+// from different hosts (to within the hosts' clock synchronisation, about a millisecond with NTP).
+//
 // The counters answer "where does a step's time go": computing (forward and backward), waiting for
 // communication that backward could not hide (the *exposed* communication time), updating, and
 // how many bytes went each way, payload and framing apart. Parameter-server workers also see how
@@ -19,8 +25,11 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/train/metrics_log.hpp"
 
 namespace flotilla {
 
@@ -58,7 +67,18 @@ class Timeline {
  public:
   using clock = std::chrono::steady_clock;
 
-  explicit Timeline(bool enabled = false) : enabled_(enabled), origin_(clock::now()) {}
+  explicit Timeline(bool enabled = false) : enabled_(enabled) {
+    // The steady clock's offset from the system clock, read once: what aligns the files of
+    // different hosts (merge_traces.py).
+    const auto steady = clock::now();
+    const auto system = std::chrono::system_clock::now();
+    steady_to_unix_us_ = std::chrono::duration<double, std::micro>(system.time_since_epoch()).count() - microseconds(steady);
+  }
+
+  /// A time point as the trace writes it: microseconds since the steady clock's epoch.
+  static double microseconds(clock::time_point t) noexcept {
+    return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count();
+  }
 
   bool enabled() const noexcept { return enabled_; }
 
@@ -66,11 +86,9 @@ class Timeline {
   void record(std::string_view name, std::string_view category, std::size_t rank, int lane, clock::time_point begin,
               clock::time_point end) {
     if (!enabled_) return;
-    const auto us = [&](clock::time_point t) {
-      return std::chrono::duration<double, std::micro>(t - origin_).count();
-    };
+    const double b = microseconds(begin);
     const std::lock_guard lock(mutex_);
-    events_.push_back(Event{std::string(name), std::string(category), rank, lane, us(begin), us(end) - us(begin)});
+    events_.push_back(Event{std::string(name), std::string(category), rank, lane, b, microseconds(end) - b});
   }
 
   /// Times `f` and records it.
@@ -88,7 +106,8 @@ class Timeline {
     return f();
   }
 
-  /// Writes the events as a Chrome trace (JSON array format), atomically.
+  /// Writes the events as a Chrome trace (JSON object format, with this process's host and clock
+  /// offset under "otherData"), atomically.
   void write(const std::filesystem::path& path) const {
     std::vector<Event> events;
     {
@@ -119,7 +138,12 @@ class Timeline {
           out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << r << ",\"tid\":" << lane
               << ",\"args\":{\"name\":\"" << (lane == 0 ? "compute" : "communication") << "\"}}";
       }
-      out << "\n]}\n";
+      char offset[64];
+      std::snprintf(offset, sizeof offset, "%.3f", steady_to_unix_us_);
+      std::string host;
+      detail::metrics_append_json_string(host, host_name());
+      out << "\n],\n\"otherData\":{\"host\":" << host << ",\"clock\":\"steady\",\"steady_to_unix_us\":" << offset
+          << "}}\n";
       if (!out.flush()) throw ConfigError("cannot write the timeline to " + tmp.string());
     }
     std::filesystem::rename(tmp, path);
@@ -130,6 +154,13 @@ class Timeline {
     return events_.size();
   }
 
+  /// This machine's name, as the trace records it ("" if the system will not say).
+  static std::string host_name() {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0) return {};
+    return name;
+  }
+
  private:
   struct Event {
     std::string name, category;
@@ -138,7 +169,7 @@ class Timeline {
     double ts, dur;
   };
   bool enabled_;
-  clock::time_point origin_;
+  double steady_to_unix_us_ = 0;
   mutable std::mutex mutex_;
   std::vector<Event> events_;
 };

@@ -219,8 +219,14 @@ class Trainer {
       }
     });
     pending_shards_.clear();  // consumed by the servers hosted here
-    if (shared.timeline.enabled() && (Backend::in_process || shared.reporting_rank))
-      shared.timeline.write(fit.trace_file);
+    // One file per process: rank 0's (in-process: every worker's) at trace_file, any other
+    // worker's process at trace_file.rank<k>, like the step log. Servers record no events.
+    if (shared.timeline.enabled()) {
+      if (Backend::in_process || shared.reporting_rank)
+        shared.timeline.write(fit.trace_file);
+      else if (shared.worker_rank)
+        shared.timeline.write(fit.trace_file.string() + ".rank" + std::to_string(*shared.worker_rank));
+    }
     return shared.history;
   }
 
@@ -470,6 +476,7 @@ class Trainer {
     History history;
     std::optional<std::ofstream> step_log;
     bool reporting_rank = false;
+    std::optional<std::size_t> worker_rank;  // a process of one worker: its rank
     std::uint64_t start_epoch = 0, start_batch = 0;
     std::size_t epochs = 0;  // to run in this call
     std::mutex step_log_mutex;
@@ -639,6 +646,7 @@ class Trainer {
     WorkerState& s = worker_state(w);
     const bool reporter = w == 0;
     if (reporter) shared.reporting_rank = true;
+    if (!Backend::in_process) shared.worker_rank = w;
     std::vector<std::size_t> members(workers);
     for (std::size_t i = 0; i < workers; ++i) members[i] = i;
     detail::worker_group_t<E, parameter_server> group(e, members, detail::protocol_tags::group_barrier);
