@@ -6722,6 +6722,12 @@ struct FitOptions {
 
 namespace detail {
 
+/// The file of rank `rank`'s process for a per-process output (step log, trace): the path itself
+/// for rank 0, path + ".rank<k>" for rank k.
+inline std::filesystem::path per_rank_file(const std::filesystem::path& path, std::size_t rank) {
+  return rank == 0 ? path : std::filesystem::path(path.string() + ".rank" + std::to_string(rank));
+}
+
 /// Where a run is in its data: the epoch it is in and the batch that epoch continues from, so that
 /// fit() after a fit() stopped by max_steps goes on where it stopped.
 struct DataPosition {
@@ -11535,13 +11541,13 @@ class Trainer {
       }
     });
     pending_shards_.clear();  // consumed by the servers hosted here
-    // One file per process: rank 0's (in-process: every worker's) at trace_file, any other
-    // worker's process at trace_file.rank<k>, like the step log. Servers record no events.
+    // One file per process: in-process, every worker's at trace_file; else each worker's
+    // process its own, named like its step log. Servers record no events.
     if (shared.timeline.enabled()) {
-      if (Backend::in_process || shared.reporting_rank)
+      if (Backend::in_process)
         shared.timeline.write(fit.trace_file);
       else if (shared.worker_rank)
-        shared.timeline.write(fit.trace_file.string() + ".rank" + std::to_string(*shared.worker_rank));
+        shared.timeline.write(detail::per_rank_file(fit.trace_file, *shared.worker_rank));
     }
     return shared.history;
   }
@@ -11791,7 +11797,6 @@ class Trainer {
     Timeline timeline;
     History history;
     std::optional<std::ofstream> step_log;
-    bool reporting_rank = false;
     std::optional<std::size_t> worker_rank;  // a process of one worker: its rank
     std::uint64_t start_epoch = 0, start_batch = 0;
     std::size_t epochs = 0;  // to run in this call
@@ -11961,7 +11966,6 @@ class Trainer {
     const std::size_t w = e.rank();
     WorkerState& s = worker_state(w);
     const bool reporter = w == 0;
-    if (reporter) shared.reporting_rank = true;
     if (!Backend::in_process) shared.worker_rank = w;
     std::vector<std::size_t> members(workers);
     for (std::size_t i = 0; i < workers; ++i) members[i] = i;
@@ -12054,9 +12058,7 @@ class Trainer {
     std::optional<std::ofstream> own_step_log;
     std::ofstream* step_log = shared.step_log ? &*shared.step_log : nullptr;
     if (!fit.step_log_file.empty() && !Backend::in_process) {
-      own_step_log = open_step_log(w == 0 ? fit.step_log_file
-                                          : std::filesystem::path(fit.step_log_file.string() + ".rank" + std::to_string(w)),
-                                   s.step > 0);
+      own_step_log = open_step_log(detail::per_rank_file(fit.step_log_file, w), s.step > 0);
       step_log = &*own_step_log;
     }
     if (reporter) counters_.clear();

@@ -44,6 +44,12 @@ struct FitOptions {
 
 namespace detail {
 
+/// The file of rank `rank`'s process for a per-process output (step log, trace): the path itself
+/// for rank 0, path + ".rank<k>" for rank k.
+inline std::filesystem::path per_rank_file(const std::filesystem::path& path, std::size_t rank) {
+  return rank == 0 ? path : std::filesystem::path(path.string() + ".rank" + std::to_string(rank));
+}
+
 /// Where a run is in its data: the epoch it is in and the batch that epoch continues from, so that
 /// fit() after a fit() stopped by max_steps goes on where it stopped.
 struct DataPosition {
