@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """Build cost of one translation unit that includes the single header <flotilla.hpp> and trains the
-CNN (bench/build/single_header_cnn.cpp): wall time, CPU time and peak memory of g++ under
-/usr/bin/time -v, at -O2 and at -O3 -march=native, alternated, several runs each.
+CNN (bench/compile/single_header_cnn.cpp), header-only and with separate compilation
+(FLOTILLA_SEPARATE_COMPILATION: the model-independent code declared only; include/flotilla/core/
+linkage.hpp), at -O2 and at -O3 -march=native: wall time, CPU time, peak memory of g++ under
+/usr/bin/time -v, and the object's size. The four variants alternate, several runs each. The
+definitions' own translation unit (bench/compile/flotilla_src.cpp), which a program built that way
+compiles once whatever its number of translation units, is timed once per flag set.
 
     /usr/bin/python3 bench/build_time.py [--runs 3] [--cxx g++] [--json out.json]
 
-Run from anywhere; it compiles into a temporary directory. Like the other drivers it waits for a
-quiet machine before each compile and repeats a compile that others disturbed.
+Run from anywhere; it compiles (-c) into a temporary directory. Like the other drivers it waits for
+a quiet machine before each compile and repeats a compile that others disturbed.
 """
 
 import argparse
@@ -21,14 +25,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCE = os.path.join(ROOT, "bench", "build", "single_header_cnn.cpp")
+SOURCE = os.path.join(ROOT, "bench", "compile", "single_header_cnn.cpp")
+DEFINITIONS = os.path.join(ROOT, "bench", "compile", "flotilla_src.cpp")
 FLAGS = {"-O2": ["-O2"], "-O3 -march=native": ["-O3", "-march=native"]}
+MODES = {"header-only": [], "separate": ["-DFLOTILLA_SEPARATE_COMPILATION"]}
 
 
-def compile_once(cxx, flags, out):
+def compile_once(cxx, flags, source, out):
     argv = ["/usr/bin/time", "-v", cxx, "-std=c++20"] + flags + [
-        "-DNDEBUG", "-I", os.path.join(ROOT, "single_include"), "-isystem", "/usr/include/eigen3", "-pthread", SOURCE,
-        "-o", out]
+        "-DNDEBUG", "-I", os.path.join(ROOT, "single_include"), "-isystem", "/usr/include/eigen3", "-pthread", "-c",
+        source, "-o", out]
     r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit("compile failed: %s\n%s" % (" ".join(argv), r.stderr[-3000:]))
@@ -41,7 +47,21 @@ def compile_once(cxx, flags, out):
     parts = [float(x) for x in wall.split(":")]
     seconds = parts[-1] + 60 * parts[-2] + (3600 * parts[-3] if len(parts) > 2 else 0)
     return {"wall_s": seconds, "user_s": float(field("User time (seconds)")), "sys_s": float(field("System time (seconds)")),
-            "max_rss_mib": int(field("Maximum resident set size (kbytes)")) / 1024, "argv": argv[2:]}
+            "max_rss_mib": int(field("Maximum resident set size (kbytes)")) / 1024, "object_kib": os.path.getsize(out) / 1024,
+            "argv": argv[2:]}
+
+
+def timed(args, flags, source, out):
+    """One undisturbed compile (up to six tries)."""
+    for _ in range(6):
+        benchlib.wait_quiet(args.quiet)
+        with benchlib.Disturbance(lambda: [os.getpid()]) as d:
+            r = compile_once(args.cxx, flags, source, out)
+        r["foreign"] = d.foreign
+        if d.foreign <= args.disturbance:
+            return r
+        print("  compile disturbed (others used %.0f%%), again" % (100 * d.foreign), file=sys.stderr)
+    return r
 
 
 def main():
@@ -54,31 +74,39 @@ def main():
     args = ap.parse_args()
     version = subprocess.run([args.cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    results = {k: [] for k in FLAGS}
+    variants = [(f, m) for f in FLAGS for m in MODES]
+    results = {"%s, %s" % v: [] for v in variants}
+    definitions = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.runs):
-            for name, flags in (list(FLAGS.items()) if i % 2 == 0 else list(FLAGS.items())[::-1]):
-                for attempt in range(6):
-                    benchlib.wait_quiet(args.quiet)
-                    with benchlib.Disturbance(lambda: [os.getpid()]) as d:
-                        r = compile_once(args.cxx, flags, os.path.join(tmp, "a.out"))
-                    r["foreign"] = d.foreign
-                    if d.foreign <= args.disturbance:
-                        break
-                    print("  compile disturbed (others used %.0f%%), again" % (100 * d.foreign), file=sys.stderr)
-                results[name].append(r)
-                print("  %s: %.1f s, %.0f MiB" % (name, r["wall_s"], r["max_rss_mib"]), file=sys.stderr)
+            for flag_name, mode in (variants if i % 2 == 0 else variants[::-1]):
+                r = timed(args, FLAGS[flag_name] + MODES[mode], SOURCE, os.path.join(tmp, "a.o"))
+                results["%s, %s" % (flag_name, mode)].append(r)
+                print("  %s, %s: %.1f s, %.0f MiB" % (flag_name, mode, r["wall_s"], r["max_rss_mib"]), file=sys.stderr)
+        for flag_name, flags in FLAGS.items():
+            definitions[flag_name] = timed(args, flags + MODES["separate"], DEFINITIONS, os.path.join(tmp, "src.o"))
     size = os.path.getsize(os.path.join(ROOT, "single_include", "flotilla.hpp"))
-    print("\nBuild of bench/build/single_header_cnn.cpp (single header, %d KiB; trains the CNN), %s, %d runs each; %s"
-          % (size // 1024, version, args.runs, started))
-    print("| flags | wall s: median (min-max) | CPU s (user+sys): median | peak memory MiB: median (min-max) |")
-    print("|---|---|---|---|")
+    print("\nCompile (-c) of bench/compile/single_header_cnn.cpp (single header, %d KiB; trains the CNN), %s, "
+          "%d runs each, alternated; %s" % (size // 1024, version, args.runs, started))
+    print("| flags | form | wall s: median (min-max) | CPU s (user+sys): median | peak memory MiB: median | object KiB |")
+    print("|---|---|---|---|---|---|")
     for name, rs in results.items():
-        print("| %s | %s | %.1f | %s |" % (name, benchlib.fmt_spread([r["wall_s"] for r in rs], 1),
-                                          benchlib.median([r["user_s"] + r["sys_s"] for r in rs]),
-                                          benchlib.fmt_spread([r["max_rss_mib"] for r in rs], 0)))
-    print("\ncommand: %s" % " ".join(results["-O2"][0]["argv"]))
-    benchlib.emit_json(args.json, {"started": started, "compiler": version, "results": results})
+        flag_name, mode = name.split(", ")
+        print("| %s | %s | %s | %.1f | %.0f | %.0f |" % (
+            flag_name, mode, benchlib.fmt_spread([r["wall_s"] for r in rs], 1),
+            benchlib.median([r["user_s"] + r["sys_s"] for r in rs]), benchlib.median([r["max_rss_mib"] for r in rs]),
+            benchlib.median([r["object_kib"] for r in rs])))
+    for flag_name, r in definitions.items():
+        print("| %s | the definitions (flotilla_src.cpp), once per program | %.1f | %.1f | %.0f | %.0f |" % (
+            flag_name, r["wall_s"], r["user_s"] + r["sys_s"], r["max_rss_mib"], r["object_kib"]))
+    print()
+    for flag_name in FLAGS:
+        ho = benchlib.median([r["wall_s"] for r in results[flag_name + ", header-only"]])
+        sep = benchlib.median([r["wall_s"] for r in results[flag_name + ", separate"]])
+        print("%s: separate / header-only = %.2f (median wall times)" % (flag_name, sep / ho))
+    print("\ncommand: %s" % " ".join(results["-O2, header-only"][0]["argv"]))
+    benchlib.emit_json(args.json, {"started": started, "compiler": version, "results": results,
+                                   "definitions": definitions})
 
 
 if __name__ == "__main__":

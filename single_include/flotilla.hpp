@@ -982,6 +982,46 @@ inline void add_row_sums(const T* x, std::ptrdiff_t rows, std::ptrdiff_t cols, T
 #include <string_view>
 
 
+// ---- begin flotilla/core/linkage.hpp ----
+// How flotilla's out-of-line code is compiled: in every translation unit that uses it (header-only,
+// the default), or once for the whole program (separate compilation, opt-in).
+//
+// Most of flotilla is templates on the model, which must be compiled where they are used. The rest
+// (checkpoint files, plots, metrics, the progress bar, the timeline, data files) is the same code
+// in every program, and in a header-only build every translation unit that trains a model compiles
+// it again: about a third of such an object's code. Separate compilation, in the style of Asio and
+// spdlog, compiles it once:
+//
+//   - define FLOTILLA_SEPARATE_COMPILATION in every translation unit of the program (CMake: link
+//     flotilla_compiled, which flotilla's own build makes, or add the definition yourself), and
+//   - compile its definitions in exactly one .cpp of the program, which includes nothing but
+//     <flotilla/src.hpp> (or, with the single header: `#define FLOTILLA_SOURCE` and then
+//     `#include <flotilla.hpp>`).
+//
+// Each header that has such code declares it, marked FLOTILLA_DECL, and defines it at its end in a
+// block that only FLOTILLA_IMPLEMENTATION translation units compile:
+//
+//   FLOTILLA_DECL void write_report(const Report& r);          // declaration, documented
+//   ...
+//   #if FLOTILLA_IMPLEMENTATION
+//   FLOTILLA_DECL void write_report(const Report& r) { ... }   // definition
+//   #endif
+//
+// Header-only, FLOTILLA_DECL is `inline` and every translation unit has the definitions.
+
+#if defined(FLOTILLA_SEPARATE_COMPILATION)
+#define FLOTILLA_DECL
+#if defined(FLOTILLA_SOURCE)
+#define FLOTILLA_IMPLEMENTATION 1
+#else
+#define FLOTILLA_IMPLEMENTATION 0
+#endif
+#else
+#define FLOTILLA_DECL inline
+#define FLOTILLA_IMPLEMENTATION 1
+#endif
+// ---- end flotilla/core/linkage.hpp ----
+
 // ---- begin flotilla/core/sha256.hpp ----
 // SHA-256 (FIPS 180-4), for authenticating peers (core/hmac.hpp). Written here rather than taken
 // from OpenSSL so that the header-only library needs nothing more to link; it is checked against
@@ -992,6 +1032,7 @@ inline void add_row_sums(const T* x, std::ptrdiff_t rows, std::ptrdiff_t cols, T
 #include <cstdint>
 #include <span>
 #include <string_view>
+
 
 namespace flotilla {
 
@@ -1017,17 +1058,7 @@ class Sha256 {
   using Digest = std::array<std::uint8_t, 32>;
   static constexpr std::size_t block_size = 64;
 
-  Sha256& update(std::span<const std::uint8_t> data) noexcept {
-    for (const std::uint8_t b : data) {
-      block_[fill_++] = b;
-      if (fill_ == block_size) {
-        compress();
-        fill_ = 0;
-      }
-    }
-    bits_ += static_cast<std::uint64_t>(data.size()) * 8;
-    return *this;
-  }
+  FLOTILLA_DECL Sha256& update(std::span<const std::uint8_t> data) noexcept;
   Sha256& update(std::span<const std::byte> data) noexcept {
     return update(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
   }
@@ -1035,62 +1066,10 @@ class Sha256 {
     return update(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
   }
 
-  Digest digest() noexcept {
-    const std::uint64_t bits = bits_;
-    // Padding: a 1 bit, zeros up to 56 bytes into a block, then the message length in bits.
-    block_[fill_++] = 0x80;
-    if (fill_ > 56) {
-      while (fill_ < block_size) block_[fill_++] = 0;
-      compress();
-      fill_ = 0;
-    }
-    while (fill_ < 56) block_[fill_++] = 0;
-    for (int i = 7; i >= 0; --i) block_[fill_++] = static_cast<std::uint8_t>(bits >> (8 * i));
-    compress();
-    Digest d{};
-    for (std::size_t i = 0; i < 8; ++i)
-      for (std::size_t j = 0; j < 4; ++j) d[4 * i + j] = static_cast<std::uint8_t>(h_[i] >> (24 - 8 * j));
-    return d;
-  }
+  FLOTILLA_DECL Digest digest() noexcept;
 
  private:
-  void compress() noexcept {
-    using detail::sha256_rotr;
-    std::array<std::uint32_t, 64> w{};
-    for (std::size_t i = 0; i < 16; ++i)
-      w[i] = std::uint32_t{block_[4 * i]} << 24 | std::uint32_t{block_[4 * i + 1]} << 16 |
-             std::uint32_t{block_[4 * i + 2]} << 8 | std::uint32_t{block_[4 * i + 3]};
-    for (std::size_t i = 16; i < 64; ++i) {
-      const std::uint32_t s0 = sha256_rotr(w[i - 15], 7) ^ sha256_rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-      const std::uint32_t s1 = sha256_rotr(w[i - 2], 17) ^ sha256_rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    std::uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
-    for (std::size_t i = 0; i < 64; ++i) {
-      const std::uint32_t s1 = sha256_rotr(e, 6) ^ sha256_rotr(e, 11) ^ sha256_rotr(e, 25);
-      const std::uint32_t ch = (e & f) ^ (~e & g);
-      const std::uint32_t t1 = h + s1 + ch + detail::sha256_k[i] + w[i];
-      const std::uint32_t s0 = sha256_rotr(a, 2) ^ sha256_rotr(a, 13) ^ sha256_rotr(a, 22);
-      const std::uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-      const std::uint32_t t2 = s0 + maj;
-      h = g;
-      g = f;
-      f = e;
-      e = d + t1;
-      d = c;
-      c = b;
-      b = a;
-      a = t1 + t2;
-    }
-    h_[0] += a;
-    h_[1] += b;
-    h_[2] += c;
-    h_[3] += d;
-    h_[4] += e;
-    h_[5] += f;
-    h_[6] += g;
-    h_[7] += h;
-  }
+  FLOTILLA_DECL void compress() noexcept;
 
   std::array<std::uint32_t, 8> h_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -1103,6 +1082,76 @@ class Sha256 {
 inline Sha256::Digest sha256(std::span<const std::byte> data) noexcept { return Sha256().update(data).digest(); }
 inline Sha256::Digest sha256(std::string_view data) noexcept { return Sha256().update(data).digest(); }
 
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL Sha256& Sha256::update(std::span<const std::uint8_t> data) noexcept {
+  for (const std::uint8_t b : data) {
+    block_[fill_++] = b;
+    if (fill_ == block_size) {
+      compress();
+      fill_ = 0;
+    }
+  }
+  bits_ += static_cast<std::uint64_t>(data.size()) * 8;
+  return *this;
+}
+
+FLOTILLA_DECL Sha256::Digest Sha256::digest() noexcept {
+  const std::uint64_t bits = bits_;
+  // Padding: a 1 bit, zeros up to 56 bytes into a block, then the message length in bits.
+  block_[fill_++] = 0x80;
+  if (fill_ > 56) {
+    while (fill_ < block_size) block_[fill_++] = 0;
+    compress();
+    fill_ = 0;
+  }
+  while (fill_ < 56) block_[fill_++] = 0;
+  for (int i = 7; i >= 0; --i) block_[fill_++] = static_cast<std::uint8_t>(bits >> (8 * i));
+  compress();
+  Digest d{};
+  for (std::size_t i = 0; i < 8; ++i)
+    for (std::size_t j = 0; j < 4; ++j) d[4 * i + j] = static_cast<std::uint8_t>(h_[i] >> (24 - 8 * j));
+  return d;
+}
+
+FLOTILLA_DECL void Sha256::compress() noexcept {
+  using detail::sha256_rotr;
+  std::array<std::uint32_t, 64> w{};
+  for (std::size_t i = 0; i < 16; ++i)
+    w[i] = std::uint32_t{block_[4 * i]} << 24 | std::uint32_t{block_[4 * i + 1]} << 16 |
+           std::uint32_t{block_[4 * i + 2]} << 8 | std::uint32_t{block_[4 * i + 3]};
+  for (std::size_t i = 16; i < 64; ++i) {
+    const std::uint32_t s0 = sha256_rotr(w[i - 15], 7) ^ sha256_rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    const std::uint32_t s1 = sha256_rotr(w[i - 2], 17) ^ sha256_rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  std::uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
+  for (std::size_t i = 0; i < 64; ++i) {
+    const std::uint32_t s1 = sha256_rotr(e, 6) ^ sha256_rotr(e, 11) ^ sha256_rotr(e, 25);
+    const std::uint32_t ch = (e & f) ^ (~e & g);
+    const std::uint32_t t1 = h + s1 + ch + detail::sha256_k[i] + w[i];
+    const std::uint32_t s0 = sha256_rotr(a, 2) ^ sha256_rotr(a, 13) ^ sha256_rotr(a, 22);
+    const std::uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
+    const std::uint32_t t2 = s0 + maj;
+    h = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
+  }
+  h_[0] += a;
+  h_[1] += b;
+  h_[2] += c;
+  h_[3] += d;
+  h_[4] += e;
+  h_[5] += f;
+  h_[6] += g;
+  h_[7] += h;
+}
+#endif  // FLOTILLA_IMPLEMENTATION
+
 }  // namespace flotilla
 // ---- end flotilla/core/sha256.hpp ----
 
@@ -1113,21 +1162,7 @@ class HmacSha256 {
  public:
   using Digest = Sha256::Digest;
 
-  explicit HmacSha256(std::span<const std::uint8_t> key) noexcept {
-    // A key longer than a block is hashed first; a shorter one is padded with zeros.
-    std::array<std::uint8_t, Sha256::block_size> k{};
-    if (key.size() > k.size()) {
-      const auto d = Sha256().update(key).digest();
-      for (std::size_t i = 0; i < d.size(); ++i) k[i] = d[i];
-    } else {
-      for (std::size_t i = 0; i < key.size(); ++i) k[i] = key[i];
-    }
-    std::array<std::uint8_t, Sha256::block_size> pad{};
-    for (std::size_t i = 0; i < k.size(); ++i) pad[i] = static_cast<std::uint8_t>(k[i] ^ 0x36);
-    inner_.update(pad);
-    for (std::size_t i = 0; i < k.size(); ++i) pad[i] = static_cast<std::uint8_t>(k[i] ^ 0x5c);
-    outer_.update(pad);
-  }
+  FLOTILLA_DECL explicit HmacSha256(std::span<const std::uint8_t> key) noexcept;
   explicit HmacSha256(std::string_view key) noexcept
       : HmacSha256(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(key.data()), key.size())) {}
 
@@ -1155,7 +1190,26 @@ class HmacSha256 {
 /// Whether `a` and `b` hold the same bytes, in a time that depends on their sizes only: comparing
 /// an authentication code byte by byte and stopping at the first difference would tell an attacker,
 /// by the time a refusal takes, how many leading bytes of a guess were right.
-inline bool constant_time_equal(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) noexcept {
+FLOTILLA_DECL bool constant_time_equal(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) noexcept;
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL HmacSha256::HmacSha256(std::span<const std::uint8_t> key) noexcept {
+  // A key longer than a block is hashed first; a shorter one is padded with zeros.
+  std::array<std::uint8_t, Sha256::block_size> k{};
+  if (key.size() > k.size()) {
+    const auto d = Sha256().update(key).digest();
+    for (std::size_t i = 0; i < d.size(); ++i) k[i] = d[i];
+  } else {
+    for (std::size_t i = 0; i < key.size(); ++i) k[i] = key[i];
+  }
+  std::array<std::uint8_t, Sha256::block_size> pad{};
+  for (std::size_t i = 0; i < k.size(); ++i) pad[i] = static_cast<std::uint8_t>(k[i] ^ 0x36);
+  inner_.update(pad);
+  for (std::size_t i = 0; i < k.size(); ++i) pad[i] = static_cast<std::uint8_t>(k[i] ^ 0x5c);
+  outer_.update(pad);
+}
+
+FLOTILLA_DECL bool constant_time_equal(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) noexcept {
   if (a.size() != b.size()) return false;
   std::uint8_t diff = 0;
   for (std::size_t i = 0; i < a.size(); ++i) diff = static_cast<std::uint8_t>(diff | (a[i] ^ b[i]));
@@ -1163,6 +1217,7 @@ inline bool constant_time_equal(std::span<const std::uint8_t> a, std::span<const
   volatile std::uint8_t result = diff;
   return result == 0;
 }
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
 // ---- end flotilla/core/hmac.hpp ----
@@ -3669,22 +3724,7 @@ struct FixedTables {
 };
 
 /// The fixed codes of block type 1, built once per program.
-inline const FixedTables& fixed_tables() {
-  static const std::unique_ptr<const FixedTables> tables = [] {
-    auto t = std::make_unique<FixedTables>();
-    std::array<std::uint8_t, 288> lit{};
-    std::fill(lit.begin(), lit.begin() + 144, std::uint8_t{8});
-    std::fill(lit.begin() + 144, lit.begin() + 256, std::uint8_t{9});
-    std::fill(lit.begin() + 256, lit.begin() + 280, std::uint8_t{7});
-    std::fill(lit.begin() + 280, lit.end(), std::uint8_t{8});
-    std::array<std::uint8_t, 32> dist{};
-    dist.fill(5);
-    t->literal.build(lit.data(), 288, Alphabet::literal_length);
-    t->distance.build(dist.data(), 32, Alphabet::distance);
-    return std::unique_ptr<const FixedTables>(std::move(t));
-  }();
-  return *tables;
-}
+FLOTILLA_DECL const FixedTables& fixed_tables();
 
 /// Bit-reader state, kept in a small value type so that the decoding loop can hold it in registers
 /// (a copy in locals) rather than in memory that every output byte store might alias.
@@ -3713,50 +3753,19 @@ inline std::uint32_t load_le32(const std::uint8_t* p) noexcept {
 inline std::uint32_t load_le16(const std::uint8_t* p) noexcept {
   return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8;
 }
-inline std::string hex32(std::uint32_t v) {
-  std::string s = "0x00000000";
-  for (int i = 9; i >= 2; --i, v >>= 4) s[static_cast<std::size_t>(i)] = "0123456789abcdef"[v & 0xFU];
-  return s;
-}
+FLOTILLA_DECL std::string hex32(std::uint32_t v);
 
 /// Inflates DEFLATE streams from one input buffer into one output vector. Several streams may be
 /// inflated one after another into the same output (gzip members); each one's matches may reach
 /// back only to its own start.
 class Inflater {
  public:
-  Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
-           std::size_t max_output)
-      : in_(in.data()),
-        n_(in.size()),
-        name_(name),
-        out_(out),
-        // Leaves headroom so that max_output + slack never overflows.
-        max_output_(std::min(max_output, std::numeric_limits<std::size_t>::max() / 2)) {
-    out_.clear();
-  }
+  FLOTILLA_DECL Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
+                         std::size_t max_output);
 
   /// Inflates the stream starting at input byte `start`, appending to the output, and returns the
   /// offset of the first input byte after the stream (its last byte is padded to a byte boundary).
-  std::size_t inflate(std::size_t start) {
-    bits_ = BitState{0, 0, start, 0};
-    stream_start_ = op_;
-    bool final = false;
-    while (!final) {
-      final = read_bits(1) != 0;
-      const std::uint32_t type = read_bits(2);
-      if (type == 0) {
-        stored_block();
-      } else if (type == 1) {
-        const FixedTables& f = fixed_tables();
-        huffman_block(f.literal.entries.data(), f.distance.entries.data());
-      } else if (type == 2) {
-        dynamic_block();
-      } else {
-        fail(bits_, "invalid DEFLATE block type 3 (reserved)");
-      }
-    }
-    return align_to_byte();
-  }
+  FLOTILLA_DECL std::size_t inflate(std::size_t start);
 
   /// Bytes of output so far. The output vector itself is larger (spare capacity) until finish().
   std::size_t size() const noexcept { return op_; }
@@ -3767,13 +3776,7 @@ class Inflater {
   [[noreturn]] void fail_at(std::size_t offset, const std::string& what) const { throw DataError(name_, offset, what); }
 
   /// Capacity for `need` more bytes beyond the output so far (need <= max_output - size() + slack).
-  void reserve(std::size_t need) {
-    if (out_.size() - op_ >= need) return;
-    const std::size_t limit = max_output_ + slack;
-    std::size_t want = std::max<std::size_t>(std::min(out_.size(), limit / 2) * 2, std::size_t{1} << 16);
-    want = std::max(std::min(want, limit), op_ + need);
-    out_.resize(want);
-  }
+  FLOTILLA_DECL void reserve(std::size_t need);
 
   // Spare room beyond a match so that it may be copied in 8-byte steps past its end.
   static constexpr std::size_t slack = 258 + 8;
@@ -3792,35 +3795,12 @@ class Inflater {
     fail_at(offset_of(b), what);
   }
   [[noreturn]] void truncated() const { fail_at(n_, "truncated: the compressed data ends inside a DEFLATE block"); }
-  [[noreturn]] void too_large() const {
-    if (bits_.count < 8 * bits_.pad) truncated();
-    fail_at(offset_of(bits_), "decompressed data exceeds the maximum of " + std::to_string(max_output_) +
-                                  " bytes allowed (pass a larger max_output if this file is genuine)");
-  }
+  [[noreturn]] FLOTILLA_DECL void too_large() const;
 
   /// Refills to at least 56 valid bits. Past the end of input it shifts in zero bytes and counts
   /// them: a stream may end within the last byte, so reading ahead is fine, but consuming a padding
   /// bit means the stream was cut short.
-  BitState refill(BitState b) const {
-    if (n_ - b.pos >= 8) {
-      // One load adds as many whole bytes as fit; the bits of a partly added byte above `count` are
-      // the same ones the next refill ORs in again.
-      b.buf |= load_le64(in_ + b.pos) << b.count;
-      b.pos += (63 - b.count) >> 3;
-      b.count |= 56;
-      return b;
-    }
-    if (b.count < 8 * b.pad) truncated();
-    while (b.count < 56) {
-      if (b.pos < n_) {
-        b.buf |= static_cast<std::uint64_t>(in_[b.pos++]) << b.count;
-      } else {
-        ++b.pad;
-      }
-      b.count += 8;
-    }
-    return b;
-  }
+  FLOTILLA_DECL BitState refill(BitState b) const;
 
   std::uint32_t read_bits(unsigned k) {
     if (bits_.count < k) bits_ = refill(bits_);
@@ -3832,172 +3812,11 @@ class Inflater {
 
   /// Skips to the next byte boundary and hands back the bytes the bit buffer read ahead; returns the
   /// input offset of the next unread byte.
-  std::size_t align_to_byte() {
-    BitState b = bits_;
-    const unsigned drop = b.count & 7U;
-    b.buf >>= drop;
-    b.count -= drop;
-    if (b.count < 8 * b.pad) truncated();
-    const std::size_t pos = b.pos - (b.count / 8 - b.pad);
-    bits_ = BitState{0, 0, pos, 0};
-    return pos;
-  }
+  FLOTILLA_DECL std::size_t align_to_byte();
 
-  void stored_block() {
-    std::size_t p = align_to_byte();
-    if (n_ - p < 4) fail_at(n_, "truncated: the compressed data ends inside a stored block's header");
-    const std::uint32_t len = load_le16(in_ + p);
-    const std::uint32_t nlen = load_le16(in_ + p + 2);
-    if (len != (~nlen & 0xFFFFU)) fail_at(p, "stored block length " + std::to_string(len) + " does not match its complement");
-    p += 4;
-    if (n_ - p < len)
-      fail_at(n_, "truncated: a stored block of " + std::to_string(len) + " bytes has only " + std::to_string(n_ - p) + " left");
-    if (len > max_output_ - op_) {
-      bits_.pos = p;
-      too_large();
-    }
-    reserve(len);
-    if (len != 0) std::memcpy(out_.data() + op_, in_ + p, len);
-    op_ += len;
-    bits_.pos = p + len;
-  }
-
-  void dynamic_block() {
-    const unsigned hlit = read_bits(5) + 257;
-    const unsigned hdist = read_bits(5) + 1;
-    const unsigned hclen = read_bits(4) + 4;
-    if (hlit > 286) fail(bits_, "dynamic block declares " + std::to_string(hlit) + " literal/length codes (at most 286)");
-    if (hdist > 30) fail(bits_, "dynamic block declares " + std::to_string(hdist) + " distance codes (at most 30)");
-    std::array<std::uint8_t, 19> cl_lengths{};
-    for (unsigned i = 0; i < hclen; ++i) cl_lengths[code_length_order[i]] = static_cast<std::uint8_t>(read_bits(3));
-    if (const char* why = code_lengths_.build(cl_lengths.data(), 19, Alphabet::code_lengths))
-      fail(bits_, std::string("invalid dynamic block: the code-length code ") + why);
-
-    std::array<std::uint8_t, 286 + 30> lengths{};
-    const unsigned total = hlit + hdist;
-    unsigned i = 0;
-    while (i < total) {
-      if (bits_.count < 14) bits_ = refill(bits_);  // a 7-bit code and up to 7 extra bits
-      const std::uint32_t e = code_lengths_.entries[bits_.buf & CodeLengthTable::primary_mask];
-      if (huff_kind(e) != huff_literal) fail(bits_, "invalid code-length code");
-      bits_.buf >>= huff_bits(e);
-      bits_.count -= huff_bits(e);
-      const std::uint32_t sym = huff_value(e);
-      if (sym < 16) {
-        lengths[i++] = static_cast<std::uint8_t>(sym);
-        continue;
-      }
-      std::uint8_t value = 0;
-      unsigned repeat = 0;
-      if (sym == 16) {
-        if (i == 0) fail(bits_, "invalid dynamic block: code length repeat (16) with no previous length");
-        value = lengths[i - 1];
-        repeat = 3 + read_bits(2);
-      } else if (sym == 17) {
-        repeat = 3 + read_bits(3);
-      } else {
-        repeat = 11 + read_bits(7);
-      }
-      if (repeat > total - i)
-        fail(bits_, "invalid dynamic block: code length repeat runs past the " + std::to_string(total) + " lengths declared");
-      std::fill_n(lengths.begin() + i, repeat, value);
-      i += repeat;
-    }
-    if (lengths[256] == 0) fail(bits_, "invalid dynamic block: no code for end-of-block");
-    if (const char* why = literals_.build(lengths.data(), hlit, Alphabet::literal_length))
-      fail(bits_, std::string("invalid dynamic block: the literal/length code ") + why);
-    if (const char* why = distances_.build(lengths.data() + hlit, hdist, Alphabet::distance))
-      fail(bits_, std::string("invalid dynamic block: the distance code ") + why);
-    huffman_block(literals_.entries.data(), distances_.entries.data());
-  }
-
-  void huffman_block(const std::uint32_t* lit, const std::uint32_t* dist) {
-    // Locals, not members: stores through `out` (a byte pointer, which may alias anything) would
-    // otherwise force every member to be reloaded after each output byte.
-    BitState b = bits_;
-    const std::uint8_t* const in = in_;
-    const std::size_t n = n_;
-    const std::size_t max_output = max_output_;
-    const std::size_t stream_start = stream_start_;
-    std::uint8_t* out = out_.data();
-    std::size_t cap = out_.size();
-    std::size_t op = op_;
-    for (;;) {
-      if (b.count < 48) {  // enough for a length code, its extra bits, a distance code and its extra bits
-        if (n - b.pos >= 8) {
-          b.buf |= load_le64(in + b.pos) << b.count;
-          b.pos += (63 - b.count) >> 3;
-          b.count |= 56;
-        } else {
-          b = refill(b);
-        }
-      }
-      if (cap - op < slack) {
-        op_ = op;
-        reserve(slack);
-        out = out_.data();
-        cap = out_.size();
-      }
-      std::uint32_t e = lit[b.buf & LiteralTable::primary_mask];
-      if (huff_kind(e) == huff_sub) e = lit[huff_value(e) + ((b.buf >> LiteralTable::primary_bits) & LiteralTable::sub_mask)];
-      b.buf >>= huff_bits(e);
-      b.count -= huff_bits(e);
-      const std::uint32_t kind = huff_kind(e);
-      if (kind == huff_literal) {
-        if (op == max_output) {
-          bits_ = b;
-          too_large();
-        }
-        out[op++] = static_cast<std::uint8_t>(huff_value(e));
-        continue;
-      }
-      if (kind != huff_base) {
-        if (kind == huff_end) break;
-        fail(b, "invalid literal/length code");
-      }
-      std::uint32_t extra = huff_extra(e);
-      const std::size_t length = huff_value(e) + static_cast<std::size_t>(b.buf & ((std::uint64_t{1} << extra) - 1));
-      b.buf >>= extra;
-      b.count -= extra;
-
-      e = dist[b.buf & DistanceTable::primary_mask];
-      if (huff_kind(e) == huff_sub) e = dist[huff_value(e) + ((b.buf >> DistanceTable::primary_bits) & DistanceTable::sub_mask)];
-      b.buf >>= huff_bits(e);
-      b.count -= huff_bits(e);
-      if (huff_kind(e) != huff_base) fail(b, "invalid distance code");
-      extra = huff_extra(e);
-      const std::size_t distance = huff_value(e) + static_cast<std::size_t>(b.buf & ((std::uint64_t{1} << extra) - 1));
-      b.buf >>= extra;
-      b.count -= extra;
-
-      if (distance > op - stream_start)
-        fail(b, "invalid distance " + std::to_string(distance) + ": too far back (only " + std::to_string(op - stream_start) +
-                    " bytes decompressed so far)");
-      if (length > max_output - op) {
-        bits_ = b;
-        too_large();
-      }
-      std::uint8_t* dst = out + op;
-      const std::uint8_t* src = dst - distance;
-      if (distance >= 8) {
-        // Copies whole 8-byte words, possibly past the match's end into the slack: each word's
-        // source lies entirely before its destination, so overlapping matches still come out right.
-        std::uint8_t* const end = dst + length;
-        do {
-          std::memcpy(dst, src, 8);
-          dst += 8;
-          src += 8;
-        } while (dst < end);
-      } else if (distance == 1) {
-        std::memset(dst, *src, length);
-      } else {
-        for (std::size_t k = 0; k < length; ++k) dst[k] = src[k];
-      }
-      op += length;
-    }
-    bits_ = b;
-    op_ = op;
-  }
+  FLOTILLA_DECL void stored_block();
+  FLOTILLA_DECL void dynamic_block();
+  FLOTILLA_DECL void huffman_block(const std::uint32_t* lit, const std::uint32_t* dist);
 
   const std::uint8_t* in_;
   std::size_t n_;
@@ -4017,16 +3836,8 @@ class Inflater {
 /// Decompresses a raw DEFLATE stream (RFC 1951, no zlib or gzip wrapper) that fills `in` exactly.
 /// Throws DataError naming `name_for_errors` and the offending byte offset when the stream is
 /// malformed, truncated, followed by more bytes, or decompresses to more than `max_output` bytes.
-inline std::vector<std::uint8_t> inflate_raw(std::span<const std::uint8_t> in, const std::string& name_for_errors,
-                                             std::size_t max_output = default_max_output) {
-  std::vector<std::uint8_t> out;
-  auto inflater = std::make_unique<detail::Inflater>(in, name_for_errors, out, max_output);
-  const std::size_t end = inflater->inflate(0);
-  if (end != in.size())
-    inflater->fail_at(end, std::to_string(in.size() - end) + " bytes of trailing data after the end of the DEFLATE stream");
-  inflater->finish();
-  return out;
-}
+FLOTILLA_DECL std::vector<std::uint8_t> inflate_raw(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                                    std::size_t max_output = default_max_output);
 
 /// Whether `in` starts with the gzip magic bytes 1f 8b.
 inline bool is_gzip(std::span<const std::uint8_t> in) noexcept {
@@ -4037,8 +3848,284 @@ inline bool is_gzip(std::span<const std::uint8_t> in) noexcept {
 /// FCOMMENT and FHCRC are read and checked), DEFLATE body, CRC-32 and size. Zero bytes after the last
 /// member are accepted as padding, as gzip(1) does; anything else there is an error. Throws
 /// DataError naming `name_for_errors` and the byte offset of the problem.
-inline std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
-                                        std::size_t max_output = default_max_output) {
+FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                               std::size_t max_output = default_max_output);
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+
+FLOTILLA_DECL const FixedTables& fixed_tables() {
+  static const std::unique_ptr<const FixedTables> tables = [] {
+    auto t = std::make_unique<FixedTables>();
+    std::array<std::uint8_t, 288> lit{};
+    std::fill(lit.begin(), lit.begin() + 144, std::uint8_t{8});
+    std::fill(lit.begin() + 144, lit.begin() + 256, std::uint8_t{9});
+    std::fill(lit.begin() + 256, lit.begin() + 280, std::uint8_t{7});
+    std::fill(lit.begin() + 280, lit.end(), std::uint8_t{8});
+    std::array<std::uint8_t, 32> dist{};
+    dist.fill(5);
+    t->literal.build(lit.data(), 288, Alphabet::literal_length);
+    t->distance.build(dist.data(), 32, Alphabet::distance);
+    return std::unique_ptr<const FixedTables>(std::move(t));
+  }();
+  return *tables;
+}
+
+FLOTILLA_DECL std::string hex32(std::uint32_t v) {
+  std::string s = "0x00000000";
+  for (int i = 9; i >= 2; --i, v >>= 4) s[static_cast<std::size_t>(i)] = "0123456789abcdef"[v & 0xFU];
+  return s;
+}
+
+FLOTILLA_DECL Inflater::Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
+                                 std::size_t max_output)
+    : in_(in.data()),
+      n_(in.size()),
+      name_(name),
+      out_(out),
+      // Leaves headroom so that max_output + slack never overflows.
+      max_output_(std::min(max_output, std::numeric_limits<std::size_t>::max() / 2)) {
+  out_.clear();
+}
+
+FLOTILLA_DECL std::size_t Inflater::inflate(std::size_t start) {
+  bits_ = BitState{0, 0, start, 0};
+  stream_start_ = op_;
+  bool final = false;
+  while (!final) {
+    final = read_bits(1) != 0;
+    const std::uint32_t type = read_bits(2);
+    if (type == 0) {
+      stored_block();
+    } else if (type == 1) {
+      const FixedTables& f = fixed_tables();
+      huffman_block(f.literal.entries.data(), f.distance.entries.data());
+    } else if (type == 2) {
+      dynamic_block();
+    } else {
+      fail(bits_, "invalid DEFLATE block type 3 (reserved)");
+    }
+  }
+  return align_to_byte();
+}
+
+FLOTILLA_DECL void Inflater::reserve(std::size_t need) {
+  if (out_.size() - op_ >= need) return;
+  const std::size_t limit = max_output_ + slack;
+  std::size_t want = std::max<std::size_t>(std::min(out_.size(), limit / 2) * 2, std::size_t{1} << 16);
+  want = std::max(std::min(want, limit), op_ + need);
+  out_.resize(want);
+}
+
+[[noreturn]] FLOTILLA_DECL void Inflater::too_large() const {
+  if (bits_.count < 8 * bits_.pad) truncated();
+  fail_at(offset_of(bits_), "decompressed data exceeds the maximum of " + std::to_string(max_output_) +
+                                " bytes allowed (pass a larger max_output if this file is genuine)");
+}
+
+FLOTILLA_DECL BitState Inflater::refill(BitState b) const {
+  if (n_ - b.pos >= 8) {
+    // One load adds as many whole bytes as fit; the bits of a partly added byte above `count` are
+    // the same ones the next refill ORs in again.
+    b.buf |= load_le64(in_ + b.pos) << b.count;
+    b.pos += (63 - b.count) >> 3;
+    b.count |= 56;
+    return b;
+  }
+  if (b.count < 8 * b.pad) truncated();
+  while (b.count < 56) {
+    if (b.pos < n_) {
+      b.buf |= static_cast<std::uint64_t>(in_[b.pos++]) << b.count;
+    } else {
+      ++b.pad;
+    }
+    b.count += 8;
+  }
+  return b;
+}
+
+FLOTILLA_DECL std::size_t Inflater::align_to_byte() {
+  BitState b = bits_;
+  const unsigned drop = b.count & 7U;
+  b.buf >>= drop;
+  b.count -= drop;
+  if (b.count < 8 * b.pad) truncated();
+  const std::size_t pos = b.pos - (b.count / 8 - b.pad);
+  bits_ = BitState{0, 0, pos, 0};
+  return pos;
+}
+
+FLOTILLA_DECL void Inflater::stored_block() {
+  std::size_t p = align_to_byte();
+  if (n_ - p < 4) fail_at(n_, "truncated: the compressed data ends inside a stored block's header");
+  const std::uint32_t len = load_le16(in_ + p);
+  const std::uint32_t nlen = load_le16(in_ + p + 2);
+  if (len != (~nlen & 0xFFFFU)) fail_at(p, "stored block length " + std::to_string(len) + " does not match its complement");
+  p += 4;
+  if (n_ - p < len)
+    fail_at(n_, "truncated: a stored block of " + std::to_string(len) + " bytes has only " + std::to_string(n_ - p) + " left");
+  if (len > max_output_ - op_) {
+    bits_.pos = p;
+    too_large();
+  }
+  reserve(len);
+  if (len != 0) std::memcpy(out_.data() + op_, in_ + p, len);
+  op_ += len;
+  bits_.pos = p + len;
+}
+
+FLOTILLA_DECL void Inflater::dynamic_block() {
+  const unsigned hlit = read_bits(5) + 257;
+  const unsigned hdist = read_bits(5) + 1;
+  const unsigned hclen = read_bits(4) + 4;
+  if (hlit > 286) fail(bits_, "dynamic block declares " + std::to_string(hlit) + " literal/length codes (at most 286)");
+  if (hdist > 30) fail(bits_, "dynamic block declares " + std::to_string(hdist) + " distance codes (at most 30)");
+  std::array<std::uint8_t, 19> cl_lengths{};
+  for (unsigned i = 0; i < hclen; ++i) cl_lengths[code_length_order[i]] = static_cast<std::uint8_t>(read_bits(3));
+  if (const char* why = code_lengths_.build(cl_lengths.data(), 19, Alphabet::code_lengths))
+    fail(bits_, std::string("invalid dynamic block: the code-length code ") + why);
+
+  std::array<std::uint8_t, 286 + 30> lengths{};
+  const unsigned total = hlit + hdist;
+  unsigned i = 0;
+  while (i < total) {
+    if (bits_.count < 14) bits_ = refill(bits_);  // a 7-bit code and up to 7 extra bits
+    const std::uint32_t e = code_lengths_.entries[bits_.buf & CodeLengthTable::primary_mask];
+    if (huff_kind(e) != huff_literal) fail(bits_, "invalid code-length code");
+    bits_.buf >>= huff_bits(e);
+    bits_.count -= huff_bits(e);
+    const std::uint32_t sym = huff_value(e);
+    if (sym < 16) {
+      lengths[i++] = static_cast<std::uint8_t>(sym);
+      continue;
+    }
+    std::uint8_t value = 0;
+    unsigned repeat = 0;
+    if (sym == 16) {
+      if (i == 0) fail(bits_, "invalid dynamic block: code length repeat (16) with no previous length");
+      value = lengths[i - 1];
+      repeat = 3 + read_bits(2);
+    } else if (sym == 17) {
+      repeat = 3 + read_bits(3);
+    } else {
+      repeat = 11 + read_bits(7);
+    }
+    if (repeat > total - i)
+      fail(bits_, "invalid dynamic block: code length repeat runs past the " + std::to_string(total) + " lengths declared");
+    std::fill_n(lengths.begin() + i, repeat, value);
+    i += repeat;
+  }
+  if (lengths[256] == 0) fail(bits_, "invalid dynamic block: no code for end-of-block");
+  if (const char* why = literals_.build(lengths.data(), hlit, Alphabet::literal_length))
+    fail(bits_, std::string("invalid dynamic block: the literal/length code ") + why);
+  if (const char* why = distances_.build(lengths.data() + hlit, hdist, Alphabet::distance))
+    fail(bits_, std::string("invalid dynamic block: the distance code ") + why);
+  huffman_block(literals_.entries.data(), distances_.entries.data());
+}
+
+FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::uint32_t* dist) {
+  // Locals, not members: stores through `out` (a byte pointer, which may alias anything) would
+  // otherwise force every member to be reloaded after each output byte.
+  BitState b = bits_;
+  const std::uint8_t* const in = in_;
+  const std::size_t n = n_;
+  const std::size_t max_output = max_output_;
+  const std::size_t stream_start = stream_start_;
+  std::uint8_t* out = out_.data();
+  std::size_t cap = out_.size();
+  std::size_t op = op_;
+  for (;;) {
+    if (b.count < 48) {  // enough for a length code, its extra bits, a distance code and its extra bits
+      if (n - b.pos >= 8) {
+        b.buf |= load_le64(in + b.pos) << b.count;
+        b.pos += (63 - b.count) >> 3;
+        b.count |= 56;
+      } else {
+        b = refill(b);
+      }
+    }
+    if (cap - op < slack) {
+      op_ = op;
+      reserve(slack);
+      out = out_.data();
+      cap = out_.size();
+    }
+    std::uint32_t e = lit[b.buf & LiteralTable::primary_mask];
+    if (huff_kind(e) == huff_sub) e = lit[huff_value(e) + ((b.buf >> LiteralTable::primary_bits) & LiteralTable::sub_mask)];
+    b.buf >>= huff_bits(e);
+    b.count -= huff_bits(e);
+    const std::uint32_t kind = huff_kind(e);
+    if (kind == huff_literal) {
+      if (op == max_output) {
+        bits_ = b;
+        too_large();
+      }
+      out[op++] = static_cast<std::uint8_t>(huff_value(e));
+      continue;
+    }
+    if (kind != huff_base) {
+      if (kind == huff_end) break;
+      fail(b, "invalid literal/length code");
+    }
+    std::uint32_t extra = huff_extra(e);
+    const std::size_t length = huff_value(e) + static_cast<std::size_t>(b.buf & ((std::uint64_t{1} << extra) - 1));
+    b.buf >>= extra;
+    b.count -= extra;
+
+    e = dist[b.buf & DistanceTable::primary_mask];
+    if (huff_kind(e) == huff_sub) e = dist[huff_value(e) + ((b.buf >> DistanceTable::primary_bits) & DistanceTable::sub_mask)];
+    b.buf >>= huff_bits(e);
+    b.count -= huff_bits(e);
+    if (huff_kind(e) != huff_base) fail(b, "invalid distance code");
+    extra = huff_extra(e);
+    const std::size_t distance = huff_value(e) + static_cast<std::size_t>(b.buf & ((std::uint64_t{1} << extra) - 1));
+    b.buf >>= extra;
+    b.count -= extra;
+
+    if (distance > op - stream_start)
+      fail(b, "invalid distance " + std::to_string(distance) + ": too far back (only " + std::to_string(op - stream_start) +
+                  " bytes decompressed so far)");
+    if (length > max_output - op) {
+      bits_ = b;
+      too_large();
+    }
+    std::uint8_t* dst = out + op;
+    const std::uint8_t* src = dst - distance;
+    if (distance >= 8) {
+      // Copies whole 8-byte words, possibly past the match's end into the slack: each word's
+      // source lies entirely before its destination, so overlapping matches still come out right.
+      std::uint8_t* const end = dst + length;
+      do {
+        std::memcpy(dst, src, 8);
+        dst += 8;
+        src += 8;
+      } while (dst < end);
+    } else if (distance == 1) {
+      std::memset(dst, *src, length);
+    } else {
+      for (std::size_t k = 0; k < length; ++k) dst[k] = src[k];
+    }
+    op += length;
+  }
+  bits_ = b;
+  op_ = op;
+}
+
+}  // namespace detail
+
+FLOTILLA_DECL std::vector<std::uint8_t> inflate_raw(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                                    std::size_t max_output) {
+  std::vector<std::uint8_t> out;
+  auto inflater = std::make_unique<detail::Inflater>(in, name_for_errors, out, max_output);
+  const std::size_t end = inflater->inflate(0);
+  if (end != in.size())
+    inflater->fail_at(end, std::to_string(in.size() - end) + " bytes of trailing data after the end of the DEFLATE stream");
+  inflater->finish();
+  return out;
+}
+
+FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                               std::size_t max_output) {
   const std::string& name = name_for_errors;
   const std::size_t n = in.size();
   const std::uint8_t* p = in.data();
@@ -4109,6 +4196,7 @@ inline std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const 
   inflater->finish();
   return out;
 }
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::data
 // ---- end flotilla/data/gzip.hpp ----
@@ -4158,28 +4246,8 @@ inline constexpr bool idx_type_is_integer(IdxType t) noexcept {
 }
 
 /// Reads a whole file. Throws DataError if it is missing, unreadable, or larger than `max_size`.
-inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
-                                           std::size_t max_size = std::numeric_limits<std::size_t>::max()) {
-  const std::string name = path.string();
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) throw DataError(name, 0, "cannot open: no such file");
-  if (std::filesystem::is_directory(status)) throw DataError(name, 0, "cannot open: it is a directory");
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) throw DataError(name, 0, "cannot read its size: " + ec.message());
-  if (size > max_size)
-    throw DataError(name, 0, "file is " + std::to_string(size) + " bytes, more than the " + std::to_string(max_size) + " allowed");
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw DataError(name, 0, "cannot open for reading");
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (static_cast<std::uintmax_t>(file.gcount()) != size)
-    throw DataError(name, static_cast<std::uint64_t>(file.gcount()), "read failed (the file shrank while being read?)");
-  // A file that grew since file_size() would be silently cut; one more byte tells.
-  if (file.peek() != std::ifstream::traits_type::eof())
-    throw DataError(name, size, "the file grew while being read");
-  return bytes;
-}
+FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
+                                                  std::size_t max_size = std::numeric_limits<std::size_t>::max());
 
 /// A parsed IDX file: its header, and its values still in the file's big-endian encoding (they are
 /// converted once, straight into the caller's buffer, by copy_to()).
@@ -4252,73 +4320,12 @@ class IdxFile {
     return DataError(name_, offset, compressed_ ? what + " (offset in the decompressed data)" : what);
   }
 
-  static std::string dims_string(const std::vector<std::size_t>& dims) {
-    std::string s;
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-      if (i != 0) s += 'x';
-      s += std::to_string(dims[i]);
-    }
-    return s;
-  }
+  FLOTILLA_DECL static std::string dims_string(const std::vector<std::size_t>& dims);
 
   /// Parses IDX content (gzip-compressed or not; decompressed output is capped at `max_output`).
   /// `name` is used in error messages.
-  static IdxFile parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output = default_max_output) {
-    IdxFile f;
-    f.name_ = std::move(name);
-    if (is_gzip(bytes)) {
-      bytes = gunzip(bytes, f.name_, max_output);
-      f.compressed_ = true;
-    }
-    const std::size_t size = bytes.size();
-    if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
-    if (bytes[0] != 0 || bytes[1] != 0)
-      throw f.error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(bytes[0]) + " " + hex_byte(bytes[1]));
-    switch (static_cast<IdxType>(bytes[2])) {
-      case IdxType::u8:
-      case IdxType::i8:
-      case IdxType::i16:
-      case IdxType::i32:
-      case IdxType::f32:
-      case IdxType::f64:
-        break;
-      default:
-        throw f.error(2, "unknown IDX element type 0x" + hex_byte(bytes[2]) +
-                             " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
-    }
-    f.type_ = static_cast<IdxType>(bytes[2]);
-    const std::size_t ndims = bytes[3];
-    if (ndims == 0) throw f.error(3, "IDX header declares 0 dimensions");
-    const std::size_t header = 4 + 4 * ndims;
-    if (size < header)
-      throw f.error(size, "truncated: the header declares " + std::to_string(ndims) + " dimensions, which need " +
-                              std::to_string(header) + " bytes, the file has " + std::to_string(size));
-    const std::size_t elem = idx_type_size(f.type_);
-    std::size_t total = 1;
-    bool overflow = false;
-    f.dims_.resize(ndims);
-    for (std::size_t k = 0; k < ndims; ++k) {
-      const std::size_t dim = static_cast<std::size_t>(be(bytes.data() + 4 + 4 * k, 4));
-      f.dims_[k] = dim;
-      if (dim == 0) throw f.error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
-      if (total > std::numeric_limits<std::size_t>::max() / dim) overflow = true;
-      total *= dim;
-    }
-    if (overflow || total > std::numeric_limits<std::size_t>::max() / elem)
-      throw f.error(4, "dimensions " + dims_string(f.dims_) + " overflow: their product does not fit in 64 bits");
-    const std::size_t need = total * elem;
-    const std::size_t have = size - header;
-    if (have < need)
-      throw f.error(size, "truncated: dimensions " + dims_string(f.dims_) + " of " + std::string(idx_type_name(f.type_)) +
-                              " need " + std::to_string(need) + " bytes of data, the file has " + std::to_string(have));
-    if (have > need)
-      throw f.error(header + need, std::to_string(have - need) + " trailing bytes after the " + std::to_string(need) +
-                                       " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
-    f.count_ = total;
-    f.data_offset_ = header;
-    f.bytes_ = std::move(bytes);
-    return f;
-  }
+  FLOTILLA_DECL static IdxFile parse(std::vector<std::uint8_t> bytes, std::string name,
+                                     std::size_t max_output = default_max_output);
 
  private:
   static std::string hex_byte(std::uint8_t b) {
@@ -4351,6 +4358,96 @@ inline IdxFile parse_idx(std::vector<std::uint8_t> bytes, std::string name, std:
 inline IdxFile read_idx(const std::filesystem::path& path, std::size_t max_output = default_max_output) {
   return parse_idx(read_file(path), path.string(), max_output);
 }
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path, std::size_t max_size) {
+  const std::string name = path.string();
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) throw DataError(name, 0, "cannot open: no such file");
+  if (std::filesystem::is_directory(status)) throw DataError(name, 0, "cannot open: it is a directory");
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) throw DataError(name, 0, "cannot read its size: " + ec.message());
+  if (size > max_size)
+    throw DataError(name, 0, "file is " + std::to_string(size) + " bytes, more than the " + std::to_string(max_size) + " allowed");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw DataError(name, 0, "cannot open for reading");
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
+  file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (static_cast<std::uintmax_t>(file.gcount()) != size)
+    throw DataError(name, static_cast<std::uint64_t>(file.gcount()), "read failed (the file shrank while being read?)");
+  // A file that grew since file_size() would be silently cut; one more byte tells.
+  if (file.peek() != std::ifstream::traits_type::eof())
+    throw DataError(name, size, "the file grew while being read");
+  return bytes;
+}
+
+FLOTILLA_DECL std::string IdxFile::dims_string(const std::vector<std::size_t>& dims) {
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i != 0) s += 'x';
+    s += std::to_string(dims[i]);
+  }
+  return s;
+}
+
+FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output) {
+  IdxFile f;
+  f.name_ = std::move(name);
+  if (is_gzip(bytes)) {
+    bytes = gunzip(bytes, f.name_, max_output);
+    f.compressed_ = true;
+  }
+  const std::size_t size = bytes.size();
+  if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
+  if (bytes[0] != 0 || bytes[1] != 0)
+    throw f.error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(bytes[0]) + " " + hex_byte(bytes[1]));
+  switch (static_cast<IdxType>(bytes[2])) {
+    case IdxType::u8:
+    case IdxType::i8:
+    case IdxType::i16:
+    case IdxType::i32:
+    case IdxType::f32:
+    case IdxType::f64:
+      break;
+    default:
+      throw f.error(2, "unknown IDX element type 0x" + hex_byte(bytes[2]) +
+                           " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
+  }
+  f.type_ = static_cast<IdxType>(bytes[2]);
+  const std::size_t ndims = bytes[3];
+  if (ndims == 0) throw f.error(3, "IDX header declares 0 dimensions");
+  const std::size_t header = 4 + 4 * ndims;
+  if (size < header)
+    throw f.error(size, "truncated: the header declares " + std::to_string(ndims) + " dimensions, which need " +
+                            std::to_string(header) + " bytes, the file has " + std::to_string(size));
+  const std::size_t elem = idx_type_size(f.type_);
+  std::size_t total = 1;
+  bool overflow = false;
+  f.dims_.resize(ndims);
+  for (std::size_t k = 0; k < ndims; ++k) {
+    const std::size_t dim = static_cast<std::size_t>(be(bytes.data() + 4 + 4 * k, 4));
+    f.dims_[k] = dim;
+    if (dim == 0) throw f.error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
+    if (total > std::numeric_limits<std::size_t>::max() / dim) overflow = true;
+    total *= dim;
+  }
+  if (overflow || total > std::numeric_limits<std::size_t>::max() / elem)
+    throw f.error(4, "dimensions " + dims_string(f.dims_) + " overflow: their product does not fit in 64 bits");
+  const std::size_t need = total * elem;
+  const std::size_t have = size - header;
+  if (have < need)
+    throw f.error(size, "truncated: dimensions " + dims_string(f.dims_) + " of " + std::string(idx_type_name(f.type_)) +
+                            " need " + std::to_string(need) + " bytes of data, the file has " + std::to_string(have));
+  if (have > need)
+    throw f.error(header + need, std::to_string(have - need) + " trailing bytes after the " + std::to_string(need) +
+                                     " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
+  f.count_ = total;
+  f.data_offset_ = header;
+  f.bytes_ = std::move(bytes);
+  return f;
+}
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::data
 // ---- end flotilla/data/idx.hpp ----
@@ -4509,17 +4606,7 @@ inline std::filesystem::path default_directory() {
 
 namespace detail {
 /// `dir/stem.gz`, or `dir/stem` when only the uncompressed file is there; throws if neither is.
-inline std::filesystem::path find_file(const std::filesystem::path& dir, const std::string& stem) {
-  const std::filesystem::path gz = dir / (stem + ".gz");
-  const std::filesystem::path plain = dir / stem;
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(gz, ec)) return gz;
-  if (std::filesystem::is_regular_file(plain, ec)) return plain;
-  throw DataError(gz.string(), 0,
-                  "Fashion-MNIST file not found. Install the data set with `apt-get install dataset-fashion-mnist`, or set " +
-                      std::string(directory_variable) + " to a directory that holds train-images-idx3-ubyte.gz, " +
-                      "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz");
-}
+FLOTILLA_DECL std::filesystem::path find_file(const std::filesystem::path& dir, const std::string& stem);
 }  // namespace detail
 
 /// Loads the training (60000) or test (10000) samples: inputs (784 x samples) in [0, 1], labels in
@@ -4536,6 +4623,22 @@ inline Dataset<T> load(Split split, const std::filesystem::path& dir = default_d
                     "Fashion-MNIST images are 28x28 (784 values), this file's are " + std::to_string(data.feature_size()));
   return data;
 }
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+FLOTILLA_DECL std::filesystem::path find_file(const std::filesystem::path& dir, const std::string& stem) {
+  const std::filesystem::path gz = dir / (stem + ".gz");
+  const std::filesystem::path plain = dir / stem;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(gz, ec)) return gz;
+  if (std::filesystem::is_regular_file(plain, ec)) return plain;
+  throw DataError(gz.string(), 0,
+                  "Fashion-MNIST file not found. Install the data set with `apt-get install dataset-fashion-mnist`, or set " +
+                      std::string(directory_variable) + " to a directory that holds train-images-idx3-ubyte.gz, " +
+                      "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz");
+}
+}  // namespace detail
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::data::fashion_mnist
 // ---- end flotilla/data/fashion_mnist.hpp ----
@@ -4989,25 +5092,7 @@ inline constexpr std::array<std::uint8_t, 4> end_magic = {'F', 'E', 'N', 'D'};
 /// Longest record name, in bytes.
 inline constexpr std::size_t max_name_length = 65535;
 
-inline std::string_view dtype_name(DType t) noexcept {
-  switch (t) {
-    case DType::bytes:
-      return "bytes";
-    case DType::string:
-      return "string";
-    case DType::u8:
-      return "u8";
-    case DType::i32:
-      return "i32";
-    case DType::u64:
-      return "u64";
-    case DType::f32:
-      return "f32";
-    case DType::f64:
-      return "f64";
-  }
-  return "unknown";
-}
+FLOTILLA_DECL std::string_view dtype_name(DType t) noexcept;
 
 namespace detail {
 
@@ -5037,18 +5122,7 @@ concept Element = requires {
 static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<double>::is_iec559,
               "flotilla checkpoints store IEEE 754 floats");
 
-inline std::size_t element_size(DType t) noexcept {
-  switch (t) {
-    case DType::i32:
-    case DType::f32:
-      return 4;
-    case DType::u64:
-    case DType::f64:
-      return 8;
-    default:
-      return 1;
-  }
-}
+FLOTILLA_DECL std::size_t element_size(DType t) noexcept;
 
 inline bool known_dtype(std::uint32_t v) noexcept { return v >= 1 && v <= 7; }
 
@@ -5097,26 +5171,10 @@ inline std::uint32_t crc(const std::byte* p, std::size_t n, std::uint32_t c) noe
 
 inline std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-inline std::string hex32(std::uint32_t v) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string s = "0x";
-  for (int i = 7; i >= 0; --i) s += digits[(v >> (4 * i)) & 0xFu];
-  return s;
-}
+FLOTILLA_DECL std::string hex32(std::uint32_t v);
 
 /// A name as it appears in messages: quoted, with control bytes and quotes escaped.
-inline std::string quoted(std::string_view name) {
-  std::string s = "'";
-  for (const char c : name.substr(0, 200)) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == '\'' || c == '\\') {
-      s += "\\x" + hex32(static_cast<unsigned char>(c)).substr(8);
-    } else {
-      s += c;
-    }
-  }
-  if (name.size() > 200) s += "...";
-  return s + "'";
-}
+FLOTILLA_DECL std::string quoted(std::string_view name);
 
 inline CheckpointError error_at(const std::string& file, std::uint64_t offset, const std::string& what) {
   return CheckpointError(file + " (byte " + std::to_string(offset) + "): " + what);
@@ -5170,98 +5228,17 @@ class Writer {
   std::size_t size() const noexcept { return records_.size(); }
 
   /// Size of the file commit() writes.
-  std::uint64_t file_size() const noexcept {
-    std::uint64_t n = detail::header_size + detail::trailer_size;
-    for (const auto& r : records_) n += detail::record_overhead + r.name.size() + r.payload.size();
-    return n;
-  }
+  FLOTILLA_DECL std::uint64_t file_size() const noexcept;
 
   /// The file's bytes, for sending a checkpoint elsewhere or reading it back with
   /// Reader::from_bytes.
-  std::vector<std::byte> bytes() const {
-    std::vector<std::byte> out;
-    out.reserve(static_cast<std::size_t>(file_size()));
-    emit([&](const std::byte* p, std::size_t n) { out.insert(out.end(), p, p + n); });
-    return out;
-  }
+  FLOTILLA_DECL std::vector<std::byte> bytes() const;
 
   /// Writes the records to `path`: to path.tmp-<pid> first, fsync, rename over `path`, fsync the
   /// directory. Whatever fails, the file that was at `path` before is left as it was and the
   /// temporary file is removed; the CheckpointError names the file, the byte offset and the
   /// operating system's reason.
-  void commit(const std::filesystem::path& path) const {
-    std::filesystem::path tmp_path = path;
-    tmp_path += ".tmp-" + std::to_string(::getpid());
-    const std::string where = path.string();
-    detail::TempFile tmp{tmp_path, ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-    if (tmp.fd < 0) {
-      const int err = errno;
-      tmp.keep = true;  // not ours to remove: it was never created (or belongs to someone else)
-      throw detail::error_at(where, 0,
-                             "cannot create the temporary file " + tmp_path.string() + ": " + detail::errno_text(err) +
-                                 "; the previous checkpoint is unchanged");
-    }
-    const auto failed = [&](std::uint64_t offset, const std::string& what, int err) {
-      return detail::error_at(
-          where, offset,
-          what + " " + tmp_path.string() + ": " + detail::errno_text(err) + "; the previous checkpoint is unchanged");
-    };
-
-    // Small pieces are gathered in a buffer; large payloads go straight to write(2).
-    constexpr std::size_t buffer_size = std::size_t{1} << 20;
-    std::vector<std::byte> buffer;
-    buffer.reserve(buffer_size);
-    std::uint64_t written = 0;
-    const auto write_all = [&](const std::byte* p, std::size_t n) {
-      while (n > 0) {
-        const ::ssize_t k = ::write(tmp.fd, p, std::min<std::size_t>(n, std::size_t{1} << 30));
-        if (k < 0) {
-          if (errno == EINTR) continue;
-          throw failed(written, "cannot write", errno);
-        }
-        p += k, n -= static_cast<std::size_t>(k), written += static_cast<std::uint64_t>(k);
-      }
-    };
-    const auto flush = [&] {
-      write_all(buffer.data(), buffer.size());
-      buffer.clear();
-    };
-    emit([&](const std::byte* p, std::size_t n) {
-      if (buffer.size() + n > buffer_size) flush();
-      if (n >= buffer_size) {
-        write_all(p, n);
-      } else {
-        buffer.insert(buffer.end(), p, p + n);
-      }
-    });
-    flush();
-    if (::fsync(tmp.fd) != 0) throw failed(written, "cannot fsync", errno);
-    const int fd = std::exchange(tmp.fd, -1);
-    if (::close(fd) != 0) throw failed(written, "cannot close", errno);
-    if (::rename(tmp_path.c_str(), path.c_str()) != 0) {
-      const int err = errno;
-      throw detail::error_at(where, written,
-                             "cannot rename " + tmp_path.string() + " over it: " + detail::errno_text(err) +
-                                 "; the previous checkpoint is unchanged");
-    }
-    tmp.keep = true;
-
-    // Without this the rename may not survive a power cut: the new directory entry is only data.
-    std::filesystem::path dir = path.parent_path();
-    if (dir.empty()) dir = ".";
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-      const int err = errno;
-      throw detail::error_at(where, written,
-                             "written, but its directory cannot be opened to sync it: " + detail::errno_text(err));
-    }
-    const int rc = ::fsync(dfd);
-    const int err = errno;
-    ::close(dfd);
-    if (rc != 0 && err != EINVAL) {  // EINVAL: the file system cannot sync directories; nothing to do
-      throw detail::error_at(where, written, "written, but syncing its directory failed: " + detail::errno_text(err));
-    }
-  }
+  FLOTILLA_DECL void commit(const std::filesystem::path& path) const;
 
  private:
   struct Record {
@@ -5271,15 +5248,7 @@ class Writer {
     std::vector<std::byte> payload;
   };
 
-  void add(std::string name, DType dtype, std::uint64_t count, std::vector<std::byte> payload) {
-    if (name.empty() || name.size() > max_name_length) {
-      throw CheckpointError("checkpoint::Writer: record name " + detail::quoted(name) + " must be 1 to " +
-                            std::to_string(max_name_length) + " bytes long");
-    }
-    if (has(name)) throw CheckpointError("checkpoint::Writer: duplicate record name " + detail::quoted(name));
-    index_.emplace(name, records_.size());
-    records_.push_back(Record{std::move(name), dtype, count, std::move(payload)});
-  }
+  FLOTILLA_DECL void add(std::string name, DType dtype, std::uint64_t count, std::vector<std::byte> payload);
 
   /// Produces the file's bytes in order, in pieces, through `put(const std::byte*, size_t)`.
   template <class Put>
@@ -5344,12 +5313,7 @@ class Reader {
   bool has(std::string_view name) const { return index_.find(name) != index_.end(); }
 
   /// Record names in file order.
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    out.reserve(entries_.size());
-    for (const auto& e : entries_) out.push_back(e.name);
-    return out;
-  }
+  FLOTILLA_DECL std::vector<std::string> names() const;
 
   DType dtype(std::string_view name) const { return entry(name).dtype; }
   /// Number of elements (bytes, for bytes and string records).
@@ -5380,26 +5344,14 @@ class Reader {
   }
 
   /// A value added with Writer::add_u64 (a u64 record of one element).
-  std::uint64_t u64(std::string_view name) const {
-    const Entry& e = typed(name, DType::u64);
-    if (e.count != 1) {
-      throw detail::error_at(
-          source_, e.offset,
-          "record " + detail::quoted(e.name) + " holds " + std::to_string(e.count) + " u64 values, not one");
-    }
-    return detail::get_le<std::uint64_t>(data_.data() + e.payload);
-  }
+  FLOTILLA_DECL std::uint64_t u64(std::string_view name) const;
 
   std::string string(std::string_view name) const {
     const Entry& e = typed(name, DType::string);
     return std::string(reinterpret_cast<const char*>(data_.data() + e.payload), static_cast<std::size_t>(e.count));
   }
 
-  std::vector<std::byte> bytes(std::string_view name) const {
-    const Entry& e = typed(name, DType::bytes);
-    const auto begin = data_.begin() + static_cast<std::ptrdiff_t>(e.payload);
-    return std::vector<std::byte>(begin, begin + static_cast<std::ptrdiff_t>(e.count));
-  }
+  FLOTILLA_DECL std::vector<std::byte> bytes(std::string_view name) const;
 
  private:
   struct Entry {
@@ -5418,170 +5370,13 @@ class Reader {
     throw detail::error_at(source_, offset, what);
   }
 
-  const Entry& entry(std::string_view name) const {
-    const auto it = index_.find(name);
-    if (it == index_.end()) {
-      std::string known;
-      for (std::size_t i = 0; i < entries_.size() && i < 8; ++i)
-        known += (i ? ", " : "") + detail::quoted(entries_[i].name);
-      if (entries_.size() > 8) known += ", ...";
-      throw CheckpointError(source_ + ": no record named " + detail::quoted(name) + " (it has " +
-                            std::to_string(entries_.size()) + " records" + (known.empty() ? "" : ": " + known) + ")");
-    }
-    return entries_[it->second];
-  }
+  FLOTILLA_DECL const Entry& entry(std::string_view name) const;
 
-  const Entry& typed(std::string_view name, DType want) const {
-    const Entry& e = entry(name);
-    if (e.dtype != want) {
-      fail(e.offset, "record " + detail::quoted(e.name) + " holds " + std::string(dtype_name(e.dtype)) + ", read as " +
-                         std::string(dtype_name(want)));
-    }
-    return e;
-  }
+  FLOTILLA_DECL const Entry& typed(std::string_view name, DType want) const;
 
-  static std::vector<std::byte> read_file(const std::filesystem::path& path) {
-    const auto fail_io = [&](const char* what, int err) {
-      return detail::error_at(path.string(), 0, std::string(what) + ": " + detail::errno_text(err));
-    };
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw fail_io("cannot open the checkpoint", errno);
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
-    struct ::stat st {};
-    if (::fstat(fd, &st) != 0) throw fail_io("cannot stat the checkpoint", errno);
-    if (!S_ISREG(st.st_mode)) throw detail::error_at(path.string(), 0, "not a regular file");
-    std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    while (got < data.size()) {
-      const ::ssize_t n = ::read(fd, data.data() + got, std::min<std::size_t>(data.size() - got, std::size_t{1} << 30));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw detail::error_at(path.string(), got, "cannot read the checkpoint: " + detail::errno_text(errno));
-      if (n == 0) {
-        throw detail::error_at(path.string(), got,
-                               "the file ended after " + std::to_string(got) + " of its " +
-                                   std::to_string(data.size()) + " bytes (changed while being read?)");
-      }
-      got += static_cast<std::size_t>(n);
-    }
-    return data;
-  }
+  FLOTILLA_DECL static std::vector<std::byte> read_file(const std::filesystem::path& path);
 
-  void verify() {
-    const std::size_t size = data_.size();
-    const std::byte* d = data_.data();
-    const auto u8 = [&](std::size_t at) { return std::to_integer<std::uint8_t>(d[at]); };
-
-    if (size < file_magic.size()) {
-      fail(size, "truncated: the file has " + std::to_string(size) + " bytes, a checkpoint has at least " +
-                     std::to_string(detail::header_size + detail::trailer_size));
-    }
-    for (std::size_t i = 0; i < file_magic.size(); ++i) {
-      if (u8(i) != file_magic[i]) fail(i, "not a flotilla checkpoint (wrong magic bytes)");
-    }
-    if (size < detail::header_size + detail::trailer_size) {
-      fail(size, "truncated: the file has " + std::to_string(size) + " bytes, a checkpoint has at least " +
-                     std::to_string(detail::header_size + detail::trailer_size));
-    }
-    version_ = detail::get_le<std::uint32_t>(d + 8);
-    if (version_ == 0 || version_ > format_version) {
-      fail(8, "checkpoint format version " + std::to_string(version_) + "; this build of flotilla reads version " +
-                  std::to_string(format_version) +
-                  (version_ > format_version ? " (written by a newer flotilla?)" : ""));
-    }
-    const auto flags = detail::get_le<std::uint32_t>(d + 12);
-    if (flags != 0) fail(12, "unknown flags " + detail::hex32(flags) + " (this build knows none)");
-
-    // The trailer first: a truncated file is told as such, not as a damaged record.
-    const std::size_t records_end = size - detail::trailer_size;
-    for (std::size_t i = 0; i < end_magic.size(); ++i) {
-      if (u8(size - 4 + i) != end_magic[i]) {
-        fail(size - 4, "truncated or incompletely written: no end marker \"FEND\" in the last 4 bytes of the " +
-                           std::to_string(size) + "-byte file");
-      }
-    }
-    const auto total = detail::get_le<std::uint64_t>(d + records_end);
-    if (total != size) {
-      fail(records_end, "the trailer gives the file's length as " + std::to_string(total) + " bytes, but it has " +
-                            std::to_string(size) + (total > size ? " (truncated)" : ""));
-    }
-    const std::uint32_t stored_file_crc = detail::get_le<std::uint32_t>(d + size - 8);
-    const bool file_crc_ok = detail::crc(d, size - 8, 0) == stored_file_crc;
-    const std::string file_note = file_crc_ok ? "" : "; the file checksum does not match either: the file is corrupt";
-
-    const auto record_count = detail::get_le<std::uint64_t>(d + 16);
-    const std::uint64_t room = records_end - detail::header_size;
-    if (record_count > room / (detail::record_overhead + 1)) {
-      fail(16, "the header announces " + std::to_string(record_count) + " records, more than " + std::to_string(room) +
-                   " bytes can hold" + file_note);
-    }
-    entries_.reserve(static_cast<std::size_t>(record_count));
-
-    std::size_t pos = detail::header_size;
-    for (std::uint64_t i = 0; i < record_count; ++i) {
-      const std::size_t start = pos;
-      const std::string which = "record " + std::to_string(i);
-      // Checks that `n` more bytes fit before the trailer, before anything is read or allocated.
-      const auto need = [&](std::uint64_t n, const std::string& what) {
-        if (n > records_end - pos) {
-          fail(pos, what + " needs " + std::to_string(n) + " bytes, but only " + std::to_string(records_end - pos) +
-                        " remain before the trailer" + file_note);
-        }
-      };
-      need(4, which + ": the name length");
-      const auto name_length = detail::get_le<std::uint32_t>(d + pos);
-      if (name_length == 0 || name_length > max_name_length) {
-        fail(pos, which + ": name length " + std::to_string(name_length) + " is not in 1.." +
-                      std::to_string(max_name_length) + file_note);
-      }
-      pos += 4;
-      need(name_length, which + ": the name");
-      std::string name(reinterpret_cast<const char*>(d + pos), name_length);
-      const std::string named = which + " (" + detail::quoted(name) + ")";
-      pos += name_length;
-      need(20, named + ": the dtype, count and length fields");
-      const auto dtype_value = detail::get_le<std::uint32_t>(d + pos);
-      const auto count = detail::get_le<std::uint64_t>(d + pos + 4);
-      const auto length = detail::get_le<std::uint64_t>(d + pos + 12);
-      pos += 20;
-      need(length, named + ": the payload");
-      const std::size_t payload = pos;
-      pos += static_cast<std::size_t>(length);
-      need(4, named + ": the checksum");
-      const auto stored = detail::get_le<std::uint32_t>(d + pos);
-      const auto computed = detail::crc(d + start, pos - start, 0);
-      if (stored != computed) {
-        fail(start, named + ": checksum mismatch (stored " + detail::hex32(stored) + ", computed " +
-                        detail::hex32(computed) + "): the record is corrupt");
-      }
-      pos += 4;
-      // The CRC matched, so these fields are as written; a bad one means a bad writer, not bad bits.
-      if (!detail::known_dtype(dtype_value)) {
-        fail(start + 4 + name_length,
-             named + ": unknown dtype " + std::to_string(dtype_value) + " (this build knows 1 to 7)");
-      }
-      const auto dtype = static_cast<DType>(dtype_value);
-      const std::size_t esize = detail::element_size(dtype);
-      if (count > length / esize || count * esize != length) {
-        fail(start + 4 + name_length, named + ": " + std::to_string(count) + " " + std::string(dtype_name(dtype)) +
-                                          " elements do not fill its " + std::to_string(length) + " payload bytes");
-      }
-      if (has(name))
-        fail(start, named + ": duplicate record name (first at offset " + std::to_string(entry(name).offset) + ")");
-      index_.emplace(name, entries_.size());
-      entries_.push_back(Entry{std::move(name), dtype, count, start, payload});
-    }
-    if (pos != records_end) {
-      fail(pos, std::to_string(records_end - pos) + " unexpected bytes after the last of the " +
-                    std::to_string(record_count) + " records the header announces" + file_note);
-    }
-    if (!file_crc_ok) {
-      fail(size - 8, "file checksum mismatch (stored " + detail::hex32(stored_file_crc) + ", computed " +
-                         detail::hex32(detail::crc(d, size - 8, 0)) + "): the header or trailer is corrupt");
-    }
-  }
+  FLOTILLA_DECL void verify();
 
   std::string source_;
   std::vector<std::byte> data_;
@@ -5589,6 +5384,350 @@ class Reader {
   std::vector<Entry> entries_;
   std::map<std::string, std::size_t, std::less<>> index_;
 };
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL std::string_view dtype_name(DType t) noexcept {
+  switch (t) {
+    case DType::bytes:
+      return "bytes";
+    case DType::string:
+      return "string";
+    case DType::u8:
+      return "u8";
+    case DType::i32:
+      return "i32";
+    case DType::u64:
+      return "u64";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+  }
+  return "unknown";
+}
+
+namespace detail {
+
+FLOTILLA_DECL std::size_t element_size(DType t) noexcept {
+  switch (t) {
+    case DType::i32:
+    case DType::f32:
+      return 4;
+    case DType::u64:
+    case DType::f64:
+      return 8;
+    default:
+      return 1;
+  }
+}
+
+FLOTILLA_DECL std::string hex32(std::uint32_t v) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s = "0x";
+  for (int i = 7; i >= 0; --i) s += digits[(v >> (4 * i)) & 0xFu];
+  return s;
+}
+
+FLOTILLA_DECL std::string quoted(std::string_view name) {
+  std::string s = "'";
+  for (const char c : name.substr(0, 200)) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == '\'' || c == '\\') {
+      s += "\\x" + hex32(static_cast<unsigned char>(c)).substr(8);
+    } else {
+      s += c;
+    }
+  }
+  if (name.size() > 200) s += "...";
+  return s + "'";
+}
+
+}  // namespace detail
+
+FLOTILLA_DECL std::uint64_t Writer::file_size() const noexcept {
+  std::uint64_t n = detail::header_size + detail::trailer_size;
+  for (const auto& r : records_) n += detail::record_overhead + r.name.size() + r.payload.size();
+  return n;
+}
+
+FLOTILLA_DECL std::vector<std::byte> Writer::bytes() const {
+  std::vector<std::byte> out;
+  out.reserve(static_cast<std::size_t>(file_size()));
+  emit([&](const std::byte* p, std::size_t n) { out.insert(out.end(), p, p + n); });
+  return out;
+}
+
+FLOTILLA_DECL void Writer::commit(const std::filesystem::path& path) const {
+  std::filesystem::path tmp_path = path;
+  tmp_path += ".tmp-" + std::to_string(::getpid());
+  const std::string where = path.string();
+  detail::TempFile tmp{tmp_path, ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  if (tmp.fd < 0) {
+    const int err = errno;
+    tmp.keep = true;  // not ours to remove: it was never created (or belongs to someone else)
+    throw detail::error_at(where, 0,
+                           "cannot create the temporary file " + tmp_path.string() + ": " + detail::errno_text(err) +
+                               "; the previous checkpoint is unchanged");
+  }
+  const auto failed = [&](std::uint64_t offset, const std::string& what, int err) {
+    return detail::error_at(
+        where, offset,
+        what + " " + tmp_path.string() + ": " + detail::errno_text(err) + "; the previous checkpoint is unchanged");
+  };
+
+  // Small pieces are gathered in a buffer; large payloads go straight to write(2).
+  constexpr std::size_t buffer_size = std::size_t{1} << 20;
+  std::vector<std::byte> buffer;
+  buffer.reserve(buffer_size);
+  std::uint64_t written = 0;
+  const auto write_all = [&](const std::byte* p, std::size_t n) {
+    while (n > 0) {
+      const ::ssize_t k = ::write(tmp.fd, p, std::min<std::size_t>(n, std::size_t{1} << 30));
+      if (k < 0) {
+        if (errno == EINTR) continue;
+        throw failed(written, "cannot write", errno);
+      }
+      p += k, n -= static_cast<std::size_t>(k), written += static_cast<std::uint64_t>(k);
+    }
+  };
+  const auto flush = [&] {
+    write_all(buffer.data(), buffer.size());
+    buffer.clear();
+  };
+  emit([&](const std::byte* p, std::size_t n) {
+    if (buffer.size() + n > buffer_size) flush();
+    if (n >= buffer_size) {
+      write_all(p, n);
+    } else {
+      buffer.insert(buffer.end(), p, p + n);
+    }
+  });
+  flush();
+  if (::fsync(tmp.fd) != 0) throw failed(written, "cannot fsync", errno);
+  const int fd = std::exchange(tmp.fd, -1);
+  if (::close(fd) != 0) throw failed(written, "cannot close", errno);
+  if (::rename(tmp_path.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    throw detail::error_at(where, written,
+                           "cannot rename " + tmp_path.string() + " over it: " + detail::errno_text(err) +
+                               "; the previous checkpoint is unchanged");
+  }
+  tmp.keep = true;
+
+  // Without this the rename may not survive a power cut: the new directory entry is only data.
+  std::filesystem::path dir = path.parent_path();
+  if (dir.empty()) dir = ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    const int err = errno;
+    throw detail::error_at(where, written,
+                           "written, but its directory cannot be opened to sync it: " + detail::errno_text(err));
+  }
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  if (rc != 0 && err != EINVAL) {  // EINVAL: the file system cannot sync directories; nothing to do
+    throw detail::error_at(where, written, "written, but syncing its directory failed: " + detail::errno_text(err));
+  }
+}
+
+FLOTILLA_DECL void Writer::add(std::string name, DType dtype, std::uint64_t count, std::vector<std::byte> payload) {
+  if (name.empty() || name.size() > max_name_length) {
+    throw CheckpointError("checkpoint::Writer: record name " + detail::quoted(name) + " must be 1 to " +
+                          std::to_string(max_name_length) + " bytes long");
+  }
+  if (has(name)) throw CheckpointError("checkpoint::Writer: duplicate record name " + detail::quoted(name));
+  index_.emplace(name, records_.size());
+  records_.push_back(Record{std::move(name), dtype, count, std::move(payload)});
+}
+
+FLOTILLA_DECL std::vector<std::string> Reader::names() const {
+  std::vector<std::string> out;
+  out.reserve(entries_.size());
+  for (const auto& e : entries_) out.push_back(e.name);
+  return out;
+}
+
+FLOTILLA_DECL std::uint64_t Reader::u64(std::string_view name) const {
+  const Entry& e = typed(name, DType::u64);
+  if (e.count != 1) {
+    throw detail::error_at(
+        source_, e.offset,
+        "record " + detail::quoted(e.name) + " holds " + std::to_string(e.count) + " u64 values, not one");
+  }
+  return detail::get_le<std::uint64_t>(data_.data() + e.payload);
+}
+
+FLOTILLA_DECL std::vector<std::byte> Reader::bytes(std::string_view name) const {
+  const Entry& e = typed(name, DType::bytes);
+  const auto begin = data_.begin() + static_cast<std::ptrdiff_t>(e.payload);
+  return std::vector<std::byte>(begin, begin + static_cast<std::ptrdiff_t>(e.count));
+}
+
+FLOTILLA_DECL const Reader::Entry& Reader::entry(std::string_view name) const {
+  const auto it = index_.find(name);
+  if (it == index_.end()) {
+    std::string known;
+    for (std::size_t i = 0; i < entries_.size() && i < 8; ++i)
+      known += (i ? ", " : "") + detail::quoted(entries_[i].name);
+    if (entries_.size() > 8) known += ", ...";
+    throw CheckpointError(source_ + ": no record named " + detail::quoted(name) + " (it has " +
+                          std::to_string(entries_.size()) + " records" + (known.empty() ? "" : ": " + known) + ")");
+  }
+  return entries_[it->second];
+}
+
+FLOTILLA_DECL const Reader::Entry& Reader::typed(std::string_view name, DType want) const {
+  const Entry& e = entry(name);
+  if (e.dtype != want) {
+    fail(e.offset, "record " + detail::quoted(e.name) + " holds " + std::string(dtype_name(e.dtype)) + ", read as " +
+                       std::string(dtype_name(want)));
+  }
+  return e;
+}
+
+FLOTILLA_DECL std::vector<std::byte> Reader::read_file(const std::filesystem::path& path) {
+  const auto fail_io = [&](const char* what, int err) {
+    return detail::error_at(path.string(), 0, std::string(what) + ": " + detail::errno_text(err));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw fail_io("cannot open the checkpoint", errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct ::stat st {};
+  if (::fstat(fd, &st) != 0) throw fail_io("cannot stat the checkpoint", errno);
+  if (!S_ISREG(st.st_mode)) throw detail::error_at(path.string(), 0, "not a regular file");
+  std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (got < data.size()) {
+    const ::ssize_t n = ::read(fd, data.data() + got, std::min<std::size_t>(data.size() - got, std::size_t{1} << 30));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw detail::error_at(path.string(), got, "cannot read the checkpoint: " + detail::errno_text(errno));
+    if (n == 0) {
+      throw detail::error_at(path.string(), got,
+                             "the file ended after " + std::to_string(got) + " of its " +
+                                 std::to_string(data.size()) + " bytes (changed while being read?)");
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  return data;
+}
+
+FLOTILLA_DECL void Reader::verify() {
+  const std::size_t size = data_.size();
+  const std::byte* d = data_.data();
+  const auto u8 = [&](std::size_t at) { return std::to_integer<std::uint8_t>(d[at]); };
+
+  if (size < file_magic.size()) {
+    fail(size, "truncated: the file has " + std::to_string(size) + " bytes, a checkpoint has at least " +
+                   std::to_string(detail::header_size + detail::trailer_size));
+  }
+  for (std::size_t i = 0; i < file_magic.size(); ++i) {
+    if (u8(i) != file_magic[i]) fail(i, "not a flotilla checkpoint (wrong magic bytes)");
+  }
+  if (size < detail::header_size + detail::trailer_size) {
+    fail(size, "truncated: the file has " + std::to_string(size) + " bytes, a checkpoint has at least " +
+                   std::to_string(detail::header_size + detail::trailer_size));
+  }
+  version_ = detail::get_le<std::uint32_t>(d + 8);
+  if (version_ == 0 || version_ > format_version) {
+    fail(8, "checkpoint format version " + std::to_string(version_) + "; this build of flotilla reads version " +
+                std::to_string(format_version) +
+                (version_ > format_version ? " (written by a newer flotilla?)" : ""));
+  }
+  const auto flags = detail::get_le<std::uint32_t>(d + 12);
+  if (flags != 0) fail(12, "unknown flags " + detail::hex32(flags) + " (this build knows none)");
+
+  // The trailer first: a truncated file is told as such, not as a damaged record.
+  const std::size_t records_end = size - detail::trailer_size;
+  for (std::size_t i = 0; i < end_magic.size(); ++i) {
+    if (u8(size - 4 + i) != end_magic[i]) {
+      fail(size - 4, "truncated or incompletely written: no end marker \"FEND\" in the last 4 bytes of the " +
+                         std::to_string(size) + "-byte file");
+    }
+  }
+  const auto total = detail::get_le<std::uint64_t>(d + records_end);
+  if (total != size) {
+    fail(records_end, "the trailer gives the file's length as " + std::to_string(total) + " bytes, but it has " +
+                          std::to_string(size) + (total > size ? " (truncated)" : ""));
+  }
+  const std::uint32_t stored_file_crc = detail::get_le<std::uint32_t>(d + size - 8);
+  const bool file_crc_ok = detail::crc(d, size - 8, 0) == stored_file_crc;
+  const std::string file_note = file_crc_ok ? "" : "; the file checksum does not match either: the file is corrupt";
+
+  const auto record_count = detail::get_le<std::uint64_t>(d + 16);
+  const std::uint64_t room = records_end - detail::header_size;
+  if (record_count > room / (detail::record_overhead + 1)) {
+    fail(16, "the header announces " + std::to_string(record_count) + " records, more than " + std::to_string(room) +
+                 " bytes can hold" + file_note);
+  }
+  entries_.reserve(static_cast<std::size_t>(record_count));
+
+  std::size_t pos = detail::header_size;
+  for (std::uint64_t i = 0; i < record_count; ++i) {
+    const std::size_t start = pos;
+    const std::string which = "record " + std::to_string(i);
+    // Checks that `n` more bytes fit before the trailer, before anything is read or allocated.
+    const auto need = [&](std::uint64_t n, const std::string& what) {
+      if (n > records_end - pos) {
+        fail(pos, what + " needs " + std::to_string(n) + " bytes, but only " + std::to_string(records_end - pos) +
+                      " remain before the trailer" + file_note);
+      }
+    };
+    need(4, which + ": the name length");
+    const auto name_length = detail::get_le<std::uint32_t>(d + pos);
+    if (name_length == 0 || name_length > max_name_length) {
+      fail(pos, which + ": name length " + std::to_string(name_length) + " is not in 1.." +
+                    std::to_string(max_name_length) + file_note);
+    }
+    pos += 4;
+    need(name_length, which + ": the name");
+    std::string name(reinterpret_cast<const char*>(d + pos), name_length);
+    const std::string named = which + " (" + detail::quoted(name) + ")";
+    pos += name_length;
+    need(20, named + ": the dtype, count and length fields");
+    const auto dtype_value = detail::get_le<std::uint32_t>(d + pos);
+    const auto count = detail::get_le<std::uint64_t>(d + pos + 4);
+    const auto length = detail::get_le<std::uint64_t>(d + pos + 12);
+    pos += 20;
+    need(length, named + ": the payload");
+    const std::size_t payload = pos;
+    pos += static_cast<std::size_t>(length);
+    need(4, named + ": the checksum");
+    const auto stored = detail::get_le<std::uint32_t>(d + pos);
+    const auto computed = detail::crc(d + start, pos - start, 0);
+    if (stored != computed) {
+      fail(start, named + ": checksum mismatch (stored " + detail::hex32(stored) + ", computed " +
+                      detail::hex32(computed) + "): the record is corrupt");
+    }
+    pos += 4;
+    // The CRC matched, so these fields are as written; a bad one means a bad writer, not bad bits.
+    if (!detail::known_dtype(dtype_value)) {
+      fail(start + 4 + name_length,
+           named + ": unknown dtype " + std::to_string(dtype_value) + " (this build knows 1 to 7)");
+    }
+    const auto dtype = static_cast<DType>(dtype_value);
+    const std::size_t esize = detail::element_size(dtype);
+    if (count > length / esize || count * esize != length) {
+      fail(start + 4 + name_length, named + ": " + std::to_string(count) + " " + std::string(dtype_name(dtype)) +
+                                        " elements do not fill its " + std::to_string(length) + " payload bytes");
+    }
+    if (has(name))
+      fail(start, named + ": duplicate record name (first at offset " + std::to_string(entry(name).offset) + ")");
+    index_.emplace(name, entries_.size());
+    entries_.push_back(Entry{std::move(name), dtype, count, start, payload});
+  }
+  if (pos != records_end) {
+    fail(pos, std::to_string(records_end - pos) + " unexpected bytes after the last of the " +
+                  std::to_string(record_count) + " records the header announces" + file_note);
+  }
+  if (!file_crc_ok) {
+    fail(size - 8, "file checksum mismatch (stored " + detail::hex32(stored_file_crc) + ", computed " +
+                       detail::hex32(detail::crc(d, size - 8, 0)) + "): the header or trailer is corrupt");
+  }
+}
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::checkpoint
 // ---- end flotilla/train/checkpoint_format.hpp ----
@@ -5618,22 +5757,14 @@ struct CheckpointPolicy {
   bool enabled() const noexcept { return !directory.empty(); }
 
   /// Throws ConfigError naming the field when a value is unusable.
-  void validate() const {
-    if (!(every_seconds >= 0) || !std::isfinite(every_seconds))
-      throw ConfigError("CheckpointPolicy::every_seconds must be a finite number >= 0, not " + std::to_string(every_seconds));
-    if (!enabled() && (every_steps || every_seconds > 0 || resume))
-      throw ConfigError("CheckpointPolicy: every_steps, every_seconds and resume need a directory");
-  }
+  FLOTILLA_DECL void validate() const;
 };
 
 namespace checkpoint {
 
 /// The file of part `part` ("worker", "server-0-of-2") of the set saved at `step`.
-inline std::filesystem::path set_file(const std::filesystem::path& dir, std::uint64_t step, std::string_view part) {
-  char name[64];
-  std::snprintf(name, sizeof name, "step-%012llu.", static_cast<unsigned long long>(step));
-  return dir / (std::string(name) + std::string(part) + ".ckpt");
-}
+FLOTILLA_DECL std::filesystem::path set_file(const std::filesystem::path& dir, std::uint64_t step,
+                                             std::string_view part);
 
 inline std::string worker_part() { return "worker"; }
 inline std::string server_part(std::size_t index, std::size_t servers) {
@@ -5643,35 +5774,13 @@ inline std::string server_part(std::size_t index, std::size_t servers) {
 namespace detail {
 
 /// (step, part) of a set file's name, or nothing for any other name (temporary files included).
-inline std::optional<std::pair<std::uint64_t, std::string>> parse_set_name(std::string_view name) {
-  constexpr std::string_view prefix = "step-", suffix = ".ckpt";
-  if (name.size() < prefix.size() + 12 + 1 + suffix.size() || name.substr(0, prefix.size()) != prefix ||
-      name.substr(name.size() - suffix.size()) != suffix)
-    return std::nullopt;
-  const std::string_view digits = name.substr(prefix.size(), 12);
-  std::uint64_t step = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
-  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
-  if (name[prefix.size() + 12] != '.') return std::nullopt;
-  const std::string_view part = name.substr(prefix.size() + 13, name.size() - prefix.size() - 13 - suffix.size());
-  if (part.empty()) return std::nullopt;
-  return std::pair(step, std::string(part));
-}
+FLOTILLA_DECL std::optional<std::pair<std::uint64_t, std::string>> parse_set_name(std::string_view name);
 
 }  // namespace detail
 
 /// The set files in `dir`: step -> part -> path. A missing directory has none.
-inline std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> list_sets(const std::filesystem::path& dir) {
-  std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> sets;
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return sets;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (const auto parsed = detail::parse_set_name(entry.path().filename().string()))
-      sets[parsed->first][parsed->second] = entry.path();
-  }
-  if (ec) throw CheckpointError(dir.string() + ": cannot list the checkpoint directory: " + ec.message());
-  return sets;
-}
+FLOTILLA_DECL std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> list_sets(
+    const std::filesystem::path& dir);
 
 /// A file resume passed over, and why ("truncated ...", "checksum mismatch in record 5 ...",
 /// "of another model ...", "the set has no file for part server-1-of-2").
@@ -5697,7 +5806,70 @@ struct ResumeSearch {
 /// `check(part, reader)` throws no CheckpointError (the caller's test that the file fits this
 /// job: same model, same shard layout). Returns that set, if any, and every newer file or set it
 /// passed over.
-inline ResumeSearch find_resume_point(
+FLOTILLA_DECL ResumeSearch find_resume_point(
+    const std::filesystem::path& dir, const std::vector<std::string>& required,
+    const std::function<void(const std::string& part, const Reader&)>& check);
+
+/// Removes the files of part `part` in `dir` except those of its newest `keep` steps (0: keeps
+/// all), and the temporary files of that part that another process left (a writer killed while
+/// saving: each part has one writer, so they are no one's now). Returns the files removed. A file
+/// that cannot be removed is left (and not reported): rotation is housekeeping, never a reason to
+/// fail a save that succeeded.
+FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part,
+                                                       std::size_t keep);
+
+}  // namespace checkpoint
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL void CheckpointPolicy::validate() const {
+  if (!(every_seconds >= 0) || !std::isfinite(every_seconds))
+    throw ConfigError("CheckpointPolicy::every_seconds must be a finite number >= 0, not " + std::to_string(every_seconds));
+  if (!enabled() && (every_steps || every_seconds > 0 || resume))
+    throw ConfigError("CheckpointPolicy: every_steps, every_seconds and resume need a directory");
+}
+
+namespace checkpoint {
+
+FLOTILLA_DECL std::filesystem::path set_file(const std::filesystem::path& dir, std::uint64_t step,
+                                             std::string_view part) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%012llu.", static_cast<unsigned long long>(step));
+  return dir / (std::string(name) + std::string(part) + ".ckpt");
+}
+
+namespace detail {
+
+FLOTILLA_DECL std::optional<std::pair<std::uint64_t, std::string>> parse_set_name(std::string_view name) {
+  constexpr std::string_view prefix = "step-", suffix = ".ckpt";
+  if (name.size() < prefix.size() + 12 + 1 + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+      name.substr(name.size() - suffix.size()) != suffix)
+    return std::nullopt;
+  const std::string_view digits = name.substr(prefix.size(), 12);
+  std::uint64_t step = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
+  if (name[prefix.size() + 12] != '.') return std::nullopt;
+  const std::string_view part = name.substr(prefix.size() + 13, name.size() - prefix.size() - 13 - suffix.size());
+  if (part.empty()) return std::nullopt;
+  return std::pair(step, std::string(part));
+}
+
+}  // namespace detail
+
+FLOTILLA_DECL std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> list_sets(
+    const std::filesystem::path& dir) {
+  std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> sets;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return sets;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (const auto parsed = detail::parse_set_name(entry.path().filename().string()))
+      sets[parsed->first][parsed->second] = entry.path();
+  }
+  if (ec) throw CheckpointError(dir.string() + ": cannot list the checkpoint directory: " + ec.message());
+  return sets;
+}
+
+FLOTILLA_DECL ResumeSearch find_resume_point(
     const std::filesystem::path& dir, const std::vector<std::string>& required,
     const std::function<void(const std::string& part, const Reader&)>& check) {
   ResumeSearch out;
@@ -5732,12 +5904,8 @@ inline ResumeSearch find_resume_point(
   return out;
 }
 
-/// Removes the files of part `part` in `dir` except those of its newest `keep` steps (0: keeps
-/// all), and the temporary files of that part that another process left (a writer killed while
-/// saving: each part has one writer, so they are no one's now). Returns the files removed. A file
-/// that cannot be removed is left (and not reported): rotation is housekeeping, never a reason to
-/// fail a save that succeeded.
-inline std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part, std::size_t keep) {
+FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part,
+                                                       std::size_t keep) {
   std::vector<std::filesystem::path> removed;
   std::error_code ec;
   const std::string own_suffix = ".ckpt.tmp-" + std::to_string(::getpid());
@@ -5762,6 +5930,8 @@ inline std::vector<std::filesystem::path> rotate(const std::filesystem::path& di
 }
 
 }  // namespace checkpoint
+#endif  // FLOTILLA_IMPLEMENTATION
+
 }  // namespace flotilla
 // ---- end flotilla/train/checkpoint_dir.hpp ----
 
@@ -5788,23 +5958,11 @@ inline std::size_t report_display_width(std::string_view s) noexcept {
       std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
-inline void report_pad_left(std::string& out, std::string_view s, std::size_t width) {
-  const std::size_t w = report_display_width(s);
-  if (w < width) out.append(width - w, ' ');
-  out.append(s);
-}
+FLOTILLA_DECL void report_pad_left(std::string& out, std::string_view s, std::size_t width);
 
-inline void report_pad_right(std::string& out, std::string_view s, std::size_t width) {
-  const std::size_t w = report_display_width(s);
-  out.append(s);
-  if (w < width) out.append(width - w, ' ');
-}
+FLOTILLA_DECL void report_pad_right(std::string& out, std::string_view s, std::size_t width);
 
-inline std::string report_fixed4(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 4);
-  return std::string(buf, r.ptr);
-}
+FLOTILLA_DECL std::string report_fixed4(double v);
 }  // namespace detail
 
 /// Counts of (actual, predicted) class pairs.
@@ -5826,62 +5984,30 @@ class ConfusionMatrix {
   std::size_t classes() const noexcept { return classes_; }
 
   /// Counts `n` samples of class `actual` that were predicted as `predicted`.
-  void add(std::size_t predicted, std::size_t actual, std::uint64_t n = 1) {
-    check_class(predicted, "predicted");
-    check_class(actual, "actual");
-    counts_[actual * classes_ + predicted] += n;
-  }
+  FLOTILLA_DECL void add(std::size_t predicted, std::size_t actual, std::uint64_t n = 1);
 
   /// Adds another worker's counts. Both must have the same number of classes.
-  void add(const ConfusionMatrix& other) {
-    if (other.classes_ != classes_) {
-      throw ConfigError("ConfusionMatrix::add: cannot merge a matrix of " + std::to_string(other.classes_) +
-                        " classes into one of " + std::to_string(classes_));
-    }
-    for (std::size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];
-  }
+  FLOTILLA_DECL void add(const ConfusionMatrix& other);
 
   /// Sets every count to zero (the start of a new validation pass).
   void clear() noexcept { std::fill(counts_.begin(), counts_.end(), 0); }
 
   /// Samples of class `actual` predicted as `predicted`.
-  std::uint64_t count(std::size_t actual, std::size_t predicted) const {
-    check_class(actual, "actual");
-    check_class(predicted, "predicted");
-    return counts_[actual * classes_ + predicted];
-  }
+  FLOTILLA_DECL std::uint64_t count(std::size_t actual, std::size_t predicted) const;
 
   /// Every count, row-major with one row per actual class: what an all-reduce sums.
   std::span<const std::uint64_t> counts() const noexcept { return counts_; }
   std::span<std::uint64_t> counts() noexcept { return counts_; }
 
-  std::uint64_t total() const noexcept {
-    std::uint64_t t = 0;
-    for (const auto c : counts_) t += c;
-    return t;
-  }
+  FLOTILLA_DECL std::uint64_t total() const noexcept;
 
-  std::uint64_t correct() const noexcept {
-    std::uint64_t t = 0;
-    for (std::size_t c = 0; c < classes_; ++c) t += counts_[c * classes_ + c];
-    return t;
-  }
+  FLOTILLA_DECL std::uint64_t correct() const noexcept;
 
   /// Samples whose actual class is `c` (the row sum; "support").
-  std::uint64_t actual_count(std::size_t c) const {
-    check_class(c, "class");
-    std::uint64_t t = 0;
-    for (std::size_t p = 0; p < classes_; ++p) t += counts_[c * classes_ + p];
-    return t;
-  }
+  FLOTILLA_DECL std::uint64_t actual_count(std::size_t c) const;
 
   /// Samples predicted as `c` (the column sum).
-  std::uint64_t predicted_count(std::size_t c) const {
-    check_class(c, "class");
-    std::uint64_t t = 0;
-    for (std::size_t a = 0; a < classes_; ++a) t += counts_[a * classes_ + c];
-    return t;
-  }
+  FLOTILLA_DECL std::uint64_t predicted_count(std::size_t c) const;
 
   /// Fraction of samples predicted correctly; 0 when empty.
   double accuracy() const noexcept { return ratio(correct(), total()); }
@@ -5899,94 +6025,170 @@ class ConfusionMatrix {
   }
 
   /// Unweighted mean of f1 over the classes.
-  double macro_f1() const {
-    double s = 0;
-    for (std::size_t c = 0; c < classes_; ++c) s += f1(c);
-    return s / static_cast<double>(classes_);
-  }
+  FLOTILLA_DECL double macro_f1() const;
 
   /// An aligned text table of per-class precision, recall, f1 and support, then the matrix itself
   /// (rows: actual, columns: predicted). `class_names`, when given, must name every class.
-  std::string report(std::span<const std::string_view> class_names = {}) const {
-    if (!class_names.empty() && class_names.size() != classes_) {
-      throw ConfigError("ConfusionMatrix::report: " + std::to_string(class_names.size()) + " class names for " +
-                        std::to_string(classes_) + " classes");
-    }
-    std::vector<std::string> labels(classes_);
-    for (std::size_t c = 0; c < classes_; ++c) {
-      labels[c] = std::to_string(c);
-      if (!class_names.empty()) labels[c] += " " + std::string(class_names[c]);
-    }
-    std::size_t label_w = detail::report_display_width("accuracy");
-    for (const auto& l : labels) label_w = std::max(label_w, detail::report_display_width(l));
-
-    std::string out;
-    const std::size_t num_w = 9;  // "precision" and "0.1234" both fit
-    std::size_t support_w = std::max<std::size_t>(7, std::to_string(total()).size());
-    detail::report_pad_right(out, "class", label_w);
-    for (std::string_view h : {"precision", "recall", "f1"}) {
-      out += "  ";
-      detail::report_pad_left(out, h, num_w);
-    }
-    out += "  ";
-    detail::report_pad_left(out, "support", support_w);
-    out += '\n';
-    for (std::size_t c = 0; c < classes_; ++c) {
-      const bool predicted = predicted_count(c) > 0, present = actual_count(c) > 0;
-      detail::report_pad_right(out, labels[c], label_w);
-      out += "  ";
-      detail::report_pad_left(out, predicted ? detail::report_fixed4(precision(c)) : "n/a", num_w);
-      out += "  ";
-      detail::report_pad_left(out, present ? detail::report_fixed4(recall(c)) : "n/a", num_w);
-      out += "  ";
-      detail::report_pad_left(out, predicted || present ? detail::report_fixed4(f1(c)) : "n/a", num_w);
-      out += "  ";
-      detail::report_pad_left(out, std::to_string(actual_count(c)), support_w);
-      out += '\n';
-    }
-    detail::report_pad_right(out, "accuracy", label_w);
-    out.append(2 * (num_w + 2), ' ');
-    out += "  ";
-    detail::report_pad_left(out, total() > 0 ? detail::report_fixed4(accuracy()) : "n/a", num_w);
-    out += "  ";
-    detail::report_pad_left(out, std::to_string(total()), support_w);
-    out += "\n\nconfusion matrix (rows: actual, columns: predicted)\n";
-
-    // Columns are headed by class number only, so ten long names do not make a 150-column table.
-    std::size_t cell_w = std::to_string(classes_ - 1).size();
-    for (const auto v : counts_) cell_w = std::max(cell_w, std::to_string(v).size());
-    out.append(label_w, ' ');
-    for (std::size_t p = 0; p < classes_; ++p) {
-      out += "  ";
-      detail::report_pad_left(out, std::to_string(p), cell_w);
-    }
-    out += '\n';
-    for (std::size_t a = 0; a < classes_; ++a) {
-      detail::report_pad_right(out, labels[a], label_w);
-      for (std::size_t p = 0; p < classes_; ++p) {
-        out += "  ";
-        detail::report_pad_left(out, std::to_string(counts_[a * classes_ + p]), cell_w);
-      }
-      out += '\n';
-    }
-    return out;
-  }
+  FLOTILLA_DECL std::string report(std::span<const std::string_view> class_names = {}) const;
 
  private:
   static double ratio(std::uint64_t num, std::uint64_t den) noexcept {
     return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den);
   }
 
-  void check_class(std::size_t c, const char* what) const {
-    if (c >= classes_) {
-      throw ConfigError("ConfusionMatrix: " + std::string(what) + " class " + std::to_string(c) +
-                        " is out of range (the matrix has " + std::to_string(classes_) + " classes)");
-    }
-  }
+  FLOTILLA_DECL void check_class(std::size_t c, const char* what) const;
 
   std::size_t classes_;
   std::vector<std::uint64_t> counts_;
 };
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+
+FLOTILLA_DECL void report_pad_left(std::string& out, std::string_view s, std::size_t width) {
+  const std::size_t w = report_display_width(s);
+  if (w < width) out.append(width - w, ' ');
+  out.append(s);
+}
+
+FLOTILLA_DECL void report_pad_right(std::string& out, std::string_view s, std::size_t width) {
+  const std::size_t w = report_display_width(s);
+  out.append(s);
+  if (w < width) out.append(width - w, ' ');
+}
+
+FLOTILLA_DECL std::string report_fixed4(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 4);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace detail
+
+FLOTILLA_DECL void ConfusionMatrix::add(std::size_t predicted, std::size_t actual, std::uint64_t n) {
+  check_class(predicted, "predicted");
+  check_class(actual, "actual");
+  counts_[actual * classes_ + predicted] += n;
+}
+
+FLOTILLA_DECL void ConfusionMatrix::add(const ConfusionMatrix& other) {
+  if (other.classes_ != classes_) {
+    throw ConfigError("ConfusionMatrix::add: cannot merge a matrix of " + std::to_string(other.classes_) +
+                      " classes into one of " + std::to_string(classes_));
+  }
+  for (std::size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];
+}
+
+FLOTILLA_DECL std::uint64_t ConfusionMatrix::count(std::size_t actual, std::size_t predicted) const {
+  check_class(actual, "actual");
+  check_class(predicted, "predicted");
+  return counts_[actual * classes_ + predicted];
+}
+
+FLOTILLA_DECL std::uint64_t ConfusionMatrix::total() const noexcept {
+  std::uint64_t t = 0;
+  for (const auto c : counts_) t += c;
+  return t;
+}
+
+FLOTILLA_DECL std::uint64_t ConfusionMatrix::correct() const noexcept {
+  std::uint64_t t = 0;
+  for (std::size_t c = 0; c < classes_; ++c) t += counts_[c * classes_ + c];
+  return t;
+}
+
+FLOTILLA_DECL std::uint64_t ConfusionMatrix::actual_count(std::size_t c) const {
+  check_class(c, "class");
+  std::uint64_t t = 0;
+  for (std::size_t p = 0; p < classes_; ++p) t += counts_[c * classes_ + p];
+  return t;
+}
+
+FLOTILLA_DECL std::uint64_t ConfusionMatrix::predicted_count(std::size_t c) const {
+  check_class(c, "class");
+  std::uint64_t t = 0;
+  for (std::size_t a = 0; a < classes_; ++a) t += counts_[a * classes_ + c];
+  return t;
+}
+
+FLOTILLA_DECL double ConfusionMatrix::macro_f1() const {
+  double s = 0;
+  for (std::size_t c = 0; c < classes_; ++c) s += f1(c);
+  return s / static_cast<double>(classes_);
+}
+
+FLOTILLA_DECL std::string ConfusionMatrix::report(std::span<const std::string_view> class_names) const {
+  if (!class_names.empty() && class_names.size() != classes_) {
+    throw ConfigError("ConfusionMatrix::report: " + std::to_string(class_names.size()) + " class names for " +
+                      std::to_string(classes_) + " classes");
+  }
+  std::vector<std::string> labels(classes_);
+  for (std::size_t c = 0; c < classes_; ++c) {
+    labels[c] = std::to_string(c);
+    if (!class_names.empty()) labels[c] += " " + std::string(class_names[c]);
+  }
+  std::size_t label_w = detail::report_display_width("accuracy");
+  for (const auto& l : labels) label_w = std::max(label_w, detail::report_display_width(l));
+
+  std::string out;
+  const std::size_t num_w = 9;  // "precision" and "0.1234" both fit
+  std::size_t support_w = std::max<std::size_t>(7, std::to_string(total()).size());
+  detail::report_pad_right(out, "class", label_w);
+  for (std::string_view h : {"precision", "recall", "f1"}) {
+    out += "  ";
+    detail::report_pad_left(out, h, num_w);
+  }
+  out += "  ";
+  detail::report_pad_left(out, "support", support_w);
+  out += '\n';
+  for (std::size_t c = 0; c < classes_; ++c) {
+    const bool predicted = predicted_count(c) > 0, present = actual_count(c) > 0;
+    detail::report_pad_right(out, labels[c], label_w);
+    out += "  ";
+    detail::report_pad_left(out, predicted ? detail::report_fixed4(precision(c)) : "n/a", num_w);
+    out += "  ";
+    detail::report_pad_left(out, present ? detail::report_fixed4(recall(c)) : "n/a", num_w);
+    out += "  ";
+    detail::report_pad_left(out, predicted || present ? detail::report_fixed4(f1(c)) : "n/a", num_w);
+    out += "  ";
+    detail::report_pad_left(out, std::to_string(actual_count(c)), support_w);
+    out += '\n';
+  }
+  detail::report_pad_right(out, "accuracy", label_w);
+  out.append(2 * (num_w + 2), ' ');
+  out += "  ";
+  detail::report_pad_left(out, total() > 0 ? detail::report_fixed4(accuracy()) : "n/a", num_w);
+  out += "  ";
+  detail::report_pad_left(out, std::to_string(total()), support_w);
+  out += "\n\nconfusion matrix (rows: actual, columns: predicted)\n";
+
+  // Columns are headed by class number only, so ten long names do not make a 150-column table.
+  std::size_t cell_w = std::to_string(classes_ - 1).size();
+  for (const auto v : counts_) cell_w = std::max(cell_w, std::to_string(v).size());
+  out.append(label_w, ' ');
+  for (std::size_t p = 0; p < classes_; ++p) {
+    out += "  ";
+    detail::report_pad_left(out, std::to_string(p), cell_w);
+  }
+  out += '\n';
+  for (std::size_t a = 0; a < classes_; ++a) {
+    detail::report_pad_right(out, labels[a], label_w);
+    for (std::size_t p = 0; p < classes_; ++p) {
+      out += "  ";
+      detail::report_pad_left(out, std::to_string(counts_[a * classes_ + p]), cell_w);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+FLOTILLA_DECL void ConfusionMatrix::check_class(std::size_t c, const char* what) const {
+  if (c >= classes_) {
+    throw ConfigError("ConfusionMatrix: " + std::string(what) + " class " + std::to_string(c) +
+                      " is out of range (the matrix has " + std::to_string(classes_) + " classes)");
+  }
+}
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
 // ---- end flotilla/train/confusion.hpp ----
@@ -6426,56 +6628,22 @@ Evaluation to_evaluation(const EvaluationPart& part) {
 #include <utility>
 #include <vector>
 
+
 namespace flotilla {
 
 namespace detail {
 
-inline std::string progress_number(double v, int precision, std::chars_format fmt = std::chars_format::general) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v, fmt, precision);
-  return std::string(buf, r.ptr);
-}
+FLOTILLA_DECL std::string progress_number(double v, int precision, std::chars_format fmt = std::chars_format::general);
 
 /// 1234567 -> "1.23M": three significant digits are all a reader of a progress line takes in.
-inline std::string progress_si(double v) {
-  if (!std::isfinite(v)) return progress_number(v, 3);
-  const char* suffix = "";
-  if (v >= 999.5e6) {
-    v /= 1e9, suffix = "G";
-  } else if (v >= 999.5e3) {
-    v /= 1e6, suffix = "M";
-  } else if (v >= 999.5) {
-    v /= 1e3, suffix = "k";
-  }
-  const int decimals = v >= 99.95 ? 0 : v >= 9.995 ? 1 : 2;
-  return progress_number(v, decimals, std::chars_format::fixed) + suffix;
-}
+FLOTILLA_DECL std::string progress_si(double v);
 
 /// 75 s -> "1:15", 3725 s -> "1:02:05".
-inline std::string progress_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  if (seconds > 359999) return ">99h";
-  const auto s = static_cast<std::uint64_t>(std::llround(seconds));
-  // snprintf rather than string concatenation: GCC 12 misreports the latter (-Wrestrict, PR 105329).
-  char text[32];
-  if (s >= 3600)
-    std::snprintf(text, sizeof text, "%llu:%02llu:%02llu", static_cast<unsigned long long>(s / 3600),
-                  static_cast<unsigned long long>(s / 60 % 60), static_cast<unsigned long long>(s % 60));
-  else
-    std::snprintf(text, sizeof text, "%llu:%02llu", static_cast<unsigned long long>(s / 60),
-                  static_cast<unsigned long long>(s % 60));
-  return text;
-}
+FLOTILLA_DECL std::string progress_duration(double seconds);
 
 /// The file descriptor behind std::cout / std::cerr / std::clog, or -1 for any other stream: a
 /// std::ostream does not expose its descriptor, so only the standard streams can be asked isatty.
-inline int progress_stream_fd(const std::ostream& out) noexcept {
-  if (&out == &std::cout) return STDOUT_FILENO;
-  if (&out == &std::cerr || &out == &std::clog) return STDERR_FILENO;
-  return -1;
-}
+FLOTILLA_DECL int progress_stream_fd(const std::ostream& out) noexcept;
 
 }  // namespace detail
 
@@ -6493,29 +6661,15 @@ class ProgressBar {
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
 
   /// `total_steps` 0 means unknown: no bar and no ETA, and in lines mode a line every 10 seconds.
-  ProgressBar(std::ostream& out, std::size_t total_steps, std::string label, Style s = Style::automatic,
-              Clock clock = {})
-      : out_(out),
-        total_(total_steps),
-        label_(std::move(label)),
-        clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
-        style_(resolve(out, s)),
-        fd_(detail::progress_stream_fd(out)),
-        start_(clock_()) {}
+  FLOTILLA_DECL ProgressBar(std::ostream& out, std::size_t total_steps, std::string label,
+                            Style s = Style::automatic, Clock clock = {});
 
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
 
   /// Ends a line left open by the bar (an exception unwound past finish), so that what is printed
   /// next starts on a line of its own.
-  ~ProgressBar() {
-    if (style_ == Style::bar && drawn_ && !finished_) {
-      try {
-        out_ << '\n' << std::flush;
-      } catch (...) {
-      }
-    }
-  }
+  FLOTILLA_DECL ~ProgressBar();
 
   /// The style in use (never automatic).
   Style style() const noexcept { return style_; }
@@ -6523,49 +6677,14 @@ class ProgressBar {
   /// Reports that `step` of total_steps are done, `samples_seen` samples so far, and the running
   /// loss and accuracy (a fraction in [0, 1]; NaN leaves it out, for models that do not classify).
   /// Cheap when nothing is drawn: call it every step.
-  void update(std::size_t step, std::size_t samples_seen, double loss, double accuracy) {
-    if (style_ == Style::none || finished_) return;
-    step_ = step, samples_ = samples_seen, loss_ = loss, accuracy_ = accuracy;
-    const auto now = clock_();
-    if (style_ == Style::bar) {
-      const bool last = total_ > 0 && step >= total_;
-      if (drawn_ && !last && now - last_draw_ < std::chrono::milliseconds(100)) return;
-      draw_bar(now, "");
-      return;
-    }
-    if (total_ > 0) {
-      // Tenths crossed, not reached exactly: steps may jump past a boundary. The end is finish()'s.
-      const std::size_t tenth = step >= total_ ? 10 : step * 10 / total_;
-      if (tenth <= last_tenth_ || tenth >= 10) return;
-      last_tenth_ = tenth;
-    } else if (drawn_ ? now - last_draw_ < std::chrono::seconds(10) : now - start_ < std::chrono::seconds(10)) {
-      return;
-    }
-    write_line(now, "");
-  }
+  FLOTILLA_DECL void update(std::size_t step, std::size_t samples_seen, double loss, double accuracy);
 
   /// Draws the final state followed by `summary` (e.g. validation results) and ends the line.
   /// Later updates are ignored.
-  void finish(std::string_view summary) {
-    if (style_ == Style::none || finished_) return;
-    const auto now = clock_();
-    if (style_ == Style::bar) {
-      draw_bar(now, summary, true);
-      out_ << '\n' << std::flush;
-    } else {
-      write_line(now, summary, true);
-    }
-    finished_ = true;
-  }
+  FLOTILLA_DECL void finish(std::string_view summary);
 
  private:
-  static Style resolve(const std::ostream& out, Style s) {
-    if (s != Style::automatic) return s;
-    const int fd = detail::progress_stream_fd(out);
-    if (fd < 0 || ::isatty(fd) != 1) return Style::lines;
-    const char* term = std::getenv("TERM");
-    return term && std::string_view(term) == "dumb" ? Style::lines : Style::bar;
-  }
+  FLOTILLA_DECL static Style resolve(const std::ostream& out, Style s);
 
   double elapsed(std::chrono::steady_clock::time_point now) const {
     return std::chrono::duration<double>(now - start_).count();
@@ -6578,87 +6697,16 @@ class ProgressBar {
   };
 
   /// "123/469", throughput, ETA (or the time taken when done), loss, accuracy.
-  std::vector<Field> fields(std::chrono::steady_clock::time_point now, bool done) const {
-    const double t = elapsed(now);
-    std::vector<Field> f;
-    f.push_back({0, std::to_string(step_) + (total_ > 0 ? "/" + std::to_string(total_) : "")});
-    if (t > 0) f.push_back({4, detail::progress_si(static_cast<double>(samples_) / t) + " samples/s"});
-    if (done || (total_ > 0 && step_ >= total_)) {
-      f.push_back({2, "in " + detail::progress_duration(t)});
-    } else if (total_ > 0 && step_ > 0) {
-      f.push_back({2, "ETA " + detail::progress_duration(t * static_cast<double>(total_ - step_) /
-                                                         static_cast<double>(step_))});
-    }
-    f.push_back({1, "loss " + detail::progress_number(loss_, 4)});
-    if (!std::isnan(accuracy_)) {  // NaN: the model is no classifier
-      f.push_back({3, "acc " + detail::progress_number(accuracy_ * 100, 2, std::chars_format::fixed) + "%"});
-    }
-    return f;
-  }
+  FLOTILLA_DECL std::vector<Field> fields(std::chrono::steady_clock::time_point now, bool done) const;
 
   /// The fields whose drop_rank is at most `keep`, two spaces apart.
-  static std::string join(const std::vector<Field>& f, int keep = 4) {
-    std::string s;
-    for (const auto& x : f) {
-      if (x.drop_rank > keep) continue;
-      if (!s.empty()) s += "  ";
-      s += x.text;
-    }
-    return s;
-  }
+  FLOTILLA_DECL static std::string join(const std::vector<Field>& f, int keep = 4);
 
-  int terminal_width() const noexcept {
-    ::winsize ws{};
-    if (fd_ >= 0 && ::ioctl(fd_, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
-    return 80;
-  }
+  FLOTILLA_DECL int terminal_width() const noexcept;
 
-  void draw_bar(std::chrono::steady_clock::time_point now, std::string_view summary, bool done = false) {
-    const std::vector<Field> f = fields(now, done);
-    const std::string label = label_.empty() ? std::string() : label_ + " ";
-    const std::string tail = summary.empty() ? std::string() : "  " + std::string(summary);
-    // The line must stay narrower than the terminal: a wrapped line is not redrawn by '\r'. So
-    // on a narrow one the bar goes first, then the least useful fields, whole. The final line is
-    // not redrawn and keeps every field, wrapping if it must.
-    const std::size_t width = static_cast<std::size_t>(std::max(terminal_width() - 1, 20));
-    std::string stats;
-    std::size_t bar_w = 0;
-    for (int keep = 4; keep >= 0; --keep) {
-      stats = join(f, keep) + tail;
-      const std::size_t rest = label.size() + stats.size();
-      if (total_ > 0 && rest + 13 <= width) {
-        bar_w = std::min<std::size_t>(30, width - rest - 3);
-        break;
-      }
-      if (rest <= width || done) break;
-    }
-    std::string line = label;
-    if (bar_w > 0) {
-      const double frac = std::min(1.0, static_cast<double>(step_) / static_cast<double>(total_));
-      const auto full = static_cast<std::size_t>(frac * static_cast<double>(bar_w));
-      std::string bar(bar_w, ' ');
-      std::fill_n(bar.begin(), full, '=');
-      if (full < bar_w && step_ > 0) bar[full] = '>';
-      line += "[" + bar + "] ";
-    }
-    line += stats;
-    if (!done && line.size() > width) line.resize(width);  // a label longer than the terminal
-    const std::size_t len = line.size();
-    if (len < last_len_) line.append(last_len_ - len, ' ');  // erase what the longer line left
-    out_ << '\r' << line << std::flush;
-    last_len_ = len;
-    last_draw_ = now;
-    drawn_ = true;
-  }
+  FLOTILLA_DECL void draw_bar(std::chrono::steady_clock::time_point now, std::string_view summary, bool done = false);
 
-  void write_line(std::chrono::steady_clock::time_point now, std::string_view summary, bool done = false) {
-    std::string line = label_.empty() ? std::string() : label_ + " ";
-    line += join(fields(now, done));
-    if (!summary.empty()) line += "  " + std::string(summary);
-    out_ << line << '\n' << std::flush;
-    last_draw_ = now;
-    drawn_ = true;
-  }
+  FLOTILLA_DECL void write_line(std::chrono::steady_clock::time_point now, std::string_view summary, bool done = false);
 
   std::ostream& out_;
   std::size_t total_;
@@ -6677,14 +6725,215 @@ namespace detail {
 
 /// A trainer's bar during an epoch: `step` batches done, `job_samples` samples taken by the whole
 /// job, and the running means over the `counted` samples this rank knows the loss of.
-inline void show_running(ProgressBar& bar, std::size_t step, std::size_t job_samples, double loss_sum, std::size_t correct,
-                         std::size_t counted, bool classifier) {
+FLOTILLA_DECL void show_running(ProgressBar& bar, std::size_t step, std::size_t job_samples, double loss_sum,
+                                std::size_t correct, std::size_t counted, bool classifier);
+
+}  // namespace detail
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+
+FLOTILLA_DECL std::string progress_number(double v, int precision, std::chars_format fmt) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, fmt, precision);
+  return std::string(buf, r.ptr);
+}
+
+FLOTILLA_DECL std::string progress_si(double v) {
+  if (!std::isfinite(v)) return progress_number(v, 3);
+  const char* suffix = "";
+  if (v >= 999.5e6) {
+    v /= 1e9, suffix = "G";
+  } else if (v >= 999.5e3) {
+    v /= 1e6, suffix = "M";
+  } else if (v >= 999.5) {
+    v /= 1e3, suffix = "k";
+  }
+  const int decimals = v >= 99.95 ? 0 : v >= 9.995 ? 1 : 2;
+  return progress_number(v, decimals, std::chars_format::fixed) + suffix;
+}
+
+FLOTILLA_DECL std::string progress_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  if (seconds > 359999) return ">99h";
+  const auto s = static_cast<std::uint64_t>(std::llround(seconds));
+  // snprintf rather than string concatenation: GCC 12 misreports the latter (-Wrestrict, PR 105329).
+  char text[32];
+  if (s >= 3600)
+    std::snprintf(text, sizeof text, "%llu:%02llu:%02llu", static_cast<unsigned long long>(s / 3600),
+                  static_cast<unsigned long long>(s / 60 % 60), static_cast<unsigned long long>(s % 60));
+  else
+    std::snprintf(text, sizeof text, "%llu:%02llu", static_cast<unsigned long long>(s / 60),
+                  static_cast<unsigned long long>(s % 60));
+  return text;
+}
+
+FLOTILLA_DECL int progress_stream_fd(const std::ostream& out) noexcept {
+  if (&out == &std::cout) return STDOUT_FILENO;
+  if (&out == &std::cerr || &out == &std::clog) return STDERR_FILENO;
+  return -1;
+}
+
+}  // namespace detail
+
+FLOTILLA_DECL ProgressBar::ProgressBar(std::ostream& out, std::size_t total_steps, std::string label, Style s,
+                                       Clock clock)
+    : out_(out),
+      total_(total_steps),
+      label_(std::move(label)),
+      clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
+      style_(resolve(out, s)),
+      fd_(detail::progress_stream_fd(out)),
+      start_(clock_()) {}
+
+FLOTILLA_DECL ProgressBar::~ProgressBar() {
+  if (style_ == Style::bar && drawn_ && !finished_) {
+    try {
+      out_ << '\n' << std::flush;
+    } catch (...) {
+    }
+  }
+}
+
+FLOTILLA_DECL void ProgressBar::update(std::size_t step, std::size_t samples_seen, double loss, double accuracy) {
+  if (style_ == Style::none || finished_) return;
+  step_ = step, samples_ = samples_seen, loss_ = loss, accuracy_ = accuracy;
+  const auto now = clock_();
+  if (style_ == Style::bar) {
+    const bool last = total_ > 0 && step >= total_;
+    if (drawn_ && !last && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    draw_bar(now, "");
+    return;
+  }
+  if (total_ > 0) {
+    // Tenths crossed, not reached exactly: steps may jump past a boundary. The end is finish()'s.
+    const std::size_t tenth = step >= total_ ? 10 : step * 10 / total_;
+    if (tenth <= last_tenth_ || tenth >= 10) return;
+    last_tenth_ = tenth;
+  } else if (drawn_ ? now - last_draw_ < std::chrono::seconds(10) : now - start_ < std::chrono::seconds(10)) {
+    return;
+  }
+  write_line(now, "");
+}
+
+FLOTILLA_DECL void ProgressBar::finish(std::string_view summary) {
+  if (style_ == Style::none || finished_) return;
+  const auto now = clock_();
+  if (style_ == Style::bar) {
+    draw_bar(now, summary, true);
+    out_ << '\n' << std::flush;
+  } else {
+    write_line(now, summary, true);
+  }
+  finished_ = true;
+}
+
+FLOTILLA_DECL ProgressBar::Style ProgressBar::resolve(const std::ostream& out, Style s) {
+  if (s != Style::automatic) return s;
+  const int fd = detail::progress_stream_fd(out);
+  if (fd < 0 || ::isatty(fd) != 1) return Style::lines;
+  const char* term = std::getenv("TERM");
+  return term && std::string_view(term) == "dumb" ? Style::lines : Style::bar;
+}
+
+FLOTILLA_DECL std::vector<ProgressBar::Field> ProgressBar::fields(std::chrono::steady_clock::time_point now,
+                                                                  bool done) const {
+  const double t = elapsed(now);
+  std::vector<Field> f;
+  f.push_back({0, std::to_string(step_) + (total_ > 0 ? "/" + std::to_string(total_) : "")});
+  if (t > 0) f.push_back({4, detail::progress_si(static_cast<double>(samples_) / t) + " samples/s"});
+  if (done || (total_ > 0 && step_ >= total_)) {
+    f.push_back({2, "in " + detail::progress_duration(t)});
+  } else if (total_ > 0 && step_ > 0) {
+    f.push_back({2, "ETA " + detail::progress_duration(t * static_cast<double>(total_ - step_) /
+                                                       static_cast<double>(step_))});
+  }
+  f.push_back({1, "loss " + detail::progress_number(loss_, 4)});
+  if (!std::isnan(accuracy_)) {  // NaN: the model is no classifier
+    f.push_back({3, "acc " + detail::progress_number(accuracy_ * 100, 2, std::chars_format::fixed) + "%"});
+  }
+  return f;
+}
+
+FLOTILLA_DECL std::string ProgressBar::join(const std::vector<Field>& f, int keep) {
+  std::string s;
+  for (const auto& x : f) {
+    if (x.drop_rank > keep) continue;
+    if (!s.empty()) s += "  ";
+    s += x.text;
+  }
+  return s;
+}
+
+FLOTILLA_DECL int ProgressBar::terminal_width() const noexcept {
+  ::winsize ws{};
+  if (fd_ >= 0 && ::ioctl(fd_, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
+FLOTILLA_DECL void ProgressBar::draw_bar(std::chrono::steady_clock::time_point now,
+                                         std::string_view summary, bool done) {
+  const std::vector<Field> f = fields(now, done);
+  const std::string label = label_.empty() ? std::string() : label_ + " ";
+  const std::string tail = summary.empty() ? std::string() : "  " + std::string(summary);
+  // The line must stay narrower than the terminal: a wrapped line is not redrawn by '\r'. So
+  // on a narrow one the bar goes first, then the least useful fields, whole. The final line is
+  // not redrawn and keeps every field, wrapping if it must.
+  const std::size_t width = static_cast<std::size_t>(std::max(terminal_width() - 1, 20));
+  std::string stats;
+  std::size_t bar_w = 0;
+  for (int keep = 4; keep >= 0; --keep) {
+    stats = join(f, keep) + tail;
+    const std::size_t rest = label.size() + stats.size();
+    if (total_ > 0 && rest + 13 <= width) {
+      bar_w = std::min<std::size_t>(30, width - rest - 3);
+      break;
+    }
+    if (rest <= width || done) break;
+  }
+  std::string line = label;
+  if (bar_w > 0) {
+    const double frac = std::min(1.0, static_cast<double>(step_) / static_cast<double>(total_));
+    const auto full = static_cast<std::size_t>(frac * static_cast<double>(bar_w));
+    std::string bar(bar_w, ' ');
+    std::fill_n(bar.begin(), full, '=');
+    if (full < bar_w && step_ > 0) bar[full] = '>';
+    line += "[" + bar + "] ";
+  }
+  line += stats;
+  if (!done && line.size() > width) line.resize(width);  // a label longer than the terminal
+  const std::size_t len = line.size();
+  if (len < last_len_) line.append(last_len_ - len, ' ');  // erase what the longer line left
+  out_ << '\r' << line << std::flush;
+  last_len_ = len;
+  last_draw_ = now;
+  drawn_ = true;
+}
+
+FLOTILLA_DECL void ProgressBar::write_line(std::chrono::steady_clock::time_point now,
+                                           std::string_view summary, bool done) {
+  std::string line = label_.empty() ? std::string() : label_ + " ";
+  line += join(fields(now, done));
+  if (!summary.empty()) line += "  " + std::string(summary);
+  out_ << line << '\n' << std::flush;
+  last_draw_ = now;
+  drawn_ = true;
+}
+
+namespace detail {
+
+FLOTILLA_DECL void show_running(ProgressBar& bar, std::size_t step, std::size_t job_samples, double loss_sum,
+                                std::size_t correct, std::size_t counted, bool classifier) {
   const auto n = static_cast<double>(std::max<std::size_t>(counted, 1));
   bar.update(step, job_samples, loss_sum / n,
              classifier ? static_cast<double>(correct) / n : std::numeric_limits<double>::quiet_NaN());
 }
 
 }  // namespace detail
+#endif  // FLOTILLA_IMPLEMENTATION
+
 }  // namespace flotilla
 // ---- end flotilla/train/progress.hpp ----
 
@@ -6841,21 +7090,129 @@ inline constexpr std::string_view metrics_fixed_columns[] = {
     "epoch",   "step",         "train_loss", "train_accuracy", "val_loss", "val_accuracy", "samples_per_second",
     "seconds", "learning_rate"};
 
-inline void metrics_append_number(std::string& out, double v) {
+FLOTILLA_DECL void metrics_append_number(std::string& out, double v);
+
+FLOTILLA_DECL void metrics_append_number(std::string& out, std::uint64_t v);
+
+/// Length of the valid UTF-8 sequence starting at s[i], or 0 when the bytes there are not one
+/// (overlong forms, surrogates and values past U+10FFFF included).
+FLOTILLA_DECL std::size_t metrics_utf8_sequence_length(std::string_view s, std::size_t i) noexcept;
+
+/// A JSON string literal. Invalid UTF-8 becomes U+FFFD so that the line stays valid JSON.
+FLOTILLA_DECL void metrics_append_json_string(std::string& out, std::string_view s);
+
+/// A CSV field per RFC 4180: quoted when it holds a separator, quote or line break.
+FLOTILLA_DECL void metrics_append_csv_field(std::string& out, std::string_view s);
+
+/// CSV has no null: non-finite values are written the way numpy and pandas read them back.
+FLOTILLA_DECL void metrics_append_csv_number(std::string& out, double v);
+
+FLOTILLA_DECL void metrics_append_json_number(std::string& out, double v);
+
+inline std::string metrics_errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+}  // namespace detail
+
+/// Appends one line per epoch to a JSON-lines or CSV file.
+///
+/// JSON lines: one object per line with the keys of detail::metrics_fixed_columns (a validation
+/// value that was not measured is null, as are NaN and infinities), then the record's extras as
+/// further keys in their order.
+///
+/// CSV: a header row, written once, then one row per record. The columns are fixed by the first
+/// record: the fixed ones, then that record's extras. A later record's extra that is not a column
+/// is left out (give every extra in the first record, NaN if it has no value yet), and a column
+/// the record lacks is left empty, as is a validation value that was not measured. NaN and
+/// infinities are written nan, inf and -inf.
+class MetricsLog {
+ public:
+  enum class Format {
+    from_extension,  ///< .jsonl, .ndjson and .json are JSON lines, .csv is CSV (case-insensitive)
+    jsonl,
+    csv,
+  };
+  enum class OpenMode {
+    truncate,  ///< start a new file
+    /// Continue an existing one (a resumed run). A CSV file keeps its header's columns; a line cut
+    /// short by a killed run is dropped first so the next record starts on a line of its own.
+    append,
+  };
+
+  /// Opens (creates) `path`. Throws ConfigError naming the path and the reason when it cannot be
+  /// written or its format is not known.
+  FLOTILLA_DECL explicit MetricsLog(std::filesystem::path path, Format f = Format::from_extension,
+                                    OpenMode mode = OpenMode::truncate);
+
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+  MetricsLog(MetricsLog&& o) noexcept
+      : path_(std::move(o.path_)),
+        format_(o.format_),
+        fd_(std::exchange(o.fd_, -1)),
+        header_written_(o.header_written_),
+        columns_(std::move(o.columns_)) {}
+  FLOTILLA_DECL MetricsLog& operator=(MetricsLog&& o) noexcept;
+  ~MetricsLog() { close_fd(); }
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+  /// The format in use (never from_extension).
+  Format format() const noexcept { return format_; }
+
+  /// Writes one record and hands it to the kernel. Throws ConfigError when an extra's name repeats
+  /// or reuses a fixed column, or when the write fails (disk full).
+  FLOTILLA_DECL void write(const EpochRecord& r);
+
+ private:
+  FLOTILLA_DECL static Format resolve(const std::filesystem::path& p, Format f);
+
+  [[noreturn]] void fail(const char* what, int err) const {
+    throw ConfigError("metrics log " + path_.string() + ": " + what + ": " + detail::metrics_errno_text(err));
+  }
+
+  FLOTILLA_DECL void check_extras(const EpochRecord& r) const;
+
+  FLOTILLA_DECL static std::string json_line(const EpochRecord& r);
+
+  FLOTILLA_DECL std::string csv_header() const;
+
+  FLOTILLA_DECL std::string csv_row(const EpochRecord& r) const;
+
+  FLOTILLA_DECL void write_all(std::string_view s);
+
+  /// For append: drops a torn last line and, for CSV, takes the columns from the existing header.
+  FLOTILLA_DECL void prepare_append();
+
+  /// The fields of the first record of `text` (a quoted field may hold a line break).
+  FLOTILLA_DECL static std::vector<std::string> parse_csv_header(std::string_view text);
+
+  void close_fd() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  std::filesystem::path path_;
+  Format format_;
+  int fd_ = -1;
+  bool header_written_ = false;
+  std::vector<std::string> columns_;  // CSV extras, fixed by the header
+};
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+
+FLOTILLA_DECL void metrics_append_number(std::string& out, double v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
   out.append(buf, r.ptr);
 }
 
-inline void metrics_append_number(std::string& out, std::uint64_t v) {
+FLOTILLA_DECL void metrics_append_number(std::string& out, std::uint64_t v) {
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, r.ptr);
 }
 
-/// Length of the valid UTF-8 sequence starting at s[i], or 0 when the bytes there are not one
-/// (overlong forms, surrogates and values past U+10FFFF included).
-inline std::size_t metrics_utf8_sequence_length(std::string_view s, std::size_t i) noexcept {
+FLOTILLA_DECL std::size_t metrics_utf8_sequence_length(std::string_view s, std::size_t i) noexcept {
   const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char c = b(i);
   if (c < 0x80) return 1;
@@ -6879,8 +7236,7 @@ inline std::size_t metrics_utf8_sequence_length(std::string_view s, std::size_t 
   return n;
 }
 
-/// A JSON string literal. Invalid UTF-8 becomes U+FFFD so that the line stays valid JSON.
-inline void metrics_append_json_string(std::string& out, std::string_view s) {
+FLOTILLA_DECL void metrics_append_json_string(std::string& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
   out += '"';
   for (std::size_t i = 0; i < s.size();) {
@@ -6916,8 +7272,7 @@ inline void metrics_append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-/// A CSV field per RFC 4180: quoted when it holds a separator, quote or line break.
-inline void metrics_append_csv_field(std::string& out, std::string_view s) {
+FLOTILLA_DECL void metrics_append_csv_field(std::string& out, std::string_view s) {
   if (s.find_first_of(",\"\r\n") == std::string_view::npos && (s.empty() || (s.front() != ' ' && s.back() != ' '))) {
     out.append(s);
     return;
@@ -6930,8 +7285,7 @@ inline void metrics_append_csv_field(std::string& out, std::string_view s) {
   out += '"';
 }
 
-/// CSV has no null: non-finite values are written the way numpy and pandas read them back.
-inline void metrics_append_csv_number(std::string& out, double v) {
+FLOTILLA_DECL void metrics_append_csv_number(std::string& out, double v) {
   if (std::isnan(v)) {
     out += "nan";
   } else if (std::isinf(v)) {
@@ -6941,7 +7295,7 @@ inline void metrics_append_csv_number(std::string& out, double v) {
   }
 }
 
-inline void metrics_append_json_number(std::string& out, double v) {
+FLOTILLA_DECL void metrics_append_json_number(std::string& out, double v) {
   if (std::isfinite(v)) {
     metrics_append_number(out, v);
   } else {
@@ -6949,273 +7303,211 @@ inline void metrics_append_json_number(std::string& out, double v) {
   }
 }
 
-inline std::string metrics_errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
-
 }  // namespace detail
 
-/// Appends one line per epoch to a JSON-lines or CSV file.
-///
-/// JSON lines: one object per line with the keys of detail::metrics_fixed_columns (a validation
-/// value that was not measured is null, as are NaN and infinities), then the record's extras as
-/// further keys in their order.
-///
-/// CSV: a header row, written once, then one row per record. The columns are fixed by the first
-/// record: the fixed ones, then that record's extras. A later record's extra that is not a column
-/// is left out (give every extra in the first record, NaN if it has no value yet), and a column
-/// the record lacks is left empty, as is a validation value that was not measured. NaN and
-/// infinities are written nan, inf and -inf.
-class MetricsLog {
- public:
-  enum class Format {
-    from_extension,  ///< .jsonl, .ndjson and .json are JSON lines, .csv is CSV (case-insensitive)
-    jsonl,
-    csv,
-  };
-  enum class OpenMode {
-    truncate,  ///< start a new file
-    /// Continue an existing one (a resumed run). A CSV file keeps its header's columns; a line cut
-    /// short by a killed run is dropped first so the next record starts on a line of its own.
-    append,
-  };
+FLOTILLA_DECL MetricsLog::MetricsLog(std::filesystem::path path, Format f, OpenMode mode)
+    : path_(std::move(path)), format_(resolve(path_, f)) {
+  if (mode == OpenMode::append) prepare_append();
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (mode == OpenMode::append ? O_APPEND : O_TRUNC);
+  fd_ = ::open(path_.c_str(), flags, 0644);
+  if (fd_ < 0) fail("cannot open", errno);
+}
 
-  /// Opens (creates) `path`. Throws ConfigError naming the path and the reason when it cannot be
-  /// written or its format is not known.
-  explicit MetricsLog(std::filesystem::path path, Format f = Format::from_extension, OpenMode mode = OpenMode::truncate)
-      : path_(std::move(path)), format_(resolve(path_, f)) {
-    if (mode == OpenMode::append) prepare_append();
-    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (mode == OpenMode::append ? O_APPEND : O_TRUNC);
-    fd_ = ::open(path_.c_str(), flags, 0644);
-    if (fd_ < 0) fail("cannot open", errno);
+FLOTILLA_DECL MetricsLog& MetricsLog::operator=(MetricsLog&& o) noexcept {
+  if (this != &o) {
+    close_fd();
+    path_ = std::move(o.path_);
+    format_ = o.format_;
+    fd_ = std::exchange(o.fd_, -1);
+    header_written_ = o.header_written_;
+    columns_ = std::move(o.columns_);
   }
+  return *this;
+}
 
-  MetricsLog(const MetricsLog&) = delete;
-  MetricsLog& operator=(const MetricsLog&) = delete;
-  MetricsLog(MetricsLog&& o) noexcept
-      : path_(std::move(o.path_)),
-        format_(o.format_),
-        fd_(std::exchange(o.fd_, -1)),
-        header_written_(o.header_written_),
-        columns_(std::move(o.columns_)) {}
-  MetricsLog& operator=(MetricsLog&& o) noexcept {
-    if (this != &o) {
-      close_fd();
-      path_ = std::move(o.path_);
-      format_ = o.format_;
-      fd_ = std::exchange(o.fd_, -1);
-      header_written_ = o.header_written_;
-      columns_ = std::move(o.columns_);
+FLOTILLA_DECL void MetricsLog::write(const EpochRecord& r) {
+  check_extras(r);
+  std::string line;
+  if (format_ == Format::jsonl) {
+    line = json_line(r);
+  } else {
+    if (!header_written_) {
+      columns_.clear();
+      for (const auto& [name, value] : r.extra) columns_.push_back(name);
+      line = csv_header();
     }
-    return *this;
+    line += csv_row(r);
   }
-  ~MetricsLog() { close_fd(); }
+  write_all(line);
+  header_written_ = true;
+}
 
-  const std::filesystem::path& path() const noexcept { return path_; }
-  /// The format in use (never from_extension).
-  Format format() const noexcept { return format_; }
+FLOTILLA_DECL MetricsLog::Format MetricsLog::resolve(const std::filesystem::path& p, Format f) {
+  if (f != Format::from_extension) return f;
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (ext == ".jsonl" || ext == ".ndjson" || ext == ".json") return Format::jsonl;
+  if (ext == ".csv") return Format::csv;
+  throw ConfigError("metrics log " + p.string() + ": cannot tell the format from the extension '" + ext +
+                    "' (use .jsonl, .json or .csv, or name the format)");
+}
 
-  /// Writes one record and hands it to the kernel. Throws ConfigError when an extra's name repeats
-  /// or reuses a fixed column, or when the write fails (disk full).
-  void write(const EpochRecord& r) {
-    check_extras(r);
-    std::string line;
-    if (format_ == Format::jsonl) {
-      line = json_line(r);
+FLOTILLA_DECL void MetricsLog::check_extras(const EpochRecord& r) const {
+  for (std::size_t i = 0; i < r.extra.size(); ++i) {
+    const std::string& name = r.extra[i].first;
+    const auto& fixed = detail::metrics_fixed_columns;
+    const bool clash = std::find(std::begin(fixed), std::end(fixed), name) != std::end(fixed);
+    bool repeated = false;
+    for (std::size_t j = 0; j < i; ++j) repeated = repeated || r.extra[j].first == name;
+    if (clash || repeated || name.empty()) {
+      throw ConfigError("metrics log " + path_.string() + ": epoch " + std::to_string(r.epoch) + ": extra value '" +
+                        name + "' " +
+                        (name.empty() ? "has no name"
+                         : clash      ? "reuses a fixed column's name"
+                                      : "is given twice"));
+    }
+  }
+}
+
+FLOTILLA_DECL std::string MetricsLog::json_line(const EpochRecord& r) {
+  std::string s = "{\"epoch\":";
+  detail::metrics_append_number(s, r.epoch);
+  s += ",\"step\":";
+  detail::metrics_append_number(s, r.step);
+  const auto field = [&s](std::string_view key, std::optional<double> v) {
+    s += ",\"";
+    s += key;
+    s += "\":";
+    if (v) {
+      detail::metrics_append_json_number(s, *v);
     } else {
-      if (!header_written_) {
-        columns_.clear();
-        for (const auto& [name, value] : r.extra) columns_.push_back(name);
-        line = csv_header();
-      }
-      line += csv_row(r);
+      s += "null";
     }
-    write_all(line);
-    header_written_ = true;
-  }
-
- private:
-  static Format resolve(const std::filesystem::path& p, Format f) {
-    if (f != Format::from_extension) return f;
-    std::string ext = p.extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (ext == ".jsonl" || ext == ".ndjson" || ext == ".json") return Format::jsonl;
-    if (ext == ".csv") return Format::csv;
-    throw ConfigError("metrics log " + p.string() + ": cannot tell the format from the extension '" + ext +
-                      "' (use .jsonl, .json or .csv, or name the format)");
-  }
-
-  [[noreturn]] void fail(const char* what, int err) const {
-    throw ConfigError("metrics log " + path_.string() + ": " + what + ": " + detail::metrics_errno_text(err));
-  }
-
-  void check_extras(const EpochRecord& r) const {
-    for (std::size_t i = 0; i < r.extra.size(); ++i) {
-      const std::string& name = r.extra[i].first;
-      const auto& fixed = detail::metrics_fixed_columns;
-      const bool clash = std::find(std::begin(fixed), std::end(fixed), name) != std::end(fixed);
-      bool repeated = false;
-      for (std::size_t j = 0; j < i; ++j) repeated = repeated || r.extra[j].first == name;
-      if (clash || repeated || name.empty()) {
-        throw ConfigError("metrics log " + path_.string() + ": epoch " + std::to_string(r.epoch) + ": extra value '" +
-                          name + "' " +
-                          (name.empty() ? "has no name"
-                           : clash      ? "reuses a fixed column's name"
-                                        : "is given twice"));
-      }
-    }
-  }
-
-  static std::string json_line(const EpochRecord& r) {
-    std::string s = "{\"epoch\":";
-    detail::metrics_append_number(s, r.epoch);
-    s += ",\"step\":";
-    detail::metrics_append_number(s, r.step);
-    const auto field = [&s](std::string_view key, std::optional<double> v) {
-      s += ",\"";
-      s += key;
-      s += "\":";
-      if (v) {
-        detail::metrics_append_json_number(s, *v);
-      } else {
-        s += "null";
-      }
-    };
-    field("train_loss", r.train_loss);
-    field("train_accuracy", r.train_accuracy);
-    field("val_loss", r.val_loss);
-    field("val_accuracy", r.val_accuracy);
-    field("samples_per_second", r.samples_per_second);
-    field("seconds", r.seconds);
-    field("learning_rate", r.learning_rate);
-    for (const auto& [name, value] : r.extra) {
-      s += ',';
-      detail::metrics_append_json_string(s, name);
-      s += ':';
-      detail::metrics_append_json_number(s, value);
-    }
-    s += "}\n";
-    return s;
-  }
-
-  std::string csv_header() const {
-    std::string s;
-    for (const auto c : detail::metrics_fixed_columns) {
-      if (!s.empty()) s += ',';
-      s += c;
-    }
-    for (const auto& c : columns_) {
-      s += ',';
-      detail::metrics_append_csv_field(s, c);
-    }
-    s += '\n';
-    return s;
-  }
-
-  std::string csv_row(const EpochRecord& r) const {
-    std::string s;
-    detail::metrics_append_number(s, r.epoch);
+  };
+  field("train_loss", r.train_loss);
+  field("train_accuracy", r.train_accuracy);
+  field("val_loss", r.val_loss);
+  field("val_accuracy", r.val_accuracy);
+  field("samples_per_second", r.samples_per_second);
+  field("seconds", r.seconds);
+  field("learning_rate", r.learning_rate);
+  for (const auto& [name, value] : r.extra) {
     s += ',';
-    detail::metrics_append_number(s, r.step);
-    for (const std::optional<double> v : {std::optional<double>(r.train_loss), std::optional<double>(r.train_accuracy),
-                                          r.val_loss, r.val_accuracy, std::optional<double>(r.samples_per_second),
-                                          std::optional<double>(r.seconds), std::optional<double>(r.learning_rate)}) {
-      s += ',';
-      if (v) detail::metrics_append_csv_number(s, *v);
-    }
-    for (const auto& c : columns_) {
-      s += ',';
-      const auto it = std::find_if(r.extra.begin(), r.extra.end(), [&](const auto& e) { return e.first == c; });
-      if (it != r.extra.end()) detail::metrics_append_csv_number(s, it->second);
-    }
-    s += '\n';
-    return s;
+    detail::metrics_append_json_string(s, name);
+    s += ':';
+    detail::metrics_append_json_number(s, value);
   }
+  s += "}\n";
+  return s;
+}
 
-  void write_all(std::string_view s) {
-    // One write(2) for the whole line in the usual case, so a reader never sees half a record.
-    while (!s.empty()) {
-      const ::ssize_t n = ::write(fd_, s.data(), s.size());
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        fail("cannot write", errno);
-      }
-      s.remove_prefix(static_cast<std::size_t>(n));
-    }
+FLOTILLA_DECL std::string MetricsLog::csv_header() const {
+  std::string s;
+  for (const auto c : detail::metrics_fixed_columns) {
+    if (!s.empty()) s += ',';
+    s += c;
   }
-
-  /// For append: drops a torn last line and, for CSV, takes the columns from the existing header.
-  void prepare_append() {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(path_, ec);
-    if (ec || size == 0) return;  // nothing to continue; open() reports an unusable path
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail("cannot open", errno);
-    std::string text(static_cast<std::size_t>(size), '\0');
-    std::size_t got = 0;
-    while (got < text.size()) {
-      const ::ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
-    text.resize(got);
-    const std::size_t keep = text.empty() || text.back() == '\n' ? text.size() : text.rfind('\n') + 1;  // npos+1 == 0
-    if (keep != text.size()) {
-      std::filesystem::resize_file(path_, keep, ec);
-      if (ec) fail("cannot drop the incomplete last line", ec.value());
-      text.resize(keep);
-    }
-    if (format_ != Format::csv || text.empty()) return;
-    const std::vector<std::string> header = parse_csv_header(text);
-    const std::size_t nfixed = std::size(detail::metrics_fixed_columns);
-    if (header.size() < nfixed ||
-        !std::equal(detail::metrics_fixed_columns, detail::metrics_fixed_columns + nfixed, header.begin())) {
-      throw ConfigError("metrics log " + path_.string() +
-                        ": cannot append: the existing header row is not the one this version writes");
-    }
-    columns_.assign(header.begin() + static_cast<std::ptrdiff_t>(nfixed), header.end());
-    header_written_ = true;
+  for (const auto& c : columns_) {
+    s += ',';
+    detail::metrics_append_csv_field(s, c);
   }
+  s += '\n';
+  return s;
+}
 
-  /// The fields of the first record of `text` (a quoted field may hold a line break).
-  static std::vector<std::string> parse_csv_header(std::string_view text) {
-    std::vector<std::string> fields(1);
-    bool quoted = false;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-      const char c = text[i];
-      if (!quoted && (c == '\n' || c == '\r')) break;
-      if (quoted) {
-        if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-          fields.back() += '"';
-          ++i;
-        } else if (c == '"') {
-          quoted = false;
-        } else {
-          fields.back() += c;
-        }
+FLOTILLA_DECL std::string MetricsLog::csv_row(const EpochRecord& r) const {
+  std::string s;
+  detail::metrics_append_number(s, r.epoch);
+  s += ',';
+  detail::metrics_append_number(s, r.step);
+  for (const std::optional<double> v : {std::optional<double>(r.train_loss), std::optional<double>(r.train_accuracy),
+                                        r.val_loss, r.val_accuracy, std::optional<double>(r.samples_per_second),
+                                        std::optional<double>(r.seconds), std::optional<double>(r.learning_rate)}) {
+    s += ',';
+    if (v) detail::metrics_append_csv_number(s, *v);
+  }
+  for (const auto& c : columns_) {
+    s += ',';
+    const auto it = std::find_if(r.extra.begin(), r.extra.end(), [&](const auto& e) { return e.first == c; });
+    if (it != r.extra.end()) detail::metrics_append_csv_number(s, it->second);
+  }
+  s += '\n';
+  return s;
+}
+
+FLOTILLA_DECL void MetricsLog::write_all(std::string_view s) {
+  // One write(2) for the whole line in the usual case, so a reader never sees half a record.
+  while (!s.empty()) {
+    const ::ssize_t n = ::write(fd_, s.data(), s.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", errno);
+    }
+    s.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+FLOTILLA_DECL void MetricsLog::prepare_append() {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path_, ec);
+  if (ec || size == 0) return;  // nothing to continue; open() reports an unusable path
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open", errno);
+  std::string text(static_cast<std::size_t>(size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ::ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  const std::size_t keep = text.empty() || text.back() == '\n' ? text.size() : text.rfind('\n') + 1;  // npos+1 == 0
+  if (keep != text.size()) {
+    std::filesystem::resize_file(path_, keep, ec);
+    if (ec) fail("cannot drop the incomplete last line", ec.value());
+    text.resize(keep);
+  }
+  if (format_ != Format::csv || text.empty()) return;
+  const std::vector<std::string> header = parse_csv_header(text);
+  const std::size_t nfixed = std::size(detail::metrics_fixed_columns);
+  if (header.size() < nfixed ||
+      !std::equal(detail::metrics_fixed_columns, detail::metrics_fixed_columns + nfixed, header.begin())) {
+    throw ConfigError("metrics log " + path_.string() +
+                      ": cannot append: the existing header row is not the one this version writes");
+  }
+  columns_.assign(header.begin() + static_cast<std::ptrdiff_t>(nfixed), header.end());
+  header_written_ = true;
+}
+
+FLOTILLA_DECL std::vector<std::string> MetricsLog::parse_csv_header(std::string_view text) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (!quoted && (c == '\n' || c == '\r')) break;
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        fields.back() += '"';
+        ++i;
       } else if (c == '"') {
-        quoted = true;
-      } else if (c == ',') {
-        fields.emplace_back();
+        quoted = false;
       } else {
         fields.back() += c;
       }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
     }
-    return fields;
   }
-
-  void close_fd() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
-  std::filesystem::path path_;
-  Format format_;
-  int fd_ = -1;
-  bool header_written_ = false;
-  std::vector<std::string> columns_;  // CSV extras, fixed by the header
-};
+  return fields;
+}
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
 // ---- end flotilla/train/metrics_log.hpp ----
@@ -7355,7 +7647,67 @@ namespace flotilla {
 namespace detail {
 
 /// Text for SVG coordinates and labels: fixed decimals, never a locale's comma.
-inline std::string svg_fixed(double v, int decimals) {
+FLOTILLA_DECL std::string svg_fixed(double v, int decimals);
+
+inline std::string svg_coord(double v) { return svg_fixed(v, 1); }
+
+FLOTILLA_DECL void svg_escape(std::string& out, std::string_view s);
+
+/// The smallest of 1, 2, 5 times a power of ten that is at least `raw`.
+FLOTILLA_DECL double plot_nice_step(double raw);
+
+/// One axis: its range in data units, its ticks, and how to label them.
+struct PlotAxis {
+  double lo = 0, hi = 1;
+  bool log = false;      ///< positions are proportional to log10(value)
+  bool percent = false;  ///< labels are value * 100 with a % sign
+  std::vector<double> ticks;
+  int decimals = 0;
+
+  double fraction(double v) const {
+    if (log) return (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
+    return (v - lo) / (hi - lo);
+  }
+
+  FLOTILLA_DECL std::string label(double v) const;
+};
+
+/// A linear axis covering [lo, hi] with about `target` ticks at round values. The range is widened
+/// to the enclosing ticks so that curves never touch the frame between ticks.
+FLOTILLA_DECL PlotAxis plot_linear_axis(double lo, double hi, int target, bool integral);
+
+/// A log axis over whole decades; with few decades, 2 and 5 times each are ticks too.
+FLOTILLA_DECL PlotAxis plot_log_axis(double lo, double hi);
+
+struct PlotSeries {
+  std::string_view name;
+  std::string_view color;
+  bool dashed = false;
+  std::vector<std::pair<double, double>> points;  ///< (epoch, value), in record order
+};
+
+inline bool plot_usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
+
+/// One panel: frame, grid, ticks, curves, and a header with its title and legend.
+FLOTILLA_DECL void svg_panel(std::string& out, double x0, double y0, double w, double h, std::string_view title,
+                             const std::vector<PlotSeries>& series, bool accuracy);
+
+}  // namespace detail
+
+/// The learning curves of `history` as SVG text: loss (train, and validation where measured) on
+/// the left, accuracy on the right, against epoch. Non-finite values break a curve; a loss that
+/// spans two orders of magnitude or more is drawn on a log axis.
+FLOTILLA_DECL std::string svg_plot(const History& history, std::string_view title);
+
+/// Writes svg_plot(history, title) to `path`, replacing the file at once (through a temporary
+/// file and a rename) so that a browser reloading it never sees half a plot. Throws ConfigError
+/// naming the path and the reason when it cannot be written.
+FLOTILLA_DECL void write_svg_plot(const std::filesystem::path& path, const History& history, std::string_view title);
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+
+FLOTILLA_DECL std::string svg_fixed(double v, int decimals) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
   std::string s(buf, r.ptr);
@@ -7364,9 +7716,7 @@ inline std::string svg_fixed(double v, int decimals) {
   return s;
 }
 
-inline std::string svg_coord(double v) { return svg_fixed(v, 1); }
-
-inline void svg_escape(std::string& out, std::string_view s) {
+FLOTILLA_DECL void svg_escape(std::string& out, std::string_view s) {
   for (const char c : s) {
     switch (c) {
       case '&':
@@ -7391,8 +7741,7 @@ inline void svg_escape(std::string& out, std::string_view s) {
   }
 }
 
-/// The smallest of 1, 2, 5 times a power of ten that is at least `raw`.
-inline double plot_nice_step(double raw) {
+FLOTILLA_DECL double plot_nice_step(double raw) {
   if (!(raw > 0) || !std::isfinite(raw)) return 1;
   const double p = std::pow(10.0, std::floor(std::log10(raw)));
   for (const double m : {1.0, 2.0, 5.0, 10.0}) {
@@ -7401,40 +7750,24 @@ inline double plot_nice_step(double raw) {
   return 10 * p;
 }
 
-/// One axis: its range in data units, its ticks, and how to label them.
-struct PlotAxis {
-  double lo = 0, hi = 1;
-  bool log = false;      ///< positions are proportional to log10(value)
-  bool percent = false;  ///< labels are value * 100 with a % sign
-  std::vector<double> ticks;
-  int decimals = 0;
-
-  double fraction(double v) const {
-    if (log) return (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
-    return (v - lo) / (hi - lo);
+FLOTILLA_DECL std::string PlotAxis::label(double v) const {
+  if (log) {
+    // 0.0001 ... 100000 written out; beyond, 1e-05 and 1e+06 read better than runs of zeros.
+    const auto fmt = v >= 1e-4 && v < 1e6 ? std::chars_format::fixed : std::chars_format::scientific;
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, fmt);
+    return std::string(buf, r.ptr);
   }
-
-  std::string label(double v) const {
-    if (log) {
-      // 0.0001 ... 100000 written out; beyond, 1e-05 and 1e+06 read better than runs of zeros.
-      const auto fmt = v >= 1e-4 && v < 1e6 ? std::chars_format::fixed : std::chars_format::scientific;
-      char buf[64];
-      const auto r = std::to_chars(buf, buf + sizeof buf, v, fmt);
-      return std::string(buf, r.ptr);
-    }
-    if (percent) return svg_fixed(v * 100, std::max(0, decimals - 2)) + "%";
-    if (std::abs(v) >= 1e6 || decimals > 6) {
-      char buf[64];
-      const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 3);
-      return std::string(buf, r.ptr);
-    }
-    return svg_fixed(v, decimals);
+  if (percent) return svg_fixed(v * 100, std::max(0, decimals - 2)) + "%";
+  if (std::abs(v) >= 1e6 || decimals > 6) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 3);
+    return std::string(buf, r.ptr);
   }
-};
+  return svg_fixed(v, decimals);
+}
 
-/// A linear axis covering [lo, hi] with about `target` ticks at round values. The range is widened
-/// to the enclosing ticks so that curves never touch the frame between ticks.
-inline PlotAxis plot_linear_axis(double lo, double hi, int target, bool integral) {
+FLOTILLA_DECL PlotAxis plot_linear_axis(double lo, double hi, int target, bool integral) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
   if (hi < lo) std::swap(lo, hi);
   if (hi == lo) {
@@ -7457,8 +7790,7 @@ inline PlotAxis plot_linear_axis(double lo, double hi, int target, bool integral
   return a;
 }
 
-/// A log axis over whole decades; with few decades, 2 and 5 times each are ticks too.
-inline PlotAxis plot_log_axis(double lo, double hi) {
+FLOTILLA_DECL PlotAxis plot_log_axis(double lo, double hi) {
   PlotAxis a;
   a.log = true;
   const int d0 = static_cast<int>(std::floor(std::log10(lo) + 1e-9));
@@ -7477,18 +7809,8 @@ inline PlotAxis plot_log_axis(double lo, double hi) {
   return a;
 }
 
-struct PlotSeries {
-  std::string_view name;
-  std::string_view color;
-  bool dashed = false;
-  std::vector<std::pair<double, double>> points;  ///< (epoch, value), in record order
-};
-
-inline bool plot_usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
-
-/// One panel: frame, grid, ticks, curves, and a header with its title and legend.
-inline void svg_panel(std::string& out, double x0, double y0, double w, double h, std::string_view title,
-                      const std::vector<PlotSeries>& series, bool accuracy) {
+FLOTILLA_DECL void svg_panel(std::string& out, double x0, double y0, double w, double h, std::string_view title,
+                             const std::vector<PlotSeries>& series, bool accuracy) {
   double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
   std::size_t shown_points = 0;
   for (const auto& s : series) {
@@ -7636,10 +7958,7 @@ inline void svg_panel(std::string& out, double x0, double y0, double w, double h
 
 }  // namespace detail
 
-/// The learning curves of `history` as SVG text: loss (train, and validation where measured) on
-/// the left, accuracy on the right, against epoch. Non-finite values break a curve; a loss that
-/// spans two orders of magnitude or more is drawn on a log axis.
-inline std::string svg_plot(const History& history, std::string_view title) {
+FLOTILLA_DECL std::string svg_plot(const History& history, std::string_view title) {
   constexpr double width = 1000, height = 420, head = 44;
   const std::string_view blue = "#1f77b4", orange = "#ff7f0e";
   detail::PlotSeries train_loss{"train", blue, false, {}}, val_loss{"validation", orange, true, {}};
@@ -7671,10 +7990,7 @@ inline std::string svg_plot(const History& history, std::string_view title) {
   return out;
 }
 
-/// Writes svg_plot(history, title) to `path`, replacing the file at once (through a temporary
-/// file and a rename) so that a browser reloading it never sees half a plot. Throws ConfigError
-/// naming the path and the reason when it cannot be written.
-inline void write_svg_plot(const std::filesystem::path& path, const History& history, std::string_view title) {
+FLOTILLA_DECL void write_svg_plot(const std::filesystem::path& path, const History& history, std::string_view title) {
   const std::string text = svg_plot(history, title);
   std::filesystem::path tmp = path;
   tmp += ".tmp-" + std::to_string(::getpid());
@@ -7690,6 +8006,7 @@ inline void write_svg_plot(const std::filesystem::path& path, const History& his
   if (std::fclose(f) != 0 || !wrote) fail("cannot write " + tmp.string(), wrote ? errno : write_err);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename " + tmp.string() + " to it", errno);
 }
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
 // ---- end flotilla/train/plot.hpp ----
@@ -10310,46 +10627,7 @@ class Timeline {
 
   /// Writes the events as a Chrome trace (JSON object format, with this process's host and clock
   /// offset under "otherData"), atomically.
-  void write(const std::filesystem::path& path) const {
-    std::vector<Event> events;
-    {
-      const std::lock_guard lock(mutex_);
-      events = events_;
-    }
-    std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.ts < b.ts; });
-    const std::filesystem::path tmp = path.string() + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      if (!out) throw ConfigError("cannot write the timeline to " + tmp.string());
-      out << "{\"traceEvents\":[\n";
-      bool first = true;
-      std::vector<std::size_t> ranks;
-      for (const auto& e : events) {
-        if (std::find(ranks.begin(), ranks.end(), e.rank) == ranks.end()) ranks.push_back(e.rank);
-        char buf[160];
-        std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%zu,\"tid\":%d}", e.ts, e.dur,
-                      e.rank, e.lane);
-        out << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"cat\":\"" << e.category << "\"" << buf;
-        first = false;
-      }
-      for (const std::size_t r : ranks) {
-        out << (first ? "" : ",\n") << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r
-            << ",\"args\":{\"name\":\"rank " << r << "\"}}";
-        first = false;
-        for (int lane = 0; lane < 2; ++lane)
-          out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << r << ",\"tid\":" << lane
-              << ",\"args\":{\"name\":\"" << (lane == 0 ? "compute" : "communication") << "\"}}";
-      }
-      char offset[64];
-      std::snprintf(offset, sizeof offset, "%.3f", steady_to_unix_us_);
-      std::string host;
-      detail::metrics_append_json_string(host, host_name());
-      out << "\n],\n\"otherData\":{\"host\":" << host << ",\"clock\":\"steady\",\"steady_to_unix_us\":" << offset
-          << "}}\n";
-      if (!out.flush()) throw ConfigError("cannot write the timeline to " + tmp.string());
-    }
-    std::filesystem::rename(tmp, path);
-  }
+  FLOTILLA_DECL void write(const std::filesystem::path& path) const;
 
   std::size_t size() const {
     const std::lock_guard lock(mutex_);
@@ -10357,11 +10635,7 @@ class Timeline {
   }
 
   /// This machine's name, as the trace records it ("" if the system will not say).
-  static std::string host_name() {
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0) return {};
-    return name;
-  }
+  FLOTILLA_DECL static std::string host_name();
 
  private:
   struct Event {
@@ -10375,6 +10649,55 @@ class Timeline {
   mutable std::mutex mutex_;
   std::vector<Event> events_;
 };
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL void Timeline::write(const std::filesystem::path& path) const {
+  std::vector<Event> events;
+  {
+    const std::lock_guard lock(mutex_);
+    events = events_;
+  }
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.ts < b.ts; });
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw ConfigError("cannot write the timeline to " + tmp.string());
+    out << "{\"traceEvents\":[\n";
+    bool first = true;
+    std::vector<std::size_t> ranks;
+    for (const auto& e : events) {
+      if (std::find(ranks.begin(), ranks.end(), e.rank) == ranks.end()) ranks.push_back(e.rank);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%zu,\"tid\":%d}", e.ts, e.dur,
+                    e.rank, e.lane);
+      out << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"cat\":\"" << e.category << "\"" << buf;
+      first = false;
+    }
+    for (const std::size_t r : ranks) {
+      out << (first ? "" : ",\n") << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r
+          << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+      first = false;
+      for (int lane = 0; lane < 2; ++lane)
+        out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << r << ",\"tid\":" << lane
+            << ",\"args\":{\"name\":\"" << (lane == 0 ? "compute" : "communication") << "\"}}";
+    }
+    char offset[64];
+    std::snprintf(offset, sizeof offset, "%.3f", steady_to_unix_us_);
+    std::string host;
+    detail::metrics_append_json_string(host, host_name());
+    out << "\n],\n\"otherData\":{\"host\":" << host << ",\"clock\":\"steady\",\"steady_to_unix_us\":" << offset
+        << "}}\n";
+    if (!out.flush()) throw ConfigError("cannot write the timeline to " + tmp.string());
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+FLOTILLA_DECL std::string Timeline::host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return {};
+  return name;
+}
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
 // ---- end flotilla/train/timeline.hpp ----

@@ -21,6 +21,7 @@
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/gemm.hpp"
 #include "flotilla/core/hmac.hpp"
+#include "flotilla/core/linkage.hpp"
 #include "flotilla/core/random.hpp"
 #include "flotilla/core/sgemm.hpp"
 #include "flotilla/core/sha256.hpp"

@@ -2,7 +2,9 @@
 // single Dense layer, MSE and SGD, stepping Network and optim::SGD by hand, and exits non-zero
 // unless the loss falls. It includes flotilla as a user would: the umbrella header, or the single
 // header when FLOTILLA_CONSUMER_SINGLE_HEADER is defined (then with single_header_tu.cpp, a second
-// translation unit on the single header: a definition missing `inline` fails to link).
+// translation unit on the single header: a definition missing `inline` fails to link). With
+// FLOTILLA_SEPARATE_COMPILATION it is built again, with flotilla's out-of-line code compiled once in
+// separate_src.cpp instead (include/flotilla/core/linkage.hpp); it calls some of that code.
 #ifdef FLOTILLA_CONSUMER_SINGLE_HEADER
 #include <flotilla.hpp>
 const char* single_header_version();  // single_header_tu.cpp: a second TU on <flotilla.hpp>
@@ -16,9 +18,14 @@ const char* single_header_version();  // single_header_tu.cpp: a second TU on <f
 inline const char* single_header_version() { return "on the include path"; }
 #endif
 
+#if defined(FLOTILLA_SEPARATE_COMPILATION) && FLOTILLA_IMPLEMENTATION
+#error "with FLOTILLA_SEPARATE_COMPILATION, a translation unit that is not flotilla's source compiles its definitions"
+#endif
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -53,7 +60,19 @@ int main() {
                std::span<const fl::TensorInfo>(Net::tensors), fl::StepInfo{step, sgd.learning_rate});
     (step == 1 ? first : last) = loss;
   }
-  std::printf("flotilla %s (single header: %s): MSE %.3g -> %.3g\n", FLOTILLA_VERSION_STRING,
-              single_header_version(), static_cast<double>(first), static_cast<double>(last));
-  return (last < 1e-4f && last < first) ? 0 : 1;
+  // Out-of-line code (a training-curve plot): inline in the header-only builds, in
+  // separate_src.cpp's object with separate compilation.
+  fl::History history(1);
+  history[0].epoch = 1;
+  history[0].train_loss = last;
+  const std::string svg = fl::svg_plot(history, "consumer");
+  std::printf("flotilla %s (single header: %s%s): MSE %.3g -> %.3g, plot of %zu bytes\n", FLOTILLA_VERSION_STRING,
+              single_header_version(),
+#ifdef FLOTILLA_SEPARATE_COMPILATION
+              ", separate compilation",
+#else
+              "",
+#endif
+              static_cast<double>(first), static_cast<double>(last), svg.size());
+  return (last < 1e-4f && last < first && svg.find("<svg") != std::string::npos) ? 0 : 1;
 }

@@ -9,6 +9,8 @@
 #include <span>
 #include <string_view>
 
+#include "flotilla/core/linkage.hpp"
+
 namespace flotilla {
 
 namespace detail {
@@ -33,17 +35,7 @@ class Sha256 {
   using Digest = std::array<std::uint8_t, 32>;
   static constexpr std::size_t block_size = 64;
 
-  Sha256& update(std::span<const std::uint8_t> data) noexcept {
-    for (const std::uint8_t b : data) {
-      block_[fill_++] = b;
-      if (fill_ == block_size) {
-        compress();
-        fill_ = 0;
-      }
-    }
-    bits_ += static_cast<std::uint64_t>(data.size()) * 8;
-    return *this;
-  }
+  FLOTILLA_DECL Sha256& update(std::span<const std::uint8_t> data) noexcept;
   Sha256& update(std::span<const std::byte> data) noexcept {
     return update(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
   }
@@ -51,62 +43,10 @@ class Sha256 {
     return update(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
   }
 
-  Digest digest() noexcept {
-    const std::uint64_t bits = bits_;
-    // Padding: a 1 bit, zeros up to 56 bytes into a block, then the message length in bits.
-    block_[fill_++] = 0x80;
-    if (fill_ > 56) {
-      while (fill_ < block_size) block_[fill_++] = 0;
-      compress();
-      fill_ = 0;
-    }
-    while (fill_ < 56) block_[fill_++] = 0;
-    for (int i = 7; i >= 0; --i) block_[fill_++] = static_cast<std::uint8_t>(bits >> (8 * i));
-    compress();
-    Digest d{};
-    for (std::size_t i = 0; i < 8; ++i)
-      for (std::size_t j = 0; j < 4; ++j) d[4 * i + j] = static_cast<std::uint8_t>(h_[i] >> (24 - 8 * j));
-    return d;
-  }
+  FLOTILLA_DECL Digest digest() noexcept;
 
  private:
-  void compress() noexcept {
-    using detail::sha256_rotr;
-    std::array<std::uint32_t, 64> w{};
-    for (std::size_t i = 0; i < 16; ++i)
-      w[i] = std::uint32_t{block_[4 * i]} << 24 | std::uint32_t{block_[4 * i + 1]} << 16 |
-             std::uint32_t{block_[4 * i + 2]} << 8 | std::uint32_t{block_[4 * i + 3]};
-    for (std::size_t i = 16; i < 64; ++i) {
-      const std::uint32_t s0 = sha256_rotr(w[i - 15], 7) ^ sha256_rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-      const std::uint32_t s1 = sha256_rotr(w[i - 2], 17) ^ sha256_rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    std::uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
-    for (std::size_t i = 0; i < 64; ++i) {
-      const std::uint32_t s1 = sha256_rotr(e, 6) ^ sha256_rotr(e, 11) ^ sha256_rotr(e, 25);
-      const std::uint32_t ch = (e & f) ^ (~e & g);
-      const std::uint32_t t1 = h + s1 + ch + detail::sha256_k[i] + w[i];
-      const std::uint32_t s0 = sha256_rotr(a, 2) ^ sha256_rotr(a, 13) ^ sha256_rotr(a, 22);
-      const std::uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-      const std::uint32_t t2 = s0 + maj;
-      h = g;
-      g = f;
-      f = e;
-      e = d + t1;
-      d = c;
-      c = b;
-      b = a;
-      a = t1 + t2;
-    }
-    h_[0] += a;
-    h_[1] += b;
-    h_[2] += c;
-    h_[3] += d;
-    h_[4] += e;
-    h_[5] += f;
-    h_[6] += g;
-    h_[7] += h;
-  }
+  FLOTILLA_DECL void compress() noexcept;
 
   std::array<std::uint32_t, 8> h_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -118,5 +58,75 @@ class Sha256 {
 /// SHA-256 of `data` in one call.
 inline Sha256::Digest sha256(std::span<const std::byte> data) noexcept { return Sha256().update(data).digest(); }
 inline Sha256::Digest sha256(std::string_view data) noexcept { return Sha256().update(data).digest(); }
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL Sha256& Sha256::update(std::span<const std::uint8_t> data) noexcept {
+  for (const std::uint8_t b : data) {
+    block_[fill_++] = b;
+    if (fill_ == block_size) {
+      compress();
+      fill_ = 0;
+    }
+  }
+  bits_ += static_cast<std::uint64_t>(data.size()) * 8;
+  return *this;
+}
+
+FLOTILLA_DECL Sha256::Digest Sha256::digest() noexcept {
+  const std::uint64_t bits = bits_;
+  // Padding: a 1 bit, zeros up to 56 bytes into a block, then the message length in bits.
+  block_[fill_++] = 0x80;
+  if (fill_ > 56) {
+    while (fill_ < block_size) block_[fill_++] = 0;
+    compress();
+    fill_ = 0;
+  }
+  while (fill_ < 56) block_[fill_++] = 0;
+  for (int i = 7; i >= 0; --i) block_[fill_++] = static_cast<std::uint8_t>(bits >> (8 * i));
+  compress();
+  Digest d{};
+  for (std::size_t i = 0; i < 8; ++i)
+    for (std::size_t j = 0; j < 4; ++j) d[4 * i + j] = static_cast<std::uint8_t>(h_[i] >> (24 - 8 * j));
+  return d;
+}
+
+FLOTILLA_DECL void Sha256::compress() noexcept {
+  using detail::sha256_rotr;
+  std::array<std::uint32_t, 64> w{};
+  for (std::size_t i = 0; i < 16; ++i)
+    w[i] = std::uint32_t{block_[4 * i]} << 24 | std::uint32_t{block_[4 * i + 1]} << 16 |
+           std::uint32_t{block_[4 * i + 2]} << 8 | std::uint32_t{block_[4 * i + 3]};
+  for (std::size_t i = 16; i < 64; ++i) {
+    const std::uint32_t s0 = sha256_rotr(w[i - 15], 7) ^ sha256_rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    const std::uint32_t s1 = sha256_rotr(w[i - 2], 17) ^ sha256_rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  std::uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
+  for (std::size_t i = 0; i < 64; ++i) {
+    const std::uint32_t s1 = sha256_rotr(e, 6) ^ sha256_rotr(e, 11) ^ sha256_rotr(e, 25);
+    const std::uint32_t ch = (e & f) ^ (~e & g);
+    const std::uint32_t t1 = h + s1 + ch + detail::sha256_k[i] + w[i];
+    const std::uint32_t s0 = sha256_rotr(a, 2) ^ sha256_rotr(a, 13) ^ sha256_rotr(a, 22);
+    const std::uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
+    const std::uint32_t t2 = s0 + maj;
+    h = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
+  }
+  h_[0] += a;
+  h_[1] += b;
+  h_[2] += c;
+  h_[3] += d;
+  h_[4] += e;
+  h_[5] += f;
+  h_[6] += g;
+  h_[7] += h;
+}
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla

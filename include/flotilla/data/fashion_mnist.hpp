@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/linkage.hpp"
 #include "flotilla/data/dataset.hpp"
 
 namespace flotilla::data::fashion_mnist {
@@ -41,17 +42,7 @@ inline std::filesystem::path default_directory() {
 
 namespace detail {
 /// `dir/stem.gz`, or `dir/stem` when only the uncompressed file is there; throws if neither is.
-inline std::filesystem::path find_file(const std::filesystem::path& dir, const std::string& stem) {
-  const std::filesystem::path gz = dir / (stem + ".gz");
-  const std::filesystem::path plain = dir / stem;
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(gz, ec)) return gz;
-  if (std::filesystem::is_regular_file(plain, ec)) return plain;
-  throw DataError(gz.string(), 0,
-                  "Fashion-MNIST file not found. Install the data set with `apt-get install dataset-fashion-mnist`, or set " +
-                      std::string(directory_variable) + " to a directory that holds train-images-idx3-ubyte.gz, " +
-                      "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz");
-}
+FLOTILLA_DECL std::filesystem::path find_file(const std::filesystem::path& dir, const std::string& stem);
 }  // namespace detail
 
 /// Loads the training (60000) or test (10000) samples: inputs (784 x samples) in [0, 1], labels in
@@ -68,5 +59,21 @@ inline Dataset<T> load(Split split, const std::filesystem::path& dir = default_d
                     "Fashion-MNIST images are 28x28 (784 values), this file's are " + std::to_string(data.feature_size()));
   return data;
 }
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+FLOTILLA_DECL std::filesystem::path find_file(const std::filesystem::path& dir, const std::string& stem) {
+  const std::filesystem::path gz = dir / (stem + ".gz");
+  const std::filesystem::path plain = dir / stem;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(gz, ec)) return gz;
+  if (std::filesystem::is_regular_file(plain, ec)) return plain;
+  throw DataError(gz.string(), 0,
+                  "Fashion-MNIST file not found. Install the data set with `apt-get install dataset-fashion-mnist`, or set " +
+                      std::string(directory_variable) + " to a directory that holds train-images-idx3-ubyte.gz, " +
+                      "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz");
+}
+}  // namespace detail
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::data::fashion_mnist

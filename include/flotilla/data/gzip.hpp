@@ -26,6 +26,7 @@
 
 #include "flotilla/core/crc32.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/linkage.hpp"
 
 namespace flotilla::data {
 
@@ -182,22 +183,7 @@ struct FixedTables {
 };
 
 /// The fixed codes of block type 1, built once per program.
-inline const FixedTables& fixed_tables() {
-  static const std::unique_ptr<const FixedTables> tables = [] {
-    auto t = std::make_unique<FixedTables>();
-    std::array<std::uint8_t, 288> lit{};
-    std::fill(lit.begin(), lit.begin() + 144, std::uint8_t{8});
-    std::fill(lit.begin() + 144, lit.begin() + 256, std::uint8_t{9});
-    std::fill(lit.begin() + 256, lit.begin() + 280, std::uint8_t{7});
-    std::fill(lit.begin() + 280, lit.end(), std::uint8_t{8});
-    std::array<std::uint8_t, 32> dist{};
-    dist.fill(5);
-    t->literal.build(lit.data(), 288, Alphabet::literal_length);
-    t->distance.build(dist.data(), 32, Alphabet::distance);
-    return std::unique_ptr<const FixedTables>(std::move(t));
-  }();
-  return *tables;
-}
+FLOTILLA_DECL const FixedTables& fixed_tables();
 
 /// Bit-reader state, kept in a small value type so that the decoding loop can hold it in registers
 /// (a copy in locals) rather than in memory that every output byte store might alias.
@@ -226,50 +212,19 @@ inline std::uint32_t load_le32(const std::uint8_t* p) noexcept {
 inline std::uint32_t load_le16(const std::uint8_t* p) noexcept {
   return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8;
 }
-inline std::string hex32(std::uint32_t v) {
-  std::string s = "0x00000000";
-  for (int i = 9; i >= 2; --i, v >>= 4) s[static_cast<std::size_t>(i)] = "0123456789abcdef"[v & 0xFU];
-  return s;
-}
+FLOTILLA_DECL std::string hex32(std::uint32_t v);
 
 /// Inflates DEFLATE streams from one input buffer into one output vector. Several streams may be
 /// inflated one after another into the same output (gzip members); each one's matches may reach
 /// back only to its own start.
 class Inflater {
  public:
-  Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
-           std::size_t max_output)
-      : in_(in.data()),
-        n_(in.size()),
-        name_(name),
-        out_(out),
-        // Leaves headroom so that max_output + slack never overflows.
-        max_output_(std::min(max_output, std::numeric_limits<std::size_t>::max() / 2)) {
-    out_.clear();
-  }
+  FLOTILLA_DECL Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
+                         std::size_t max_output);
 
   /// Inflates the stream starting at input byte `start`, appending to the output, and returns the
   /// offset of the first input byte after the stream (its last byte is padded to a byte boundary).
-  std::size_t inflate(std::size_t start) {
-    bits_ = BitState{0, 0, start, 0};
-    stream_start_ = op_;
-    bool final = false;
-    while (!final) {
-      final = read_bits(1) != 0;
-      const std::uint32_t type = read_bits(2);
-      if (type == 0) {
-        stored_block();
-      } else if (type == 1) {
-        const FixedTables& f = fixed_tables();
-        huffman_block(f.literal.entries.data(), f.distance.entries.data());
-      } else if (type == 2) {
-        dynamic_block();
-      } else {
-        fail(bits_, "invalid DEFLATE block type 3 (reserved)");
-      }
-    }
-    return align_to_byte();
-  }
+  FLOTILLA_DECL std::size_t inflate(std::size_t start);
 
   /// Bytes of output so far. The output vector itself is larger (spare capacity) until finish().
   std::size_t size() const noexcept { return op_; }
@@ -280,13 +235,7 @@ class Inflater {
   [[noreturn]] void fail_at(std::size_t offset, const std::string& what) const { throw DataError(name_, offset, what); }
 
   /// Capacity for `need` more bytes beyond the output so far (need <= max_output - size() + slack).
-  void reserve(std::size_t need) {
-    if (out_.size() - op_ >= need) return;
-    const std::size_t limit = max_output_ + slack;
-    std::size_t want = std::max<std::size_t>(std::min(out_.size(), limit / 2) * 2, std::size_t{1} << 16);
-    want = std::max(std::min(want, limit), op_ + need);
-    out_.resize(want);
-  }
+  FLOTILLA_DECL void reserve(std::size_t need);
 
   // Spare room beyond a match so that it may be copied in 8-byte steps past its end.
   static constexpr std::size_t slack = 258 + 8;
@@ -305,35 +254,12 @@ class Inflater {
     fail_at(offset_of(b), what);
   }
   [[noreturn]] void truncated() const { fail_at(n_, "truncated: the compressed data ends inside a DEFLATE block"); }
-  [[noreturn]] void too_large() const {
-    if (bits_.count < 8 * bits_.pad) truncated();
-    fail_at(offset_of(bits_), "decompressed data exceeds the maximum of " + std::to_string(max_output_) +
-                                  " bytes allowed (pass a larger max_output if this file is genuine)");
-  }
+  [[noreturn]] FLOTILLA_DECL void too_large() const;
 
   /// Refills to at least 56 valid bits. Past the end of input it shifts in zero bytes and counts
   /// them: a stream may end within the last byte, so reading ahead is fine, but consuming a padding
   /// bit means the stream was cut short.
-  BitState refill(BitState b) const {
-    if (n_ - b.pos >= 8) {
-      // One load adds as many whole bytes as fit; the bits of a partly added byte above `count` are
-      // the same ones the next refill ORs in again.
-      b.buf |= load_le64(in_ + b.pos) << b.count;
-      b.pos += (63 - b.count) >> 3;
-      b.count |= 56;
-      return b;
-    }
-    if (b.count < 8 * b.pad) truncated();
-    while (b.count < 56) {
-      if (b.pos < n_) {
-        b.buf |= static_cast<std::uint64_t>(in_[b.pos++]) << b.count;
-      } else {
-        ++b.pad;
-      }
-      b.count += 8;
-    }
-    return b;
-  }
+  FLOTILLA_DECL BitState refill(BitState b) const;
 
   std::uint32_t read_bits(unsigned k) {
     if (bits_.count < k) bits_ = refill(bits_);
@@ -345,172 +271,11 @@ class Inflater {
 
   /// Skips to the next byte boundary and hands back the bytes the bit buffer read ahead; returns the
   /// input offset of the next unread byte.
-  std::size_t align_to_byte() {
-    BitState b = bits_;
-    const unsigned drop = b.count & 7U;
-    b.buf >>= drop;
-    b.count -= drop;
-    if (b.count < 8 * b.pad) truncated();
-    const std::size_t pos = b.pos - (b.count / 8 - b.pad);
-    bits_ = BitState{0, 0, pos, 0};
-    return pos;
-  }
+  FLOTILLA_DECL std::size_t align_to_byte();
 
-  void stored_block() {
-    std::size_t p = align_to_byte();
-    if (n_ - p < 4) fail_at(n_, "truncated: the compressed data ends inside a stored block's header");
-    const std::uint32_t len = load_le16(in_ + p);
-    const std::uint32_t nlen = load_le16(in_ + p + 2);
-    if (len != (~nlen & 0xFFFFU)) fail_at(p, "stored block length " + std::to_string(len) + " does not match its complement");
-    p += 4;
-    if (n_ - p < len)
-      fail_at(n_, "truncated: a stored block of " + std::to_string(len) + " bytes has only " + std::to_string(n_ - p) + " left");
-    if (len > max_output_ - op_) {
-      bits_.pos = p;
-      too_large();
-    }
-    reserve(len);
-    if (len != 0) std::memcpy(out_.data() + op_, in_ + p, len);
-    op_ += len;
-    bits_.pos = p + len;
-  }
-
-  void dynamic_block() {
-    const unsigned hlit = read_bits(5) + 257;
-    const unsigned hdist = read_bits(5) + 1;
-    const unsigned hclen = read_bits(4) + 4;
-    if (hlit > 286) fail(bits_, "dynamic block declares " + std::to_string(hlit) + " literal/length codes (at most 286)");
-    if (hdist > 30) fail(bits_, "dynamic block declares " + std::to_string(hdist) + " distance codes (at most 30)");
-    std::array<std::uint8_t, 19> cl_lengths{};
-    for (unsigned i = 0; i < hclen; ++i) cl_lengths[code_length_order[i]] = static_cast<std::uint8_t>(read_bits(3));
-    if (const char* why = code_lengths_.build(cl_lengths.data(), 19, Alphabet::code_lengths))
-      fail(bits_, std::string("invalid dynamic block: the code-length code ") + why);
-
-    std::array<std::uint8_t, 286 + 30> lengths{};
-    const unsigned total = hlit + hdist;
-    unsigned i = 0;
-    while (i < total) {
-      if (bits_.count < 14) bits_ = refill(bits_);  // a 7-bit code and up to 7 extra bits
-      const std::uint32_t e = code_lengths_.entries[bits_.buf & CodeLengthTable::primary_mask];
-      if (huff_kind(e) != huff_literal) fail(bits_, "invalid code-length code");
-      bits_.buf >>= huff_bits(e);
-      bits_.count -= huff_bits(e);
-      const std::uint32_t sym = huff_value(e);
-      if (sym < 16) {
-        lengths[i++] = static_cast<std::uint8_t>(sym);
-        continue;
-      }
-      std::uint8_t value = 0;
-      unsigned repeat = 0;
-      if (sym == 16) {
-        if (i == 0) fail(bits_, "invalid dynamic block: code length repeat (16) with no previous length");
-        value = lengths[i - 1];
-        repeat = 3 + read_bits(2);
-      } else if (sym == 17) {
-        repeat = 3 + read_bits(3);
-      } else {
-        repeat = 11 + read_bits(7);
-      }
-      if (repeat > total - i)
-        fail(bits_, "invalid dynamic block: code length repeat runs past the " + std::to_string(total) + " lengths declared");
-      std::fill_n(lengths.begin() + i, repeat, value);
-      i += repeat;
-    }
-    if (lengths[256] == 0) fail(bits_, "invalid dynamic block: no code for end-of-block");
-    if (const char* why = literals_.build(lengths.data(), hlit, Alphabet::literal_length))
-      fail(bits_, std::string("invalid dynamic block: the literal/length code ") + why);
-    if (const char* why = distances_.build(lengths.data() + hlit, hdist, Alphabet::distance))
-      fail(bits_, std::string("invalid dynamic block: the distance code ") + why);
-    huffman_block(literals_.entries.data(), distances_.entries.data());
-  }
-
-  void huffman_block(const std::uint32_t* lit, const std::uint32_t* dist) {
-    // Locals, not members: stores through `out` (a byte pointer, which may alias anything) would
-    // otherwise force every member to be reloaded after each output byte.
-    BitState b = bits_;
-    const std::uint8_t* const in = in_;
-    const std::size_t n = n_;
-    const std::size_t max_output = max_output_;
-    const std::size_t stream_start = stream_start_;
-    std::uint8_t* out = out_.data();
-    std::size_t cap = out_.size();
-    std::size_t op = op_;
-    for (;;) {
-      if (b.count < 48) {  // enough for a length code, its extra bits, a distance code and its extra bits
-        if (n - b.pos >= 8) {
-          b.buf |= load_le64(in + b.pos) << b.count;
-          b.pos += (63 - b.count) >> 3;
-          b.count |= 56;
-        } else {
-          b = refill(b);
-        }
-      }
-      if (cap - op < slack) {
-        op_ = op;
-        reserve(slack);
-        out = out_.data();
-        cap = out_.size();
-      }
-      std::uint32_t e = lit[b.buf & LiteralTable::primary_mask];
-      if (huff_kind(e) == huff_sub) e = lit[huff_value(e) + ((b.buf >> LiteralTable::primary_bits) & LiteralTable::sub_mask)];
-      b.buf >>= huff_bits(e);
-      b.count -= huff_bits(e);
-      const std::uint32_t kind = huff_kind(e);
-      if (kind == huff_literal) {
-        if (op == max_output) {
-          bits_ = b;
-          too_large();
-        }
-        out[op++] = static_cast<std::uint8_t>(huff_value(e));
-        continue;
-      }
-      if (kind != huff_base) {
-        if (kind == huff_end) break;
-        fail(b, "invalid literal/length code");
-      }
-      std::uint32_t extra = huff_extra(e);
-      const std::size_t length = huff_value(e) + static_cast<std::size_t>(b.buf & ((std::uint64_t{1} << extra) - 1));
-      b.buf >>= extra;
-      b.count -= extra;
-
-      e = dist[b.buf & DistanceTable::primary_mask];
-      if (huff_kind(e) == huff_sub) e = dist[huff_value(e) + ((b.buf >> DistanceTable::primary_bits) & DistanceTable::sub_mask)];
-      b.buf >>= huff_bits(e);
-      b.count -= huff_bits(e);
-      if (huff_kind(e) != huff_base) fail(b, "invalid distance code");
-      extra = huff_extra(e);
-      const std::size_t distance = huff_value(e) + static_cast<std::size_t>(b.buf & ((std::uint64_t{1} << extra) - 1));
-      b.buf >>= extra;
-      b.count -= extra;
-
-      if (distance > op - stream_start)
-        fail(b, "invalid distance " + std::to_string(distance) + ": too far back (only " + std::to_string(op - stream_start) +
-                    " bytes decompressed so far)");
-      if (length > max_output - op) {
-        bits_ = b;
-        too_large();
-      }
-      std::uint8_t* dst = out + op;
-      const std::uint8_t* src = dst - distance;
-      if (distance >= 8) {
-        // Copies whole 8-byte words, possibly past the match's end into the slack: each word's
-        // source lies entirely before its destination, so overlapping matches still come out right.
-        std::uint8_t* const end = dst + length;
-        do {
-          std::memcpy(dst, src, 8);
-          dst += 8;
-          src += 8;
-        } while (dst < end);
-      } else if (distance == 1) {
-        std::memset(dst, *src, length);
-      } else {
-        for (std::size_t k = 0; k < length; ++k) dst[k] = src[k];
-      }
-      op += length;
-    }
-    bits_ = b;
-    op_ = op;
-  }
+  FLOTILLA_DECL void stored_block();
+  FLOTILLA_DECL void dynamic_block();
+  FLOTILLA_DECL void huffman_block(const std::uint32_t* lit, const std::uint32_t* dist);
 
   const std::uint8_t* in_;
   std::size_t n_;
@@ -530,16 +295,8 @@ class Inflater {
 /// Decompresses a raw DEFLATE stream (RFC 1951, no zlib or gzip wrapper) that fills `in` exactly.
 /// Throws DataError naming `name_for_errors` and the offending byte offset when the stream is
 /// malformed, truncated, followed by more bytes, or decompresses to more than `max_output` bytes.
-inline std::vector<std::uint8_t> inflate_raw(std::span<const std::uint8_t> in, const std::string& name_for_errors,
-                                             std::size_t max_output = default_max_output) {
-  std::vector<std::uint8_t> out;
-  auto inflater = std::make_unique<detail::Inflater>(in, name_for_errors, out, max_output);
-  const std::size_t end = inflater->inflate(0);
-  if (end != in.size())
-    inflater->fail_at(end, std::to_string(in.size() - end) + " bytes of trailing data after the end of the DEFLATE stream");
-  inflater->finish();
-  return out;
-}
+FLOTILLA_DECL std::vector<std::uint8_t> inflate_raw(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                                    std::size_t max_output = default_max_output);
 
 /// Whether `in` starts with the gzip magic bytes 1f 8b.
 inline bool is_gzip(std::span<const std::uint8_t> in) noexcept {
@@ -550,8 +307,284 @@ inline bool is_gzip(std::span<const std::uint8_t> in) noexcept {
 /// FCOMMENT and FHCRC are read and checked), DEFLATE body, CRC-32 and size. Zero bytes after the last
 /// member are accepted as padding, as gzip(1) does; anything else there is an error. Throws
 /// DataError naming `name_for_errors` and the byte offset of the problem.
-inline std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
-                                        std::size_t max_output = default_max_output) {
+FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                               std::size_t max_output = default_max_output);
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+
+FLOTILLA_DECL const FixedTables& fixed_tables() {
+  static const std::unique_ptr<const FixedTables> tables = [] {
+    auto t = std::make_unique<FixedTables>();
+    std::array<std::uint8_t, 288> lit{};
+    std::fill(lit.begin(), lit.begin() + 144, std::uint8_t{8});
+    std::fill(lit.begin() + 144, lit.begin() + 256, std::uint8_t{9});
+    std::fill(lit.begin() + 256, lit.begin() + 280, std::uint8_t{7});
+    std::fill(lit.begin() + 280, lit.end(), std::uint8_t{8});
+    std::array<std::uint8_t, 32> dist{};
+    dist.fill(5);
+    t->literal.build(lit.data(), 288, Alphabet::literal_length);
+    t->distance.build(dist.data(), 32, Alphabet::distance);
+    return std::unique_ptr<const FixedTables>(std::move(t));
+  }();
+  return *tables;
+}
+
+FLOTILLA_DECL std::string hex32(std::uint32_t v) {
+  std::string s = "0x00000000";
+  for (int i = 9; i >= 2; --i, v >>= 4) s[static_cast<std::size_t>(i)] = "0123456789abcdef"[v & 0xFU];
+  return s;
+}
+
+FLOTILLA_DECL Inflater::Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
+                                 std::size_t max_output)
+    : in_(in.data()),
+      n_(in.size()),
+      name_(name),
+      out_(out),
+      // Leaves headroom so that max_output + slack never overflows.
+      max_output_(std::min(max_output, std::numeric_limits<std::size_t>::max() / 2)) {
+  out_.clear();
+}
+
+FLOTILLA_DECL std::size_t Inflater::inflate(std::size_t start) {
+  bits_ = BitState{0, 0, start, 0};
+  stream_start_ = op_;
+  bool final = false;
+  while (!final) {
+    final = read_bits(1) != 0;
+    const std::uint32_t type = read_bits(2);
+    if (type == 0) {
+      stored_block();
+    } else if (type == 1) {
+      const FixedTables& f = fixed_tables();
+      huffman_block(f.literal.entries.data(), f.distance.entries.data());
+    } else if (type == 2) {
+      dynamic_block();
+    } else {
+      fail(bits_, "invalid DEFLATE block type 3 (reserved)");
+    }
+  }
+  return align_to_byte();
+}
+
+FLOTILLA_DECL void Inflater::reserve(std::size_t need) {
+  if (out_.size() - op_ >= need) return;
+  const std::size_t limit = max_output_ + slack;
+  std::size_t want = std::max<std::size_t>(std::min(out_.size(), limit / 2) * 2, std::size_t{1} << 16);
+  want = std::max(std::min(want, limit), op_ + need);
+  out_.resize(want);
+}
+
+[[noreturn]] FLOTILLA_DECL void Inflater::too_large() const {
+  if (bits_.count < 8 * bits_.pad) truncated();
+  fail_at(offset_of(bits_), "decompressed data exceeds the maximum of " + std::to_string(max_output_) +
+                                " bytes allowed (pass a larger max_output if this file is genuine)");
+}
+
+FLOTILLA_DECL BitState Inflater::refill(BitState b) const {
+  if (n_ - b.pos >= 8) {
+    // One load adds as many whole bytes as fit; the bits of a partly added byte above `count` are
+    // the same ones the next refill ORs in again.
+    b.buf |= load_le64(in_ + b.pos) << b.count;
+    b.pos += (63 - b.count) >> 3;
+    b.count |= 56;
+    return b;
+  }
+  if (b.count < 8 * b.pad) truncated();
+  while (b.count < 56) {
+    if (b.pos < n_) {
+      b.buf |= static_cast<std::uint64_t>(in_[b.pos++]) << b.count;
+    } else {
+      ++b.pad;
+    }
+    b.count += 8;
+  }
+  return b;
+}
+
+FLOTILLA_DECL std::size_t Inflater::align_to_byte() {
+  BitState b = bits_;
+  const unsigned drop = b.count & 7U;
+  b.buf >>= drop;
+  b.count -= drop;
+  if (b.count < 8 * b.pad) truncated();
+  const std::size_t pos = b.pos - (b.count / 8 - b.pad);
+  bits_ = BitState{0, 0, pos, 0};
+  return pos;
+}
+
+FLOTILLA_DECL void Inflater::stored_block() {
+  std::size_t p = align_to_byte();
+  if (n_ - p < 4) fail_at(n_, "truncated: the compressed data ends inside a stored block's header");
+  const std::uint32_t len = load_le16(in_ + p);
+  const std::uint32_t nlen = load_le16(in_ + p + 2);
+  if (len != (~nlen & 0xFFFFU)) fail_at(p, "stored block length " + std::to_string(len) + " does not match its complement");
+  p += 4;
+  if (n_ - p < len)
+    fail_at(n_, "truncated: a stored block of " + std::to_string(len) + " bytes has only " + std::to_string(n_ - p) + " left");
+  if (len > max_output_ - op_) {
+    bits_.pos = p;
+    too_large();
+  }
+  reserve(len);
+  if (len != 0) std::memcpy(out_.data() + op_, in_ + p, len);
+  op_ += len;
+  bits_.pos = p + len;
+}
+
+FLOTILLA_DECL void Inflater::dynamic_block() {
+  const unsigned hlit = read_bits(5) + 257;
+  const unsigned hdist = read_bits(5) + 1;
+  const unsigned hclen = read_bits(4) + 4;
+  if (hlit > 286) fail(bits_, "dynamic block declares " + std::to_string(hlit) + " literal/length codes (at most 286)");
+  if (hdist > 30) fail(bits_, "dynamic block declares " + std::to_string(hdist) + " distance codes (at most 30)");
+  std::array<std::uint8_t, 19> cl_lengths{};
+  for (unsigned i = 0; i < hclen; ++i) cl_lengths[code_length_order[i]] = static_cast<std::uint8_t>(read_bits(3));
+  if (const char* why = code_lengths_.build(cl_lengths.data(), 19, Alphabet::code_lengths))
+    fail(bits_, std::string("invalid dynamic block: the code-length code ") + why);
+
+  std::array<std::uint8_t, 286 + 30> lengths{};
+  const unsigned total = hlit + hdist;
+  unsigned i = 0;
+  while (i < total) {
+    if (bits_.count < 14) bits_ = refill(bits_);  // a 7-bit code and up to 7 extra bits
+    const std::uint32_t e = code_lengths_.entries[bits_.buf & CodeLengthTable::primary_mask];
+    if (huff_kind(e) != huff_literal) fail(bits_, "invalid code-length code");
+    bits_.buf >>= huff_bits(e);
+    bits_.count -= huff_bits(e);
+    const std::uint32_t sym = huff_value(e);
+    if (sym < 16) {
+      lengths[i++] = static_cast<std::uint8_t>(sym);
+      continue;
+    }
+    std::uint8_t value = 0;
+    unsigned repeat = 0;
+    if (sym == 16) {
+      if (i == 0) fail(bits_, "invalid dynamic block: code length repeat (16) with no previous length");
+      value = lengths[i - 1];
+      repeat = 3 + read_bits(2);
+    } else if (sym == 17) {
+      repeat = 3 + read_bits(3);
+    } else {
+      repeat = 11 + read_bits(7);
+    }
+    if (repeat > total - i)
+      fail(bits_, "invalid dynamic block: code length repeat runs past the " + std::to_string(total) + " lengths declared");
+    std::fill_n(lengths.begin() + i, repeat, value);
+    i += repeat;
+  }
+  if (lengths[256] == 0) fail(bits_, "invalid dynamic block: no code for end-of-block");
+  if (const char* why = literals_.build(lengths.data(), hlit, Alphabet::literal_length))
+    fail(bits_, std::string("invalid dynamic block: the literal/length code ") + why);
+  if (const char* why = distances_.build(lengths.data() + hlit, hdist, Alphabet::distance))
+    fail(bits_, std::string("invalid dynamic block: the distance code ") + why);
+  huffman_block(literals_.entries.data(), distances_.entries.data());
+}
+
+FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::uint32_t* dist) {
+  // Locals, not members: stores through `out` (a byte pointer, which may alias anything) would
+  // otherwise force every member to be reloaded after each output byte.
+  BitState b = bits_;
+  const std::uint8_t* const in = in_;
+  const std::size_t n = n_;
+  const std::size_t max_output = max_output_;
+  const std::size_t stream_start = stream_start_;
+  std::uint8_t* out = out_.data();
+  std::size_t cap = out_.size();
+  std::size_t op = op_;
+  for (;;) {
+    if (b.count < 48) {  // enough for a length code, its extra bits, a distance code and its extra bits
+      if (n - b.pos >= 8) {
+        b.buf |= load_le64(in + b.pos) << b.count;
+        b.pos += (63 - b.count) >> 3;
+        b.count |= 56;
+      } else {
+        b = refill(b);
+      }
+    }
+    if (cap - op < slack) {
+      op_ = op;
+      reserve(slack);
+      out = out_.data();
+      cap = out_.size();
+    }
+    std::uint32_t e = lit[b.buf & LiteralTable::primary_mask];
+    if (huff_kind(e) == huff_sub) e = lit[huff_value(e) + ((b.buf >> LiteralTable::primary_bits) & LiteralTable::sub_mask)];
+    b.buf >>= huff_bits(e);
+    b.count -= huff_bits(e);
+    const std::uint32_t kind = huff_kind(e);
+    if (kind == huff_literal) {
+      if (op == max_output) {
+        bits_ = b;
+        too_large();
+      }
+      out[op++] = static_cast<std::uint8_t>(huff_value(e));
+      continue;
+    }
+    if (kind != huff_base) {
+      if (kind == huff_end) break;
+      fail(b, "invalid literal/length code");
+    }
+    std::uint32_t extra = huff_extra(e);
+    const std::size_t length = huff_value(e) + static_cast<std::size_t>(b.buf & ((std::uint64_t{1} << extra) - 1));
+    b.buf >>= extra;
+    b.count -= extra;
+
+    e = dist[b.buf & DistanceTable::primary_mask];
+    if (huff_kind(e) == huff_sub) e = dist[huff_value(e) + ((b.buf >> DistanceTable::primary_bits) & DistanceTable::sub_mask)];
+    b.buf >>= huff_bits(e);
+    b.count -= huff_bits(e);
+    if (huff_kind(e) != huff_base) fail(b, "invalid distance code");
+    extra = huff_extra(e);
+    const std::size_t distance = huff_value(e) + static_cast<std::size_t>(b.buf & ((std::uint64_t{1} << extra) - 1));
+    b.buf >>= extra;
+    b.count -= extra;
+
+    if (distance > op - stream_start)
+      fail(b, "invalid distance " + std::to_string(distance) + ": too far back (only " + std::to_string(op - stream_start) +
+                  " bytes decompressed so far)");
+    if (length > max_output - op) {
+      bits_ = b;
+      too_large();
+    }
+    std::uint8_t* dst = out + op;
+    const std::uint8_t* src = dst - distance;
+    if (distance >= 8) {
+      // Copies whole 8-byte words, possibly past the match's end into the slack: each word's
+      // source lies entirely before its destination, so overlapping matches still come out right.
+      std::uint8_t* const end = dst + length;
+      do {
+        std::memcpy(dst, src, 8);
+        dst += 8;
+        src += 8;
+      } while (dst < end);
+    } else if (distance == 1) {
+      std::memset(dst, *src, length);
+    } else {
+      for (std::size_t k = 0; k < length; ++k) dst[k] = src[k];
+    }
+    op += length;
+  }
+  bits_ = b;
+  op_ = op;
+}
+
+}  // namespace detail
+
+FLOTILLA_DECL std::vector<std::uint8_t> inflate_raw(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                                    std::size_t max_output) {
+  std::vector<std::uint8_t> out;
+  auto inflater = std::make_unique<detail::Inflater>(in, name_for_errors, out, max_output);
+  const std::size_t end = inflater->inflate(0);
+  if (end != in.size())
+    inflater->fail_at(end, std::to_string(in.size() - end) + " bytes of trailing data after the end of the DEFLATE stream");
+  inflater->finish();
+  return out;
+}
+
+FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                               std::size_t max_output) {
   const std::string& name = name_for_errors;
   const std::size_t n = in.size();
   const std::uint8_t* p = in.data();
@@ -622,5 +655,6 @@ inline std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const 
   inflater->finish();
   return out;
 }
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::data

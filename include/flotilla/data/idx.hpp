@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/linkage.hpp"
 #include "flotilla/data/gzip.hpp"
 
 namespace flotilla::data {
@@ -71,28 +72,8 @@ inline constexpr bool idx_type_is_integer(IdxType t) noexcept {
 }
 
 /// Reads a whole file. Throws DataError if it is missing, unreadable, or larger than `max_size`.
-inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
-                                           std::size_t max_size = std::numeric_limits<std::size_t>::max()) {
-  const std::string name = path.string();
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) throw DataError(name, 0, "cannot open: no such file");
-  if (std::filesystem::is_directory(status)) throw DataError(name, 0, "cannot open: it is a directory");
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) throw DataError(name, 0, "cannot read its size: " + ec.message());
-  if (size > max_size)
-    throw DataError(name, 0, "file is " + std::to_string(size) + " bytes, more than the " + std::to_string(max_size) + " allowed");
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw DataError(name, 0, "cannot open for reading");
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (static_cast<std::uintmax_t>(file.gcount()) != size)
-    throw DataError(name, static_cast<std::uint64_t>(file.gcount()), "read failed (the file shrank while being read?)");
-  // A file that grew since file_size() would be silently cut; one more byte tells.
-  if (file.peek() != std::ifstream::traits_type::eof())
-    throw DataError(name, size, "the file grew while being read");
-  return bytes;
-}
+FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
+                                                  std::size_t max_size = std::numeric_limits<std::size_t>::max());
 
 /// A parsed IDX file: its header, and its values still in the file's big-endian encoding (they are
 /// converted once, straight into the caller's buffer, by copy_to()).
@@ -165,73 +146,12 @@ class IdxFile {
     return DataError(name_, offset, compressed_ ? what + " (offset in the decompressed data)" : what);
   }
 
-  static std::string dims_string(const std::vector<std::size_t>& dims) {
-    std::string s;
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-      if (i != 0) s += 'x';
-      s += std::to_string(dims[i]);
-    }
-    return s;
-  }
+  FLOTILLA_DECL static std::string dims_string(const std::vector<std::size_t>& dims);
 
   /// Parses IDX content (gzip-compressed or not; decompressed output is capped at `max_output`).
   /// `name` is used in error messages.
-  static IdxFile parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output = default_max_output) {
-    IdxFile f;
-    f.name_ = std::move(name);
-    if (is_gzip(bytes)) {
-      bytes = gunzip(bytes, f.name_, max_output);
-      f.compressed_ = true;
-    }
-    const std::size_t size = bytes.size();
-    if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
-    if (bytes[0] != 0 || bytes[1] != 0)
-      throw f.error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(bytes[0]) + " " + hex_byte(bytes[1]));
-    switch (static_cast<IdxType>(bytes[2])) {
-      case IdxType::u8:
-      case IdxType::i8:
-      case IdxType::i16:
-      case IdxType::i32:
-      case IdxType::f32:
-      case IdxType::f64:
-        break;
-      default:
-        throw f.error(2, "unknown IDX element type 0x" + hex_byte(bytes[2]) +
-                             " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
-    }
-    f.type_ = static_cast<IdxType>(bytes[2]);
-    const std::size_t ndims = bytes[3];
-    if (ndims == 0) throw f.error(3, "IDX header declares 0 dimensions");
-    const std::size_t header = 4 + 4 * ndims;
-    if (size < header)
-      throw f.error(size, "truncated: the header declares " + std::to_string(ndims) + " dimensions, which need " +
-                              std::to_string(header) + " bytes, the file has " + std::to_string(size));
-    const std::size_t elem = idx_type_size(f.type_);
-    std::size_t total = 1;
-    bool overflow = false;
-    f.dims_.resize(ndims);
-    for (std::size_t k = 0; k < ndims; ++k) {
-      const std::size_t dim = static_cast<std::size_t>(be(bytes.data() + 4 + 4 * k, 4));
-      f.dims_[k] = dim;
-      if (dim == 0) throw f.error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
-      if (total > std::numeric_limits<std::size_t>::max() / dim) overflow = true;
-      total *= dim;
-    }
-    if (overflow || total > std::numeric_limits<std::size_t>::max() / elem)
-      throw f.error(4, "dimensions " + dims_string(f.dims_) + " overflow: their product does not fit in 64 bits");
-    const std::size_t need = total * elem;
-    const std::size_t have = size - header;
-    if (have < need)
-      throw f.error(size, "truncated: dimensions " + dims_string(f.dims_) + " of " + std::string(idx_type_name(f.type_)) +
-                              " need " + std::to_string(need) + " bytes of data, the file has " + std::to_string(have));
-    if (have > need)
-      throw f.error(header + need, std::to_string(have - need) + " trailing bytes after the " + std::to_string(need) +
-                                       " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
-    f.count_ = total;
-    f.data_offset_ = header;
-    f.bytes_ = std::move(bytes);
-    return f;
-  }
+  FLOTILLA_DECL static IdxFile parse(std::vector<std::uint8_t> bytes, std::string name,
+                                     std::size_t max_output = default_max_output);
 
  private:
   static std::string hex_byte(std::uint8_t b) {
@@ -264,5 +184,95 @@ inline IdxFile parse_idx(std::vector<std::uint8_t> bytes, std::string name, std:
 inline IdxFile read_idx(const std::filesystem::path& path, std::size_t max_output = default_max_output) {
   return parse_idx(read_file(path), path.string(), max_output);
 }
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path, std::size_t max_size) {
+  const std::string name = path.string();
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) throw DataError(name, 0, "cannot open: no such file");
+  if (std::filesystem::is_directory(status)) throw DataError(name, 0, "cannot open: it is a directory");
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) throw DataError(name, 0, "cannot read its size: " + ec.message());
+  if (size > max_size)
+    throw DataError(name, 0, "file is " + std::to_string(size) + " bytes, more than the " + std::to_string(max_size) + " allowed");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw DataError(name, 0, "cannot open for reading");
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
+  file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (static_cast<std::uintmax_t>(file.gcount()) != size)
+    throw DataError(name, static_cast<std::uint64_t>(file.gcount()), "read failed (the file shrank while being read?)");
+  // A file that grew since file_size() would be silently cut; one more byte tells.
+  if (file.peek() != std::ifstream::traits_type::eof())
+    throw DataError(name, size, "the file grew while being read");
+  return bytes;
+}
+
+FLOTILLA_DECL std::string IdxFile::dims_string(const std::vector<std::size_t>& dims) {
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i != 0) s += 'x';
+    s += std::to_string(dims[i]);
+  }
+  return s;
+}
+
+FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output) {
+  IdxFile f;
+  f.name_ = std::move(name);
+  if (is_gzip(bytes)) {
+    bytes = gunzip(bytes, f.name_, max_output);
+    f.compressed_ = true;
+  }
+  const std::size_t size = bytes.size();
+  if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
+  if (bytes[0] != 0 || bytes[1] != 0)
+    throw f.error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(bytes[0]) + " " + hex_byte(bytes[1]));
+  switch (static_cast<IdxType>(bytes[2])) {
+    case IdxType::u8:
+    case IdxType::i8:
+    case IdxType::i16:
+    case IdxType::i32:
+    case IdxType::f32:
+    case IdxType::f64:
+      break;
+    default:
+      throw f.error(2, "unknown IDX element type 0x" + hex_byte(bytes[2]) +
+                           " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
+  }
+  f.type_ = static_cast<IdxType>(bytes[2]);
+  const std::size_t ndims = bytes[3];
+  if (ndims == 0) throw f.error(3, "IDX header declares 0 dimensions");
+  const std::size_t header = 4 + 4 * ndims;
+  if (size < header)
+    throw f.error(size, "truncated: the header declares " + std::to_string(ndims) + " dimensions, which need " +
+                            std::to_string(header) + " bytes, the file has " + std::to_string(size));
+  const std::size_t elem = idx_type_size(f.type_);
+  std::size_t total = 1;
+  bool overflow = false;
+  f.dims_.resize(ndims);
+  for (std::size_t k = 0; k < ndims; ++k) {
+    const std::size_t dim = static_cast<std::size_t>(be(bytes.data() + 4 + 4 * k, 4));
+    f.dims_[k] = dim;
+    if (dim == 0) throw f.error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
+    if (total > std::numeric_limits<std::size_t>::max() / dim) overflow = true;
+    total *= dim;
+  }
+  if (overflow || total > std::numeric_limits<std::size_t>::max() / elem)
+    throw f.error(4, "dimensions " + dims_string(f.dims_) + " overflow: their product does not fit in 64 bits");
+  const std::size_t need = total * elem;
+  const std::size_t have = size - header;
+  if (have < need)
+    throw f.error(size, "truncated: dimensions " + dims_string(f.dims_) + " of " + std::string(idx_type_name(f.type_)) +
+                            " need " + std::to_string(need) + " bytes of data, the file has " + std::to_string(have));
+  if (have > need)
+    throw f.error(header + need, std::to_string(have - need) + " trailing bytes after the " + std::to_string(need) +
+                                     " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
+  f.count_ = total;
+  f.data_offset_ = header;
+  f.bytes_ = std::move(bytes);
+  return f;
+}
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::data

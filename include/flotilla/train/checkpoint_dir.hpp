@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/linkage.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
 
 namespace flotilla {
@@ -61,22 +62,14 @@ struct CheckpointPolicy {
   bool enabled() const noexcept { return !directory.empty(); }
 
   /// Throws ConfigError naming the field when a value is unusable.
-  void validate() const {
-    if (!(every_seconds >= 0) || !std::isfinite(every_seconds))
-      throw ConfigError("CheckpointPolicy::every_seconds must be a finite number >= 0, not " + std::to_string(every_seconds));
-    if (!enabled() && (every_steps || every_seconds > 0 || resume))
-      throw ConfigError("CheckpointPolicy: every_steps, every_seconds and resume need a directory");
-  }
+  FLOTILLA_DECL void validate() const;
 };
 
 namespace checkpoint {
 
 /// The file of part `part` ("worker", "server-0-of-2") of the set saved at `step`.
-inline std::filesystem::path set_file(const std::filesystem::path& dir, std::uint64_t step, std::string_view part) {
-  char name[64];
-  std::snprintf(name, sizeof name, "step-%012llu.", static_cast<unsigned long long>(step));
-  return dir / (std::string(name) + std::string(part) + ".ckpt");
-}
+FLOTILLA_DECL std::filesystem::path set_file(const std::filesystem::path& dir, std::uint64_t step,
+                                             std::string_view part);
 
 inline std::string worker_part() { return "worker"; }
 inline std::string server_part(std::size_t index, std::size_t servers) {
@@ -86,35 +79,13 @@ inline std::string server_part(std::size_t index, std::size_t servers) {
 namespace detail {
 
 /// (step, part) of a set file's name, or nothing for any other name (temporary files included).
-inline std::optional<std::pair<std::uint64_t, std::string>> parse_set_name(std::string_view name) {
-  constexpr std::string_view prefix = "step-", suffix = ".ckpt";
-  if (name.size() < prefix.size() + 12 + 1 + suffix.size() || name.substr(0, prefix.size()) != prefix ||
-      name.substr(name.size() - suffix.size()) != suffix)
-    return std::nullopt;
-  const std::string_view digits = name.substr(prefix.size(), 12);
-  std::uint64_t step = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
-  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
-  if (name[prefix.size() + 12] != '.') return std::nullopt;
-  const std::string_view part = name.substr(prefix.size() + 13, name.size() - prefix.size() - 13 - suffix.size());
-  if (part.empty()) return std::nullopt;
-  return std::pair(step, std::string(part));
-}
+FLOTILLA_DECL std::optional<std::pair<std::uint64_t, std::string>> parse_set_name(std::string_view name);
 
 }  // namespace detail
 
 /// The set files in `dir`: step -> part -> path. A missing directory has none.
-inline std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> list_sets(const std::filesystem::path& dir) {
-  std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> sets;
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return sets;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (const auto parsed = detail::parse_set_name(entry.path().filename().string()))
-      sets[parsed->first][parsed->second] = entry.path();
-  }
-  if (ec) throw CheckpointError(dir.string() + ": cannot list the checkpoint directory: " + ec.message());
-  return sets;
-}
+FLOTILLA_DECL std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> list_sets(
+    const std::filesystem::path& dir);
 
 /// A file resume passed over, and why ("truncated ...", "checksum mismatch in record 5 ...",
 /// "of another model ...", "the set has no file for part server-1-of-2").
@@ -140,7 +111,70 @@ struct ResumeSearch {
 /// `check(part, reader)` throws no CheckpointError (the caller's test that the file fits this
 /// job: same model, same shard layout). Returns that set, if any, and every newer file or set it
 /// passed over.
-inline ResumeSearch find_resume_point(
+FLOTILLA_DECL ResumeSearch find_resume_point(
+    const std::filesystem::path& dir, const std::vector<std::string>& required,
+    const std::function<void(const std::string& part, const Reader&)>& check);
+
+/// Removes the files of part `part` in `dir` except those of its newest `keep` steps (0: keeps
+/// all), and the temporary files of that part that another process left (a writer killed while
+/// saving: each part has one writer, so they are no one's now). Returns the files removed. A file
+/// that cannot be removed is left (and not reported): rotation is housekeeping, never a reason to
+/// fail a save that succeeded.
+FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part,
+                                                       std::size_t keep);
+
+}  // namespace checkpoint
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL void CheckpointPolicy::validate() const {
+  if (!(every_seconds >= 0) || !std::isfinite(every_seconds))
+    throw ConfigError("CheckpointPolicy::every_seconds must be a finite number >= 0, not " + std::to_string(every_seconds));
+  if (!enabled() && (every_steps || every_seconds > 0 || resume))
+    throw ConfigError("CheckpointPolicy: every_steps, every_seconds and resume need a directory");
+}
+
+namespace checkpoint {
+
+FLOTILLA_DECL std::filesystem::path set_file(const std::filesystem::path& dir, std::uint64_t step,
+                                             std::string_view part) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%012llu.", static_cast<unsigned long long>(step));
+  return dir / (std::string(name) + std::string(part) + ".ckpt");
+}
+
+namespace detail {
+
+FLOTILLA_DECL std::optional<std::pair<std::uint64_t, std::string>> parse_set_name(std::string_view name) {
+  constexpr std::string_view prefix = "step-", suffix = ".ckpt";
+  if (name.size() < prefix.size() + 12 + 1 + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+      name.substr(name.size() - suffix.size()) != suffix)
+    return std::nullopt;
+  const std::string_view digits = name.substr(prefix.size(), 12);
+  std::uint64_t step = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
+  if (name[prefix.size() + 12] != '.') return std::nullopt;
+  const std::string_view part = name.substr(prefix.size() + 13, name.size() - prefix.size() - 13 - suffix.size());
+  if (part.empty()) return std::nullopt;
+  return std::pair(step, std::string(part));
+}
+
+}  // namespace detail
+
+FLOTILLA_DECL std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> list_sets(
+    const std::filesystem::path& dir) {
+  std::map<std::uint64_t, std::map<std::string, std::filesystem::path>> sets;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return sets;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (const auto parsed = detail::parse_set_name(entry.path().filename().string()))
+      sets[parsed->first][parsed->second] = entry.path();
+  }
+  if (ec) throw CheckpointError(dir.string() + ": cannot list the checkpoint directory: " + ec.message());
+  return sets;
+}
+
+FLOTILLA_DECL ResumeSearch find_resume_point(
     const std::filesystem::path& dir, const std::vector<std::string>& required,
     const std::function<void(const std::string& part, const Reader&)>& check) {
   ResumeSearch out;
@@ -175,12 +209,8 @@ inline ResumeSearch find_resume_point(
   return out;
 }
 
-/// Removes the files of part `part` in `dir` except those of its newest `keep` steps (0: keeps
-/// all), and the temporary files of that part that another process left (a writer killed while
-/// saving: each part has one writer, so they are no one's now). Returns the files removed. A file
-/// that cannot be removed is left (and not reported): rotation is housekeeping, never a reason to
-/// fail a save that succeeded.
-inline std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part, std::size_t keep) {
+FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part,
+                                                       std::size_t keep) {
   std::vector<std::filesystem::path> removed;
   std::error_code ec;
   const std::string own_suffix = ".ckpt.tmp-" + std::to_string(::getpid());
@@ -205,4 +235,6 @@ inline std::vector<std::filesystem::path> rotate(const std::filesystem::path& di
 }
 
 }  // namespace checkpoint
+#endif  // FLOTILLA_IMPLEMENTATION
+
 }  // namespace flotilla

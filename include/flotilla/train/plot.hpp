@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/linkage.hpp"
 #include "flotilla/train/history.hpp"
 
 namespace flotilla {
@@ -24,7 +25,67 @@ namespace flotilla {
 namespace detail {
 
 /// Text for SVG coordinates and labels: fixed decimals, never a locale's comma.
-inline std::string svg_fixed(double v, int decimals) {
+FLOTILLA_DECL std::string svg_fixed(double v, int decimals);
+
+inline std::string svg_coord(double v) { return svg_fixed(v, 1); }
+
+FLOTILLA_DECL void svg_escape(std::string& out, std::string_view s);
+
+/// The smallest of 1, 2, 5 times a power of ten that is at least `raw`.
+FLOTILLA_DECL double plot_nice_step(double raw);
+
+/// One axis: its range in data units, its ticks, and how to label them.
+struct PlotAxis {
+  double lo = 0, hi = 1;
+  bool log = false;      ///< positions are proportional to log10(value)
+  bool percent = false;  ///< labels are value * 100 with a % sign
+  std::vector<double> ticks;
+  int decimals = 0;
+
+  double fraction(double v) const {
+    if (log) return (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
+    return (v - lo) / (hi - lo);
+  }
+
+  FLOTILLA_DECL std::string label(double v) const;
+};
+
+/// A linear axis covering [lo, hi] with about `target` ticks at round values. The range is widened
+/// to the enclosing ticks so that curves never touch the frame between ticks.
+FLOTILLA_DECL PlotAxis plot_linear_axis(double lo, double hi, int target, bool integral);
+
+/// A log axis over whole decades; with few decades, 2 and 5 times each are ticks too.
+FLOTILLA_DECL PlotAxis plot_log_axis(double lo, double hi);
+
+struct PlotSeries {
+  std::string_view name;
+  std::string_view color;
+  bool dashed = false;
+  std::vector<std::pair<double, double>> points;  ///< (epoch, value), in record order
+};
+
+inline bool plot_usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
+
+/// One panel: frame, grid, ticks, curves, and a header with its title and legend.
+FLOTILLA_DECL void svg_panel(std::string& out, double x0, double y0, double w, double h, std::string_view title,
+                             const std::vector<PlotSeries>& series, bool accuracy);
+
+}  // namespace detail
+
+/// The learning curves of `history` as SVG text: loss (train, and validation where measured) on
+/// the left, accuracy on the right, against epoch. Non-finite values break a curve; a loss that
+/// spans two orders of magnitude or more is drawn on a log axis.
+FLOTILLA_DECL std::string svg_plot(const History& history, std::string_view title);
+
+/// Writes svg_plot(history, title) to `path`, replacing the file at once (through a temporary
+/// file and a rename) so that a browser reloading it never sees half a plot. Throws ConfigError
+/// naming the path and the reason when it cannot be written.
+FLOTILLA_DECL void write_svg_plot(const std::filesystem::path& path, const History& history, std::string_view title);
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+
+FLOTILLA_DECL std::string svg_fixed(double v, int decimals) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
   std::string s(buf, r.ptr);
@@ -33,9 +94,7 @@ inline std::string svg_fixed(double v, int decimals) {
   return s;
 }
 
-inline std::string svg_coord(double v) { return svg_fixed(v, 1); }
-
-inline void svg_escape(std::string& out, std::string_view s) {
+FLOTILLA_DECL void svg_escape(std::string& out, std::string_view s) {
   for (const char c : s) {
     switch (c) {
       case '&':
@@ -60,8 +119,7 @@ inline void svg_escape(std::string& out, std::string_view s) {
   }
 }
 
-/// The smallest of 1, 2, 5 times a power of ten that is at least `raw`.
-inline double plot_nice_step(double raw) {
+FLOTILLA_DECL double plot_nice_step(double raw) {
   if (!(raw > 0) || !std::isfinite(raw)) return 1;
   const double p = std::pow(10.0, std::floor(std::log10(raw)));
   for (const double m : {1.0, 2.0, 5.0, 10.0}) {
@@ -70,40 +128,24 @@ inline double plot_nice_step(double raw) {
   return 10 * p;
 }
 
-/// One axis: its range in data units, its ticks, and how to label them.
-struct PlotAxis {
-  double lo = 0, hi = 1;
-  bool log = false;      ///< positions are proportional to log10(value)
-  bool percent = false;  ///< labels are value * 100 with a % sign
-  std::vector<double> ticks;
-  int decimals = 0;
-
-  double fraction(double v) const {
-    if (log) return (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
-    return (v - lo) / (hi - lo);
+FLOTILLA_DECL std::string PlotAxis::label(double v) const {
+  if (log) {
+    // 0.0001 ... 100000 written out; beyond, 1e-05 and 1e+06 read better than runs of zeros.
+    const auto fmt = v >= 1e-4 && v < 1e6 ? std::chars_format::fixed : std::chars_format::scientific;
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, fmt);
+    return std::string(buf, r.ptr);
   }
-
-  std::string label(double v) const {
-    if (log) {
-      // 0.0001 ... 100000 written out; beyond, 1e-05 and 1e+06 read better than runs of zeros.
-      const auto fmt = v >= 1e-4 && v < 1e6 ? std::chars_format::fixed : std::chars_format::scientific;
-      char buf[64];
-      const auto r = std::to_chars(buf, buf + sizeof buf, v, fmt);
-      return std::string(buf, r.ptr);
-    }
-    if (percent) return svg_fixed(v * 100, std::max(0, decimals - 2)) + "%";
-    if (std::abs(v) >= 1e6 || decimals > 6) {
-      char buf[64];
-      const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 3);
-      return std::string(buf, r.ptr);
-    }
-    return svg_fixed(v, decimals);
+  if (percent) return svg_fixed(v * 100, std::max(0, decimals - 2)) + "%";
+  if (std::abs(v) >= 1e6 || decimals > 6) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 3);
+    return std::string(buf, r.ptr);
   }
-};
+  return svg_fixed(v, decimals);
+}
 
-/// A linear axis covering [lo, hi] with about `target` ticks at round values. The range is widened
-/// to the enclosing ticks so that curves never touch the frame between ticks.
-inline PlotAxis plot_linear_axis(double lo, double hi, int target, bool integral) {
+FLOTILLA_DECL PlotAxis plot_linear_axis(double lo, double hi, int target, bool integral) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
   if (hi < lo) std::swap(lo, hi);
   if (hi == lo) {
@@ -126,8 +168,7 @@ inline PlotAxis plot_linear_axis(double lo, double hi, int target, bool integral
   return a;
 }
 
-/// A log axis over whole decades; with few decades, 2 and 5 times each are ticks too.
-inline PlotAxis plot_log_axis(double lo, double hi) {
+FLOTILLA_DECL PlotAxis plot_log_axis(double lo, double hi) {
   PlotAxis a;
   a.log = true;
   const int d0 = static_cast<int>(std::floor(std::log10(lo) + 1e-9));
@@ -146,18 +187,8 @@ inline PlotAxis plot_log_axis(double lo, double hi) {
   return a;
 }
 
-struct PlotSeries {
-  std::string_view name;
-  std::string_view color;
-  bool dashed = false;
-  std::vector<std::pair<double, double>> points;  ///< (epoch, value), in record order
-};
-
-inline bool plot_usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
-
-/// One panel: frame, grid, ticks, curves, and a header with its title and legend.
-inline void svg_panel(std::string& out, double x0, double y0, double w, double h, std::string_view title,
-                      const std::vector<PlotSeries>& series, bool accuracy) {
+FLOTILLA_DECL void svg_panel(std::string& out, double x0, double y0, double w, double h, std::string_view title,
+                             const std::vector<PlotSeries>& series, bool accuracy) {
   double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
   std::size_t shown_points = 0;
   for (const auto& s : series) {
@@ -305,10 +336,7 @@ inline void svg_panel(std::string& out, double x0, double y0, double w, double h
 
 }  // namespace detail
 
-/// The learning curves of `history` as SVG text: loss (train, and validation where measured) on
-/// the left, accuracy on the right, against epoch. Non-finite values break a curve; a loss that
-/// spans two orders of magnitude or more is drawn on a log axis.
-inline std::string svg_plot(const History& history, std::string_view title) {
+FLOTILLA_DECL std::string svg_plot(const History& history, std::string_view title) {
   constexpr double width = 1000, height = 420, head = 44;
   const std::string_view blue = "#1f77b4", orange = "#ff7f0e";
   detail::PlotSeries train_loss{"train", blue, false, {}}, val_loss{"validation", orange, true, {}};
@@ -340,10 +368,7 @@ inline std::string svg_plot(const History& history, std::string_view title) {
   return out;
 }
 
-/// Writes svg_plot(history, title) to `path`, replacing the file at once (through a temporary
-/// file and a rename) so that a browser reloading it never sees half a plot. Throws ConfigError
-/// naming the path and the reason when it cannot be written.
-inline void write_svg_plot(const std::filesystem::path& path, const History& history, std::string_view title) {
+FLOTILLA_DECL void write_svg_plot(const std::filesystem::path& path, const History& history, std::string_view title) {
   const std::string text = svg_plot(history, title);
   std::filesystem::path tmp = path;
   tmp += ".tmp-" + std::to_string(::getpid());
@@ -359,5 +384,6 @@ inline void write_svg_plot(const std::filesystem::path& path, const History& his
   if (std::fclose(f) != 0 || !wrote) fail("cannot write " + tmp.string(), wrote ? errno : write_err);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename " + tmp.string() + " to it", errno);
 }
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla

@@ -29,6 +29,7 @@
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/linkage.hpp"
 #include "flotilla/train/metrics_log.hpp"
 
 namespace flotilla {
@@ -108,46 +109,7 @@ class Timeline {
 
   /// Writes the events as a Chrome trace (JSON object format, with this process's host and clock
   /// offset under "otherData"), atomically.
-  void write(const std::filesystem::path& path) const {
-    std::vector<Event> events;
-    {
-      const std::lock_guard lock(mutex_);
-      events = events_;
-    }
-    std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.ts < b.ts; });
-    const std::filesystem::path tmp = path.string() + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      if (!out) throw ConfigError("cannot write the timeline to " + tmp.string());
-      out << "{\"traceEvents\":[\n";
-      bool first = true;
-      std::vector<std::size_t> ranks;
-      for (const auto& e : events) {
-        if (std::find(ranks.begin(), ranks.end(), e.rank) == ranks.end()) ranks.push_back(e.rank);
-        char buf[160];
-        std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%zu,\"tid\":%d}", e.ts, e.dur,
-                      e.rank, e.lane);
-        out << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"cat\":\"" << e.category << "\"" << buf;
-        first = false;
-      }
-      for (const std::size_t r : ranks) {
-        out << (first ? "" : ",\n") << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r
-            << ",\"args\":{\"name\":\"rank " << r << "\"}}";
-        first = false;
-        for (int lane = 0; lane < 2; ++lane)
-          out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << r << ",\"tid\":" << lane
-              << ",\"args\":{\"name\":\"" << (lane == 0 ? "compute" : "communication") << "\"}}";
-      }
-      char offset[64];
-      std::snprintf(offset, sizeof offset, "%.3f", steady_to_unix_us_);
-      std::string host;
-      detail::metrics_append_json_string(host, host_name());
-      out << "\n],\n\"otherData\":{\"host\":" << host << ",\"clock\":\"steady\",\"steady_to_unix_us\":" << offset
-          << "}}\n";
-      if (!out.flush()) throw ConfigError("cannot write the timeline to " + tmp.string());
-    }
-    std::filesystem::rename(tmp, path);
-  }
+  FLOTILLA_DECL void write(const std::filesystem::path& path) const;
 
   std::size_t size() const {
     const std::lock_guard lock(mutex_);
@@ -155,11 +117,7 @@ class Timeline {
   }
 
   /// This machine's name, as the trace records it ("" if the system will not say).
-  static std::string host_name() {
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0) return {};
-    return name;
-  }
+  FLOTILLA_DECL static std::string host_name();
 
  private:
   struct Event {
@@ -173,5 +131,54 @@ class Timeline {
   mutable std::mutex mutex_;
   std::vector<Event> events_;
 };
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL void Timeline::write(const std::filesystem::path& path) const {
+  std::vector<Event> events;
+  {
+    const std::lock_guard lock(mutex_);
+    events = events_;
+  }
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.ts < b.ts; });
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw ConfigError("cannot write the timeline to " + tmp.string());
+    out << "{\"traceEvents\":[\n";
+    bool first = true;
+    std::vector<std::size_t> ranks;
+    for (const auto& e : events) {
+      if (std::find(ranks.begin(), ranks.end(), e.rank) == ranks.end()) ranks.push_back(e.rank);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%zu,\"tid\":%d}", e.ts, e.dur,
+                    e.rank, e.lane);
+      out << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"cat\":\"" << e.category << "\"" << buf;
+      first = false;
+    }
+    for (const std::size_t r : ranks) {
+      out << (first ? "" : ",\n") << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r
+          << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+      first = false;
+      for (int lane = 0; lane < 2; ++lane)
+        out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << r << ",\"tid\":" << lane
+            << ",\"args\":{\"name\":\"" << (lane == 0 ? "compute" : "communication") << "\"}}";
+    }
+    char offset[64];
+    std::snprintf(offset, sizeof offset, "%.3f", steady_to_unix_us_);
+    std::string host;
+    detail::metrics_append_json_string(host, host_name());
+    out << "\n],\n\"otherData\":{\"host\":" << host << ",\"clock\":\"steady\",\"steady_to_unix_us\":" << offset
+        << "}}\n";
+    if (!out.flush()) throw ConfigError("cannot write the timeline to " + tmp.string());
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+FLOTILLA_DECL std::string Timeline::host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return {};
+  return name;
+}
+#endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
