@@ -1878,6 +1878,12 @@ struct TrafficCounters {
   std::uint64_t header_bytes_received = 0;
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
+  /// Bytes that went between the processes of one host through shared memory rather than the wire
+  /// (the TCP transport's same-host allreduce, TcpOptions::shared_memory): sent, what the other
+  /// ranks read of this rank's values and sums; received, what this rank read of theirs. A sum of
+  /// P bytes counts 2(N-1)/N P each way on average over the ranks, as the ring would send.
+  std::uint64_t shared_memory_bytes_sent = 0;
+  std::uint64_t shared_memory_bytes_received = 0;
 
   TrafficCounters& operator+=(const TrafficCounters& o) noexcept {
     payload_bytes_sent += o.payload_bytes_sent;
@@ -1886,6 +1892,8 @@ struct TrafficCounters {
     header_bytes_received += o.header_bytes_received;
     messages_sent += o.messages_sent;
     messages_received += o.messages_received;
+    shared_memory_bytes_sent += o.shared_memory_bytes_sent;
+    shared_memory_bytes_received += o.shared_memory_bytes_received;
     return *this;
   }
   friend TrafficCounters operator-(TrafficCounters a, const TrafficCounters& b) noexcept {
@@ -1895,6 +1903,8 @@ struct TrafficCounters {
     a.header_bytes_received -= b.header_bytes_received;
     a.messages_sent -= b.messages_sent;
     a.messages_received -= b.messages_received;
+    a.shared_memory_bytes_sent -= b.shared_memory_bytes_sent;
+    a.shared_memory_bytes_received -= b.shared_memory_bytes_received;
     return a;
   }
   friend bool operator==(const TrafficCounters&, const TrafficCounters&) = default;
@@ -12779,7 +12789,9 @@ class Trainer {
                                 static_cast<double>(totals.traffic.payload_bytes_sent),
                                 static_cast<double>(totals.traffic.payload_bytes_received),
                                 static_cast<double>(totals.traffic.header_bytes_sent),
-                                static_cast<double>(totals.traffic.header_bytes_received)};
+                                static_cast<double>(totals.traffic.header_bytes_received),
+                                static_cast<double>(totals.traffic.shared_memory_bytes_sent),
+                                static_cast<double>(totals.traffic.shared_memory_bytes_received)};
     std::vector<double> maxima = {seconds, static_cast<double>(totals.max_steps_ahead),
                                   static_cast<double>(totals.max_staleness)};
     if (workers > 1) {
@@ -12838,6 +12850,8 @@ class Trainer {
                  {"payload_bytes_received_per_step", sums[8] / steps},
                  {"header_bytes_sent_per_step", sums[9] / steps},
                  {"header_bytes_received_per_step", sums[10] / steps},
+                 {"shared_memory_bytes_sent_per_step", sums[11] / steps},
+                 {"shared_memory_bytes_received_per_step", sums[12] / steps},
                  {"max_steps_ahead", maxima[1]},
                  {"max_staleness", maxima[2]}};
     return rec;
@@ -12854,12 +12868,15 @@ class Trainer {
     std::snprintf(line, sizeof line,
                   "{\"rank\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f,"
                   "\"payload_bytes_sent\":%llu,\"payload_bytes_received\":%llu,\"header_bytes_sent\":%llu,"
-                  "\"header_bytes_received\":%llu,\"steps_ahead\":%llu,\"staleness\":%llu}\n",
+                  "\"header_bytes_received\":%llu,\"shared_memory_bytes_sent\":%llu,\"shared_memory_bytes_received\":%llu,"
+                  "\"steps_ahead\":%llu,\"staleness\":%llu}\n",
                   rank, static_cast<unsigned long long>(c.step), 1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds,
                   1e3 * c.update_seconds, static_cast<unsigned long long>(c.traffic.payload_bytes_sent),
                   static_cast<unsigned long long>(c.traffic.payload_bytes_received),
                   static_cast<unsigned long long>(c.traffic.header_bytes_sent),
                   static_cast<unsigned long long>(c.traffic.header_bytes_received),
+                  static_cast<unsigned long long>(c.traffic.shared_memory_bytes_sent),
+                  static_cast<unsigned long long>(c.traffic.shared_memory_bytes_received),
                   static_cast<unsigned long long>(c.steps_ahead), static_cast<unsigned long long>(c.staleness));
     const std::lock_guard lock(shared.step_log_mutex);
     out << line;

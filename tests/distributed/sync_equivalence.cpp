@@ -12,6 +12,7 @@
 //               summed through shared memory (no gradient byte on the wire), or with
 //               FLOTILLA_SHARED_MEMORY=off through the sockets
 //   ps S        the last S ranks are parameter servers
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -125,12 +126,30 @@ static int check(std::size_t servers, const char* what, const char* tag) {
     // nothing on the wire per step; with FLOTILLA_SHARED_MEMORY=off, the gradients' bytes.
     const char* setting = std::getenv("FLOTILLA_SHARED_MEMORY");
     const bool sockets = setting && (std::string(setting) == "off" || std::string(setting) == "0");
-    for (const auto& [key, value] : history.back().extra)
+    // Through shared memory, each step's sum moves 2(N-1)/N of the gradients' bytes each way, on
+    // average over the ranks (TrafficCounters::shared_memory_bytes_*); over the sockets, none.
+    const double gradient_bytes = static_cast<double>(std::as_const(distributed).parameters().size() * sizeof(float));
+    const double shared_expected =
+        sockets ? 0.0 : 2.0 * static_cast<double>(workers - 1) / static_cast<double>(workers) * gradient_bytes;
+    int shared_keys = 0;
+    for (const auto& [key, value] : history.back().extra) {
+      shared_keys += key.starts_with("shared_memory_bytes_");
       if (key == "payload_bytes_sent_per_step" && (sockets ? value == 0 : value != 0)) {
         std::printf("%s: %g payload bytes sent per step, expected %s\n", what, value,
                     sockets ? "the gradients' over the sockets" : "none through shared memory");
         return 1;
       }
+      if ((key == "shared_memory_bytes_sent_per_step" || key == "shared_memory_bytes_received_per_step") &&
+          std::abs(value - shared_expected) > 1e-9 * std::max(1.0, shared_expected)) {
+        std::printf("%s: %s %.6g, expected %.6g (2(N-1)/N of %g gradient bytes, N = %zu%s)\n", what, key.c_str(), value,
+                    shared_expected, gradient_bytes, workers, sockets ? ", but over the sockets: 0" : "");
+        return 1;
+      }
+    }
+    if (shared_keys != 2) {
+      std::printf("%s: the epoch record has %d shared_memory_bytes_* values, expected 2\n", what, shared_keys);
+      return 1;
+    }
   }
 #endif
   if (rank != 0) return 0;  // rank 0 alone trains the reference and compares

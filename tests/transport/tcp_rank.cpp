@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
         };
         const auto before = e.counters();
         const std::size_t per_slot = capacity / sizeof(float);
-        std::size_t call = 0;
+        std::size_t call = 0, summed_values = 0;
         for (std::size_t round = 0; round < 40; ++round) {
           // Fewer values than ranks, not divisible by the ranks, exactly the capacity, several pieces.
           for (std::size_t values : {std::size_t{1}, n + 1, std::size_t{1000}, per_slot, 3 * per_slot + 5}) {
@@ -161,13 +161,40 @@ int main(int argc, char** argv) {
             if (std::memcmp(v.data(), expected.data(), values * sizeof(float)) != 0)
               throw std::runtime_error("wrong sum of " + std::to_string(values) + " values in call " + std::to_string(call));
             ++call;
+            summed_values += values;
           }
         }
+        // The bytes through shared memory against the ring's theory: summed over the ranks, 2(N-1)
+        // times the bytes summed, each way (TrafficCounters::shared_memory_bytes_*); two ranks
+        // each read all of the other's.
+        {
+          const auto moved = e.counters() - before;
+          const std::uint64_t mine[2] = {moved.shared_memory_bytes_sent, moved.shared_memory_bytes_received};
+          const std::uint64_t theory = 2 * (n - 1) * summed_values * sizeof(float);
+          if (n == 2 && (mine[0] != theory / 2 || mine[1] != theory / 2))
+            throw std::runtime_error("rank " + std::to_string(rank) + " counted " + std::to_string(mine[0]) + " bytes sent and " +
+                                     std::to_string(mine[1]) + " received through shared memory, expected " +
+                                     std::to_string(theory / 2) + " each");
+          if (rank == 0) {
+            std::uint64_t total[2] = {mine[0], mine[1]}, theirs[2];
+            for (std::size_t r = 1; r < n; ++r) {
+              e.recv(r, 8, std::as_writable_bytes(std::span<std::uint64_t>(theirs)));
+              total[0] += theirs[0], total[1] += theirs[1];
+            }
+            if (total[0] != theory || total[1] != theory)
+              throw std::runtime_error("the ranks counted " + std::to_string(total[0]) + " bytes sent and " +
+                                       std::to_string(total[1]) + " received through shared memory, expected " +
+                                       std::to_string(theory) + " each");
+          } else {
+            e.send(0, 8, std::as_bytes(std::span<const std::uint64_t>(mine)));
+          }
+        }
+        const auto wire_before = e.counters().payload_bytes_sent;  // (the exchange above used the wire)
         // ring_allreduce takes this path at every size: nothing of it went on the wire.
         std::vector<float> small(per_slot, 1.0f), large(5 * per_slot + 1, 1.0f);
         flotilla::collective::ring_allreduce<flotilla::codec::Fp32>(e, std::span<float>(small));
         flotilla::collective::ring_allreduce<flotilla::codec::Fp32>(e, std::span<float>(large));
-        if (e.counters().payload_bytes_sent != before.payload_bytes_sent) throw std::runtime_error("bytes went on the wire");
+        if (e.counters().payload_bytes_sent != wire_before) throw std::runtime_error("bytes went on the wire");
         for (float x : small)
           if (x != static_cast<float>(n)) throw std::runtime_error("wrong sum through ring_allreduce");
         for (float x : large)

@@ -387,6 +387,13 @@ TEST_CASE("options: run() checks the world size it was launched with") {
   o.world_size = 2;
   o.rank = 1;
   CHECK(contains(config_error([&] { Tcp::run(o, 2, [](TcpEndpoint&) {}); }), "FLOTILLA_COORDINATOR"));
+  // Hosts that the other ranks' decoders would refuse are refused here first, by name.
+  o.coordinator = "node\x01:29500";
+  CHECK(contains(config_error([&] { Tcp::run(o, 2, [](TcpEndpoint&) {}); }), "FLOTILLA_COORDINATOR"));
+  o.coordinator = "127.0.0.1:29500";
+  o.bind = "my host";
+  CHECK(contains(config_error([&] { Tcp::run(o, 2, [](TcpEndpoint&) {}); }), "FLOTILLA_BIND) 'my host'"));
+  o.bind = "127.0.0.1";
   // One rank needs no network: a program run by hand is a job of one.
   TcpOptions one;
   int calls = 0;
@@ -444,6 +451,19 @@ TEST_CASE("wire: headers and control payloads round-trip; corruption is detected
   auto tb = wire::encode_table(table);
   tb[8] = std::byte{0xFF};  // an entry count far beyond the payload: refused before reserving
   CHECK(!wire::decode_table(tb));
+
+  // Hosts are printable ASCII without spaces, at most 255 bytes (or empty): a control character,
+  // a space, a byte above 0x7e or an overlong name makes the frame malformed.
+  CHECK(wire::decode_hello(wire::encode_hello(wire::Hello{4, 3, 99, 0, ""})));
+  CHECK(wire::decode_hello(wire::encode_hello(wire::Hello{4, 3, 99, 1, "fe80::1%eth0"})));
+  CHECK(wire::decode_hello(wire::encode_hello(wire::Hello{4, 3, 99, 1, std::string(255, 'h')})));
+  for (const std::string& host : {std::string("node\x01"), std::string("\x7f\x01\x02\x03\x04\x05\x06"),
+                                std::string("my host"), std::string("h\xc3\xa9te"), std::string(256, 'h'),
+                                std::string("node\0x", 6)}) {
+    CAPTURE(host);
+    CHECK(!wire::decode_hello(wire::encode_hello(wire::Hello{4, 3, 99, 4242, host})));
+    CHECK(!wire::decode_table(wire::encode_table(wire::Table{7, {{"a", 1}, {host, 2}}})));
+  }
 }
 
 TEST_CASE("wire: every header is judged before its payload: version, bounds per kind, payload CRC") {

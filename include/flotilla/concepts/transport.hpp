@@ -30,6 +30,12 @@ struct TrafficCounters {
   std::uint64_t header_bytes_received = 0;
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
+  /// Bytes that went between the processes of one host through shared memory rather than the wire
+  /// (the TCP transport's same-host allreduce, TcpOptions::shared_memory): sent, what the other
+  /// ranks read of this rank's values and sums; received, what this rank read of theirs. A sum of
+  /// P bytes counts 2(N-1)/N P each way on average over the ranks, as the ring would send.
+  std::uint64_t shared_memory_bytes_sent = 0;
+  std::uint64_t shared_memory_bytes_received = 0;
 
   TrafficCounters& operator+=(const TrafficCounters& o) noexcept {
     payload_bytes_sent += o.payload_bytes_sent;
@@ -38,6 +44,8 @@ struct TrafficCounters {
     header_bytes_received += o.header_bytes_received;
     messages_sent += o.messages_sent;
     messages_received += o.messages_received;
+    shared_memory_bytes_sent += o.shared_memory_bytes_sent;
+    shared_memory_bytes_received += o.shared_memory_bytes_received;
     return *this;
   }
   friend TrafficCounters operator-(TrafficCounters a, const TrafficCounters& b) noexcept {
@@ -47,6 +55,8 @@ struct TrafficCounters {
     a.header_bytes_received -= b.header_bytes_received;
     a.messages_sent -= b.messages_sent;
     a.messages_received -= b.messages_received;
+    a.shared_memory_bytes_sent -= b.shared_memory_bytes_sent;
+    a.shared_memory_bytes_received -= b.shared_memory_bytes_received;
     return a;
   }
   friend bool operator==(const TrafficCounters&, const TrafficCounters&) = default;

@@ -1134,7 +1134,9 @@ class Trainer {
                                 static_cast<double>(totals.traffic.payload_bytes_sent),
                                 static_cast<double>(totals.traffic.payload_bytes_received),
                                 static_cast<double>(totals.traffic.header_bytes_sent),
-                                static_cast<double>(totals.traffic.header_bytes_received)};
+                                static_cast<double>(totals.traffic.header_bytes_received),
+                                static_cast<double>(totals.traffic.shared_memory_bytes_sent),
+                                static_cast<double>(totals.traffic.shared_memory_bytes_received)};
     std::vector<double> maxima = {seconds, static_cast<double>(totals.max_steps_ahead),
                                   static_cast<double>(totals.max_staleness)};
     if (workers > 1) {
@@ -1193,6 +1195,8 @@ class Trainer {
                  {"payload_bytes_received_per_step", sums[8] / steps},
                  {"header_bytes_sent_per_step", sums[9] / steps},
                  {"header_bytes_received_per_step", sums[10] / steps},
+                 {"shared_memory_bytes_sent_per_step", sums[11] / steps},
+                 {"shared_memory_bytes_received_per_step", sums[12] / steps},
                  {"max_steps_ahead", maxima[1]},
                  {"max_staleness", maxima[2]}};
     return rec;
@@ -1209,12 +1213,15 @@ class Trainer {
     std::snprintf(line, sizeof line,
                   "{\"rank\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f,"
                   "\"payload_bytes_sent\":%llu,\"payload_bytes_received\":%llu,\"header_bytes_sent\":%llu,"
-                  "\"header_bytes_received\":%llu,\"steps_ahead\":%llu,\"staleness\":%llu}\n",
+                  "\"header_bytes_received\":%llu,\"shared_memory_bytes_sent\":%llu,\"shared_memory_bytes_received\":%llu,"
+                  "\"steps_ahead\":%llu,\"staleness\":%llu}\n",
                   rank, static_cast<unsigned long long>(c.step), 1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds,
                   1e3 * c.update_seconds, static_cast<unsigned long long>(c.traffic.payload_bytes_sent),
                   static_cast<unsigned long long>(c.traffic.payload_bytes_received),
                   static_cast<unsigned long long>(c.traffic.header_bytes_sent),
                   static_cast<unsigned long long>(c.traffic.header_bytes_received),
+                  static_cast<unsigned long long>(c.traffic.shared_memory_bytes_sent),
+                  static_cast<unsigned long long>(c.traffic.shared_memory_bytes_received),
                   static_cast<unsigned long long>(c.steps_ahead), static_cast<unsigned long long>(c.staleness));
     const std::lock_guard lock(shared.step_log_mutex);
     out << line;

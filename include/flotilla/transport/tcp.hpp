@@ -272,6 +272,13 @@ inline void tcp_validate(const TcpOptions& o) {
       throw ConfigError("tcp: the coordinator (FLOTILLA_COORDINATOR) '" + o.coordinator +
                         "' is not host:port with a port from 1 to 65535 (e.g. 127.0.0.1:29500)");
     if (o.bind.empty()) throw ConfigError("tcp: the bind address (FLOTILLA_BIND) is empty");
+    // The hosts go to the other ranks in hellos and the table, whose decoders refuse anything else.
+    if (!detail::wire_host_valid(hp->host))
+      throw ConfigError("tcp: the coordinator (FLOTILLA_COORDINATOR) '" + o.coordinator +
+                        "' has a host that is not up to 255 printable ASCII characters without spaces");
+    if (!detail::wire_host_valid(o.bind))
+      throw ConfigError("tcp: the bind address (FLOTILLA_BIND) '" + o.bind +
+                        "' is not up to 255 printable ASCII characters without spaces");
     if (o.secret.empty()) {
       // Anyone who can reach a listening port could otherwise join the job, or feed it data.
       if (!is_loopback_host(o.bind))
@@ -2496,7 +2503,7 @@ inline void TcpEndpoint::allreduce_sum(std::span<float> values) {
   detail::SharedMemoryAllreduce::Watch w{options_.timeout, [this] { return hung_up_peer(); }, [this] { return who(); },
                                           [this](std::size_t p) { return peer_name(p); }};
   try {
-    shared_memory_->allreduce_sum(values, w);
+    shared_memory_->allreduce_sum(values, w, counters_);
   } catch (const TransportError& x) {
     // The ranks' calls are out of step now: later sums go through the sockets (the ring).
     shared_memory_.reset();

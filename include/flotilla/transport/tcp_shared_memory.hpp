@@ -165,12 +165,26 @@ class SharedMemoryAllreduce {
 
   /// Sums `values` over every rank (all must call with the same count, in the same order of
   /// calls); buffers over the capacity (two ranks: over pair_piece_max_bytes) go in pieces.
+  /// Adds to `counted` the bytes that moved (TrafficCounters::shared_memory_bytes_*): for each
+  /// piece of n values, two ranks read all n of each other's; more ranks read the others' values
+  /// of their own chunk c, and the others' sums of the rest, n - c, so each rank's c is read N-1
+  /// times by the others and the rest of its n once.
   template <class T>
-  void allreduce_sum(std::span<T> values, const Watch& w) {
+  void allreduce_sum(std::span<T> values, const Watch& w, TrafficCounters& counted) {
     if (ranks_ < 2) return;
     const std::size_t piece_bytes = ranks_ == 2 ? std::min(capacity_, pair_piece_max_bytes) : capacity_;
     const std::size_t piece = std::max<std::size_t>(1, piece_bytes / sizeof(T));
-    for (std::size_t at = 0; at < values.size(); at += piece) one_call(values.subspan(at, std::min(piece, values.size() - at)), w);
+    for (std::size_t at = 0; at < values.size(); at += piece) {
+      const std::size_t n = std::min(piece, values.size() - at);
+      one_call(values.subspan(at, n), w);
+      std::size_t moved = n;
+      if (ranks_ > 2) {
+        const auto [b, e] = flotilla::detail::split_range(n, ranks_, rank_);
+        moved = n + (ranks_ - 2) * (e - b);
+      }
+      counted.shared_memory_bytes_sent += moved * sizeof(T);
+      counted.shared_memory_bytes_received += moved * sizeof(T);
+    }
   }
 
  private:

@@ -42,6 +42,7 @@
 //
 // After the handshake, each side sends a heartbeat frame (no payload) every heartbeat interval on
 // every connection, so that a peer can tell a stalled rank from a busy one.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -288,6 +289,19 @@ struct WireWriter {
   }
 };
 
+/// Whether `s` can stand for a host on the wire: empty (none given), or at most 255 bytes of
+/// printable ASCII other than the space. That takes host names (RFC 1123, and others as punycode),
+/// IPv4 and IPv6 literals (with a zone: "fe80::1%eth0"). Anything else, a control character say,
+/// is no host: the hello or table that carries it is malformed, refused as such rather than passed
+/// on to name resolution.
+inline bool wire_host_valid(std::string_view s) noexcept {
+  if (s.size() > 255) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u > 0x20 && u < 0x7f;
+  });
+}
+
 struct WireReader {
   std::span<const std::byte> in;
   bool ok = true;
@@ -329,7 +343,7 @@ inline std::vector<std::byte> encode_hello(const Hello& h) {
   return std::move(w.out);
 }
 
-/// Empty when `payload` is not exactly one well-formed Hello.
+/// Empty when `payload` is not exactly one well-formed Hello (its host included: wire_host_valid).
 inline std::optional<Hello> decode_hello(std::span<const std::byte> payload) {
   detail::WireReader r{payload};
   Hello h;
@@ -340,7 +354,7 @@ inline std::optional<Hello> decode_hello(std::span<const std::byte> payload) {
   h.listen_host = r.text();
   h.auth = r.num<std::uint8_t>();
   for (auto& b : h.nonce) b = r.num<std::uint8_t>();
-  if (!r.ok || !r.in.empty() || h.auth > 1) return std::nullopt;
+  if (!r.ok || !r.in.empty() || h.auth > 1 || !detail::wire_host_valid(h.listen_host)) return std::nullopt;
   return h;
 }
 
@@ -355,6 +369,7 @@ inline std::vector<std::byte> encode_table(const Table& t) {
   return std::move(w.out);
 }
 
+/// Empty when `payload` is not exactly one well-formed Table (every host: wire_host_valid).
 inline std::optional<Table> decode_table(std::span<const std::byte> payload) {
   detail::WireReader r{payload};
   Table t;
@@ -368,6 +383,7 @@ inline std::optional<Table> decode_table(std::span<const std::byte> payload) {
     Table::Entry e;
     e.port = r.num<std::uint16_t>();
     e.host = r.text();
+    if (!detail::wire_host_valid(e.host)) return std::nullopt;
     t.entries.push_back(std::move(e));
   }
   if (!r.ok || !r.in.empty()) return std::nullopt;
