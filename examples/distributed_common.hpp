@@ -6,6 +6,7 @@
 
 #include <flotilla/flotilla.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -99,7 +100,9 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
               s.epochs, rate);
   if (one_worker > 0) std::printf(", %.2fx one worker", rate / one_worker);
   std::printf("\n");
-  for (const auto& [name, value] : last.extra) std::printf("  %-32s %.4g\n", name.c_str(), value);
+  std::size_t width = 0;  // the names' column, as wide as the longest
+  for (const auto& [name, value] : last.extra) width = std::max(width, name.size());
+  for (const auto& [name, value] : last.extra) std::printf("  %-*s %.4g\n", static_cast<int>(width), name.c_str(), value);
   return 0;
 }
 
