@@ -175,15 +175,11 @@ class SharedMemoryAllreduce {
     const std::size_t piece_bytes = ranks_ == 2 ? std::min(capacity_, pair_piece_max_bytes) : capacity_;
     const std::size_t piece = std::max<std::size_t>(1, piece_bytes / sizeof(T));
     for (std::size_t at = 0; at < values.size(); at += piece) {
-      const std::size_t n = std::min(piece, values.size() - at);
-      one_call(values.subspan(at, n), w);
-      std::size_t moved = n;
-      if (ranks_ > 2) {
-        const auto [b, e] = flotilla::detail::split_range(n, ranks_, rank_);
-        moved = n + (ranks_ - 2) * (e - b);
-      }
-      counted.shared_memory_bytes_sent += moved * sizeof(T);
-      counted.shared_memory_bytes_received += moved * sizeof(T);
+      // What this rank read of the others' equals what they read of this rank's (every chunk is read
+      // the same way), so one count serves both.
+      const std::size_t read = one_call(values.subspan(at, std::min(piece, values.size() - at)), w);
+      counted.shared_memory_bytes_sent += read * sizeof(T);
+      counted.shared_memory_bytes_received += read * sizeof(T);
     }
   }
 
@@ -218,8 +214,9 @@ class SharedMemoryAllreduce {
     return base_ + sizeof(Control) + ranks_ * sizeof(Counter) + (set * ranks_ + r) * capacity_;
   }
 
+  /// One call of the protocol; returns how many values this rank read from the others' slots.
   template <class T>
-  void one_call(std::span<T> values, const Watch& w) {
+  std::size_t one_call(std::span<T> values, const Watch& w) {
     const std::size_t n = values.size(), set = calls_ % 2;
     const auto c = static_cast<std::uint32_t>(calls_);
     const auto deadline = std::chrono::steady_clock::now() + w.timeout;
@@ -232,7 +229,7 @@ class SharedMemoryAllreduce {
       const T* other = reinterpret_cast<const T*>(slot(set, 1 - rank_));
       rank_ == 0 ? add_in_rank_order<true>(mine, other, n) : add_in_rank_order<false>(mine, other, n);
       ++calls_;
-      return;
+      return n;
     }
     const auto [b, e] = flotilla::detail::split_range(n, ranks_, rank_);
     // Small sums publish the whole buffer and add into the slot; larger ones publish only what the
@@ -269,6 +266,7 @@ class SharedMemoryAllreduce {
       std::memcpy(mine + rb, reinterpret_cast<const T*>(slot(set, r)) + rb, (re - rb) * sizeof(T));
     }
     ++calls_;
+    return (ranks_ - 1) * (e - b) + (n - (e - b));  // the others' values of this chunk, their sums of the rest
   }
 
   /// Adds `other` to `mine` with rank 0's value as the first operand, so that both ranks form
