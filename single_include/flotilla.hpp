@@ -261,6 +261,7 @@ class ShapeError : public Error {
 // the page faults on first touch cost more than a small product itself.
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include <Eigen/Core>
 
@@ -826,9 +827,15 @@ inline void sgemm_packed(sgemm_index m, sgemm_index n, sgemm_index k, const Pack
 
 /// C = op(A) op(B) [+ bias 1^T] [+ C] on raw column-major storage, BLAS-style: op(A) is m x k
 /// (A itself k x m when trans_a), op(B) is k x n (B itself n x k when trans_b).
-inline void sgemm(bool trans_a, bool trans_b, sgemm_index m, sgemm_index n, sgemm_index k, const float* a,
-                  sgemm_index lda, const float* b, sgemm_index ldb, float* c, sgemm_index ldc, bool accumulate,
-                  const float* bias = nullptr) {
+///
+/// A template on the scalar (which must be float) so that only the translation units that call it
+/// instantiate its body: Eigen's product machinery, in the fallback, costs every unit that merely
+/// includes this header about a second of compile time otherwise.
+template <class Float>
+inline void sgemm(bool trans_a, bool trans_b, sgemm_index m, sgemm_index n, sgemm_index k, const Float* a,
+                  sgemm_index lda, const Float* b, sgemm_index ldb, Float* c, sgemm_index ldc, bool accumulate,
+                  const std::type_identity_t<Float>* bias = nullptr) {
+  static_assert(std::is_same_v<Float, float>, "sgemm is single precision: use Eigen's products for other types");
   if constexpr (sgemm_has_kernel) {
     const SgemmPackA pa{a, trans_a ? lda : 1, trans_a ? 1 : lda};
     if (trans_b) {
@@ -837,11 +844,12 @@ inline void sgemm(bool trans_a, bool trans_b, sgemm_index m, sgemm_index n, sgem
       sgemm_packed(m, n, k, pa, SgemmPackB{b, ldb}, c, ldc, accumulate, bias);
     }
   } else {
-    using Map = Eigen::Map<const Eigen::MatrixXf, 0, Eigen::OuterStride<>>;
+    using Matrix = Eigen::Matrix<Float, Eigen::Dynamic, Eigen::Dynamic>;
+    using Map = Eigen::Map<const Matrix, 0, Eigen::OuterStride<>>;
     if (m <= 0 || n <= 0) return;
-    Eigen::Map<Eigen::MatrixXf, 0, Eigen::OuterStride<>> cm(c, m, n, Eigen::OuterStride<>(ldc));
+    Eigen::Map<Matrix, 0, Eigen::OuterStride<>> cm(c, m, n, Eigen::OuterStride<>(ldc));
     if (!accumulate) cm.setZero();
-    if (bias) cm.colwise() += Eigen::Map<const Eigen::VectorXf>(bias, m);
+    if (bias) cm.colwise() += Eigen::Map<const Eigen::Matrix<Float, Eigen::Dynamic, 1>>(bias, m);
     if (k <= 0) return;
     const Map am(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
     const Map bm(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
