@@ -1863,6 +1863,7 @@ concept Schedule = requires(const S& s, std::uint64_t step) {
 // pushed first), and a barrier. Collectives (ring allreduce) and topologies (parameter servers) are
 // built on these, so a new transport gets all of them. A transport that has a faster collective of
 // its own (MPI_Allreduce) offers it through NativeAllreduce and the ring topology uses it.
+#include <array>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
@@ -1893,30 +1894,40 @@ struct TrafficCounters {
   std::uint64_t shared_memory_bytes_sent = 0;
   std::uint64_t shared_memory_bytes_received = 0;
 
-  TrafficCounters& operator+=(const TrafficCounters& o) noexcept {
-    payload_bytes_sent += o.payload_bytes_sent;
-    payload_bytes_received += o.payload_bytes_received;
-    header_bytes_sent += o.header_bytes_sent;
-    header_bytes_received += o.header_bytes_received;
-    messages_sent += o.messages_sent;
-    messages_received += o.messages_received;
-    shared_memory_bytes_sent += o.shared_memory_bytes_sent;
-    shared_memory_bytes_received += o.shared_memory_bytes_received;
-    return *this;
-  }
-  friend TrafficCounters operator-(TrafficCounters a, const TrafficCounters& b) noexcept {
-    a.payload_bytes_sent -= b.payload_bytes_sent;
-    a.payload_bytes_received -= b.payload_bytes_received;
-    a.header_bytes_sent -= b.header_bytes_sent;
-    a.header_bytes_received -= b.header_bytes_received;
-    a.messages_sent -= b.messages_sent;
-    a.messages_received -= b.messages_received;
-    a.shared_memory_bytes_sent -= b.shared_memory_bytes_sent;
-    a.shared_memory_bytes_received -= b.shared_memory_bytes_received;
-    return a;
-  }
   friend bool operator==(const TrafficCounters&, const TrafficCounters&) = default;
 };
+
+/// A TrafficCounters field and its name (the name the metrics and step logs use).
+struct TrafficCounterField {
+  using member_pointer = std::uint64_t TrafficCounters::*;
+  std::string_view name;
+  member_pointer member;
+};
+
+/// Every TrafficCounters field, in declaration order: sums, differences, the epoch metrics and the
+/// step log all go through this list, so a counter added to the struct cannot be left out of one.
+inline constexpr std::array<TrafficCounterField, 8> traffic_counter_fields{{
+    {"payload_bytes_sent", &TrafficCounters::payload_bytes_sent},
+    {"payload_bytes_received", &TrafficCounters::payload_bytes_received},
+    {"header_bytes_sent", &TrafficCounters::header_bytes_sent},
+    {"header_bytes_received", &TrafficCounters::header_bytes_received},
+    {"messages_sent", &TrafficCounters::messages_sent},
+    {"messages_received", &TrafficCounters::messages_received},
+    {"shared_memory_bytes_sent", &TrafficCounters::shared_memory_bytes_sent},
+    {"shared_memory_bytes_received", &TrafficCounters::shared_memory_bytes_received},
+}};
+static_assert(sizeof(TrafficCounters) == traffic_counter_fields.size() * sizeof(std::uint64_t),
+              "traffic_counter_fields must list every TrafficCounters field");
+
+inline TrafficCounters& operator+=(TrafficCounters& a, const TrafficCounters& b) noexcept {
+  for (const auto& f : traffic_counter_fields) a.*f.member += b.*f.member;
+  return a;
+}
+
+inline TrafficCounters operator-(TrafficCounters a, const TrafficCounters& b) noexcept {
+  for (const auto& f : traffic_counter_fields) a.*f.member -= b.*f.member;
+  return a;
+}
 
 /// One rank's endpoint of a job. Requirements:
 ///  - `rank()` in [0, size()), `size()` the number of ranks;
@@ -12787,19 +12798,17 @@ class Trainer {
                            const CounterTotals& totals, std::size_t workers, const data::Dataset<T>* validation,
                            WorkerState& s, detail::ParameterServerClient<T, codec_type>* client,
                            detail::LiveWorkers* live) {
+    // The first entries are named by position below; the traffic counters follow, in the order of
+    // traffic_counter_fields.
     std::vector<double> sums = {loss_sum,
                                 static_cast<double>(correct),
                                 static_cast<double>(seen),
                                 static_cast<double>(totals.steps),
                                 totals.compute_seconds,
                                 totals.exposed_comm_seconds,
-                                totals.update_seconds,
-                                static_cast<double>(totals.traffic.payload_bytes_sent),
-                                static_cast<double>(totals.traffic.payload_bytes_received),
-                                static_cast<double>(totals.traffic.header_bytes_sent),
-                                static_cast<double>(totals.traffic.header_bytes_received),
-                                static_cast<double>(totals.traffic.shared_memory_bytes_sent),
-                                static_cast<double>(totals.traffic.shared_memory_bytes_received)};
+                                totals.update_seconds};
+    const std::size_t traffic_at = sums.size();
+    for (const auto& f : traffic_counter_fields) sums.push_back(static_cast<double>(totals.traffic.*f.member));
     std::vector<double> maxima = {seconds, static_cast<double>(totals.max_steps_ahead),
                                   static_cast<double>(totals.max_staleness)};
     if (workers > 1) {
@@ -12853,15 +12862,12 @@ class Trainer {
     rec.extra = {{"workers", static_cast<double>(contributors)},
                  {"compute_ms_per_step", 1e3 * sums[4] / steps},
                  {"exposed_comm_ms_per_step", 1e3 * sums[5] / steps},
-                 {"update_ms_per_step", 1e3 * sums[6] / steps},
-                 {"payload_bytes_sent_per_step", sums[7] / steps},
-                 {"payload_bytes_received_per_step", sums[8] / steps},
-                 {"header_bytes_sent_per_step", sums[9] / steps},
-                 {"header_bytes_received_per_step", sums[10] / steps},
-                 {"shared_memory_bytes_sent_per_step", sums[11] / steps},
-                 {"shared_memory_bytes_received_per_step", sums[12] / steps},
-                 {"max_steps_ahead", maxima[1]},
-                 {"max_staleness", maxima[2]}};
+                 {"update_ms_per_step", 1e3 * sums[6] / steps}};
+    for (std::size_t i = 0; i < traffic_counter_fields.size(); ++i) {
+      rec.extra.emplace_back(std::string(traffic_counter_fields[i].name) + "_per_step", sums[traffic_at + i] / steps);
+    }
+    rec.extra.emplace_back("max_steps_ahead", maxima[1]);
+    rec.extra.emplace_back("max_staleness", maxima[2]);
     return rec;
   }
 
@@ -12872,20 +12878,20 @@ class Trainer {
   }
 
   void write_step_log(std::ofstream& out, std::size_t rank, const StepCounters& c, Shared& shared) {
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "{\"rank\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f,"
-                  "\"payload_bytes_sent\":%llu,\"payload_bytes_received\":%llu,\"header_bytes_sent\":%llu,"
-                  "\"header_bytes_received\":%llu,\"shared_memory_bytes_sent\":%llu,\"shared_memory_bytes_received\":%llu,"
-                  "\"steps_ahead\":%llu,\"staleness\":%llu}\n",
-                  rank, static_cast<unsigned long long>(c.step), 1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds,
-                  1e3 * c.update_seconds, static_cast<unsigned long long>(c.traffic.payload_bytes_sent),
-                  static_cast<unsigned long long>(c.traffic.payload_bytes_received),
-                  static_cast<unsigned long long>(c.traffic.header_bytes_sent),
-                  static_cast<unsigned long long>(c.traffic.header_bytes_received),
-                  static_cast<unsigned long long>(c.traffic.shared_memory_bytes_sent),
-                  static_cast<unsigned long long>(c.traffic.shared_memory_bytes_received),
+    char field[192];
+    std::snprintf(field, sizeof field, "{\"rank\":%zu,\"step\":%llu,", rank, static_cast<unsigned long long>(c.step));
+    std::string line = field;
+    std::snprintf(field, sizeof field, "\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f,",
+                  1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds, 1e3 * c.update_seconds);
+    line += field;
+    for (const auto& f : traffic_counter_fields) {
+      std::snprintf(field, sizeof field, "\"%.*s\":%llu,", static_cast<int>(f.name.size()), f.name.data(),
+                    static_cast<unsigned long long>(c.traffic.*f.member));
+      line += field;
+    }
+    std::snprintf(field, sizeof field, "\"steps_ahead\":%llu,\"staleness\":%llu}\n",
                   static_cast<unsigned long long>(c.steps_ahead), static_cast<unsigned long long>(c.staleness));
+    line += field;
     const std::lock_guard lock(shared.step_log_mutex);
     out << line;
     out.flush();

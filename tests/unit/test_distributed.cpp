@@ -2,8 +2,10 @@
 // bytes on the wire against the theory, and the staleness bound.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -252,6 +254,44 @@ TEST_CASE("the timeline and the step log record every worker") {
   CHECK(lines == 3 * 4);  // 3 workers x 4 steps (96 samples / 24 per step)
   std::filesystem::remove(f.trace_file);
   std::filesystem::remove(f.step_log_file);
+}
+
+TEST_CASE("the step log and the epoch metrics carry every traffic counter, and agree") {
+  using M = Model<Net, SoftmaxCrossEntropy, optim::SGD, float>;
+  const auto d = blobs<float>(96, 7);
+  FitOptions f = quiet();
+  f.step_log_file = scratch("counters.jsonl");
+  Trainer<M> t(setup<M>(8, 3));  // 3 workers: the ring's pieces differ in size between ranks
+  const auto h = t.fit(d, nullptr, f);
+  std::vector<std::string> lines;
+  {
+    std::ifstream steps(f.step_log_file);
+    for (std::string line; std::getline(steps, line);) lines.push_back(line);
+  }
+  std::filesystem::remove(f.step_log_file);
+  REQUIRE(lines.size() == 3 * 4);
+  for (const auto& field : traffic_counter_fields) {
+    CAPTURE(field.name);
+    // The step log: every line has the counter; their mean is what the epoch reports per step.
+    const std::string key = "\"" + std::string(field.name) + "\":";
+    double sum = 0;
+    for (const auto& line : lines) {
+      const auto at = line.find(key);
+      REQUIRE(at != std::string::npos);
+      sum += static_cast<double>(std::strtoull(line.c_str() + at + key.size(), nullptr, 10));
+    }
+    const std::string metric = std::string(field.name) + "_per_step";
+    const auto it = std::find_if(h.back().extra.begin(), h.back().extra.end(),
+                                 [&](const auto& kv) { return kv.first == metric; });
+    REQUIRE(it != h.back().extra.end());
+    CHECK(it->second == doctest::Approx(sum / static_cast<double>(lines.size())).epsilon(1e-12));
+  }
+  // And the counts are the ring's: messages go both ways on every step, framing-free in-process.
+  for (const auto& c : t.step_counters()) {
+    CHECK(c.traffic.messages_sent > 0);
+    CHECK(c.traffic.messages_sent == c.traffic.messages_received);
+    CHECK(c.traffic.header_bytes_sent == 0);
+  }
 }
 
 TEST_CASE("the timeline's timestamps are the steady clock's, which the processes of a machine share") {

@@ -7,6 +7,7 @@
 // pushed first), and a barrier. Collectives (ring allreduce) and topologies (parameter servers) are
 // built on these, so a new transport gets all of them. A transport that has a faster collective of
 // its own (MPI_Allreduce) offers it through NativeAllreduce and the ring topology uses it.
+#include <array>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
@@ -37,30 +38,40 @@ struct TrafficCounters {
   std::uint64_t shared_memory_bytes_sent = 0;
   std::uint64_t shared_memory_bytes_received = 0;
 
-  TrafficCounters& operator+=(const TrafficCounters& o) noexcept {
-    payload_bytes_sent += o.payload_bytes_sent;
-    payload_bytes_received += o.payload_bytes_received;
-    header_bytes_sent += o.header_bytes_sent;
-    header_bytes_received += o.header_bytes_received;
-    messages_sent += o.messages_sent;
-    messages_received += o.messages_received;
-    shared_memory_bytes_sent += o.shared_memory_bytes_sent;
-    shared_memory_bytes_received += o.shared_memory_bytes_received;
-    return *this;
-  }
-  friend TrafficCounters operator-(TrafficCounters a, const TrafficCounters& b) noexcept {
-    a.payload_bytes_sent -= b.payload_bytes_sent;
-    a.payload_bytes_received -= b.payload_bytes_received;
-    a.header_bytes_sent -= b.header_bytes_sent;
-    a.header_bytes_received -= b.header_bytes_received;
-    a.messages_sent -= b.messages_sent;
-    a.messages_received -= b.messages_received;
-    a.shared_memory_bytes_sent -= b.shared_memory_bytes_sent;
-    a.shared_memory_bytes_received -= b.shared_memory_bytes_received;
-    return a;
-  }
   friend bool operator==(const TrafficCounters&, const TrafficCounters&) = default;
 };
+
+/// A TrafficCounters field and its name (the name the metrics and step logs use).
+struct TrafficCounterField {
+  using member_pointer = std::uint64_t TrafficCounters::*;
+  std::string_view name;
+  member_pointer member;
+};
+
+/// Every TrafficCounters field, in declaration order: sums, differences, the epoch metrics and the
+/// step log all go through this list, so a counter added to the struct cannot be left out of one.
+inline constexpr std::array<TrafficCounterField, 8> traffic_counter_fields{{
+    {"payload_bytes_sent", &TrafficCounters::payload_bytes_sent},
+    {"payload_bytes_received", &TrafficCounters::payload_bytes_received},
+    {"header_bytes_sent", &TrafficCounters::header_bytes_sent},
+    {"header_bytes_received", &TrafficCounters::header_bytes_received},
+    {"messages_sent", &TrafficCounters::messages_sent},
+    {"messages_received", &TrafficCounters::messages_received},
+    {"shared_memory_bytes_sent", &TrafficCounters::shared_memory_bytes_sent},
+    {"shared_memory_bytes_received", &TrafficCounters::shared_memory_bytes_received},
+}};
+static_assert(sizeof(TrafficCounters) == traffic_counter_fields.size() * sizeof(std::uint64_t),
+              "traffic_counter_fields must list every TrafficCounters field");
+
+inline TrafficCounters& operator+=(TrafficCounters& a, const TrafficCounters& b) noexcept {
+  for (const auto& f : traffic_counter_fields) a.*f.member += b.*f.member;
+  return a;
+}
+
+inline TrafficCounters operator-(TrafficCounters a, const TrafficCounters& b) noexcept {
+  for (const auto& f : traffic_counter_fields) a.*f.member -= b.*f.member;
+  return a;
+}
 
 /// One rank's endpoint of a job. Requirements:
 ///  - `rank()` in [0, size()), `size()` the number of ranks;
