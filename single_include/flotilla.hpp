@@ -12878,20 +12878,16 @@ class Trainer {
   }
 
   void write_step_log(std::ofstream& out, std::size_t rank, const StepCounters& c, Shared& shared) {
-    char field[192];
-    std::snprintf(field, sizeof field, "{\"rank\":%zu,\"step\":%llu,", rank, static_cast<unsigned long long>(c.step));
-    std::string line = field;
-    std::snprintf(field, sizeof field, "\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f,",
-                  1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds, 1e3 * c.update_seconds);
-    line += field;
+    char timing[256];
+    std::snprintf(timing, sizeof timing,
+                  "{\"rank\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f", rank,
+                  static_cast<unsigned long long>(c.step), 1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds,
+                  1e3 * c.update_seconds);
+    std::string line = timing;
     for (const auto& f : traffic_counter_fields) {
-      std::snprintf(field, sizeof field, "\"%.*s\":%llu,", static_cast<int>(f.name.size()), f.name.data(),
-                    static_cast<unsigned long long>(c.traffic.*f.member));
-      line += field;
+      line += ",\"" + std::string(f.name) + "\":" + std::to_string(c.traffic.*f.member);
     }
-    std::snprintf(field, sizeof field, "\"steps_ahead\":%llu,\"staleness\":%llu}\n",
-                  static_cast<unsigned long long>(c.steps_ahead), static_cast<unsigned long long>(c.staleness));
-    line += field;
+    line += ",\"steps_ahead\":" + std::to_string(c.steps_ahead) + ",\"staleness\":" + std::to_string(c.staleness) + "}\n";
     const std::lock_guard lock(shared.step_log_mutex);
     out << line;
     out.flush();
