@@ -6,6 +6,10 @@
 //   fashion_mnist_pipeline --stages 2 --cuts 4            # stage 1 starts at layer 4 (ReLU)
 //   fashion_mnist_pipeline --stages 2 --replicas 2        # 2 x 2 ranks: pipeline + data parallel
 //   fashion_mnist_pipeline --stages 3 --timed --plan-only # split by measured layer times, print it
+//   fashion_mnist_pipeline --stages 3 --trace t.json --max-steps 100
+//                                                         # the schedule on a timeline (chrome://tracing,
+//                                                         # ui.perfetto.dev); scripts/merge_traces.py
+//                                                         # --summary prints each rank's shares
 //
 // Same settings as the unsplit example: Adam, lr 1e-3 cosine-annealed to 0, batch 64, standardised
 // inputs, seed 1. pipeline::Trainer runs the loop (every rank a thread) and reports like Trainer;
@@ -55,6 +59,9 @@ int main(int argc, char** argv) {
     auto& lr = flags.add<double>("lr", 1e-3, "base learning rate (cosine-annealed to 0)");
     auto& seed = flags.add<std::uint64_t>("seed", 1, "seed of the initial weights and the data order");
     auto& metrics = flags.add<std::filesystem::path>("metrics", "", "per-epoch metrics file (.jsonl or .csv)");
+    auto& trace = flags.add<std::filesystem::path>("trace", "", "Chrome-trace timeline of every rank (JSON)");
+    auto& step_log = flags.add<std::filesystem::path>("step-log", "", "per-rank, per-step times and bytes (JSON lines)");
+    auto& max_steps = flags.add<std::size_t>("max-steps", 0, "stop after this many updates (0: run every epoch)");
     if (!flags.parse(argc, argv, std::cout)) return 0;
     if (schedule_name != "1f1b" && schedule_name != "gpipe")
       throw flotilla::ConfigError("--schedule: expected 1f1b or gpipe, not '" + schedule_name + "'");
@@ -91,6 +98,9 @@ int main(int argc, char** argv) {
     flotilla::FitOptions fit;
     fit.epochs = epochs;
     fit.metrics_file = metrics;
+    fit.trace_file = trace;
+    fit.step_log_file = step_log;
+    fit.max_steps = max_steps;
     trainer.fit(train, &test, fit);
 
     std::printf("\nper rank, whole run: compute s, waiting for a neighbour s, peak activation MiB\n");

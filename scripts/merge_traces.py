@@ -16,7 +16,9 @@ microsecond gaps between hosts.
 --summary also prints, for data-parallel workers, where the steps' exposed communication went: the
 spread between the ranks' ends of backward (the time the first to finish waits for the last before
 any bucket can be summed) against each rank's wait for communication. Steps are matched by their
-order in each rank's file, which synchronous training keeps in step.
+order in each rank's file, which synchronous training keeps in step. For the ranks of a pipeline
+(pipeline::Trainer), it prints the share of each rank's steps spent computing, waiting for its
+neighbours (the bubble, and the transfers), sending, in the replicas' allreduce and updating.
 
 Exits non-zero, naming the file, on a file that is not such a trace.
 """
@@ -71,9 +73,39 @@ def quantiles(values):
     return "median %.1f, p10 %.1f, p90 %.1f" % (v[len(v) // 2], v[len(v) // 10], v[len(v) * 9 // 10])
 
 
+def pipeline_summary(events_by_rank, ranks, skip):
+    """Per pipeline rank, the share of its steps' time (from the end of update `skip` to the end of
+    its last update) in each category of event; what no event covers is "untraced"."""
+    n = min(sum(e["name"] == "update" for e in events_by_rank[r]) for r in ranks)
+    if n <= skip:
+        return ["summary: too few steps (%d)" % n]
+    lines = ["pipeline: %d steps of ranks %s (the first %d skipped), share of each rank's time:" % (n - skip, ranks, skip)]
+    for r in ranks:
+        events = sorted(events_by_rank[r], key=lambda e: e["ts"])
+        updates = [e for e in events if e["name"] == "update"]
+        begin = updates[skip - 1]["ts"] + updates[skip - 1]["dur"] if skip else events[0]["ts"]
+        end = updates[n - 1]["ts"] + updates[n - 1]["dur"]
+        spent = {}
+        for e in events:
+            if e["ts"] >= begin and e["ts"] + e["dur"] <= end:
+                spent[e.get("cat", "")] = spent.get(e.get("cat", ""), 0.0) + e["dur"]
+        total = max(end - begin, 1e-9)
+        parts = ["%s %.1f%%" % (c, 100.0 * spent.get(c, 0.0) / total) for c in ("compute", "wait", "communication", "update")]
+        lines.append("  rank %d: %s, untraced %.1f%%" % (r, ", ".join(parts), 100.0 * (total - sum(spent.values())) / total))
+    return lines
+
+
 def summary(joined, skip=10):
     """Lines on the spread of the ranks' ends of backward and on each rank's wait (microseconds),
-    over the steps every rank has, less the first `skip` (warm-up)."""
+    over the steps every rank has, less the first `skip` (warm-up); for pipeline ranks (events
+    "forward <micro-batch>"), pipeline_summary's."""
+    by_rank = {}
+    for e in joined["traceEvents"]:
+        if e.get("ph") == "X":
+            by_rank.setdefault(e["pid"], []).append(e)
+    stages = sorted(r for r, events in by_rank.items() if any(e["name"].startswith("forward ") for e in events))
+    if stages:
+        return pipeline_summary(by_rank, stages, skip)
     steps = {}
     for e in joined["traceEvents"]:
         if e.get("ph") == "X" and e.get("name") in ("forward+backward", "wait for communication"):
@@ -107,7 +139,8 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-o", "--output", required=True, help="the joined trace")
     parser.add_argument("--summary", action="store_true",
-                        help="print how far apart the workers finished backward, and how long each waited")
+                        help="print how far apart the workers finished backward, and how long each waited "
+                             "(pipelines: where each rank's time went)")
     parser.add_argument("traces", nargs="+", help="the processes' trace files")
     args = parser.parse_args(argv)
     joined = merge([load(p) for p in args.traces])

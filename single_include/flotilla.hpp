@@ -6983,12 +6983,14 @@ struct FitOptions {
   /// (see train/checkpoint_dir.hpp); off unless checkpoints.directory is set.
   CheckpointPolicy checkpoints;
   /// Per-step counters of every worker (compute, exposed communication, update times, bytes,
-  /// staleness) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
+  /// staleness; pipelines: each rank's stage, compute, wait, send, allreduce and update times,
+  /// bytes) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
   std::filesystem::path step_log_file;
-  /// A Chrome-trace timeline of compute and communication per rank; empty: none. Every process
-  /// with a worker writes one: rank 0's at this path, rank k's at this path + ".rank<k>" (parameter
-  /// servers record no events). The files of one job share a clock: scripts/merge_traces.py joins
-  /// them into one timeline.
+  /// A Chrome-trace timeline of compute and communication per rank (pipelines: every forward,
+  /// backward, wait and send by micro-batch); empty: none. Every process with a worker writes one:
+  /// rank 0's at this path, rank k's at this path + ".rank<k>" (parameter servers record no
+  /// events). The files of one job share a clock: scripts/merge_traces.py joins them into one
+  /// timeline.
   std::filesystem::path trace_file;
   /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
   ProgressBar::Style progress = ProgressBar::Style::automatic;
@@ -10610,6 +10612,23 @@ struct CounterTotals {
   }
 };
 
+namespace detail {
+
+/// A step log (FitOptions::step_log_file): continued when a resumed run appends to it.
+inline std::ofstream open_step_log(const std::filesystem::path& path, bool append) {
+  std::ofstream out(path, append ? std::ios::app : std::ios::trunc);
+  if (!out) throw ConfigError("cannot write the step log " + path.string());
+  return out;
+}
+
+/// Appends `,"<name>":<value>` for every traffic counter (traffic_counter_fields' names and
+/// order): what every trainer's step-log line carries of a step's traffic.
+inline void append_traffic_fields(std::string& line, const TrafficCounters& c) {
+  for (const auto& f : traffic_counter_fields) line += ",\"" + std::string(f.name) + "\":" + std::to_string(c.*f.member);
+}
+
+}  // namespace detail
+
 /// A thread-safe list of trace events for the ranks of this process.
 class Timeline {
  public:
@@ -11871,7 +11890,7 @@ class Trainer {
     // another writes.
     shared.start_epoch = epoch_;
     shared.start_batch = batch_in_epoch_;
-    if (Backend::in_process && !fit.step_log_file.empty()) shared.step_log = open_step_log(fit.step_log_file, local().step > 0);
+    if (Backend::in_process && !fit.step_log_file.empty()) shared.step_log = detail::open_step_log(fit.step_log_file, local().step > 0);
     // In-process workers' states are made here, before their threads start: each is a copy of
     // worker 0's, which worker 0's thread starts to change as soon as it runs.
     if (Backend::in_process)
@@ -12410,7 +12429,7 @@ class Trainer {
     std::optional<std::ofstream> own_step_log;
     std::ofstream* step_log = shared.step_log ? &*shared.step_log : nullptr;
     if (!fit.step_log_file.empty() && !Backend::in_process) {
-      own_step_log = open_step_log(detail::per_rank_file(fit.step_log_file, w), s.step > 0);
+      own_step_log = detail::open_step_log(detail::per_rank_file(fit.step_log_file, w), s.step > 0);
       step_log = &*own_step_log;
     }
     if (reporter) counters_.clear();
@@ -12871,12 +12890,6 @@ class Trainer {
     return rec;
   }
 
-  static std::ofstream open_step_log(const std::filesystem::path& path, bool append) {
-    std::ofstream out(path, append ? std::ios::app : std::ios::trunc);
-    if (!out) throw ConfigError("cannot write the step log " + path.string());
-    return out;
-  }
-
   void write_step_log(std::ofstream& out, std::size_t rank, const StepCounters& c, Shared& shared) {
     char timing[256];
     std::snprintf(timing, sizeof timing,
@@ -12884,9 +12897,7 @@ class Trainer {
                   static_cast<unsigned long long>(c.step), 1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds,
                   1e3 * c.update_seconds);
     std::string line = timing;
-    for (const auto& f : traffic_counter_fields) {
-      line += ",\"" + std::string(f.name) + "\":" + std::to_string(c.traffic.*f.member);
-    }
+    detail::append_traffic_fields(line, c.traffic);
     line += ",\"steps_ahead\":" + std::to_string(c.steps_ahead) + ",\"staleness\":" + std::to_string(c.staleness) + "}\n";
     const std::lock_guard lock(shared.step_log_mutex);
     out << line;
@@ -14192,6 +14203,7 @@ class Plan {
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 
@@ -14493,6 +14505,11 @@ struct RunnerOptions {
   /// The clock op_log() and the compute time in stats() use: seconds, monotonic. The default is
   /// wall time; a benchmark whose stages share cores passes a per-thread CPU clock.
   double (*clock)() = nullptr;
+  /// Where the stage records what it does, as rank endpoint.rank() (nullptr: nowhere): each
+  /// forward and backward, each wait for a neighbour's activations or gradients, each send, the
+  /// replicas' allreduce and the update, by the steady clock (train/timeline.hpp). Evaluation is
+  /// not recorded. The timeline must outlive the runner.
+  Timeline* timeline = nullptr;
 };
 
 /// What a stage did since construction or reset_stats().
@@ -14502,6 +14519,7 @@ struct StageStats {
   double wait_seconds = 0;       ///< wall time blocked receiving activations or gradients
   double send_seconds = 0;       ///< wall time in sends
   double allreduce_seconds = 0;  ///< wall time averaging gradients across replicas
+  double update_seconds = 0;     ///< wall time in update()
   double step_seconds = 0;       ///< wall time of whole compute_gradients() calls
   /// The most bytes of activations held at once for backward: the outputs of this stage's layers
   /// and (after the first stage) the received inputs, of every micro-batch between its forward and
@@ -14588,7 +14606,7 @@ class Runner {
   /// passes the same one) into gradients(), replacing what was there. Returns the loss and
   /// accuracy counts on the last stage, zeros (and the sample count) elsewhere.
   StepResult compute_gradients(const data::Batch<T>& batch) {
-    const double step_start = wall_clock();
+    const auto step_start = clock::now();
     const std::size_t b = batch.size();
     if (b > o_.max_batch)
       throw ConfigError("pipeline::Runner::compute_gradients: a batch of " + std::to_string(b) +
@@ -14614,14 +14632,16 @@ class Runner {
       result.loss = loss / static_cast<double>(b);
     }
     if (group_) {
-      const double t0 = wall_clock();
+      const auto t0 = clock::now();
       collective::RingOptions ro;
       ro.tag = default_tags::replica_allreduce;
       collective::ring_allreduce(*group_, std::span<T>(grads_), ro);
-      stats_.allreduce_seconds += wall_clock() - t0;
+      const auto t1 = clock::now();
+      stats_.allreduce_seconds += seconds(t0, t1);
+      trace("allreduce over replicas", whole_step, "communication", t0, t1);
     }
     ++stats_.steps;
-    stats_.step_seconds += wall_clock() - step_start;
+    stats_.step_seconds += seconds(step_start, clock::now());
     return result;
   }
 
@@ -14629,7 +14649,11 @@ class Runner {
   /// (SGD, Momentum, Adam) then give each parameter exactly what the unsplit model's update would.
   template <class O>
   void update(const O& optimizer, typename O::template state<T>& state, const StepInfo& info) {
+    const auto t0 = clock::now();
     optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(tensors_), info);
+    const auto t1 = clock::now();
+    stats_.update_seconds += seconds(t0, t1);
+    trace("update", whole_step, "update", t0, t1);
   }
 
   /// Loss and correct predictions of samples [first, first + count) of `data` in evaluation mode,
@@ -14645,10 +14669,10 @@ class Runner {
     Slot& s = *slots_.front();
     for (std::size_t at = first; at < first + count; at += micro_cap_) {
       const std::size_t n = std::min(micro_cap_, first + count - at);
-      ConstMatrixView<T> in = first_stage() ? columns(data.inputs, at, n) : receive_input(s, n);
+      ConstMatrixView<T> in = first_stage() ? columns(data.inputs, at, n) : receive_input(s, n, evaluation);
       const auto out = s.net.forward(in, params_, RunInfo{});
       if (!last_stage()) {
-        send(stage_ + 1, default_tags::activations, out);
+        send(stage_ + 1, default_tags::activations, out, evaluation);
         continue;
       }
       const Targets<T> t = classifier ? Targets<T>{std::span<const std::int32_t>(data.labels).subspan(at, n)}
@@ -14684,8 +14708,24 @@ class Runner {
     Buffer<T> input;  // received activations (stages after the first), kept until backward
   };
 
-  static double wall_clock() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  using clock = Timeline::clock;
+
+  static double wall_clock() { return std::chrono::duration<double>(clock::now().time_since_epoch()).count(); }
+  static double seconds(clock::time_point begin, clock::time_point end) { return std::chrono::duration<double>(end - begin).count(); }
+
+  /// Micro-batch numbers with a meaning of their own for trace(): what belongs to no micro-batch
+  /// (the allreduce, the update), and evaluation, which is not recorded.
+  static constexpr std::size_t whole_step = static_cast<std::size_t>(-1);
+  static constexpr std::size_t evaluation = static_cast<std::size_t>(-2);
+
+  /// Records [begin, end) on the timeline, when there is one, as "<what> <micro-batch>" (or
+  /// "<what>" for the whole step).
+  void trace(std::string_view what, std::size_t micro, std::string_view category, clock::time_point begin,
+             clock::time_point end) const {
+    if (!o_.timeline || micro == evaluation) return;
+    std::string name(what);
+    if (micro != whole_step) name += " " + std::to_string(micro);
+    o_.timeline->record(name, category, e_.rank(), 0, begin, end);
   }
 
   std::size_t slot_bytes(std::size_t n) const {
@@ -14713,37 +14753,48 @@ class Runner {
   /// Ranks of this replica's neighbouring stages.
   std::size_t rank_of_stage(std::size_t s) const { return layout_.rank_of(replica_, s); }
 
-  ConstMatrixView<T> receive_input(Slot& s, std::size_t n) {
+  /// Receives micro-batch `micro`'s activations (of n samples) from the stage before into `s`.
+  ConstMatrixView<T> receive_input(Slot& s, std::size_t n, std::size_t micro) {
     const std::size_t rows = s.net.input_size();
-    const double t0 = wall_clock();
-    e_.recv(rank_of_stage(stage_ - 1), default_tags::activations,
-            std::as_writable_bytes(std::span<T>(s.input.data(), rows * n)));
-    stats_.wait_seconds += wall_clock() - t0;
+    receive(stage_ - 1, default_tags::activations, std::span<T>(s.input.data(), rows * n), micro);
     return ConstMatrixView<T>(s.input.data(), static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(n));
   }
 
-  void send(std::size_t to_stage, Tag tag, ConstMatrixView<T> values) {
-    const double t0 = wall_clock();
+  /// A receive from this replica's stage `from_stage`: its wait counts (and shows) as waiting.
+  void receive(std::size_t from_stage, Tag tag, std::span<T> into, std::size_t micro) {
+    const auto t0 = clock::now();
+    e_.recv(rank_of_stage(from_stage), tag, std::as_writable_bytes(into));
+    const auto t1 = clock::now();
+    stats_.wait_seconds += seconds(t0, t1);
+    trace(tag == default_tags::activations ? "receive activations" : "receive gradients", micro, "wait", t0, t1);
+  }
+
+  void send(std::size_t to_stage, Tag tag, ConstMatrixView<T> values, std::size_t micro) {
+    const auto t0 = clock::now();
     e_.send(rank_of_stage(to_stage), tag,
             std::as_bytes(std::span<const T>(values.data(), static_cast<std::size_t>(values.size()))));
-    stats_.send_seconds += wall_clock() - t0;
+    const auto t1 = clock::now();
+    stats_.send_seconds += seconds(t0, t1);
+    trace(tag == default_tags::activations ? "send activations" : "send gradients", micro, "communication", t0, t1);
   }
 
   void forward(const data::Batch<T>& batch, std::size_t m, std::size_t micro) {
     const auto [begin, end] = flotilla::detail::split_range(batch.size(), m, micro);
     const std::size_t n = end - begin;
     Slot& s = *slots_[micro % slots_.size()];
-    const ConstMatrixView<T> in = first_stage() ? columns(batch.inputs, begin, n) : receive_input(s, n);
+    const ConstMatrixView<T> in = first_stage() ? columns(batch.inputs, begin, n) : receive_input(s, n, micro);
     const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, n),
                        o_.seed, batch.epoch};
+    const auto c0 = clock::now();
     const double t0 = o_.clock();
     const auto out = s.net.forward(in, params_, info);
     const double t1 = o_.clock();
+    trace("forward", micro, "compute", c0, clock::now());
     stats_.compute_seconds += t1 - t0;
     if (o_.record_ops) op_log_.push_back({{Op::forward, micro}, t0, t1});
     live_bytes_ += slot_bytes(n);
     stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, live_bytes_);
-    if (!last_stage()) send(stage_ + 1, default_tags::activations, out);
+    if (!last_stage()) send(stage_ + 1, default_tags::activations, out, micro);
   }
 
   void backward(const data::Batch<T>& batch, std::size_t m, std::size_t micro, T scale, double& loss, std::size_t& correct) {
@@ -14753,17 +14804,17 @@ class Runner {
     const auto out_rows = static_cast<Eigen::Index>(s.net.output_size());
     MatrixView<T> dout(output_grad_.data(), out_rows, static_cast<Eigen::Index>(n));
     double t0 = 0;
+    clock::time_point c0;
     if (last_stage()) {
       const Targets<T> t = classifier ? Targets<T>{batch.targets.labels.subspan(begin, n)}
                                       : Targets<T>{{}, columns(batch.targets.values, begin, n)};
+      c0 = clock::now();
       t0 = o_.clock();
       loss += static_cast<double>(M::loss::value_and_gradient(s.net.output(), t, dout, scale));
       if constexpr (classifier) correct += count_correct(s.net.output(), t);
     } else {
-      const double w0 = wall_clock();
-      e_.recv(rank_of_stage(stage_ + 1), default_tags::gradients,
-              std::as_writable_bytes(std::span<T>(output_grad_.data(), static_cast<std::size_t>(dout.size()))));
-      stats_.wait_seconds += wall_clock() - w0;
+      receive(stage_ + 1, default_tags::gradients, std::span<T>(output_grad_.data(), static_cast<std::size_t>(dout.size())), micro);
+      c0 = clock::now();
       t0 = o_.clock();
     }
     MatrixView<T> din(input_grad_.data(), first_stage() ? 0 : static_cast<Eigen::Index>(s.net.input_size()),
@@ -14771,10 +14822,11 @@ class Runner {
     s.net.backward(ConstMatrixView<T>(dout.data(), dout.rows(), dout.cols()), params_, grads_,
                    first_stage() ? nullptr : &din);
     const double t1 = o_.clock();
+    trace("backward", micro, "compute", c0, clock::now());
     stats_.compute_seconds += t1 - t0;
     if (o_.record_ops) op_log_.push_back({{Op::backward, micro}, t0, t1});
     live_bytes_ -= slot_bytes(n);
-    if (!first_stage()) send(stage_ - 1, default_tags::gradients, ConstMatrixView<T>(din.data(), din.rows(), din.cols()));
+    if (!first_stage()) send(stage_ - 1, default_tags::gradients, ConstMatrixView<T>(din.data(), din.rows(), din.cols()), micro);
   }
 
   /// Every stage tells the next what it was built with; a rank given another plan or other options
@@ -14901,9 +14953,12 @@ std::vector<std::uint64_t> measure_layer_costs(std::size_t batch, std::size_t re
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -14981,23 +15036,30 @@ class Trainer {
   /// Trains for `fit.epochs` epochs over `train`, evaluating on `validation` after each epoch when
   /// given. Every rank of the job calls it. Returns one record per epoch, the same on every rank,
   /// also written to the metrics file when set, with a checkpoint after each epoch when
-  /// fit.checkpoint_file is set (by rank 0). Step logs, traces and periodic checkpoint sets
-  /// (fit.checkpoints) are not written for pipelines: setting them is a ConfigError.
+  /// fit.checkpoint_file is set (by rank 0).
+  ///
+  /// fit.trace_file: a timeline of every rank (each forward and backward by micro-batch, each wait
+  /// for a neighbour, each send, the replicas' allreduce, the update), where the schedule and its
+  /// bubble can be seen. fit.step_log_file: a JSON line per rank and step with its stage, replica,
+  /// times (compute, wait, send, allreduce, update) and traffic. In-process every rank writes to
+  /// the one file; over processes each process writes its own, rank k's at the path + ".rank<k>".
+  /// Periodic checkpoint sets (fit.checkpoints) are not supported for pipelines: setting them is a
+  /// ConfigError.
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
-    for (const auto& [file, name] : {std::pair{&fit.step_log_file, "step_log_file"}, std::pair{&fit.trace_file, "trace_file"}})
-      if (!file->empty())
-        throw ConfigError(std::string("pipeline::Trainer::fit: FitOptions::") + name +
-                          " is not written for pipelines (stage_stats() has each rank's times)");
     if (!fit.checkpoints.directory.empty())
       throw ConfigError("pipeline::Trainer::fit: FitOptions::checkpoints (periodic checkpoint sets) is not supported for "
                         "pipelines yet; use FitOptions::checkpoint_file (a checkpoint after each epoch) and load()");
-    Shared shared{epoch_, batch_in_epoch_, step_, {}};
+    Shared shared(*this, fit);
+    if (Backend::in_process && !fit.step_log_file.empty())
+      shared.step_log = flotilla::detail::open_step_log(fit.step_log_file, shared.start_step > 0);
     const std::size_t ranks = layout().ranks();
     stats_.assign(Backend::in_process ? ranks : 1, StageStats{});
     Backend::run(transport_, Backend::in_process ? ranks : 0,
                  [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
+    if (shared.timeline.enabled())
+      shared.timeline.write(Backend::in_process ? fit.trace_file : flotilla::detail::per_rank_file(fit.trace_file, shared.rank));
     return shared.history;
   }
 
@@ -15066,10 +15128,17 @@ class Trainer {
   const std::vector<StageStats>& stage_stats() const noexcept { return stats_; }
 
  private:
-  /// What the ranks of one fit() call share: where the call starts, and what it returns.
+  /// What the ranks of one fit() call share: where the call starts, what it returns, and where
+  /// they record what they do.
   struct Shared {
+    Shared(const Trainer& t, const FitOptions& fit)
+        : start_epoch(t.epoch_), start_batch(t.batch_in_epoch_), start_step(t.step_), timeline(!fit.trace_file.empty()) {}
     std::uint64_t start_epoch = 0, start_batch = 0, start_step = 0;
     History history;
+    Timeline timeline;
+    std::optional<std::ofstream> step_log;  // in-process: every rank's lines
+    std::mutex step_log_mutex;
+    std::size_t rank = 0;  // over processes: this process's rank, whose files it writes
   };
 
   /// One rank writes this object's state: rank 0 in-process, every rank in its own process.
@@ -15113,7 +15182,10 @@ class Trainer {
 
   void run_rank(endpoint_type& e, const data::Dataset<T>& train, const data::Dataset<T>* validation, const FitOptions& fit,
                 Shared& shared) {
-    runner_type runner(e, plan_, runner_options());
+    RunnerOptions ro = runner_options();
+    if (shared.timeline.enabled()) ro.timeline = &shared.timeline;
+    runner_type runner(e, plan_, ro);
+    if (!Backend::in_process) shared.rank = e.rank();
     load_stage(runner);
     const std::size_t slot = Backend::in_process ? e.rank() : 0;
     // The stage's slice of the whole optimizer state (read, like parameters(), before any gather).
@@ -15142,6 +15214,14 @@ class Trainer {
                       shared.start_step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
     // The reporter's own copy of the run's records, for the plot: history_ is the owner's.
     History plotted = reporter ? history_ : History{};
+    // The step log: the shared file in-process, this process's own otherwise.
+    std::optional<std::ofstream> own_step_log;
+    std::ofstream* step_log = shared.step_log ? &*shared.step_log : nullptr;
+    if (!fit.step_log_file.empty() && !Backend::in_process) {
+      own_step_log = flotilla::detail::open_step_log(flotilla::detail::per_rank_file(fit.step_log_file, e.rank()),
+                                                     shared.start_step > 0);
+      step_log = &*own_step_log;
+    }
 
     flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
     std::uint64_t step = shared.start_step;
@@ -15158,10 +15238,13 @@ class Trainer {
       double loss_sum = 0;
       std::size_t correct = 0, seen = 0, position = at.batch;
       while (const data::Batch<T>* batch = loader.next()) {
+        const StageStats stats_before = runner.stats();
+        const TrafficCounters traffic_before = e.counters();
         const StepResult r = runner.compute_gradients(*batch);
         runner.update(options_.optimizer, state,
                       StepInfo{step + 1, options_.optimizer.learning_rate * options_.schedule(step)});
         ++step;
+        if (step_log) write_step_log(*step_log, e.rank(), runner, step, stats_before, e.counters() - traffic_before, shared);
         ++position;
         loss_sum += r.loss * static_cast<double>(r.samples);
         correct += r.correct;
@@ -15222,12 +15305,34 @@ class Trainer {
     }
   }
 
+  /// One line of the step log: what rank `rank` did for update `step` (1 first, as in the
+  /// data-parallel Trainer's log): the runner's statistics since `before`, and the step's traffic.
+  static void write_step_log(std::ofstream& out, std::size_t rank, const runner_type& runner, std::uint64_t step,
+                             const StageStats& before, const TrafficCounters& traffic, Shared& shared) {
+    const StageStats& now = runner.stats();
+    char timing[320];
+    std::snprintf(timing, sizeof timing,
+                  "{\"rank\":%zu,\"stage\":%zu,\"replica\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"wait_ms\":%.4f,"
+                  "\"send_ms\":%.4f,\"allreduce_ms\":%.4f,\"update_ms\":%.4f",
+                  rank, runner.stage(), runner.replica(), static_cast<unsigned long long>(step),
+                  1e3 * (now.compute_seconds - before.compute_seconds), 1e3 * (now.wait_seconds - before.wait_seconds),
+                  1e3 * (now.send_seconds - before.send_seconds), 1e3 * (now.allreduce_seconds - before.allreduce_seconds),
+                  1e3 * (now.update_seconds - before.update_seconds));
+    std::string line = timing;
+    flotilla::detail::append_traffic_fields(line, traffic);
+    line += "}\n";
+    const std::lock_guard lock(shared.step_log_mutex);
+    out << line;
+    out.flush();
+  }
+
   static void accumulate(StageStats& into, const StageStats& s) {
     into.steps += s.steps;
     into.compute_seconds += s.compute_seconds;
     into.wait_seconds += s.wait_seconds;
     into.send_seconds += s.send_seconds;
     into.allreduce_seconds += s.allreduce_seconds;
+    into.update_seconds += s.update_seconds;
     into.step_seconds += s.step_seconds;
     into.peak_activation_bytes = std::max(into.peak_activation_bytes, s.peak_activation_bytes);
     into.allocated_activation_bytes = s.allocated_activation_bytes;
@@ -15246,7 +15351,8 @@ class Trainer {
                                 st.compute_seconds,
                                 st.wait_seconds,
                                 st.send_seconds,
-                                st.allreduce_seconds};
+                                st.allreduce_seconds,
+                                st.update_seconds};
     std::vector<double> maxima = {seconds, static_cast<double>(st.peak_activation_bytes)};
     collective::allreduce_sum(e, std::span<double>(sums), default_tags::trainer_metrics);
     collective::allreduce_max(e, std::span<double>(maxima), default_tags::trainer_metrics);
@@ -15271,6 +15377,7 @@ class Trainer {
                  {"wait_ms_per_step", 1e3 * sums[5] / rank_steps},
                  {"send_ms_per_step", 1e3 * sums[6] / rank_steps},
                  {"allreduce_ms_per_step", 1e3 * sums[7] / rank_steps},
+                 {"update_ms_per_step", 1e3 * sums[8] / rank_steps},
                  {"peak_activation_bytes", maxima[1]}};
     return rec;
   }

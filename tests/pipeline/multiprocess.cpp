@@ -10,9 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "../common/blobs.hpp"
 #include "flotilla/flotilla.hpp"
@@ -28,6 +32,45 @@ using namespace flotilla;
 namespace pl = flotilla::pipeline;
 using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
 using M = Model<Net, SoftmaxCrossEntropy, optim::SGD, double>;
+
+/// Whether this process wrote its rank's timeline and step log, under its rank's names, with
+/// `steps` steps of its stage; removes them.
+static bool check_rank_files(const FitOptions& f, std::size_t P, std::size_t D, std::uint64_t steps) {
+  std::vector<std::size_t> found;
+  for (std::size_t k = 0; k < P * D; ++k)
+    if (std::filesystem::exists(flotilla::detail::per_rank_file(f.trace_file, k))) found.push_back(k);
+  if (found.size() != 1) {
+    std::fprintf(stderr, "error: %zu timelines at %s[.rank<k>], not one\n", found.size(), f.trace_file.c_str());
+    return false;
+  }
+  const std::size_t rank = found[0];
+  const auto read = [](const std::filesystem::path& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    std::filesystem::remove(path);
+    return lines;
+  };
+  const std::string pid = "\"pid\":" + std::to_string(rank) + ",";
+  std::size_t forwards = 0, backwards = 0, others = 0;
+  for (const auto& line : read(flotilla::detail::per_rank_file(f.trace_file, rank))) {
+    if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
+    if (line.find(pid) == std::string::npos) ++others;
+    forwards += line.find("\"name\":\"forward ") != std::string::npos ? 1 : 0;
+    backwards += line.find("\"name\":\"backward ") != std::string::npos ? 1 : 0;
+  }
+  const auto steps_logged = read(flotilla::detail::per_rank_file(f.step_log_file, rank));
+  std::size_t wrong_lines = 0;
+  const std::string who = "{\"rank\":" + std::to_string(rank) + ",\"stage\":" + std::to_string(rank % P) +
+                          ",\"replica\":" + std::to_string(rank / P) + ",";
+  for (const auto& line : steps_logged) wrong_lines += line.rfind(who, 0) == 0 ? 0 : 1;
+  const bool ok = forwards > 0 && forwards == backwards && others == 0 && steps_logged.size() == steps && wrong_lines == 0;
+  std::printf("rank %zu: timeline of %zu forwards and %zu backwards (%zu of other ranks), step log of %zu lines for %llu "
+              "steps (%zu not this rank's): %s\n",
+              rank, forwards, backwards, others, steps_logged.size(), static_cast<unsigned long long>(steps), wrong_lines,
+              ok ? "as expected" : "wrong");
+  return ok;
+}
 
 /// Two epochs of 30 samples in batches of 4 per replica, through pipeline::Trainer over the
 /// backend, against flotilla::Trainer on D in-process workers: 0 when they agree.
@@ -52,7 +95,14 @@ static int train_and_compare(std::size_t P, std::size_t D, pl::Schedule schedule
   po.pipeline_schedule = schedule;
   po.replicas = D;
   pl::Trainer<M, Backend> piped(pl::Plan::automatic<Net, double>(P), po, backend_options());
-  const History got = piped.fit(train, &validation, quiet);
+  // With a timeline and a step log, which each process writes for its rank: rank k's at the path +
+  // ".rank<k>". The paths carry this process's id, so the processes' files do not meet.
+  FitOptions traced = quiet;
+  const std::string base = (std::filesystem::temp_directory_path() / ("flotilla_pipeline_" + std::to_string(::getpid()))).string();
+  traced.trace_file = base + ".trace.json";
+  traced.step_log_file = base + ".steps.jsonl";
+  const History got = piped.fit(train, &validation, traced);
+  const bool files_ok = check_rank_files(traced, P, D, got.back().step);
   double diff = 0;
   for (std::size_t i = 0; i < reference.parameters().size(); ++i)
     diff = std::max(diff, std::abs(piped.parameters()[i] - reference.parameters()[i]));
@@ -63,7 +113,7 @@ static int train_and_compare(std::size_t P, std::size_t D, pl::Schedule schedule
            std::abs(*got[i].val_loss - *want[i].val_loss) <= 1e-10;
   std::printf("pipeline::Trainer, %zu stages x %zu replicas, %s, M=%zu: max |parameter difference| %.3g, history %s\n", P, D,
               std::string(pl::name(schedule)).c_str(), micro, diff, same ? "the same" : "differs");
-  return diff <= 1e-10 && same ? 0 : 1;
+  return diff <= 1e-10 && same && files_ok ? 0 : 1;
 }
 
 int run(const Program& self, int argc, char** argv) {

@@ -4,6 +4,7 @@
 // reads checkpoints the ordinary Trainer reads and writes, and refuses what it does not do.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -11,6 +12,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "../common/quiet_fit.hpp"
 #include "../common/blobs.hpp"
@@ -238,15 +241,143 @@ TEST_CASE("pipeline::Trainer: progress and the metrics file come from the last s
   std::filesystem::remove_all(dir);
 }
 
+namespace {
+
+/// The value of `"key":` in a JSON line as text (a string's without its quotes).
+std::string json_field(const std::string& line, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  const auto at = line.find(k);
+  REQUIRE_MESSAGE(at != std::string::npos, key, " is not in ", line);
+  auto b = at + k.size();
+  if (line[b] == '"') return line.substr(b + 1, line.find('"', b + 1) - b - 1);
+  return line.substr(b, line.find_first_of(",}", b) - b);
+}
+
+struct TraceEvent {
+  std::size_t rank = 0;
+  std::string name, category;
+  double ts = 0, dur = 0;
+};
+
+/// The complete events of a trace file (Timeline writes one a line), by rank, each rank's in order.
+std::vector<std::vector<TraceEvent>> read_trace(const std::filesystem::path& path, std::size_t ranks) {
+  std::vector<std::vector<TraceEvent>> by_rank(ranks);
+  std::ifstream in(path);
+  REQUIRE(in);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
+    const std::size_t rank = std::stoul(json_field(line, "pid"));
+    REQUIRE(rank < ranks);
+    CHECK(json_field(line, "tid") == "0");  // a stage does everything on its one thread
+    by_rank[rank].push_back({rank, json_field(line, "name"), json_field(line, "cat"), std::stod(json_field(line, "ts")),
+                             std::stod(json_field(line, "dur"))});
+  }
+  for (auto& events : by_rank)
+    std::stable_sort(events.begin(), events.end(), [](const TraceEvent& a, const TraceEvent& b) { return a.ts < b.ts; });
+  return by_rank;
+}
+
+std::size_t count_starting(const std::vector<TraceEvent>& events, const std::string& prefix) {
+  return static_cast<std::size_t>(std::count_if(events.begin(), events.end(),
+                                                [&](const TraceEvent& e) { return e.name.rfind(prefix, 0) == 0; }));
+}
+
+std::vector<std::string> lines_of(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline::Trainer: the timeline shows each stage's schedule, and the step log its traffic") {
+  constexpr std::size_t P = 3, micro = 4, steps = 3;
+  const auto plan = pl::Plan::automatic<Net, double>(P);
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_pipeline_trace_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const auto schedule : {pl::Schedule::one_forward_one_backward, pl::Schedule::fill_drain}) {
+    CAPTURE(pl::name(schedule));
+    FitOptions f = quiet(1);
+    f.max_steps = steps;
+    f.trace_file = dir / "trace.json";
+    f.step_log_file = dir / "steps.jsonl";
+    pl::Trainer<M> t(plan, pipeline_options(micro, schedule, 1, batch));
+    t.fit(train_set(), nullptr, f);
+
+    const auto trace = read_trace(f.trace_file, P);
+    for (std::size_t stage = 0; stage < P; ++stage) {
+      CAPTURE(stage);
+      const auto& events = trace[stage];  // one replica: rank = stage
+      // Its forwards and backwards, in the schedule's order, step after step.
+      std::vector<std::string> want, got;
+      for (std::size_t k = 0; k < steps; ++k)
+        for (const pl::Op& op : pl::schedule_ops(schedule, P, stage, micro))
+          want.push_back((op.kind == pl::Op::forward ? "forward " : "backward ") + std::to_string(op.micro_batch));
+      for (const auto& e : events)
+        if (e.category == "compute") got.push_back(e.name);
+      CHECK(got == want);
+      // One thread: nothing starts before what came before it has ended (to the printed nanosecond).
+      for (std::size_t i = 1; i < events.size(); ++i) CHECK(events[i - 1].ts + events[i - 1].dur <= events[i].ts + 0.002);
+      // Each micro-batch waits for its activations from the stage before and its gradients from the
+      // stage after, and sends them on; one update a step.
+      CHECK(count_starting(events, "receive activations ") == (stage > 0 ? steps * micro : 0));
+      CHECK(count_starting(events, "send activations ") == (stage + 1 < P ? steps * micro : 0));
+      CHECK(count_starting(events, "receive gradients ") == (stage + 1 < P ? steps * micro : 0));
+      CHECK(count_starting(events, "send gradients ") == (stage > 0 ? steps * micro : 0));
+      CHECK(count_starting(events, "update") == steps);
+      CHECK(count_starting(events, "allreduce") == 0);
+    }
+
+    // The step log: a line per rank and step, whose bytes are the activations and gradients that
+    // cross the stage's cuts (in-process: no framing).
+    const auto lines = lines_of(f.step_log_file);
+    REQUIRE(lines.size() == P * steps);
+    std::vector<std::size_t> seen(P, 0);
+    for (const auto& line : lines) {
+      CAPTURE(line);
+      const std::size_t stage = std::stoul(json_field(line, "stage"));
+      REQUIRE(stage < P);
+      CHECK(json_field(line, "rank") == std::to_string(stage));
+      CHECK(json_field(line, "replica") == "0");
+      CHECK(json_field(line, "step") == std::to_string(++seen[stage]));
+      pl::StageNetwork<M::architecture, double> net(plan.first_layer(stage), plan.end_layer(stage), 1);
+      const std::size_t to_next = stage + 1 < P ? net.output_size() : 0, to_previous = stage > 0 ? net.input_size() : 0;
+      const std::string bytes = std::to_string(batch * (to_next + to_previous) * sizeof(double));
+      CHECK(json_field(line, "payload_bytes_sent") == bytes);
+      CHECK(json_field(line, "payload_bytes_received") == bytes);
+      const std::size_t neighbours = (to_next ? 1 : 0) + (to_previous ? 1 : 0);
+      CHECK(json_field(line, "messages_sent") == std::to_string(micro * neighbours));
+      CHECK(json_field(line, "messages_received") == std::to_string(micro * neighbours));
+      CHECK(json_field(line, "header_bytes_sent") == "0");
+      CHECK(std::stod(json_field(line, "compute_ms")) > 0);
+      CHECK(std::stod(json_field(line, "allreduce_ms")) == 0);
+    }
+  }
+
+  {  // replicas: each rank's allreduce shows, and its line names its replica
+    FitOptions f = quiet(1);
+    f.max_steps = steps;
+    f.trace_file = dir / "replicas.json";
+    f.step_log_file = dir / "replicas.jsonl";
+    pl::Trainer<M> t(pl::Plan::automatic<Net, double>(2), pipeline_options(2, pl::Schedule::fill_drain, 2, batch));
+    t.fit(train_set(), nullptr, f);
+    const auto trace = read_trace(f.trace_file, 4);
+    for (std::size_t rank = 0; rank < 4; ++rank) CHECK(count_starting(trace[rank], "allreduce over replicas") == steps);
+    const auto lines = lines_of(f.step_log_file);
+    REQUIRE(lines.size() == 4 * steps);
+    for (const auto& line : lines) {
+      const std::size_t rank = std::stoul(json_field(line, "rank"));
+      CHECK(json_field(line, "stage") == std::to_string(rank % 2));
+      CHECK(json_field(line, "replica") == std::to_string(rank / 2));
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("pipeline::Trainer: bad options and data are refused with a message naming the problem") {
   const auto plan = pl::Plan::automatic<Net, double>(2);
   auto o = pipeline_options(2, pl::Schedule::fill_drain, 1, batch);
-  SUBCASE("step logs are not written for pipelines") {
-    pl::Trainer<M> t(plan, o);
-    FitOptions f = quiet(1);
-    f.step_log_file = "never.jsonl";
-    CHECK_THROWS_WITH_AS(t.fit(train_set(), nullptr, f), doctest::Contains("FitOptions::step_log_file"), ConfigError);
-  }
   SUBCASE("periodic checkpoint sets are refused, not silently skipped") {
     pl::Trainer<M> t(plan, o);
     FitOptions f = quiet(1);

@@ -78,6 +78,28 @@ def main():
         check("rank 0: forward+backward median 5.0, p10 5.0, p90 5.0; wait for communication median 15.0" in out,
               "summary: rank 0's wait")
 
+        # --summary of a pipeline's ranks: 20 steps of 100 us each; rank 0 computes 60 us, waits 30 us,
+        # sends 5 us and updates 2 us of each (3 us untraced), rank 1 computes 80 us and updates 20 us.
+        def stage(rank, pieces):
+            t = trace(rank, "a", 0.0, [])
+            for i in range(20):
+                at = 100.0 * i
+                for name, cat, dur in pieces:
+                    t["traceEvents"].append({"name": name, "cat": cat, "ph": "X", "ts": at, "dur": dur, "pid": rank, "tid": 0})
+                    at += dur
+            return t
+        joined, out = merged(tmp, [stage(0, [("receive gradients 0", "wait", 30.0), ("forward 0", "compute", 25.0),
+                                             ("send activations 0", "communication", 5.0), ("backward 0", "compute", 35.0),
+                                             ("update", "update", 2.0)]),
+                                   stage(1, [("forward 0", "compute", 30.0), ("backward 0", "compute", 50.0),
+                                             ("update", "update", 20.0)])], "--summary")
+        check(joined is not None and "pipeline: 10 steps of ranks [0, 1] (the first 10 skipped)" in out,
+              "pipeline summary: steps counted")
+        check("rank 0: compute 60.0%, wait 30.0%, communication 5.0%, update 2.0%, untraced 3.0%" in out,
+              "pipeline summary: rank 0's shares")
+        check("rank 1: compute 80.0%, wait 0.0%, communication 0.0%, update 20.0%, untraced 0.0%" in out,
+              "pipeline summary: rank 1's shares")
+
         # Not a flotilla trace: refused, naming the file.
         joined, err = merged(tmp, [trace(0, "a", 0.0, [1.0]), {"traceEvents": []}])
         check(joined is None and "t1.json" in err and "steady_to_unix_us" in err, "no clock offset: refused by name")

@@ -294,9 +294,11 @@ TEST_CASE("checkpoints: unusable policy values are refused by name") {
   const auto data = flotilla_test::blobs<float>(20, 1);
   Trainer<M> t(setup(1, 1));
   FitOptions f = quiet(1);
-  f.checkpoints.directory = fresh_dir("bad");
+  const auto dir = fresh_dir("bad");
+  f.checkpoints.directory = dir;
   f.checkpoints.every_seconds = -1;
   CHECK_THROWS_WITH_AS(t.fit(data, nullptr, f), doctest::Contains("every_seconds"), ConfigError);
+  std::filesystem::remove_all(dir);
   f.checkpoints.every_seconds = 0;
   f.checkpoints.directory.clear();
   f.checkpoints.resume = true;

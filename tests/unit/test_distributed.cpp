@@ -220,6 +220,7 @@ TEST_CASE("bounded staleness never lets a worker run more than S steps ahead") {
     f.step_log_file = scratch("staleness.jsonl");
     Trainer<M, P> t(o);
     const auto h = t.fit(d, nullptr, f);
+    std::filesystem::remove(f.step_log_file);
     double ahead = 0;
     for (const auto& [k, v] : h.back().extra)
       if (k == "max_steps_ahead") ahead = v;

@@ -33,6 +33,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flotilla/collective/ring_allreduce.hpp"
@@ -50,6 +51,7 @@
 #include "flotilla/pipeline/schedule.hpp"
 #include "flotilla/pipeline/stage_network.hpp"
 #include "flotilla/train/engine.hpp"
+#include "flotilla/train/timeline.hpp"
 #include "flotilla/transport/group.hpp"
 
 namespace flotilla::pipeline {
@@ -70,6 +72,11 @@ struct RunnerOptions {
   /// The clock op_log() and the compute time in stats() use: seconds, monotonic. The default is
   /// wall time; a benchmark whose stages share cores passes a per-thread CPU clock.
   double (*clock)() = nullptr;
+  /// Where the stage records what it does, as rank endpoint.rank() (nullptr: nowhere): each
+  /// forward and backward, each wait for a neighbour's activations or gradients, each send, the
+  /// replicas' allreduce and the update, by the steady clock (train/timeline.hpp). Evaluation is
+  /// not recorded. The timeline must outlive the runner.
+  Timeline* timeline = nullptr;
 };
 
 /// What a stage did since construction or reset_stats().
@@ -79,6 +86,7 @@ struct StageStats {
   double wait_seconds = 0;       ///< wall time blocked receiving activations or gradients
   double send_seconds = 0;       ///< wall time in sends
   double allreduce_seconds = 0;  ///< wall time averaging gradients across replicas
+  double update_seconds = 0;     ///< wall time in update()
   double step_seconds = 0;       ///< wall time of whole compute_gradients() calls
   /// The most bytes of activations held at once for backward: the outputs of this stage's layers
   /// and (after the first stage) the received inputs, of every micro-batch between its forward and
@@ -165,7 +173,7 @@ class Runner {
   /// passes the same one) into gradients(), replacing what was there. Returns the loss and
   /// accuracy counts on the last stage, zeros (and the sample count) elsewhere.
   StepResult compute_gradients(const data::Batch<T>& batch) {
-    const double step_start = wall_clock();
+    const auto step_start = clock::now();
     const std::size_t b = batch.size();
     if (b > o_.max_batch)
       throw ConfigError("pipeline::Runner::compute_gradients: a batch of " + std::to_string(b) +
@@ -191,14 +199,16 @@ class Runner {
       result.loss = loss / static_cast<double>(b);
     }
     if (group_) {
-      const double t0 = wall_clock();
+      const auto t0 = clock::now();
       collective::RingOptions ro;
       ro.tag = default_tags::replica_allreduce;
       collective::ring_allreduce(*group_, std::span<T>(grads_), ro);
-      stats_.allreduce_seconds += wall_clock() - t0;
+      const auto t1 = clock::now();
+      stats_.allreduce_seconds += seconds(t0, t1);
+      trace("allreduce over replicas", whole_step, "communication", t0, t1);
     }
     ++stats_.steps;
-    stats_.step_seconds += wall_clock() - step_start;
+    stats_.step_seconds += seconds(step_start, clock::now());
     return result;
   }
 
@@ -206,7 +216,11 @@ class Runner {
   /// (SGD, Momentum, Adam) then give each parameter exactly what the unsplit model's update would.
   template <class O>
   void update(const O& optimizer, typename O::template state<T>& state, const StepInfo& info) {
+    const auto t0 = clock::now();
     optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(tensors_), info);
+    const auto t1 = clock::now();
+    stats_.update_seconds += seconds(t0, t1);
+    trace("update", whole_step, "update", t0, t1);
   }
 
   /// Loss and correct predictions of samples [first, first + count) of `data` in evaluation mode,
@@ -222,10 +236,10 @@ class Runner {
     Slot& s = *slots_.front();
     for (std::size_t at = first; at < first + count; at += micro_cap_) {
       const std::size_t n = std::min(micro_cap_, first + count - at);
-      ConstMatrixView<T> in = first_stage() ? columns(data.inputs, at, n) : receive_input(s, n);
+      ConstMatrixView<T> in = first_stage() ? columns(data.inputs, at, n) : receive_input(s, n, evaluation);
       const auto out = s.net.forward(in, params_, RunInfo{});
       if (!last_stage()) {
-        send(stage_ + 1, default_tags::activations, out);
+        send(stage_ + 1, default_tags::activations, out, evaluation);
         continue;
       }
       const Targets<T> t = classifier ? Targets<T>{std::span<const std::int32_t>(data.labels).subspan(at, n)}
@@ -261,8 +275,24 @@ class Runner {
     Buffer<T> input;  // received activations (stages after the first), kept until backward
   };
 
-  static double wall_clock() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  using clock = Timeline::clock;
+
+  static double wall_clock() { return std::chrono::duration<double>(clock::now().time_since_epoch()).count(); }
+  static double seconds(clock::time_point begin, clock::time_point end) { return std::chrono::duration<double>(end - begin).count(); }
+
+  /// Micro-batch numbers with a meaning of their own for trace(): what belongs to no micro-batch
+  /// (the allreduce, the update), and evaluation, which is not recorded.
+  static constexpr std::size_t whole_step = static_cast<std::size_t>(-1);
+  static constexpr std::size_t evaluation = static_cast<std::size_t>(-2);
+
+  /// Records [begin, end) on the timeline, when there is one, as "<what> <micro-batch>" (or
+  /// "<what>" for the whole step).
+  void trace(std::string_view what, std::size_t micro, std::string_view category, clock::time_point begin,
+             clock::time_point end) const {
+    if (!o_.timeline || micro == evaluation) return;
+    std::string name(what);
+    if (micro != whole_step) name += " " + std::to_string(micro);
+    o_.timeline->record(name, category, e_.rank(), 0, begin, end);
   }
 
   std::size_t slot_bytes(std::size_t n) const {
@@ -290,37 +320,48 @@ class Runner {
   /// Ranks of this replica's neighbouring stages.
   std::size_t rank_of_stage(std::size_t s) const { return layout_.rank_of(replica_, s); }
 
-  ConstMatrixView<T> receive_input(Slot& s, std::size_t n) {
+  /// Receives micro-batch `micro`'s activations (of n samples) from the stage before into `s`.
+  ConstMatrixView<T> receive_input(Slot& s, std::size_t n, std::size_t micro) {
     const std::size_t rows = s.net.input_size();
-    const double t0 = wall_clock();
-    e_.recv(rank_of_stage(stage_ - 1), default_tags::activations,
-            std::as_writable_bytes(std::span<T>(s.input.data(), rows * n)));
-    stats_.wait_seconds += wall_clock() - t0;
+    receive(stage_ - 1, default_tags::activations, std::span<T>(s.input.data(), rows * n), micro);
     return ConstMatrixView<T>(s.input.data(), static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(n));
   }
 
-  void send(std::size_t to_stage, Tag tag, ConstMatrixView<T> values) {
-    const double t0 = wall_clock();
+  /// A receive from this replica's stage `from_stage`: its wait counts (and shows) as waiting.
+  void receive(std::size_t from_stage, Tag tag, std::span<T> into, std::size_t micro) {
+    const auto t0 = clock::now();
+    e_.recv(rank_of_stage(from_stage), tag, std::as_writable_bytes(into));
+    const auto t1 = clock::now();
+    stats_.wait_seconds += seconds(t0, t1);
+    trace(tag == default_tags::activations ? "receive activations" : "receive gradients", micro, "wait", t0, t1);
+  }
+
+  void send(std::size_t to_stage, Tag tag, ConstMatrixView<T> values, std::size_t micro) {
+    const auto t0 = clock::now();
     e_.send(rank_of_stage(to_stage), tag,
             std::as_bytes(std::span<const T>(values.data(), static_cast<std::size_t>(values.size()))));
-    stats_.send_seconds += wall_clock() - t0;
+    const auto t1 = clock::now();
+    stats_.send_seconds += seconds(t0, t1);
+    trace(tag == default_tags::activations ? "send activations" : "send gradients", micro, "communication", t0, t1);
   }
 
   void forward(const data::Batch<T>& batch, std::size_t m, std::size_t micro) {
     const auto [begin, end] = flotilla::detail::split_range(batch.size(), m, micro);
     const std::size_t n = end - begin;
     Slot& s = *slots_[micro % slots_.size()];
-    const ConstMatrixView<T> in = first_stage() ? columns(batch.inputs, begin, n) : receive_input(s, n);
+    const ConstMatrixView<T> in = first_stage() ? columns(batch.inputs, begin, n) : receive_input(s, n, micro);
     const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, n),
                        o_.seed, batch.epoch};
+    const auto c0 = clock::now();
     const double t0 = o_.clock();
     const auto out = s.net.forward(in, params_, info);
     const double t1 = o_.clock();
+    trace("forward", micro, "compute", c0, clock::now());
     stats_.compute_seconds += t1 - t0;
     if (o_.record_ops) op_log_.push_back({{Op::forward, micro}, t0, t1});
     live_bytes_ += slot_bytes(n);
     stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, live_bytes_);
-    if (!last_stage()) send(stage_ + 1, default_tags::activations, out);
+    if (!last_stage()) send(stage_ + 1, default_tags::activations, out, micro);
   }
 
   void backward(const data::Batch<T>& batch, std::size_t m, std::size_t micro, T scale, double& loss, std::size_t& correct) {
@@ -330,17 +371,17 @@ class Runner {
     const auto out_rows = static_cast<Eigen::Index>(s.net.output_size());
     MatrixView<T> dout(output_grad_.data(), out_rows, static_cast<Eigen::Index>(n));
     double t0 = 0;
+    clock::time_point c0;
     if (last_stage()) {
       const Targets<T> t = classifier ? Targets<T>{batch.targets.labels.subspan(begin, n)}
                                       : Targets<T>{{}, columns(batch.targets.values, begin, n)};
+      c0 = clock::now();
       t0 = o_.clock();
       loss += static_cast<double>(M::loss::value_and_gradient(s.net.output(), t, dout, scale));
       if constexpr (classifier) correct += count_correct(s.net.output(), t);
     } else {
-      const double w0 = wall_clock();
-      e_.recv(rank_of_stage(stage_ + 1), default_tags::gradients,
-              std::as_writable_bytes(std::span<T>(output_grad_.data(), static_cast<std::size_t>(dout.size()))));
-      stats_.wait_seconds += wall_clock() - w0;
+      receive(stage_ + 1, default_tags::gradients, std::span<T>(output_grad_.data(), static_cast<std::size_t>(dout.size())), micro);
+      c0 = clock::now();
       t0 = o_.clock();
     }
     MatrixView<T> din(input_grad_.data(), first_stage() ? 0 : static_cast<Eigen::Index>(s.net.input_size()),
@@ -348,10 +389,11 @@ class Runner {
     s.net.backward(ConstMatrixView<T>(dout.data(), dout.rows(), dout.cols()), params_, grads_,
                    first_stage() ? nullptr : &din);
     const double t1 = o_.clock();
+    trace("backward", micro, "compute", c0, clock::now());
     stats_.compute_seconds += t1 - t0;
     if (o_.record_ops) op_log_.push_back({{Op::backward, micro}, t0, t1});
     live_bytes_ -= slot_bytes(n);
-    if (!first_stage()) send(stage_ - 1, default_tags::gradients, ConstMatrixView<T>(din.data(), din.rows(), din.cols()));
+    if (!first_stage()) send(stage_ - 1, default_tags::gradients, ConstMatrixView<T>(din.data(), din.rows(), din.cols()), micro);
   }
 
   /// Every stage tells the next what it was built with; a rank given another plan or other options

@@ -26,9 +26,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,6 +59,7 @@
 #include "flotilla/train/model_checkpoint.hpp"
 #include "flotilla/train/plot.hpp"
 #include "flotilla/train/progress.hpp"
+#include "flotilla/train/timeline.hpp"
 #include "flotilla/transport/in_process.hpp"
 
 namespace flotilla::pipeline {
@@ -128,23 +132,30 @@ class Trainer {
   /// Trains for `fit.epochs` epochs over `train`, evaluating on `validation` after each epoch when
   /// given. Every rank of the job calls it. Returns one record per epoch, the same on every rank,
   /// also written to the metrics file when set, with a checkpoint after each epoch when
-  /// fit.checkpoint_file is set (by rank 0). Step logs, traces and periodic checkpoint sets
-  /// (fit.checkpoints) are not written for pipelines: setting them is a ConfigError.
+  /// fit.checkpoint_file is set (by rank 0).
+  ///
+  /// fit.trace_file: a timeline of every rank (each forward and backward by micro-batch, each wait
+  /// for a neighbour, each send, the replicas' allreduce, the update), where the schedule and its
+  /// bubble can be seen. fit.step_log_file: a JSON line per rank and step with its stage, replica,
+  /// times (compute, wait, send, allreduce, update) and traffic. In-process every rank writes to
+  /// the one file; over processes each process writes its own, rank k's at the path + ".rank<k>".
+  /// Periodic checkpoint sets (fit.checkpoints) are not supported for pipelines: setting them is a
+  /// ConfigError.
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
-    for (const auto& [file, name] : {std::pair{&fit.step_log_file, "step_log_file"}, std::pair{&fit.trace_file, "trace_file"}})
-      if (!file->empty())
-        throw ConfigError(std::string("pipeline::Trainer::fit: FitOptions::") + name +
-                          " is not written for pipelines (stage_stats() has each rank's times)");
     if (!fit.checkpoints.directory.empty())
       throw ConfigError("pipeline::Trainer::fit: FitOptions::checkpoints (periodic checkpoint sets) is not supported for "
                         "pipelines yet; use FitOptions::checkpoint_file (a checkpoint after each epoch) and load()");
-    Shared shared{epoch_, batch_in_epoch_, step_, {}};
+    Shared shared(*this, fit);
+    if (Backend::in_process && !fit.step_log_file.empty())
+      shared.step_log = flotilla::detail::open_step_log(fit.step_log_file, shared.start_step > 0);
     const std::size_t ranks = layout().ranks();
     stats_.assign(Backend::in_process ? ranks : 1, StageStats{});
     Backend::run(transport_, Backend::in_process ? ranks : 0,
                  [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
+    if (shared.timeline.enabled())
+      shared.timeline.write(Backend::in_process ? fit.trace_file : flotilla::detail::per_rank_file(fit.trace_file, shared.rank));
     return shared.history;
   }
 
@@ -213,10 +224,17 @@ class Trainer {
   const std::vector<StageStats>& stage_stats() const noexcept { return stats_; }
 
  private:
-  /// What the ranks of one fit() call share: where the call starts, and what it returns.
+  /// What the ranks of one fit() call share: where the call starts, what it returns, and where
+  /// they record what they do.
   struct Shared {
+    Shared(const Trainer& t, const FitOptions& fit)
+        : start_epoch(t.epoch_), start_batch(t.batch_in_epoch_), start_step(t.step_), timeline(!fit.trace_file.empty()) {}
     std::uint64_t start_epoch = 0, start_batch = 0, start_step = 0;
     History history;
+    Timeline timeline;
+    std::optional<std::ofstream> step_log;  // in-process: every rank's lines
+    std::mutex step_log_mutex;
+    std::size_t rank = 0;  // over processes: this process's rank, whose files it writes
   };
 
   /// One rank writes this object's state: rank 0 in-process, every rank in its own process.
@@ -260,7 +278,10 @@ class Trainer {
 
   void run_rank(endpoint_type& e, const data::Dataset<T>& train, const data::Dataset<T>* validation, const FitOptions& fit,
                 Shared& shared) {
-    runner_type runner(e, plan_, runner_options());
+    RunnerOptions ro = runner_options();
+    if (shared.timeline.enabled()) ro.timeline = &shared.timeline;
+    runner_type runner(e, plan_, ro);
+    if (!Backend::in_process) shared.rank = e.rank();
     load_stage(runner);
     const std::size_t slot = Backend::in_process ? e.rank() : 0;
     // The stage's slice of the whole optimizer state (read, like parameters(), before any gather).
@@ -289,6 +310,14 @@ class Trainer {
                       shared.start_step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
     // The reporter's own copy of the run's records, for the plot: history_ is the owner's.
     History plotted = reporter ? history_ : History{};
+    // The step log: the shared file in-process, this process's own otherwise.
+    std::optional<std::ofstream> own_step_log;
+    std::ofstream* step_log = shared.step_log ? &*shared.step_log : nullptr;
+    if (!fit.step_log_file.empty() && !Backend::in_process) {
+      own_step_log = flotilla::detail::open_step_log(flotilla::detail::per_rank_file(fit.step_log_file, e.rank()),
+                                                     shared.start_step > 0);
+      step_log = &*own_step_log;
+    }
 
     flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
     std::uint64_t step = shared.start_step;
@@ -305,10 +334,13 @@ class Trainer {
       double loss_sum = 0;
       std::size_t correct = 0, seen = 0, position = at.batch;
       while (const data::Batch<T>* batch = loader.next()) {
+        const StageStats stats_before = runner.stats();
+        const TrafficCounters traffic_before = e.counters();
         const StepResult r = runner.compute_gradients(*batch);
         runner.update(options_.optimizer, state,
                       StepInfo{step + 1, options_.optimizer.learning_rate * options_.schedule(step)});
         ++step;
+        if (step_log) write_step_log(*step_log, e.rank(), runner, step, stats_before, e.counters() - traffic_before, shared);
         ++position;
         loss_sum += r.loss * static_cast<double>(r.samples);
         correct += r.correct;
@@ -369,12 +401,34 @@ class Trainer {
     }
   }
 
+  /// One line of the step log: what rank `rank` did for update `step` (1 first, as in the
+  /// data-parallel Trainer's log): the runner's statistics since `before`, and the step's traffic.
+  static void write_step_log(std::ofstream& out, std::size_t rank, const runner_type& runner, std::uint64_t step,
+                             const StageStats& before, const TrafficCounters& traffic, Shared& shared) {
+    const StageStats& now = runner.stats();
+    char timing[320];
+    std::snprintf(timing, sizeof timing,
+                  "{\"rank\":%zu,\"stage\":%zu,\"replica\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"wait_ms\":%.4f,"
+                  "\"send_ms\":%.4f,\"allreduce_ms\":%.4f,\"update_ms\":%.4f",
+                  rank, runner.stage(), runner.replica(), static_cast<unsigned long long>(step),
+                  1e3 * (now.compute_seconds - before.compute_seconds), 1e3 * (now.wait_seconds - before.wait_seconds),
+                  1e3 * (now.send_seconds - before.send_seconds), 1e3 * (now.allreduce_seconds - before.allreduce_seconds),
+                  1e3 * (now.update_seconds - before.update_seconds));
+    std::string line = timing;
+    flotilla::detail::append_traffic_fields(line, traffic);
+    line += "}\n";
+    const std::lock_guard lock(shared.step_log_mutex);
+    out << line;
+    out.flush();
+  }
+
   static void accumulate(StageStats& into, const StageStats& s) {
     into.steps += s.steps;
     into.compute_seconds += s.compute_seconds;
     into.wait_seconds += s.wait_seconds;
     into.send_seconds += s.send_seconds;
     into.allreduce_seconds += s.allreduce_seconds;
+    into.update_seconds += s.update_seconds;
     into.step_seconds += s.step_seconds;
     into.peak_activation_bytes = std::max(into.peak_activation_bytes, s.peak_activation_bytes);
     into.allocated_activation_bytes = s.allocated_activation_bytes;
@@ -393,7 +447,8 @@ class Trainer {
                                 st.compute_seconds,
                                 st.wait_seconds,
                                 st.send_seconds,
-                                st.allreduce_seconds};
+                                st.allreduce_seconds,
+                                st.update_seconds};
     std::vector<double> maxima = {seconds, static_cast<double>(st.peak_activation_bytes)};
     collective::allreduce_sum(e, std::span<double>(sums), default_tags::trainer_metrics);
     collective::allreduce_max(e, std::span<double>(maxima), default_tags::trainer_metrics);
@@ -418,6 +473,7 @@ class Trainer {
                  {"wait_ms_per_step", 1e3 * sums[5] / rank_steps},
                  {"send_ms_per_step", 1e3 * sums[6] / rank_steps},
                  {"allreduce_ms_per_step", 1e3 * sums[7] / rank_steps},
+                 {"update_ms_per_step", 1e3 * sums[8] / rank_steps},
                  {"peak_activation_bytes", maxima[1]}};
     return rec;
   }

@@ -27,12 +27,14 @@ struct FitOptions {
   /// (see train/checkpoint_dir.hpp); off unless checkpoints.directory is set.
   CheckpointPolicy checkpoints;
   /// Per-step counters of every worker (compute, exposed communication, update times, bytes,
-  /// staleness) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
+  /// staleness; pipelines: each rank's stage, compute, wait, send, allreduce and update times,
+  /// bytes) as JSON lines; empty: none. Processes other than rank 0's add ".rank<k>".
   std::filesystem::path step_log_file;
-  /// A Chrome-trace timeline of compute and communication per rank; empty: none. Every process
-  /// with a worker writes one: rank 0's at this path, rank k's at this path + ".rank<k>" (parameter
-  /// servers record no events). The files of one job share a clock: scripts/merge_traces.py joins
-  /// them into one timeline.
+  /// A Chrome-trace timeline of compute and communication per rank (pipelines: every forward,
+  /// backward, wait and send by micro-batch); empty: none. Every process with a worker writes one:
+  /// rank 0's at this path, rank k's at this path + ".rank<k>" (parameter servers record no
+  /// events). The files of one job share a clock: scripts/merge_traces.py joins them into one
+  /// timeline.
   std::filesystem::path trace_file;
   /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
   ProgressBar::Style progress = ProgressBar::Style::automatic;

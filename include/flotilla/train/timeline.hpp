@@ -63,6 +63,23 @@ struct CounterTotals {
   }
 };
 
+namespace detail {
+
+/// A step log (FitOptions::step_log_file): continued when a resumed run appends to it.
+inline std::ofstream open_step_log(const std::filesystem::path& path, bool append) {
+  std::ofstream out(path, append ? std::ios::app : std::ios::trunc);
+  if (!out) throw ConfigError("cannot write the step log " + path.string());
+  return out;
+}
+
+/// Appends `,"<name>":<value>` for every traffic counter (traffic_counter_fields' names and
+/// order): what every trainer's step-log line carries of a step's traffic.
+inline void append_traffic_fields(std::string& line, const TrafficCounters& c) {
+  for (const auto& f : traffic_counter_fields) line += ",\"" + std::string(f.name) + "\":" + std::to_string(c.*f.member);
+}
+
+}  // namespace detail
+
 /// A thread-safe list of trace events for the ranks of this process.
 class Timeline {
  public:

@@ -197,7 +197,7 @@ class Trainer {
     // another writes.
     shared.start_epoch = epoch_;
     shared.start_batch = batch_in_epoch_;
-    if (Backend::in_process && !fit.step_log_file.empty()) shared.step_log = open_step_log(fit.step_log_file, local().step > 0);
+    if (Backend::in_process && !fit.step_log_file.empty()) shared.step_log = detail::open_step_log(fit.step_log_file, local().step > 0);
     // In-process workers' states are made here, before their threads start: each is a copy of
     // worker 0's, which worker 0's thread starts to change as soon as it runs.
     if (Backend::in_process)
@@ -736,7 +736,7 @@ class Trainer {
     std::optional<std::ofstream> own_step_log;
     std::ofstream* step_log = shared.step_log ? &*shared.step_log : nullptr;
     if (!fit.step_log_file.empty() && !Backend::in_process) {
-      own_step_log = open_step_log(detail::per_rank_file(fit.step_log_file, w), s.step > 0);
+      own_step_log = detail::open_step_log(detail::per_rank_file(fit.step_log_file, w), s.step > 0);
       step_log = &*own_step_log;
     }
     if (reporter) counters_.clear();
@@ -1197,12 +1197,6 @@ class Trainer {
     return rec;
   }
 
-  static std::ofstream open_step_log(const std::filesystem::path& path, bool append) {
-    std::ofstream out(path, append ? std::ios::app : std::ios::trunc);
-    if (!out) throw ConfigError("cannot write the step log " + path.string());
-    return out;
-  }
-
   void write_step_log(std::ofstream& out, std::size_t rank, const StepCounters& c, Shared& shared) {
     char timing[256];
     std::snprintf(timing, sizeof timing,
@@ -1210,9 +1204,7 @@ class Trainer {
                   static_cast<unsigned long long>(c.step), 1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds,
                   1e3 * c.update_seconds);
     std::string line = timing;
-    for (const auto& f : traffic_counter_fields) {
-      line += ",\"" + std::string(f.name) + "\":" + std::to_string(c.traffic.*f.member);
-    }
+    detail::append_traffic_fields(line, c.traffic);
     line += ",\"steps_ahead\":" + std::to_string(c.steps_ahead) + ",\"staleness\":" + std::to_string(c.staleness) + "}\n";
     const std::lock_guard lock(shared.step_log_mutex);
     out << line;
