@@ -6,6 +6,8 @@
 
 #include <flotilla/flotilla.hpp>
 
+#include "checkpoint_flags.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -127,27 +129,12 @@ int run_example(int argc, char** argv, const char* program, typename Backend::op
     auto& metrics = flags.add<std::filesystem::path>("metrics", "distributed_metrics.jsonl", "per-epoch metrics");
     auto& plot = flags.add<std::filesystem::path>("plot", "distributed_curves.svg", "loss and accuracy curves (SVG)");
     auto& trace = flags.add<std::filesystem::path>("trace", "", "Chrome-trace timeline of every worker (JSON)");
-    auto& ckpt_dir = flags.add<std::string>("checkpoint-dir", "",
-                                            "directory for periodic checkpoint sets (empty: none; see docs/reliability.md)");
-    auto& ckpt_steps = flags.add<std::size_t>("checkpoint-every", 0, "a checkpoint set every N updates (0: not by steps)");
-    auto& ckpt_seconds = flags.add<double>("checkpoint-seconds", 0, "a checkpoint set every S seconds (0: not by time)");
-    auto& ckpt_keep = flags.add<std::size_t>("checkpoint-keep", 3, "checkpoint sets kept (0: all)");
-    auto& resume = flags.add<bool>("resume", false,
-                                   "start from the newest complete set in --checkpoint-dir, if any (for restarts: "
-                                   "flotilla-launch --restarts N); --epochs then counts the whole run");
+    const CheckpointFlags checkpoint_flags = add_checkpoint_flags(flags, "worker 0's file and each server's");
     if (!flags.parse(argc, argv, std::cout)) return 0;
     Settings s{workers, servers, epochs, batch, baseline, lr, policy, flotilla::parse_overlap(overlap, "--overlap"),
                data, metrics, plot, trace, {}};
     if (s.workers == 0) throw flotilla::ConfigError("--workers must be at least 1");
-    if (!(ckpt_seconds >= 0) || !std::isfinite(ckpt_seconds))
-      throw flotilla::ConfigError("--checkpoint-seconds: " + std::to_string(ckpt_seconds) + " is not a number of seconds >= 0");
-    if (ckpt_dir.empty() && (ckpt_steps > 0 || ckpt_seconds > 0 || resume))
-      throw flotilla::ConfigError("--checkpoint-every, --checkpoint-seconds and --resume need --checkpoint-dir");
-    s.checkpoints.directory = ckpt_dir;
-    s.checkpoints.every_steps = ckpt_steps;
-    s.checkpoints.every_seconds = ckpt_seconds;
-    s.checkpoints.keep = ckpt_keep;
-    s.checkpoints.resume = resume;
+    s.checkpoints = checkpoint_flags.policy();
 
     auto train = fm::load<float>(fm::Split::train, s.data);
     auto test = fm::load<float>(fm::Split::test, s.data);

@@ -10,12 +10,17 @@
 //                                                         # the schedule on a timeline (chrome://tracing,
 //                                                         # ui.perfetto.dev); scripts/merge_traces.py
 //                                                         # --summary prints each rank's shares
+//   fashion_mnist_pipeline --stages 2 --checkpoint-dir sets --checkpoint-every 200 --resume
+//                                                         # a set every 200 updates; a restarted
+//                                                         # run goes on from the newest
 //
 // Same settings as the unsplit example: Adam, lr 1e-3 cosine-annealed to 0, batch 64, standardised
 // inputs, seed 1. pipeline::Trainer runs the loop (every rank a thread) and reports like Trainer;
 // a step computes what the unsplit network's does (tests/pipeline), so the curves differ from
 // fashion_mnist_cnn's only by the order of float sums.
 #include <flotilla/flotilla.hpp>
+
+#include "checkpoint_flags.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -62,7 +67,9 @@ int main(int argc, char** argv) {
     auto& trace = flags.add<std::filesystem::path>("trace", "", "Chrome-trace timeline of every rank (JSON)");
     auto& step_log = flags.add<std::filesystem::path>("step-log", "", "per-rank, per-step times and bytes (JSON lines)");
     auto& max_steps = flags.add<std::size_t>("max-steps", 0, "stop after this many updates (0: run every epoch)");
+    const example::CheckpointFlags checkpoint_flags = example::add_checkpoint_flags(flags, "a file per stage");
     if (!flags.parse(argc, argv, std::cout)) return 0;
+    const flotilla::CheckpointPolicy checkpoints = checkpoint_flags.policy();
     if (schedule_name != "1f1b" && schedule_name != "gpipe")
       throw flotilla::ConfigError("--schedule: expected 1f1b or gpipe, not '" + schedule_name + "'");
     const auto schedule = schedule_name == "gpipe" ? pl::Schedule::fill_drain : pl::Schedule::one_forward_one_backward;
@@ -101,6 +108,7 @@ int main(int argc, char** argv) {
     fit.trace_file = trace;
     fit.step_log_file = step_log;
     fit.max_steps = max_steps;
+    fit.checkpoints = checkpoints;
     trainer.fit(train, &test, fit);
 
     std::printf("\nper rank, whole run: compute s, waiting for a neighbour s, peak activation MiB\n");

@@ -8,7 +8,9 @@
 //   resume  resumes from the newest set (update 8), ends the 2 epochs; rank 0 compares, bit for bit
 //
 // With parameter servers ("ps S", the last S ranks), the servers' optimizer state and update
-// counts live in the server processes and come back from their own shard files.
+// counts live in the server processes and come back from their own shard files. With a pipeline
+// ("pipeline P D": pipeline::Trainer, P stages x D replicas), each stage's rank of replica 0 saves
+// its slice of the parameters and optimizer state, and the resumed job puts them together.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,17 +31,21 @@ using namespace flotilla;
 using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
 using M = Model<Net, SoftmaxCrossEntropy, optim::Adam, double>;
 
-template <class Policy>
-static int run(const std::filesystem::path& dir, const std::string& phase, std::size_t servers) {
-  const auto data = flotilla_test::blobs<double>(490, 11);  // 490: the last global batch is partial
-  TrainerOptions<M> o;
+/// The settings every phase and every kind of job shares.
+template <class Options>
+static Options job_options(const std::string& phase) {
+  Options o;
   o.optimizer.learning_rate = 0.01;
   o.schedule = schedule::Cosine{.total = 150};
   o.batch_size = 8;
-  o.servers = servers;
   o.seed = phase == "resume" ? 99 : 23;  // the resumed job must take the seed from its checkpoint
-  o.workers = 0;                          // as launched
-  Trainer<M, Policy, Backend> trainer(o, Policy{}, backend_options());
+  return o;
+}
+
+/// Runs `phase` with `trainer` (flotilla::Trainer or pipeline::Trainer): 0 when it did what it must.
+template <class TrainerType>
+static int run_phase(TrainerType& trainer, const std::filesystem::path& dir, const std::string& phase) {
+  const auto data = flotilla_test::blobs<double>(490, 11);  // 490: the last global batch is partial
   FitOptions f;
   f.epochs = 2;
   f.log = nullptr;
@@ -81,10 +87,27 @@ static int run(const std::filesystem::path& dir, const std::string& phase, std::
   return same && trainer.step() == whole.u64("step") ? 0 : 1;
 }
 
+template <class Policy>
+static int run(const std::filesystem::path& dir, const std::string& phase, std::size_t servers) {
+  auto o = job_options<TrainerOptions<M>>(phase);
+  o.servers = servers;
+  o.workers = 0;  // as launched
+  Trainer<M, Policy, Backend> trainer(o, Policy{}, backend_options());
+  return run_phase(trainer, dir, phase);
+}
+
+static int run_pipeline(const std::filesystem::path& dir, const std::string& phase, std::size_t stages, std::size_t replicas) {
+  auto o = job_options<pipeline::TrainerOptions<M>>(phase);
+  o.micro_batches = 2;
+  o.replicas = replicas;
+  pipeline::Trainer<M, Backend> trainer(pipeline::Plan::automatic<Net, double>(stages), o, backend_options());
+  return run_phase(trainer, dir, phase);
+}
+
 int run(const Program& self, int argc, char** argv) {
   try {
     if (argc < 4) {
-      std::fprintf(stderr, "usage: %s DIR whole|first|resume ring|ps SERVERS\n", self.name().c_str());
+      std::fprintf(stderr, "usage: %s DIR whole|first|resume ring|ps SERVERS|pipeline STAGES REPLICAS\n", self.name().c_str());
       return 2;
     }
     const std::string mode = argv[3];
@@ -92,6 +115,8 @@ int run(const Program& self, int argc, char** argv) {
     if (mode == "ps")
       return run<policy::Synchronous<topology::ParameterServer>>(argv[1], argv[2],
                                                                 argc > 4 ? static_cast<std::size_t>(std::stoul(argv[4])) : 1);
+    if (mode == "pipeline" && argc > 5)
+      return run_pipeline(argv[1], argv[2], static_cast<std::size_t>(std::stoul(argv[4])), static_cast<std::size_t>(std::stoul(argv[5])));
     std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
     return 2;
   } catch (const std::exception& e) {

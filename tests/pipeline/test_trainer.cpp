@@ -375,15 +375,128 @@ TEST_CASE("pipeline::Trainer: the timeline shows each stage's schedule, and the 
   std::filesystem::remove_all(dir);
 }
 
+/// A fresh, empty directory of this process's, for checkpoint sets.
+std::filesystem::path fresh_sets_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_pipeline_sets_" + std::to_string(::getpid()) + "_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST_CASE("pipeline::Trainer: a job stopped and resumed from its checkpoint sets ends bit for bit as one never stopped") {
+  const auto plan = pl::Plan::automatic<Net, double>(2);
+  const auto o = pipeline_options(2, pl::Schedule::one_forward_one_backward, 2, batch);  // 2 x 2 ranks
+  pl::Trainer<M> whole(plan, o);
+  whole.fit(train_set(), nullptr, quiet(3));  // 4 steps an epoch (120 samples, 32 a step)
+
+  const auto dir = fresh_sets_dir("resume");
+  {
+    pl::Trainer<M> first(plan, o);
+    FitOptions f = quiet(3);
+    f.max_steps = 7;  // stopped mid-epoch, after the set of step 6
+    f.checkpoints.directory = dir;
+    f.checkpoints.every_steps = 3;
+    f.checkpoints.keep = 1;
+    f.checkpoints.at_exit = false;
+    first.fit(train_set(), nullptr, f);
+    CHECK(first.step() == 7);
+    CHECK(first.checkpoint_failures().empty());
+    // One set (keep = 1), of step 6, with a file per stage; replica 1 wrote none.
+    const auto sets = checkpoint::list_sets(dir);
+    REQUIRE(sets.size() == 1);
+    CHECK(sets.begin()->first == 6);
+    std::vector<std::string> parts;
+    for (const auto& [part, path] : sets.begin()->second) parts.push_back(part);
+    CHECK(parts == std::vector<std::string>{"stage-0-of-2", "stage-1-of-2"});
+  }
+  // A new program, built with another seed (the set's wins), resumes and trains what is left of the 3 epochs.
+  auto other = o;
+  other.seed = seed + 1;
+  pl::Trainer<M> resumed(plan, other);
+  FitOptions f = quiet(3);
+  std::ostringstream log;
+  f.log = &log;
+  f.progress = ProgressBar::Style::lines;
+  f.checkpoints.directory = dir;
+  f.checkpoints.resume = true;
+  f.checkpoints.every_steps = 3;
+  const History h = resumed.fit(train_set(), nullptr, f);
+  CHECK(log.str().find("checkpoint: resuming from step 6 (epoch 2, batch 2)") != std::string::npos);
+  CHECK(h.size() == 2);  // the rest of epoch 2, and epoch 3
+  CHECK(resumed.step() == whole.step());
+  CHECK(resumed.epoch() == 3);
+  CHECK(max_difference(resumed.parameters(), whole.parameters()) == 0.0);
+  // The sets of steps 9 and 12 (at the end), after the one resumed from.
+  CHECK(checkpoint::list_sets(dir).rbegin()->first == 12);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("pipeline::Trainer: resume passes over an incomplete set, and sets of another split, saying why") {
+  const auto plan = pl::Plan::automatic<Net, double>(2);
+  const auto o = pipeline_options(2, pl::Schedule::fill_drain, 1, batch);
+  const auto dir = fresh_sets_dir("skip");
+  FitOptions f = quiet(1);
+  f.max_steps = 6;
+  f.checkpoints.directory = dir;
+  f.checkpoints.every_steps = 2;
+  pl::Trainer<M> t(plan, o);
+  t.fit(train_set(), nullptr, f);
+  REQUIRE(checkpoint::list_sets(dir).size() == 3);  // steps 2, 4, 6
+  std::filesystem::remove(checkpoint::set_file(dir, 6, "stage-1-of-2"));
+
+  SUBCASE("the newest complete set") {
+    pl::Trainer<M> r(plan, o);
+    const auto report = r.resume_from(dir);
+    REQUIRE(report.step == std::optional<std::uint64_t>(4));
+    CHECK(r.step() == 4);
+    REQUIRE(report.skipped.size() == 1);
+    CHECK(report.skipped[0].reason.find("has no file for part stage-1-of-2") != std::string::npos);
+    CHECK(report.files.size() == 2);
+  }
+  SUBCASE("another split: no set fits, nothing changes") {
+    const std::size_t automatic = plan.first_layer(1), cut = automatic > 1 ? automatic - 1 : automatic + 1;
+    pl::Trainer<M> r(pl::Plan::from_cuts<Net, double>(std::vector<std::size_t>{cut}), o);
+    const std::vector<double> before(r.parameters().begin(), r.parameters().end());
+    const auto report = r.resume_from(dir);
+    CHECK_FALSE(report.step.has_value());
+    CHECK(r.step() == 0);
+    CHECK(max_difference(r.parameters(), before) == 0.0);
+    const std::string why = "this plan's stage 0 of 2 has layers 0.." + std::to_string(cut);
+    CHECK(std::any_of(report.skipped.begin(), report.skipped.end(),
+                      [&](const checkpoint::Skipped& k) { return k.reason.find(why) != std::string::npos; }));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("pipeline::Trainer: sets by time are saved by every stage at the same steps") {
+  const auto dir = fresh_sets_dir("time");
+  FitOptions f = quiet(1);
+  f.max_steps = 5;
+  f.checkpoints.directory = dir;
+  f.checkpoints.every_seconds = 1e-9;  // due after every update
+  f.checkpoints.keep = 0;              // keep every set
+  pl::Trainer<M> t(pl::Plan::automatic<Net, double>(3), pipeline_options(2, pl::Schedule::one_forward_one_backward, 1, batch));
+  t.fit(train_set(), nullptr, f);
+  const auto sets = checkpoint::list_sets(dir);
+  CHECK(sets.size() == 5);
+  for (const auto& [step, files] : sets) {
+    CAPTURE(step);
+    CHECK(files.size() == 3);  // complete: every stage saved at this step
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("pipeline::Trainer: bad options and data are refused with a message naming the problem") {
   const auto plan = pl::Plan::automatic<Net, double>(2);
   auto o = pipeline_options(2, pl::Schedule::fill_drain, 1, batch);
-  SUBCASE("periodic checkpoint sets are refused, not silently skipped") {
+  SUBCASE("checkpoint sets with unusable settings") {
     pl::Trainer<M> t(plan, o);
     FitOptions f = quiet(1);
-    f.checkpoints.directory = std::filesystem::temp_directory_path() / "flotilla_pipeline_never";
-    CHECK_THROWS_WITH_AS(t.fit(train_set(), nullptr, f), doctest::Contains("FitOptions::checkpoints"), ConfigError);
-    CHECK_FALSE(std::filesystem::exists(f.checkpoints.directory));
+    f.checkpoints.every_steps = 2;  // but no directory
+    CHECK_THROWS_WITH_AS(t.fit(train_set(), nullptr, f), doctest::Contains("need a directory"), ConfigError);
+    f.checkpoints.directory = "/proc/flotilla-cannot-create-this";
+    CHECK_THROWS_WITH_AS(t.fit(train_set(), nullptr, f), doctest::Contains("cannot create"), ConfigError);
+    CHECK(t.step() == 0);
   }
   SUBCASE("a checkpoint of another model") {
     using Other = Model<Sequential<Input<1, 6, 6>, Flatten, Dense<3>>, SoftmaxCrossEntropy, optim::Adam, double>;

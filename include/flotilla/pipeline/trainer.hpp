@@ -21,7 +21,8 @@
 // gathered from replica 0's stages, in the layout of flotilla::Trainer<Model>::parameters(), so an
 // ordinary Trainer can load, evaluate or save them; setting them before fit() starts the stages
 // from them. The optimizer state is gathered the same way, so save() writes the checkpoint
-// flotilla::Trainer<Model>::save() would, and load() reads one that it wrote.
+// flotilla::Trainer<Model>::save() would, and load() reads one that it wrote. Checkpoint sets
+// (FitOptions::checkpoints) need no gathering: each stage's rank of replica 0 writes its slice.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -35,6 +36,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,7 @@
 #include "flotilla/pipeline/runner.hpp"
 #include "flotilla/pipeline/schedule.hpp"
 #include "flotilla/pipeline/stage_network.hpp"
+#include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/dataset_check.hpp"
 #include "flotilla/train/evaluation.hpp"
 #include "flotilla/train/fit_options.hpp"
@@ -134,20 +137,38 @@ class Trainer {
   /// also written to the metrics file when set, with a checkpoint after each epoch when
   /// fit.checkpoint_file is set (by rank 0).
   ///
+  /// fit.checkpoints: checkpoint sets in a directory, one file per stage, each written by its rank
+  /// of replica 0 (train/checkpoint_dir.hpp), every_steps updates, every_seconds (the ranks agree
+  /// on the earliest clock: a one-value allreduce a step while it is set) and at the end; with
+  /// `resume`, fit() starts from the newest complete set (resume_from()) and fit.epochs counts the
+  /// whole run. A set is not saved when fit() leaves by an exception: the stage that failed cannot
+  /// save its part, so the set would not be complete.
+  ///
   /// fit.trace_file: a timeline of every rank (each forward and backward by micro-batch, each wait
   /// for a neighbour, each send, the replicas' allreduce, the update), where the schedule and its
   /// bubble can be seen. fit.step_log_file: a JSON line per rank and step with its stage, replica,
   /// times (compute, wait, send, allreduce, update) and traffic. In-process every rank writes to
   /// the one file; over processes each process writes its own, rank k's at the path + ".rank<k>".
-  /// Periodic checkpoint sets (fit.checkpoints) are not supported for pipelines: setting them is a
-  /// ConfigError.
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
-    if (!fit.checkpoints.directory.empty())
-      throw ConfigError("pipeline::Trainer::fit: FitOptions::checkpoints (periodic checkpoint sets) is not supported for "
-                        "pipelines yet; use FitOptions::checkpoint_file (a checkpoint after each epoch) and load()");
+    const CheckpointPolicy& cp = fit.checkpoints;
+    cp.validate();
+    std::size_t epochs = fit.epochs;
+    if (cp.enabled()) {
+      std::error_code ec;
+      std::filesystem::create_directories(cp.directory, ec);
+      if (ec)
+        throw ConfigError("pipeline::Trainer::fit: FitOptions::checkpoints.directory: cannot create " + cp.directory.string() +
+                          ": " + ec.message());
+      if (cp.resume) {
+        resume_from(cp.directory, fit.log);
+        // epochs counts the whole run: a restarted program trains what is left (a part-done epoch counts as one).
+        epochs = fit.epochs > epoch_ ? static_cast<std::size_t>(fit.epochs - epoch_) : 0;
+      }
+    }
     Shared shared(*this, fit);
+    shared.epochs = epochs;
     if (Backend::in_process && !fit.step_log_file.empty())
       shared.step_log = flotilla::detail::open_step_log(fit.step_log_file, shared.start_step > 0);
     const std::size_t ranks = layout().ranks();
@@ -201,6 +222,62 @@ class Trainer {
     options_.seed = c.at.seed;
   }
 
+  /// What resume_from() did: the step it resumed from (none: no complete set, nothing changed),
+  /// the files it read, and every newer file or set it passed over, with the reason.
+  using ResumeReport = checkpoint::ResumeReport;
+
+  /// Restores the newest complete checkpoint set in `dir` that fit() saved for this plan: every
+  /// stage's file must verify, be of this model and optimizer, and hold the stage of this plan's
+  /// split (the same layers). The stages' slices make up parameters() and the optimizer state, and
+  /// the set's position (step, epoch, batch, seed) is where the next fit() goes on. Each newer set
+  /// passed over is reported on `log` and in the result. FitOptions::checkpoints.resume calls this
+  /// at the start of fit().
+  ResumeReport resume_from(const std::filesystem::path& dir, std::ostream* log = nullptr) {
+    const std::size_t stages = plan_.stages();
+    std::vector<std::string> parts;
+    for (std::size_t s = 0; s < stages; ++s) parts.push_back(checkpoint::stage_part(s, stages));
+    auto found = checkpoint::find_resume_point(dir, parts, [&](const std::string& part, const checkpoint::Reader& r) {
+      check_stage_file(r, static_cast<std::size_t>(std::find(parts.begin(), parts.end(), part) - parts.begin()));
+    });
+    ResumeReport report = checkpoint::start_report(found, dir, log);
+    if (!found.point) return report;
+    // Put the slices together first: this trainer changes only when every stage agrees on the run's position.
+    std::vector<T> params(parameter_count);
+    optimizer_state opt(parameter_count);
+    auto whole = opt.buffers();
+    flotilla::detail::RunPosition at;
+    for (std::size_t s = 0; s < stages; ++s) {
+      const checkpoint::Reader& r = found.point->parts.at(parts[s]);
+      const flotilla::detail::RunPosition here{r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+      if (s == 0) {
+        at = here;
+      } else if (here.epoch != at.epoch || here.batch_in_epoch != at.batch_in_epoch || here.seed != at.seed) {
+        throw CheckpointError(r.source() + ": stage " + std::to_string(s) + " stands at epoch " + std::to_string(here.epoch) +
+                              ", batch " + std::to_string(here.batch_in_epoch) + ", seed " + std::to_string(here.seed) +
+                              ", stage 0 at epoch " + std::to_string(at.epoch) + ", batch " + std::to_string(at.batch_in_epoch) +
+                              ", seed " + std::to_string(at.seed) + ": the set mixes files of different runs");
+      }
+      const auto [begin, count] = stage_parameters(s);
+      r.array_into<T>("parameters", std::span<T>(params).subspan(begin, count));
+      for (std::size_t i = 0; i < whole.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), whole[i].subspan(begin, count));
+    }
+    params_ = std::move(params);
+    opt_ = std::move(opt);
+    step_ = at.step;
+    epoch_ = at.epoch;
+    batch_in_epoch_ = at.batch_in_epoch;
+    options_.seed = at.seed;  // the seed keys the data order and the dropout masks
+    checkpoint::finish_report(report, dir, found.point->step, parts, epoch_, batch_in_epoch_, log);
+    return report;
+  }
+
+  /// Checkpoint-set saves that failed: each message names the stage, the file and the reason.
+  /// Training goes on after a failed save; the sets saved before are kept.
+  std::vector<std::string> checkpoint_failures() const {
+    const std::lock_guard lock(failures_mutex_);
+    return checkpoint_failures_;
+  }
+
   // ---- state ------------------------------------------------------------------------------
 
   /// The whole model's parameters, in the unsplit model's layout (after fit(): gathered from the
@@ -230,6 +307,7 @@ class Trainer {
     Shared(const Trainer& t, const FitOptions& fit)
         : start_epoch(t.epoch_), start_batch(t.batch_in_epoch_), start_step(t.step_), timeline(!fit.trace_file.empty()) {}
     std::uint64_t start_epoch = 0, start_batch = 0, start_step = 0;
+    std::size_t epochs = 0;  // in this call
     History history;
     Timeline timeline;
     std::optional<std::ofstream> step_log;  // in-process: every rank's lines
@@ -324,7 +402,19 @@ class Trainer {
     std::uint64_t steps_this_call = 0;
     bool stop = false;
     StageStats whole;
-    for (std::size_t epoch_index = 0; epoch_index < fit.epochs && !stop; ++epoch_index) {
+    // Checkpoint sets: every rank takes part in the decision, replica 0's ranks write the files.
+    const CheckpointPolicy& cp = fit.checkpoints;
+    auto last_save = std::chrono::steady_clock::now();
+    std::optional<std::uint64_t> saved_step;
+    if (cp.enabled() && cp.resume && step > 0) saved_step = step;  // what resume_from() loaded
+    // The position after the last completed update: what a set saved now records.
+    flotilla::detail::RunPosition done{step, at.epoch, at.batch, options_.seed};
+    auto save_set = [&] {
+      if (runner.replica() == 0) save_stage(runner, state, done, fit);
+      saved_step = step;
+      last_save = std::chrono::steady_clock::now();
+    };
+    for (std::size_t epoch_index = 0; epoch_index < shared.epochs && !stop; ++epoch_index) {
       const auto started = std::chrono::steady_clock::now();
       runner.reset_stats();
       loader.start_epoch(at.epoch, at.batch);
@@ -348,12 +438,16 @@ class Trainer {
         if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
         // The bar shows the job's rate: every replica takes an equal share of each global batch.
         if (bar) flotilla::detail::show_running(*bar, position, seen * runner.replicas(), loss_sum, correct, seen, classifier);
+        // An update that ends the epoch resumes at the start of the next.
+        const bool epoch_done = position == loader.batches_per_epoch();
+        done = {step, epoch_done ? at.epoch + 1 : at.epoch, epoch_done ? 0 : position, options_.seed};
+        if (cp.enabled() && checkpoint_due(e, cp, step, saved_step, last_save)) save_set();
         if (stop) break;
       }
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       accumulate(whole, runner.stats());
       EpochRecord rec = epoch_record(e, runner, loss_sum, correct, seen, seconds, step, validation);
-      at.end_epoch(stop, position);
+      at.end_epoch(stop && position < loader.batches_per_epoch(), position);
       rec.epoch = at.epoch;
       if (owner) {
         epoch_ = at.epoch;
@@ -373,8 +467,87 @@ class Trainer {
         if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, plotted, fit.plot_title);
       }
     }
+    if (cp.enabled() && cp.at_exit && saved_step != step) save_set();
     stats_[slot] = whole;
     gather(e, runner, state);
+  }
+
+  /// Whether the job saves a set after update `step`. every_steps gives every rank the same
+  /// answer; every_seconds reads each rank's clock, so the ranks take the earliest (the maximum of
+  /// their flags) and all save together.
+  static bool checkpoint_due(endpoint_type& e, const CheckpointPolicy& cp, std::uint64_t step,
+                             std::optional<std::uint64_t> saved_step, std::chrono::steady_clock::time_point last_save) {
+    if (saved_step == step) return false;
+    if (cp.every_steps && step % cp.every_steps == 0) return true;
+    if (!(cp.every_seconds > 0)) return false;
+    const bool mine = std::chrono::steady_clock::now() - last_save >= std::chrono::duration<double>(cp.every_seconds);
+    double due = mine ? 1.0 : 0.0;
+    collective::allreduce_max(e, std::span<double>(&due, 1), default_tags::trainer_metrics);
+    return due > 0;
+  }
+
+  /// The parameters [offset, offset + count) of stage `s` in the whole model's flat buffer.
+  std::pair<std::size_t, std::size_t> stage_parameters(std::size_t s) const {
+    const StageNetwork<architecture, T> net(plan_.first_layer(s), plan_.end_layer(s), 1);
+    return {net.parameter_offset(), net.parameter_count()};
+  }
+
+  /// Writes this stage's part of the set of `at.step` (its slice of the parameters and optimizer
+  /// state, the run's position, the stage's layers) and rotates its older files. A failure is
+  /// logged and kept (checkpoint_failures()), not thrown: training goes on, and that set stays
+  /// incomplete.
+  void save_stage(runner_type& runner, optimizer_state& state, const flotilla::detail::RunPosition& at, const FitOptions& fit) {
+    const CheckpointPolicy& cp = fit.checkpoints;
+    const std::size_t s = runner.stage();
+    const std::string part = checkpoint::stage_part(s, runner.stages());
+    try {
+      checkpoint::Writer w;
+      w.add_string("model", flotilla::detail::model_signature<M>());
+      w.add_string("optimizer", std::string(optimizer_type::name));
+      w.add_u64("step", at.step);
+      w.add_u64("epoch", at.epoch);
+      w.add_u64("batch_in_epoch", at.batch_in_epoch);
+      w.add_u64("seed", at.seed);
+      w.add_u64("stage_index", s);
+      w.add_u64("stage_count", runner.stages());
+      w.add_u64("first_layer", plan_.first_layer(s));
+      w.add_u64("end_layer", plan_.end_layer(s));
+      w.add_u64("parameter_begin", runner.parameter_offset());
+      w.add_u64("parameter_end", runner.parameter_offset() + runner.parameters().size());
+      w.add_array<T>("parameters", std::span<const T>(runner.parameters()));
+      auto buffers = state.buffers();
+      for (std::size_t i = 0; i < buffers.size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
+      w.commit(checkpoint::set_file(cp.directory, at.step, part));
+    } catch (const CheckpointError& err) {
+      const std::lock_guard lock(failures_mutex_);
+      checkpoint_failures_.push_back("stage " + std::to_string(s) + ": " + err.what());
+      if (fit.log) *fit.log << "checkpoint: save failed, training goes on: stage " << s << ": " << err.what() << "\n";
+      return;
+    }
+    checkpoint::rotate(cp.directory, part, cp.keep);
+  }
+
+  /// A stage file must be stage `s` of this plan (the same layers, the same slice) of this model
+  /// and optimizer, and hold the step its name says.
+  void check_stage_file(const checkpoint::Reader& r, std::size_t s) const {
+    flotilla::detail::check_checkpoint<M>(r);
+    const std::size_t stages = plan_.stages();
+    const std::uint64_t index = r.u64("stage_index"), count = r.u64("stage_count");
+    const std::uint64_t first = r.u64("first_layer"), end = r.u64("end_layer");
+    if (index != s || count != stages || first != plan_.first_layer(s) || end != plan_.end_layer(s))
+      throw CheckpointError(r.source() + ": holds stage " + std::to_string(index) + " of " + std::to_string(count) + " (layers " +
+                            std::to_string(first) + ".." + std::to_string(end) + "), this plan's stage " + std::to_string(s) +
+                            " of " + std::to_string(stages) + " has layers " + std::to_string(plan_.first_layer(s)) + ".." +
+                            std::to_string(plan_.end_layer(s)));
+    const auto [begin, size] = stage_parameters(s);
+    if (r.u64("parameter_begin") != begin || r.u64("parameter_end") != begin + size || r.count("parameters") != size)
+      throw CheckpointError(r.source() + ": stage " + std::to_string(s) + "'s parameters should be " + std::to_string(begin) +
+                            ".." + std::to_string(begin + size) + ", the file has " + std::to_string(r.u64("parameter_begin")) +
+                            ".." + std::to_string(r.u64("parameter_end")) + " (" + std::to_string(r.count("parameters")) + " values)");
+    const auto named = checkpoint::detail::parse_set_name(std::filesystem::path(r.source()).filename().string());
+    if (named && named->first != r.u64("step"))
+      throw CheckpointError(r.source() + ": the file holds step " + std::to_string(r.u64("step")) + ", its name says " +
+                            std::to_string(named->first));
   }
 
   /// parameters() and the optimizer state = replica 0's stages' slices put together, in every
@@ -486,6 +659,8 @@ class Trainer {
   optimizer_state opt_;
   std::vector<StageStats> stats_;
   History history_;
+  mutable std::mutex failures_mutex_;  // ranks' threads note failed saves
+  std::vector<std::string> checkpoint_failures_;
   std::uint64_t epoch_ = 0, batch_in_epoch_ = 0, step_ = 0;
 };
 

@@ -11,6 +11,13 @@
 //   step-000000000120.server-0-of-2.ckpt
 //   step-000000000120.server-1-of-2.ckpt
 //
+// A pipeline's set (pipeline::Trainer) is one file per stage, each written by that stage's rank
+// of replica 0: its slice of the parameters and of the optimizer state, and the position:
+//
+//   step-000000000120.stage-0-of-3.ckpt
+//   step-000000000120.stage-1-of-3.ckpt
+//   step-000000000120.stage-2-of-3.ckpt
+//
 // The step is zero-padded, so names sort by step. Each file is written atomically by the process
 // that owns the state (Writer::commit), so a set is complete only when every one of its files is
 // there and verifies; resume takes the newest complete set and says what it passed over and why.
@@ -26,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -75,6 +83,9 @@ inline std::string worker_part() { return "worker"; }
 inline std::string server_part(std::size_t index, std::size_t servers) {
   return "server-" + std::to_string(index) + "-of-" + std::to_string(servers);
 }
+inline std::string stage_part(std::size_t stage, std::size_t stages) {
+  return "stage-" + std::to_string(stage) + "-of-" + std::to_string(stages);
+}
 
 namespace detail {
 
@@ -106,6 +117,36 @@ struct ResumeSearch {
   std::optional<ResumePoint> point;
   std::vector<Skipped> skipped;
 };
+
+/// What a trainer's resume_from() did: the step it resumed from (none: no complete set, nothing
+/// changed), the files it read, and every newer file or set it passed over, with the reason.
+struct ResumeReport {
+  std::optional<std::uint64_t> step;
+  std::vector<std::filesystem::path> files;
+  std::vector<Skipped> skipped;
+};
+
+/// A resume's report before anything is loaded: the files `found` passed over, each also written
+/// to `log`, and, when it found no set, a line that the run starts from the beginning.
+inline ResumeReport start_report(const ResumeSearch& found, const std::filesystem::path& dir, std::ostream* log) {
+  ResumeReport report;
+  report.skipped = found.skipped;
+  if (!log) return report;
+  for (const auto& k : report.skipped) *log << "checkpoint: skipped " << k.file.string() << ": " << k.reason << "\n";
+  if (!found.point) *log << "checkpoint: no complete checkpoint set in " << dir.string() << "; starting from the beginning\n";
+  return report;
+}
+
+/// Completes `report` once the set of `step` (parts `parts`) is loaded, and says on `log` where the
+/// run goes on: epoch and batch as the loaded state has them (0-based).
+inline void finish_report(ResumeReport& report, const std::filesystem::path& dir, std::uint64_t step,
+                          const std::vector<std::string>& parts, std::uint64_t epoch, std::uint64_t batch, std::ostream* log) {
+  report.step = step;
+  for (const auto& part : parts) report.files.push_back(set_file(dir, step, part));
+  if (log)
+    *log << "checkpoint: resuming from step " << step << " (epoch " << epoch + 1 << ", batch " << batch << ") in " << dir.string()
+         << "\n";
+}
 
 /// Finds the newest set of `dir` whose parts `required` are all present and verify, and for which
 /// `check(part, reader)` throws no CheckpointError (the caller's test that the file fits this

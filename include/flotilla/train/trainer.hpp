@@ -268,11 +268,7 @@ class Trainer {
 
   /// What resume_from() did: the step it resumed from (none: no complete set, nothing changed),
   /// the files it read, and every newer file or set it passed over, with the reason.
-  struct ResumeReport {
-    std::optional<std::uint64_t> step;
-    std::vector<std::filesystem::path> files;
-    std::vector<checkpoint::Skipped> skipped;
-  };
+  using ResumeReport = checkpoint::ResumeReport;
 
   /// Restores the newest complete checkpoint set in `dir` (see train/checkpoint_dir.hpp): worker
   /// 0's file and, with parameter servers, every server's shard file (a server process takes its
@@ -292,23 +288,13 @@ class Trainer {
         check_shard_file(r, static_cast<std::size_t>(at) - 1, servers);
       }
     });
-    ResumeReport report;
-    report.skipped = found.skipped;
-    for (const auto& k : report.skipped)
-      if (log) *log << "checkpoint: skipped " << k.file.string() << ": " << k.reason << "\n";
-    if (!found.point) {
-      if (log) *log << "checkpoint: no complete checkpoint set in " << dir.string() << "; starting from the beginning\n";
-      return report;
-    }
+    ResumeReport report = checkpoint::start_report(found, dir, log);
+    if (!found.point) return report;
     auto& point = *found.point;
     load_worker_file(point.parts.at(checkpoint::worker_part()));
     pending_shards_.clear();
     for (std::size_t k = 0; k != servers; ++k) pending_shards_.push_back(point.parts.at(checkpoint::server_part(k, servers)));
-    report.step = point.step;
-    for (const auto& part : parts) report.files.push_back(checkpoint::set_file(dir, point.step, part));
-    if (log)
-      *log << "checkpoint: resuming from step " << point.step << " (epoch " << epoch_ + 1 << ", batch " << batch_in_epoch_
-           << ") in " << dir.string() << "\n";
+    checkpoint::finish_report(report, dir, point.step, parts, epoch_, batch_in_epoch_, log);
     return report;
   }
 
