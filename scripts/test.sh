@@ -18,7 +18,10 @@ build_dir=${FLOTILLA_BUILD_DIR:-build/ci}
 jobs=${JOBS:-$(nproc)}
 
 # FLOTILLA_WITH_MPI: build and run the MPI transport's tests too (under mpirun, label "mpi").
+# FLOTILLA_PROGRAM_OPTIMIZATION=-O1: the examples and benchmarks only have to build and start here
+# (scripts/train.sh builds the main example with full optimisation in build/release).
 # shellcheck disable=SC2086  # CMAKE_ARGS is split on purpose
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_WERROR=ON -DFLOTILLA_WITH_MPI=ON ${CMAKE_ARGS:-}
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_WERROR=ON -DFLOTILLA_WITH_MPI=ON \
+  -DFLOTILLA_PROGRAM_OPTIMIZATION=-O1 ${CMAKE_ARGS:-}
 cmake --build "$build_dir" --parallel "$jobs"
 ctest --test-dir "$build_dir" --output-on-failure --parallel "$jobs" --timeout 900
