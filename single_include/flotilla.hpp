@@ -7627,6 +7627,25 @@ struct RunPosition {
   std::uint64_t seed = 0;
 };
 
+/// The records that say which model and optimizer a checkpoint file is of (what check_checkpoint()
+/// compares): every file a trainer writes begins with them.
+template <ModelType M>
+void add_model_records(checkpoint::Writer& w) {
+  w.add_string("model", model_signature<M>());
+  w.add_string("optimizer", std::string(M::optimizer::name));
+}
+
+/// The records of where the run stood, and their reading back.
+inline void add_position_records(checkpoint::Writer& w, const RunPosition& at) {
+  w.add_u64("step", at.step);
+  w.add_u64("epoch", at.epoch);
+  w.add_u64("batch_in_epoch", at.batch_in_epoch);
+  w.add_u64("seed", at.seed);
+}
+inline RunPosition read_position(const checkpoint::Reader& r) {
+  return {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+}
+
 /// Writes `path` atomically. `optimizer` holds the optimizer's buffers over the whole model, or
 /// is null where the state is elsewhere (parameter servers in another process).
 template <ModelType M>
@@ -7634,12 +7653,8 @@ void write_checkpoint(const std::filesystem::path& path, std::span<const typenam
                       const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at) {
   using T = typename M::scalar_type;
   checkpoint::Writer w;
-  w.add_string("model", model_signature<M>());
-  w.add_string("optimizer", std::string(M::optimizer::name));
-  w.add_u64("step", at.step);
-  w.add_u64("epoch", at.epoch);
-  w.add_u64("batch_in_epoch", at.batch_in_epoch);
-  w.add_u64("seed", at.seed);
+  add_model_records<M>(w);
+  add_position_records(w, at);
   w.add_array<T>("parameters", parameters);
   w.add_u64("has_optimizer_state", optimizer ? 1 : 0);
   if (optimizer)
@@ -7682,7 +7697,7 @@ LoadedCheckpoint<M> read_checkpoint(const checkpoint::Reader& r) {
     auto buffers = c.optimizer.buffers();
     for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
   }
-  c.at = {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+  c.at = read_position(r);
   return c;
 }
 
@@ -12102,8 +12117,7 @@ class Trainer {
     const auto path = checkpoint::set_file(cp.directory, step, part);
     try {
       checkpoint::Writer w;
-      w.add_string("model", signature());
-      w.add_string("optimizer", std::string(optimizer_type::name));
+      detail::add_model_records<M>(w);
       w.add_u64("step", step);
       w.add_u64("updates", shard.updates());
       w.add_u64("shard_index", index);
@@ -14751,7 +14765,10 @@ class Runner {
              clock::time_point end) const {
     if (!o_.timeline || micro == evaluation) return;
     std::string name(what);
-    if (micro != whole_step) name += " " + std::to_string(micro);
+    if (micro != whole_step) {  // appended piece by piece: GCC 12 misreports `" " + string` (-Wrestrict)
+      name += ' ';
+      name += std::to_string(micro);
+    }
     o_.timeline->record(name, category, e_.rank(), 0, begin, end);
   }
 
@@ -15178,7 +15195,7 @@ class Trainer {
     flotilla::detail::RunPosition at;
     for (std::size_t s = 0; s < stages; ++s) {
       const checkpoint::Reader& r = found.point->parts.at(parts[s]);
-      const flotilla::detail::RunPosition here{r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+      const flotilla::detail::RunPosition here = flotilla::detail::read_position(r);
       if (s == 0) {
         at = here;
       } else if (here.epoch != at.epoch || here.batch_in_epoch != at.batch_in_epoch || here.seed != at.seed) {
@@ -15432,12 +15449,8 @@ class Trainer {
     const std::string part = checkpoint::stage_part(s, runner.stages());
     try {
       checkpoint::Writer w;
-      w.add_string("model", flotilla::detail::model_signature<M>());
-      w.add_string("optimizer", std::string(optimizer_type::name));
-      w.add_u64("step", at.step);
-      w.add_u64("epoch", at.epoch);
-      w.add_u64("batch_in_epoch", at.batch_in_epoch);
-      w.add_u64("seed", at.seed);
+      flotilla::detail::add_model_records<M>(w);
+      flotilla::detail::add_position_records(w, at);
       w.add_u64("stage_index", s);
       w.add_u64("stage_count", runner.stages());
       w.add_u64("first_layer", plan_.first_layer(s));

@@ -291,7 +291,10 @@ class Runner {
              clock::time_point end) const {
     if (!o_.timeline || micro == evaluation) return;
     std::string name(what);
-    if (micro != whole_step) name += " " + std::to_string(micro);
+    if (micro != whole_step) {  // appended piece by piece: GCC 12 misreports `" " + string` (-Wrestrict)
+      name += ' ';
+      name += std::to_string(micro);
+    }
     o_.timeline->record(name, category, e_.rank(), 0, begin, end);
   }
 

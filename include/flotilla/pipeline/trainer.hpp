@@ -248,7 +248,7 @@ class Trainer {
     flotilla::detail::RunPosition at;
     for (std::size_t s = 0; s < stages; ++s) {
       const checkpoint::Reader& r = found.point->parts.at(parts[s]);
-      const flotilla::detail::RunPosition here{r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+      const flotilla::detail::RunPosition here = flotilla::detail::read_position(r);
       if (s == 0) {
         at = here;
       } else if (here.epoch != at.epoch || here.batch_in_epoch != at.batch_in_epoch || here.seed != at.seed) {
@@ -502,12 +502,8 @@ class Trainer {
     const std::string part = checkpoint::stage_part(s, runner.stages());
     try {
       checkpoint::Writer w;
-      w.add_string("model", flotilla::detail::model_signature<M>());
-      w.add_string("optimizer", std::string(optimizer_type::name));
-      w.add_u64("step", at.step);
-      w.add_u64("epoch", at.epoch);
-      w.add_u64("batch_in_epoch", at.batch_in_epoch);
-      w.add_u64("seed", at.seed);
+      flotilla::detail::add_model_records<M>(w);
+      flotilla::detail::add_position_records(w, at);
       w.add_u64("stage_index", s);
       w.add_u64("stage_count", runner.stages());
       w.add_u64("first_layer", plan_.first_layer(s));

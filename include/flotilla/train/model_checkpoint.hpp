@@ -44,6 +44,25 @@ struct RunPosition {
   std::uint64_t seed = 0;
 };
 
+/// The records that say which model and optimizer a checkpoint file is of (what check_checkpoint()
+/// compares): every file a trainer writes begins with them.
+template <ModelType M>
+void add_model_records(checkpoint::Writer& w) {
+  w.add_string("model", model_signature<M>());
+  w.add_string("optimizer", std::string(M::optimizer::name));
+}
+
+/// The records of where the run stood, and their reading back.
+inline void add_position_records(checkpoint::Writer& w, const RunPosition& at) {
+  w.add_u64("step", at.step);
+  w.add_u64("epoch", at.epoch);
+  w.add_u64("batch_in_epoch", at.batch_in_epoch);
+  w.add_u64("seed", at.seed);
+}
+inline RunPosition read_position(const checkpoint::Reader& r) {
+  return {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+}
+
 /// Writes `path` atomically. `optimizer` holds the optimizer's buffers over the whole model, or
 /// is null where the state is elsewhere (parameter servers in another process).
 template <ModelType M>
@@ -51,12 +70,8 @@ void write_checkpoint(const std::filesystem::path& path, std::span<const typenam
                       const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at) {
   using T = typename M::scalar_type;
   checkpoint::Writer w;
-  w.add_string("model", model_signature<M>());
-  w.add_string("optimizer", std::string(M::optimizer::name));
-  w.add_u64("step", at.step);
-  w.add_u64("epoch", at.epoch);
-  w.add_u64("batch_in_epoch", at.batch_in_epoch);
-  w.add_u64("seed", at.seed);
+  add_model_records<M>(w);
+  add_position_records(w, at);
   w.add_array<T>("parameters", parameters);
   w.add_u64("has_optimizer_state", optimizer ? 1 : 0);
   if (optimizer)
@@ -99,7 +114,7 @@ LoadedCheckpoint<M> read_checkpoint(const checkpoint::Reader& r) {
     auto buffers = c.optimizer.buffers();
     for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
   }
-  c.at = {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+  c.at = read_position(r);
   return c;
 }
 

@@ -368,8 +368,7 @@ class Trainer {
     const auto path = checkpoint::set_file(cp.directory, step, part);
     try {
       checkpoint::Writer w;
-      w.add_string("model", signature());
-      w.add_string("optimizer", std::string(optimizer_type::name));
+      detail::add_model_records<M>(w);
       w.add_u64("step", step);
       w.add_u64("updates", shard.updates());
       w.add_u64("shard_index", index);
