@@ -6005,6 +6005,110 @@ FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::p
 }  // namespace flotilla
 // ---- end flotilla/train/checkpoint_dir.hpp ----
 
+// ---- begin flotilla/train/checkpoint_saving.hpp ----
+// What a training loop does about checkpoint sets (FitOptions::checkpoints), the same for
+// flotilla::Trainer and pipeline::Trainer: preparing the directory and resuming when fit() starts,
+// the rule that says when the next set is due, and the list of saves that failed. What a set's
+// files hold, and how the newest complete set is found and old ones rotated, is
+// train/checkpoint_dir.hpp; which rank writes which file is each trainer's own.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+/// The start of a fit() call of `epochs` epochs that saves checkpoint sets: creates the policy's
+/// directory and, with `resume`, calls `resume()` (the trainer's resume_from, which returns the
+/// epoch the trainer is at afterwards). Returns the epochs this call runs: with `resume`,
+/// FitOptions::epochs counts the whole run, so a restarted program trains only what is left (a
+/// part-done epoch counts as one). `caller` names the trainer in the error.
+template <class Resume>
+std::size_t prepare_checkpoint_sets(const CheckpointPolicy& cp, std::size_t epochs, std::string_view caller, Resume&& resume) {
+  if (!cp.enabled()) return epochs;
+  std::error_code ec;
+  std::filesystem::create_directories(cp.directory, ec);
+  if (ec)
+    throw ConfigError(std::string(caller) + ": FitOptions::checkpoints.directory: cannot create " + cp.directory.string() +
+                      ": " + ec.message());
+  if (!cp.resume) return epochs;
+  const std::uint64_t epoch = std::forward<Resume>(resume)();
+  return epochs > epoch ? static_cast<std::size_t>(epochs - epoch) : 0;
+}
+
+/// When a rank's training loop saves its next set: after every `every_steps`-th update (counted
+/// from the start of the run, so every rank and a resumed run agree), when `every_seconds` have
+/// passed on this rank's clock since its last save (or since fit() began), and when fit() ends;
+/// never twice for one step. One per rank and fit() call.
+class CheckpointClock {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// `resumed`: the step whose set resume_from() loaded, which needs no saving again.
+  CheckpointClock(const CheckpointPolicy& cp, std::optional<std::uint64_t> resumed)
+      : policy_(&cp), saved_(resumed), last_save_(clock::now()) {}
+
+  /// Whether the set of `step` was saved (or loaded) already.
+  bool saved(std::uint64_t step) const noexcept { return saved_ == step; }
+  /// The steps rule: the same answer on every rank.
+  bool due_by_steps(std::uint64_t step) const noexcept {
+    return policy_->every_steps != 0 && step % policy_->every_steps == 0;
+  }
+  /// Whether the policy saves by time at all (the same on every rank, unlike due_by_time()).
+  bool timed() const noexcept { return policy_->every_seconds > 0; }
+  /// The seconds rule on this rank's clock: ranks that must save together combine their answers.
+  bool due_by_time() const {
+    return timed() && clock::now() - last_save_ >= std::chrono::duration<double>(policy_->every_seconds);
+  }
+  /// Either rule, for a rank that decides alone.
+  bool due(std::uint64_t step) const { return !saved(step) && (due_by_steps(step) || due_by_time()); }
+  /// Whether fit()'s end saves the set of `step`.
+  bool due_at_exit(std::uint64_t step) const noexcept { return policy_->at_exit && !saved(step); }
+
+  /// A set of `step` was just saved (or its save failed: the next try waits for the next rule).
+  void mark_saved(std::uint64_t step) {
+    saved_ = step;
+    last_save_ = clock::now();
+  }
+
+ private:
+  const CheckpointPolicy* policy_;
+  std::optional<std::uint64_t> saved_;
+  clock::time_point last_save_;
+};
+
+/// The saves that failed during a trainer's life. A failed save does not stop training: it is
+/// written to the log when it happens and kept for checkpoint_failures(). The ranks' threads may
+/// note failures at once.
+class CheckpointFailures {
+ public:
+  void note(std::string what, std::ostream* log) {
+    const std::lock_guard lock(mutex_);
+    if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
+    list_.push_back(std::move(what));
+  }
+  std::vector<std::string> list() const {
+    const std::lock_guard lock(mutex_);
+    return list_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> list_;
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/checkpoint_saving.hpp ----
+
 // ---- begin flotilla/train/confusion.hpp ----
 // A confusion matrix over a fixed set of classes, mergeable across workers: each worker counts its
 // own shard of the validation set and the counts are summed, so the result does not depend on how
@@ -7043,18 +7147,17 @@ struct FitOptions {
 
 namespace detail {
 
-/// The file of rank `rank`'s process for a per-process output (step log, trace): the path itself
-/// for rank 0, path + ".rank<k>" for rank k.
-inline std::filesystem::path per_rank_file(const std::filesystem::path& path, std::size_t rank) {
-  return rank == 0 ? path : std::filesystem::path(path.string() + ".rank" + std::to_string(rank));
-}
-
 /// Where a run is in its data: the epoch it is in and the batch that epoch continues from, so that
 /// fit() after a fit() stopped by max_steps goes on where it stopped.
 struct DataPosition {
   std::uint64_t epoch = 0;
   std::uint64_t batch = 0;
   /// After an epoch's loop: a stopped epoch resumes at batch `reached`; a finished one moves on.
+  /// Where a run resumes after an update that leaves the epoch at batch `reached`: the same
+  /// epoch at that batch, or the start of the next when that update ended the epoch.
+  DataPosition after_update(std::uint64_t reached, std::uint64_t batches_per_epoch) const noexcept {
+    return reached == batches_per_epoch ? DataPosition{epoch + 1, 0} : DataPosition{epoch, reached};
+  }
   void end_epoch(bool stopped, std::uint64_t reached) noexcept {
     if (stopped) {
       batch = reached;
@@ -10629,6 +10732,7 @@ class ReadyRunner {
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -10670,11 +10774,10 @@ struct CounterTotals {
 
 namespace detail {
 
-/// A step log (FitOptions::step_log_file): continued when a resumed run appends to it.
-inline std::ofstream open_step_log(const std::filesystem::path& path, bool append) {
-  std::ofstream out(path, append ? std::ios::app : std::ios::trunc);
-  if (!out) throw ConfigError("cannot write the step log " + path.string());
-  return out;
+/// The file of rank `rank`'s process for a per-process output (step log, trace): the path itself
+/// for rank 0, path + ".rank<k>" for rank k.
+inline std::filesystem::path per_rank_file(const std::filesystem::path& path, std::size_t rank) {
+  return rank == 0 ? path : std::filesystem::path(path.string() + ".rank" + std::to_string(rank));
 }
 
 /// Appends `,"<name>":<value>` for every traffic counter (traffic_counter_fields' names and
@@ -10753,6 +10856,63 @@ class Timeline {
   mutable std::mutex mutex_;
   std::vector<Event> events_;
 };
+
+namespace detail {
+
+/// FitOptions::step_log_file during one fit() call, for both trainers. In-process, the ranks'
+/// threads write to one file, opened before they start; over processes, each process writes its
+/// own, rank k's at the path + ".rank<k>", opened when its rank is known. A resumed run (`append`)
+/// continues its file. Every line is flushed as it is written, so a job that is killed keeps the
+/// lines of the steps it finished.
+class StepLog {
+ public:
+  /// No step log when `path` is empty.
+  StepLog(std::filesystem::path path, bool in_process, bool append)
+      : path_(std::move(path)), in_process_(in_process), append_(append) {
+    if (in_process_ && !path_.empty()) open(path_);
+  }
+  StepLog(const StepLog&) = delete;
+  StepLog& operator=(const StepLog&) = delete;
+
+  /// Over processes: opens the file of this process's rank, once. In-process: nothing to do.
+  void open_rank(std::size_t rank) {
+    if (!in_process_ && !path_.empty() && !out_.is_open()) open(per_rank_file(path_, rank));
+  }
+  bool enabled() const noexcept { return out_.is_open(); }
+
+  /// Writes one line (given without its newline); the ranks' threads may call at once.
+  void write(std::string line) {
+    line += '\n';
+    const std::lock_guard lock(mutex_);
+    out_ << line;
+    out_.flush();
+  }
+
+ private:
+  void open(const std::filesystem::path& file) {
+    out_.open(file, append_ ? std::ios::app : std::ios::trunc);
+    if (!out_) throw ConfigError("cannot write the step log " + file.string());
+  }
+
+  std::filesystem::path path_;
+  bool in_process_, append_;
+  std::ofstream out_;
+  std::mutex mutex_;
+};
+
+/// Writes fit()'s timeline, when it recorded one: in-process every rank's events to `path`; over
+/// processes this process's to the file of `rank` (none: a process that records no events, such as
+/// a parameter server's).
+inline void write_fit_trace(const Timeline& timeline, const std::filesystem::path& path, bool in_process,
+                            std::optional<std::size_t> rank) {
+  if (!timeline.enabled()) return;
+  if (in_process)
+    timeline.write(path);
+  else if (rank)
+    timeline.write(per_rank_file(path, *rank));
+}
+
+}  // namespace detail
 
 #if FLOTILLA_IMPLEMENTATION
 FLOTILLA_DECL void Timeline::write(const std::filesystem::path& path) const {
@@ -11927,26 +12087,17 @@ class Trainer {
     fit.checkpoints.validate();
     const std::size_t servers = parameter_server ? options_.servers : 0;
     const std::size_t ranks = Backend::in_process ? options_.workers + servers : 0;
-    Shared shared(fit);
-    shared.epochs = fit.epochs;
-    if (fit.checkpoints.enabled()) {
-      std::error_code ec;
-      std::filesystem::create_directories(fit.checkpoints.directory, ec);
-      if (ec)
-        throw ConfigError("FitOptions::checkpoints.directory: cannot create " + fit.checkpoints.directory.string() + ": " +
-                          ec.message());
-      if (fit.checkpoints.resume) {
-        resume_from(fit.checkpoints.directory, fit.log);
-        // epochs counts the whole run: a restarted program trains what is left (a part-done epoch counts as one).
-        shared.epochs = fit.epochs > epoch_ ? static_cast<std::size_t>(fit.epochs - epoch_) : 0;
-      }
-    }
+    const std::size_t epochs = detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "Trainer::fit", [&] {
+      resume_from(fit.checkpoints.directory, fit.log);
+      return epoch_;
+    });
+    Shared shared(fit, Backend::in_process, local().step > 0);
+    shared.epochs = epochs;
     // Where this call starts; workers count from here on their own, and the position is written
     // back only by the worker that owns it (worker 0 in-process), so no thread reads a member
     // another writes.
     shared.start_epoch = epoch_;
     shared.start_batch = batch_in_epoch_;
-    if (Backend::in_process && !fit.step_log_file.empty()) shared.step_log = detail::open_step_log(fit.step_log_file, local().step > 0);
     // In-process workers' states are made here, before their threads start: each is a copy of
     // worker 0's, which worker 0's thread starts to change as soon as it runs.
     if (Backend::in_process)
@@ -11968,14 +12119,8 @@ class Trainer {
       }
     });
     pending_shards_.clear();  // consumed by the servers hosted here
-    // One file per process: in-process, every worker's at trace_file; else each worker's
-    // process its own, named like its step log. Servers record no events.
-    if (shared.timeline.enabled()) {
-      if (Backend::in_process)
-        shared.timeline.write(fit.trace_file);
-      else if (shared.worker_rank)
-        shared.timeline.write(detail::per_rank_file(fit.trace_file, *shared.worker_rank));
-    }
+    // Servers record no events: a process of servers alone writes no trace.
+    detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.worker_rank);
     return shared.history;
   }
 
@@ -12050,10 +12195,7 @@ class Trainer {
   /// Checkpoint saves that failed (periodic and at exit, worker and server files): each message
   /// names the file and the reason. Training goes on after a failed save; the sets saved before
   /// are kept.
-  std::vector<std::string> checkpoint_failures() const {
-    const std::lock_guard lock(states_mutex_);
-    return checkpoint_failures_;
-  }
+  std::vector<std::string> checkpoint_failures() const { return checkpoint_failures_.list(); }
 
  private:
   void check_worker_file(const checkpoint::Reader& r) const { detail::check_checkpoint<M>(r); }
@@ -12130,17 +12272,11 @@ class Trainer {
         w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
       w.commit(path);
     } catch (const CheckpointError& e) {
-      note_checkpoint_failure(std::string("parameter server ") + std::to_string(index) + ": " + e.what(), fit.log);
+      checkpoint_failures_.note(std::string("parameter server ") + std::to_string(index) + ": " + e.what(), fit.log);
       return false;
     }
     checkpoint::rotate(cp.directory, part, cp.keep);
     return true;
-  }
-
-  void note_checkpoint_failure(const std::string& what, std::ostream* log) {
-    const std::lock_guard lock(states_mutex_);
-    checkpoint_failures_.push_back(what);
-    if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
   }
 
  public:
@@ -12205,14 +12341,14 @@ class Trainer {
 
   /// What the ranks of one fit() call share in this process.
   struct Shared {
-    explicit Shared(const FitOptions& f) : timeline(!f.trace_file.empty()) {}
+    Shared(const FitOptions& f, bool in_process, bool resumed)
+        : timeline(!f.trace_file.empty()), step_log(f.step_log_file, in_process, resumed) {}
     Timeline timeline;
     History history;
-    std::optional<std::ofstream> step_log;
+    detail::StepLog step_log;
     std::optional<std::size_t> worker_rank;  // a process of one worker: its rank
     std::uint64_t start_epoch = 0, start_batch = 0;
     std::size_t epochs = 0;  // to run in this call
-    std::mutex step_log_mutex;
   };
 
   WorkerState& local() noexcept { return *workers_[0]; }
@@ -12466,13 +12602,7 @@ class Trainer {
     if (reporter && !fit.metrics_file.empty())
       metrics.emplace(fit.metrics_file, MetricsLog::Format::from_extension,
                       s.step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
-    // The step log: one file for every worker in-process (opened by fit()), one per process else.
-    std::optional<std::ofstream> own_step_log;
-    std::ofstream* step_log = shared.step_log ? &*shared.step_log : nullptr;
-    if (!fit.step_log_file.empty() && !Backend::in_process) {
-      own_step_log = detail::open_step_log(detail::per_rank_file(fit.step_log_file, w), s.step > 0);
-      step_log = &*own_step_log;
-    }
+    shared.step_log.open_rank(w);
     if (reporter) counters_.clear();
 
     // Worker 0 in-process, and every worker out of process, owns this process's position.
@@ -12491,27 +12621,26 @@ class Trainer {
     // training; servers save on its request), so no other worker waits for them.
     const CheckpointPolicy& cp = fit.checkpoints;
     const bool saves_sets = reporter && cp.enabled();
-    auto last_save = std::chrono::steady_clock::now();
-    std::optional<std::uint64_t> saved_step;
-    if (saves_sets && cp.resume && s.step > 0) saved_step = s.step;  // what resume_from() loaded
+    detail::CheckpointClock checkpoint_clock(cp, saves_sets && cp.resume && s.step > 0
+                                                     ? std::optional<std::uint64_t>(s.step)  // what resume_from() loaded
+                                                     : std::nullopt);
     // The position after the last completed update: what a checkpoint taken now must record.
     std::uint64_t done_step = s.step, done_epoch = at.epoch, done_batch = at.batch;
     auto save_set = [&] {
       if constexpr (parameter_server) {
         for (const std::size_t k : client->checkpoint(e, s.step))
-          note_checkpoint_failure("parameter server " + std::to_string(k) + " could not save its shard of step " +
-                                      std::to_string(s.step) + " (its log says why); that set is incomplete",
-                                  fit.log);
+          checkpoint_failures_.note("parameter server " + std::to_string(k) + " could not save its shard of step " +
+                                        std::to_string(s.step) + " (its log says why); that set is incomplete",
+                                    fit.log);
       }
       const auto path = checkpoint::set_file(cp.directory, s.step, checkpoint::worker_part());
       try {
         write_worker_file(path, done_epoch, done_batch, !parameter_server);
         checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
       } catch (const CheckpointError& err) {
-        note_checkpoint_failure(err.what(), fit.log);
+        checkpoint_failures_.note(err.what(), fit.log);
       }
-      saved_step = s.step;
-      last_save = std::chrono::steady_clock::now();
+      checkpoint_clock.mark_saved(s.step);
     };
     // Going on without a lost worker (TrainerOptions::on_worker_loss): the survivors' agreement.
     std::optional<typename detail::ring_recovery_for<E, survives_worker_loss<E>>::type> recovery;
@@ -12588,20 +12717,15 @@ class Trainer {
             counters.step = s.step;
             totals.add(counters);
             if (reporter) counters_.push_back(counters);
-            if (step_log) write_step_log(*step_log, w, counters, shared);
+            if (shared.step_log.enabled()) write_step_log(w, counters, shared);
             if constexpr (parameter_server) live->watch(e);
             counters = {};
             if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
-            // An update that ends the epoch resumes at the start of the next.
-            const bool epoch_done = position == loader->batches_per_epoch();
+            const flotilla::detail::DataPosition done = at.after_update(position, loader->batches_per_epoch());
             done_step = s.step;
-            done_epoch = epoch_done ? at.epoch + 1 : at.epoch;
-            done_batch = epoch_done ? 0 : position;
-            if (saves_sets && saved_step != s.step &&
-                ((cp.every_steps && s.step % cp.every_steps == 0) ||
-                 (cp.every_seconds > 0 &&
-                  std::chrono::steady_clock::now() - last_save >= std::chrono::duration<double>(cp.every_seconds))))
-              save_set();
+            done_epoch = done.epoch;
+            done_batch = done.batch;
+            if (saves_sets && checkpoint_clock.due(s.step)) save_set();
           }
           // The bar shows the job's rate: every worker takes an equal share of each global batch.
           if (bar) detail::show_running(*bar, position, seen * group.size(), loss_sum, correct, seen, classifier);
@@ -12665,20 +12789,20 @@ class Trainer {
       if (recovery)
         while (survive(std::nullopt, "the end of training")) {
         }
-      if (saves_sets && cp.at_exit && saved_step != s.step) save_set();
+      if (saves_sets && checkpoint_clock.due_at_exit(s.step)) save_set();
     } catch (...) {
       // Leaving by an exception (a peer died, a transport timed out): worker 0 saves what it has
       // if that is the state of a completed update. Parameters and optimizer state change only
       // together with the step counter, so an unchanged counter means nothing is half applied.
       // Not with parameter servers: they hold the state, and may be what failed.
-      if (saves_sets && cp.at_exit && !parameter_server && s.step == done_step && saved_step != s.step) {
+      if (saves_sets && !parameter_server && s.step == done_step && checkpoint_clock.due_at_exit(s.step)) {
         const auto path = checkpoint::set_file(cp.directory, s.step, checkpoint::worker_part());
         try {
           write_worker_file(path, done_epoch, done_batch, true);
           checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
           if (fit.log) *fit.log << "checkpoint: saved step " << s.step << " to " << path.string() << " before stopping\n";
         } catch (const CheckpointError& err) {
-          note_checkpoint_failure(err.what(), fit.log);
+          checkpoint_failures_.note(err.what(), fit.log);
         }
       }
       throw;
@@ -12931,7 +13055,7 @@ class Trainer {
     return rec;
   }
 
-  void write_step_log(std::ofstream& out, std::size_t rank, const StepCounters& c, Shared& shared) {
+  static void write_step_log(std::size_t rank, const StepCounters& c, Shared& shared) {
     char timing[256];
     std::snprintf(timing, sizeof timing,
                   "{\"rank\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f", rank,
@@ -12939,10 +13063,8 @@ class Trainer {
                   1e3 * c.update_seconds);
     std::string line = timing;
     detail::append_traffic_fields(line, c.traffic);
-    line += ",\"steps_ahead\":" + std::to_string(c.steps_ahead) + ",\"staleness\":" + std::to_string(c.staleness) + "}\n";
-    const std::lock_guard lock(shared.step_log_mutex);
-    out << line;
-    out.flush();
+    line += ",\"steps_ahead\":" + std::to_string(c.steps_ahead) + ",\"staleness\":" + std::to_string(c.staleness) + "}";
+    shared.step_log.write(std::move(line));
   }
 
   static Evaluation to_evaluation(const detail::EvaluationPart& part) { return detail::to_evaluation<M>(part); }
@@ -12964,7 +13086,7 @@ class Trainer {
   std::uint64_t batch_in_epoch_ = 0;
   /// The shard files of the set resume_from() chose, for the servers this process hosts.
   std::vector<checkpoint::Reader> pending_shards_;
-  std::vector<std::string> checkpoint_failures_;
+  detail::CheckpointFailures checkpoint_failures_;
 };
 
 }  // namespace flotilla
@@ -15099,31 +15221,19 @@ class Trainer {
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
-    const CheckpointPolicy& cp = fit.checkpoints;
-    cp.validate();
-    std::size_t epochs = fit.epochs;
-    if (cp.enabled()) {
-      std::error_code ec;
-      std::filesystem::create_directories(cp.directory, ec);
-      if (ec)
-        throw ConfigError("pipeline::Trainer::fit: FitOptions::checkpoints.directory: cannot create " + cp.directory.string() +
-                          ": " + ec.message());
-      if (cp.resume) {
-        resume_from(cp.directory, fit.log);
-        // epochs counts the whole run: a restarted program trains what is left (a part-done epoch counts as one).
-        epochs = fit.epochs > epoch_ ? static_cast<std::size_t>(fit.epochs - epoch_) : 0;
-      }
-    }
+    fit.checkpoints.validate();
+    const std::size_t epochs =
+        flotilla::detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "pipeline::Trainer::fit", [&] {
+          resume_from(fit.checkpoints.directory, fit.log);
+          return epoch_;
+        });
     Shared shared(*this, fit);
     shared.epochs = epochs;
-    if (Backend::in_process && !fit.step_log_file.empty())
-      shared.step_log = flotilla::detail::open_step_log(fit.step_log_file, shared.start_step > 0);
     const std::size_t ranks = layout().ranks();
     stats_.assign(Backend::in_process ? ranks : 1, StageStats{});
     Backend::run(transport_, Backend::in_process ? ranks : 0,
                  [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
-    if (shared.timeline.enabled())
-      shared.timeline.write(Backend::in_process ? fit.trace_file : flotilla::detail::per_rank_file(fit.trace_file, shared.rank));
+    flotilla::detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.rank);
     return shared.history;
   }
 
@@ -15220,10 +15330,7 @@ class Trainer {
 
   /// Checkpoint-set saves that failed: each message names the stage, the file and the reason.
   /// Training goes on after a failed save; the sets saved before are kept.
-  std::vector<std::string> checkpoint_failures() const {
-    const std::lock_guard lock(failures_mutex_);
-    return checkpoint_failures_;
-  }
+  std::vector<std::string> checkpoint_failures() const { return checkpoint_failures_.list(); }
 
   // ---- state ------------------------------------------------------------------------------
 
@@ -15252,13 +15359,16 @@ class Trainer {
   /// they record what they do.
   struct Shared {
     Shared(const Trainer& t, const FitOptions& fit)
-        : start_epoch(t.epoch_), start_batch(t.batch_in_epoch_), start_step(t.step_), timeline(!fit.trace_file.empty()) {}
+        : start_epoch(t.epoch_),
+          start_batch(t.batch_in_epoch_),
+          start_step(t.step_),
+          timeline(!fit.trace_file.empty()),
+          step_log(fit.step_log_file, Backend::in_process, t.step_ > 0) {}
     std::uint64_t start_epoch = 0, start_batch = 0, start_step = 0;
     std::size_t epochs = 0;  // in this call
     History history;
     Timeline timeline;
-    std::optional<std::ofstream> step_log;  // in-process: every rank's lines
-    std::mutex step_log_mutex;
+    flotilla::detail::StepLog step_log;
     std::size_t rank = 0;  // over processes: this process's rank, whose files it writes
   };
 
@@ -15335,14 +15445,7 @@ class Trainer {
                       shared.start_step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
     // The reporter's own copy of the run's records, for the plot: history_ is the owner's.
     History plotted = reporter ? history_ : History{};
-    // The step log: the shared file in-process, this process's own otherwise.
-    std::optional<std::ofstream> own_step_log;
-    std::ofstream* step_log = shared.step_log ? &*shared.step_log : nullptr;
-    if (!fit.step_log_file.empty() && !Backend::in_process) {
-      own_step_log = flotilla::detail::open_step_log(flotilla::detail::per_rank_file(fit.step_log_file, e.rank()),
-                                                     shared.start_step > 0);
-      step_log = &*own_step_log;
-    }
+    shared.step_log.open_rank(e.rank());
 
     flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
     std::uint64_t step = shared.start_step;
@@ -15351,15 +15454,13 @@ class Trainer {
     StageStats whole;
     // Checkpoint sets: every rank takes part in the decision, replica 0's ranks write the files.
     const CheckpointPolicy& cp = fit.checkpoints;
-    auto last_save = std::chrono::steady_clock::now();
-    std::optional<std::uint64_t> saved_step;
-    if (cp.enabled() && cp.resume && step > 0) saved_step = step;  // what resume_from() loaded
+    flotilla::detail::CheckpointClock checkpoint_clock(
+        cp, cp.enabled() && cp.resume && step > 0 ? std::optional<std::uint64_t>(step) : std::nullopt);  // resume_from()'s
     // The position after the last completed update: what a set saved now records.
     flotilla::detail::RunPosition done{step, at.epoch, at.batch, options_.seed};
     auto save_set = [&] {
       if (runner.replica() == 0) save_stage(runner, state, done, fit);
-      saved_step = step;
-      last_save = std::chrono::steady_clock::now();
+      checkpoint_clock.mark_saved(step);
     };
     for (std::size_t epoch_index = 0; epoch_index < shared.epochs && !stop; ++epoch_index) {
       const auto started = std::chrono::steady_clock::now();
@@ -15377,7 +15478,8 @@ class Trainer {
         runner.update(options_.optimizer, state,
                       StepInfo{step + 1, options_.optimizer.learning_rate * options_.schedule(step)});
         ++step;
-        if (step_log) write_step_log(*step_log, e.rank(), runner, step, stats_before, e.counters() - traffic_before, shared);
+        if (shared.step_log.enabled())
+          write_step_log(shared.step_log, e.rank(), runner, step, stats_before, e.counters() - traffic_before);
         ++position;
         loss_sum += r.loss * static_cast<double>(r.samples);
         correct += r.correct;
@@ -15385,10 +15487,9 @@ class Trainer {
         if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
         // The bar shows the job's rate: every replica takes an equal share of each global batch.
         if (bar) flotilla::detail::show_running(*bar, position, seen * runner.replicas(), loss_sum, correct, seen, classifier);
-        // An update that ends the epoch resumes at the start of the next.
-        const bool epoch_done = position == loader.batches_per_epoch();
-        done = {step, epoch_done ? at.epoch + 1 : at.epoch, epoch_done ? 0 : position, options_.seed};
-        if (cp.enabled() && checkpoint_due(e, cp, step, saved_step, last_save)) save_set();
+        const flotilla::detail::DataPosition next = at.after_update(position, loader.batches_per_epoch());
+        done = {step, next.epoch, next.batch, options_.seed};
+        if (cp.enabled() && checkpoint_due(e, checkpoint_clock, step)) save_set();
         if (stop) break;
       }
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -15414,7 +15515,7 @@ class Trainer {
         if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, plotted, fit.plot_title);
       }
     }
-    if (cp.enabled() && cp.at_exit && saved_step != step) save_set();
+    if (cp.enabled() && checkpoint_clock.due_at_exit(step)) save_set();
     stats_[slot] = whole;
     gather(e, runner, state);
   }
@@ -15422,13 +15523,11 @@ class Trainer {
   /// Whether the job saves a set after update `step`. every_steps gives every rank the same
   /// answer; every_seconds reads each rank's clock, so the ranks take the earliest (the maximum of
   /// their flags) and all save together.
-  static bool checkpoint_due(endpoint_type& e, const CheckpointPolicy& cp, std::uint64_t step,
-                             std::optional<std::uint64_t> saved_step, std::chrono::steady_clock::time_point last_save) {
-    if (saved_step == step) return false;
-    if (cp.every_steps && step % cp.every_steps == 0) return true;
-    if (!(cp.every_seconds > 0)) return false;
-    const bool mine = std::chrono::steady_clock::now() - last_save >= std::chrono::duration<double>(cp.every_seconds);
-    double due = mine ? 1.0 : 0.0;
+  static bool checkpoint_due(endpoint_type& e, const flotilla::detail::CheckpointClock& clock, std::uint64_t step) {
+    if (clock.saved(step)) return false;
+    if (clock.due_by_steps(step)) return true;
+    if (!clock.timed()) return false;
+    double due = clock.due_by_time() ? 1.0 : 0.0;
     collective::allreduce_max(e, std::span<double>(&due, 1), default_tags::trainer_metrics);
     return due > 0;
   }
@@ -15462,9 +15561,7 @@ class Trainer {
       for (std::size_t i = 0; i < buffers.size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
       w.commit(checkpoint::set_file(cp.directory, at.step, part));
     } catch (const CheckpointError& err) {
-      const std::lock_guard lock(failures_mutex_);
-      checkpoint_failures_.push_back("stage " + std::to_string(s) + ": " + err.what());
-      if (fit.log) *fit.log << "checkpoint: save failed, training goes on: stage " << s << ": " << err.what() << "\n";
+      checkpoint_failures_.note("stage " + std::to_string(s) + ": " + err.what(), fit.log);
       return;
     }
     checkpoint::rotate(cp.directory, part, cp.keep);
@@ -15519,8 +15616,8 @@ class Trainer {
 
   /// One line of the step log: what rank `rank` did for update `step` (1 first, as in the
   /// data-parallel Trainer's log): the runner's statistics since `before`, and the step's traffic.
-  static void write_step_log(std::ofstream& out, std::size_t rank, const runner_type& runner, std::uint64_t step,
-                             const StageStats& before, const TrafficCounters& traffic, Shared& shared) {
+  static void write_step_log(flotilla::detail::StepLog& out, std::size_t rank, const runner_type& runner, std::uint64_t step,
+                             const StageStats& before, const TrafficCounters& traffic) {
     const StageStats& now = runner.stats();
     char timing[320];
     std::snprintf(timing, sizeof timing,
@@ -15532,10 +15629,8 @@ class Trainer {
                   1e3 * (now.update_seconds - before.update_seconds));
     std::string line = timing;
     flotilla::detail::append_traffic_fields(line, traffic);
-    line += "}\n";
-    const std::lock_guard lock(shared.step_log_mutex);
-    out << line;
-    out.flush();
+    line += "}";
+    out.write(std::move(line));
   }
 
   static void accumulate(StageStats& into, const StageStats& s) {
@@ -15602,8 +15697,7 @@ class Trainer {
   optimizer_state opt_;
   std::vector<StageStats> stats_;
   History history_;
-  mutable std::mutex failures_mutex_;  // ranks' threads note failed saves
-  std::vector<std::string> checkpoint_failures_;
+  flotilla::detail::CheckpointFailures checkpoint_failures_;
   std::uint64_t epoch_ = 0, batch_in_epoch_ = 0, step_ = 0;
 };
 

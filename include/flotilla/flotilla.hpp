@@ -71,6 +71,7 @@
 #include "flotilla/model.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
+#include "flotilla/train/checkpoint_saving.hpp"
 #include "flotilla/train/confusion.hpp"
 #include "flotilla/train/evaluation.hpp"
 #include "flotilla/train/fit_options.hpp"

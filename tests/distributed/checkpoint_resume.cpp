@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <string>
 
 #include "../common/blobs.hpp"
@@ -50,6 +51,7 @@ static int run_phase(TrainerType& trainer, const std::filesystem::path& dir, con
   f.epochs = 2;
   f.log = nullptr;
   const auto sets = dir / "sets";
+  std::ostringstream resume_log;  // where fit() says which set it resumed from
   if (phase == "first") {
     f.checkpoints.directory = sets;
     f.checkpoints.every_steps = 4;
@@ -59,6 +61,7 @@ static int run_phase(TrainerType& trainer, const std::filesystem::path& dir, con
     f.checkpoints.directory = sets;
     f.checkpoints.resume = true;
     f.checkpoints.at_exit = false;
+    f.log = &resume_log;
   } else if (phase != "whole") {
     std::fprintf(stderr, "unknown phase '%s'\n", phase.c_str());
     return 2;
@@ -81,10 +84,16 @@ static int run_phase(TrainerType& trainer, const std::filesystem::path& dir, con
   const auto expected = whole.array<double>("parameters");
   const auto got = std::as_const(trainer).parameters();
   const bool same = expected.size() == got.size() && std::memcmp(expected.data(), got.data(), got.size_bytes()) == 0;
-  std::printf("resumed at update 8, ended at update %llu (uninterrupted: %llu); parameters %s\n",
+  // The first job saved sets at updates 4 and 8 and stopped at 11: the newest, 8, must be taken.
+  const std::string said = resume_log.str();
+  const std::string marker = "checkpoint: resuming from step ";
+  const auto at = said.find(marker);
+  const unsigned long long resumed = at == std::string::npos ? 0 : std::strtoull(said.c_str() + at + marker.size(), nullptr, 10);
+  std::printf("resumed at update %llu (expected 8), ended at update %llu (uninterrupted: %llu); parameters %s\n", resumed,
               static_cast<unsigned long long>(trainer.step()), static_cast<unsigned long long>(whole.u64("step")),
               same ? "bit-identical" : "DIFFER");
-  return same && trainer.step() == whole.u64("step") ? 0 : 1;
+  if (at == std::string::npos) std::printf("fit() did not say it resumed; its log:\n%s", said.c_str());
+  return same && resumed == 8 && trainer.step() == whole.u64("step") ? 0 : 1;
 }
 
 template <class Policy>

@@ -5,11 +5,13 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../common/quiet_fit.hpp"
@@ -306,6 +308,54 @@ TEST_CASE("checkpoints: unusable policy values are refused by name") {
   f.checkpoints.resume = false;
   f.checkpoints.directory = "/proc/flotilla-cannot-create-this";
   CHECK_THROWS_WITH_AS(t.fit(data, nullptr, f), doctest::Contains("cannot create"), ConfigError);
+}
+
+TEST_CASE("checkpoints: when a set is due (the rule both trainers share)") {
+  CheckpointPolicy p;
+  p.directory = "unused";
+  p.every_steps = 4;
+  SUBCASE("by steps, counted from the start of the run, never twice for one step") {
+    detail::CheckpointClock c(p, std::nullopt);
+    CHECK_FALSE(c.timed());
+    CHECK_FALSE(c.due(3));
+    CHECK(c.due(4));
+    CHECK(c.due(8));
+    c.mark_saved(8);
+    CHECK(c.saved(8));
+    CHECK_FALSE(c.due(8));
+    CHECK_FALSE(c.due_at_exit(8));
+    CHECK(c.due_at_exit(9));
+    p.at_exit = false;
+    CHECK_FALSE(c.due_at_exit(9));
+  }
+  SUBCASE("the set a run resumed from is not saved again") {
+    const detail::CheckpointClock c(p, 12);
+    CHECK_FALSE(c.due(12));
+    CHECK(c.due_by_steps(12));
+    CHECK_FALSE(c.due_at_exit(12));
+  }
+  SUBCASE("by time, from the last save") {
+    p.every_steps = 0;
+    p.every_seconds = 0.3;  // far above the time between two of these lines, even on a loaded machine
+    detail::CheckpointClock c(p, std::nullopt);
+    CHECK(c.timed());
+    CHECK_FALSE(c.due(1));  // just started
+    std::this_thread::sleep_for(std::chrono::milliseconds(350));
+    CHECK(c.due_by_time());
+    CHECK(c.due(1));
+    c.mark_saved(1);
+    CHECK_FALSE(c.due_by_time());
+    CHECK_FALSE(c.due(2));
+  }
+}
+
+TEST_CASE("checkpoints: failed saves are kept and logged") {
+  detail::CheckpointFailures failures;
+  std::ostringstream log;
+  failures.note("stage 1: disk full", &log);
+  failures.note("stage 0: read-only", nullptr);
+  CHECK(failures.list() == std::vector<std::string>{"stage 1: disk full", "stage 0: read-only"});
+  CHECK(log.str() == "checkpoint: save failed, training goes on: stage 1: disk full\n");
 }
 
 TEST_CASE("checkpoints: only set files count; temporary and foreign files are left alone") {

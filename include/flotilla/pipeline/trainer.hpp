@@ -54,6 +54,7 @@
 #include "flotilla/pipeline/schedule.hpp"
 #include "flotilla/pipeline/stage_network.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
+#include "flotilla/train/checkpoint_saving.hpp"
 #include "flotilla/train/dataset_check.hpp"
 #include "flotilla/train/evaluation.hpp"
 #include "flotilla/train/fit_options.hpp"
@@ -152,31 +153,19 @@ class Trainer {
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
-    const CheckpointPolicy& cp = fit.checkpoints;
-    cp.validate();
-    std::size_t epochs = fit.epochs;
-    if (cp.enabled()) {
-      std::error_code ec;
-      std::filesystem::create_directories(cp.directory, ec);
-      if (ec)
-        throw ConfigError("pipeline::Trainer::fit: FitOptions::checkpoints.directory: cannot create " + cp.directory.string() +
-                          ": " + ec.message());
-      if (cp.resume) {
-        resume_from(cp.directory, fit.log);
-        // epochs counts the whole run: a restarted program trains what is left (a part-done epoch counts as one).
-        epochs = fit.epochs > epoch_ ? static_cast<std::size_t>(fit.epochs - epoch_) : 0;
-      }
-    }
+    fit.checkpoints.validate();
+    const std::size_t epochs =
+        flotilla::detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "pipeline::Trainer::fit", [&] {
+          resume_from(fit.checkpoints.directory, fit.log);
+          return epoch_;
+        });
     Shared shared(*this, fit);
     shared.epochs = epochs;
-    if (Backend::in_process && !fit.step_log_file.empty())
-      shared.step_log = flotilla::detail::open_step_log(fit.step_log_file, shared.start_step > 0);
     const std::size_t ranks = layout().ranks();
     stats_.assign(Backend::in_process ? ranks : 1, StageStats{});
     Backend::run(transport_, Backend::in_process ? ranks : 0,
                  [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
-    if (shared.timeline.enabled())
-      shared.timeline.write(Backend::in_process ? fit.trace_file : flotilla::detail::per_rank_file(fit.trace_file, shared.rank));
+    flotilla::detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.rank);
     return shared.history;
   }
 
@@ -273,10 +262,7 @@ class Trainer {
 
   /// Checkpoint-set saves that failed: each message names the stage, the file and the reason.
   /// Training goes on after a failed save; the sets saved before are kept.
-  std::vector<std::string> checkpoint_failures() const {
-    const std::lock_guard lock(failures_mutex_);
-    return checkpoint_failures_;
-  }
+  std::vector<std::string> checkpoint_failures() const { return checkpoint_failures_.list(); }
 
   // ---- state ------------------------------------------------------------------------------
 
@@ -305,13 +291,16 @@ class Trainer {
   /// they record what they do.
   struct Shared {
     Shared(const Trainer& t, const FitOptions& fit)
-        : start_epoch(t.epoch_), start_batch(t.batch_in_epoch_), start_step(t.step_), timeline(!fit.trace_file.empty()) {}
+        : start_epoch(t.epoch_),
+          start_batch(t.batch_in_epoch_),
+          start_step(t.step_),
+          timeline(!fit.trace_file.empty()),
+          step_log(fit.step_log_file, Backend::in_process, t.step_ > 0) {}
     std::uint64_t start_epoch = 0, start_batch = 0, start_step = 0;
     std::size_t epochs = 0;  // in this call
     History history;
     Timeline timeline;
-    std::optional<std::ofstream> step_log;  // in-process: every rank's lines
-    std::mutex step_log_mutex;
+    flotilla::detail::StepLog step_log;
     std::size_t rank = 0;  // over processes: this process's rank, whose files it writes
   };
 
@@ -388,14 +377,7 @@ class Trainer {
                       shared.start_step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
     // The reporter's own copy of the run's records, for the plot: history_ is the owner's.
     History plotted = reporter ? history_ : History{};
-    // The step log: the shared file in-process, this process's own otherwise.
-    std::optional<std::ofstream> own_step_log;
-    std::ofstream* step_log = shared.step_log ? &*shared.step_log : nullptr;
-    if (!fit.step_log_file.empty() && !Backend::in_process) {
-      own_step_log = flotilla::detail::open_step_log(flotilla::detail::per_rank_file(fit.step_log_file, e.rank()),
-                                                     shared.start_step > 0);
-      step_log = &*own_step_log;
-    }
+    shared.step_log.open_rank(e.rank());
 
     flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
     std::uint64_t step = shared.start_step;
@@ -404,15 +386,13 @@ class Trainer {
     StageStats whole;
     // Checkpoint sets: every rank takes part in the decision, replica 0's ranks write the files.
     const CheckpointPolicy& cp = fit.checkpoints;
-    auto last_save = std::chrono::steady_clock::now();
-    std::optional<std::uint64_t> saved_step;
-    if (cp.enabled() && cp.resume && step > 0) saved_step = step;  // what resume_from() loaded
+    flotilla::detail::CheckpointClock checkpoint_clock(
+        cp, cp.enabled() && cp.resume && step > 0 ? std::optional<std::uint64_t>(step) : std::nullopt);  // resume_from()'s
     // The position after the last completed update: what a set saved now records.
     flotilla::detail::RunPosition done{step, at.epoch, at.batch, options_.seed};
     auto save_set = [&] {
       if (runner.replica() == 0) save_stage(runner, state, done, fit);
-      saved_step = step;
-      last_save = std::chrono::steady_clock::now();
+      checkpoint_clock.mark_saved(step);
     };
     for (std::size_t epoch_index = 0; epoch_index < shared.epochs && !stop; ++epoch_index) {
       const auto started = std::chrono::steady_clock::now();
@@ -430,7 +410,8 @@ class Trainer {
         runner.update(options_.optimizer, state,
                       StepInfo{step + 1, options_.optimizer.learning_rate * options_.schedule(step)});
         ++step;
-        if (step_log) write_step_log(*step_log, e.rank(), runner, step, stats_before, e.counters() - traffic_before, shared);
+        if (shared.step_log.enabled())
+          write_step_log(shared.step_log, e.rank(), runner, step, stats_before, e.counters() - traffic_before);
         ++position;
         loss_sum += r.loss * static_cast<double>(r.samples);
         correct += r.correct;
@@ -438,10 +419,9 @@ class Trainer {
         if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
         // The bar shows the job's rate: every replica takes an equal share of each global batch.
         if (bar) flotilla::detail::show_running(*bar, position, seen * runner.replicas(), loss_sum, correct, seen, classifier);
-        // An update that ends the epoch resumes at the start of the next.
-        const bool epoch_done = position == loader.batches_per_epoch();
-        done = {step, epoch_done ? at.epoch + 1 : at.epoch, epoch_done ? 0 : position, options_.seed};
-        if (cp.enabled() && checkpoint_due(e, cp, step, saved_step, last_save)) save_set();
+        const flotilla::detail::DataPosition next = at.after_update(position, loader.batches_per_epoch());
+        done = {step, next.epoch, next.batch, options_.seed};
+        if (cp.enabled() && checkpoint_due(e, checkpoint_clock, step)) save_set();
         if (stop) break;
       }
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -467,7 +447,7 @@ class Trainer {
         if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, plotted, fit.plot_title);
       }
     }
-    if (cp.enabled() && cp.at_exit && saved_step != step) save_set();
+    if (cp.enabled() && checkpoint_clock.due_at_exit(step)) save_set();
     stats_[slot] = whole;
     gather(e, runner, state);
   }
@@ -475,13 +455,11 @@ class Trainer {
   /// Whether the job saves a set after update `step`. every_steps gives every rank the same
   /// answer; every_seconds reads each rank's clock, so the ranks take the earliest (the maximum of
   /// their flags) and all save together.
-  static bool checkpoint_due(endpoint_type& e, const CheckpointPolicy& cp, std::uint64_t step,
-                             std::optional<std::uint64_t> saved_step, std::chrono::steady_clock::time_point last_save) {
-    if (saved_step == step) return false;
-    if (cp.every_steps && step % cp.every_steps == 0) return true;
-    if (!(cp.every_seconds > 0)) return false;
-    const bool mine = std::chrono::steady_clock::now() - last_save >= std::chrono::duration<double>(cp.every_seconds);
-    double due = mine ? 1.0 : 0.0;
+  static bool checkpoint_due(endpoint_type& e, const flotilla::detail::CheckpointClock& clock, std::uint64_t step) {
+    if (clock.saved(step)) return false;
+    if (clock.due_by_steps(step)) return true;
+    if (!clock.timed()) return false;
+    double due = clock.due_by_time() ? 1.0 : 0.0;
     collective::allreduce_max(e, std::span<double>(&due, 1), default_tags::trainer_metrics);
     return due > 0;
   }
@@ -515,9 +493,7 @@ class Trainer {
       for (std::size_t i = 0; i < buffers.size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
       w.commit(checkpoint::set_file(cp.directory, at.step, part));
     } catch (const CheckpointError& err) {
-      const std::lock_guard lock(failures_mutex_);
-      checkpoint_failures_.push_back("stage " + std::to_string(s) + ": " + err.what());
-      if (fit.log) *fit.log << "checkpoint: save failed, training goes on: stage " << s << ": " << err.what() << "\n";
+      checkpoint_failures_.note("stage " + std::to_string(s) + ": " + err.what(), fit.log);
       return;
     }
     checkpoint::rotate(cp.directory, part, cp.keep);
@@ -572,8 +548,8 @@ class Trainer {
 
   /// One line of the step log: what rank `rank` did for update `step` (1 first, as in the
   /// data-parallel Trainer's log): the runner's statistics since `before`, and the step's traffic.
-  static void write_step_log(std::ofstream& out, std::size_t rank, const runner_type& runner, std::uint64_t step,
-                             const StageStats& before, const TrafficCounters& traffic, Shared& shared) {
+  static void write_step_log(flotilla::detail::StepLog& out, std::size_t rank, const runner_type& runner, std::uint64_t step,
+                             const StageStats& before, const TrafficCounters& traffic) {
     const StageStats& now = runner.stats();
     char timing[320];
     std::snprintf(timing, sizeof timing,
@@ -585,10 +561,8 @@ class Trainer {
                   1e3 * (now.update_seconds - before.update_seconds));
     std::string line = timing;
     flotilla::detail::append_traffic_fields(line, traffic);
-    line += "}\n";
-    const std::lock_guard lock(shared.step_log_mutex);
-    out << line;
-    out.flush();
+    line += "}";
+    out.write(std::move(line));
   }
 
   static void accumulate(StageStats& into, const StageStats& s) {
@@ -655,8 +629,7 @@ class Trainer {
   optimizer_state opt_;
   std::vector<StageStats> stats_;
   History history_;
-  mutable std::mutex failures_mutex_;  // ranks' threads note failed saves
-  std::vector<std::string> checkpoint_failures_;
+  flotilla::detail::CheckpointFailures checkpoint_failures_;
   std::uint64_t epoch_ = 0, batch_in_epoch_ = 0, step_ = 0;
 };
 

@@ -46,18 +46,17 @@ struct FitOptions {
 
 namespace detail {
 
-/// The file of rank `rank`'s process for a per-process output (step log, trace): the path itself
-/// for rank 0, path + ".rank<k>" for rank k.
-inline std::filesystem::path per_rank_file(const std::filesystem::path& path, std::size_t rank) {
-  return rank == 0 ? path : std::filesystem::path(path.string() + ".rank" + std::to_string(rank));
-}
-
 /// Where a run is in its data: the epoch it is in and the batch that epoch continues from, so that
 /// fit() after a fit() stopped by max_steps goes on where it stopped.
 struct DataPosition {
   std::uint64_t epoch = 0;
   std::uint64_t batch = 0;
   /// After an epoch's loop: a stopped epoch resumes at batch `reached`; a finished one moves on.
+  /// Where a run resumes after an update that leaves the epoch at batch `reached`: the same
+  /// epoch at that batch, or the start of the next when that update ended the epoch.
+  DataPosition after_update(std::uint64_t reached, std::uint64_t batches_per_epoch) const noexcept {
+    return reached == batches_per_epoch ? DataPosition{epoch + 1, 0} : DataPosition{epoch, reached};
+  }
   void end_epoch(bool stopped, std::uint64_t reached) noexcept {
     if (stopped) {
       batch = reached;

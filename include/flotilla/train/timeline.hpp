@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -65,11 +66,10 @@ struct CounterTotals {
 
 namespace detail {
 
-/// A step log (FitOptions::step_log_file): continued when a resumed run appends to it.
-inline std::ofstream open_step_log(const std::filesystem::path& path, bool append) {
-  std::ofstream out(path, append ? std::ios::app : std::ios::trunc);
-  if (!out) throw ConfigError("cannot write the step log " + path.string());
-  return out;
+/// The file of rank `rank`'s process for a per-process output (step log, trace): the path itself
+/// for rank 0, path + ".rank<k>" for rank k.
+inline std::filesystem::path per_rank_file(const std::filesystem::path& path, std::size_t rank) {
+  return rank == 0 ? path : std::filesystem::path(path.string() + ".rank" + std::to_string(rank));
 }
 
 /// Appends `,"<name>":<value>` for every traffic counter (traffic_counter_fields' names and
@@ -148,6 +148,63 @@ class Timeline {
   mutable std::mutex mutex_;
   std::vector<Event> events_;
 };
+
+namespace detail {
+
+/// FitOptions::step_log_file during one fit() call, for both trainers. In-process, the ranks'
+/// threads write to one file, opened before they start; over processes, each process writes its
+/// own, rank k's at the path + ".rank<k>", opened when its rank is known. A resumed run (`append`)
+/// continues its file. Every line is flushed as it is written, so a job that is killed keeps the
+/// lines of the steps it finished.
+class StepLog {
+ public:
+  /// No step log when `path` is empty.
+  StepLog(std::filesystem::path path, bool in_process, bool append)
+      : path_(std::move(path)), in_process_(in_process), append_(append) {
+    if (in_process_ && !path_.empty()) open(path_);
+  }
+  StepLog(const StepLog&) = delete;
+  StepLog& operator=(const StepLog&) = delete;
+
+  /// Over processes: opens the file of this process's rank, once. In-process: nothing to do.
+  void open_rank(std::size_t rank) {
+    if (!in_process_ && !path_.empty() && !out_.is_open()) open(per_rank_file(path_, rank));
+  }
+  bool enabled() const noexcept { return out_.is_open(); }
+
+  /// Writes one line (given without its newline); the ranks' threads may call at once.
+  void write(std::string line) {
+    line += '\n';
+    const std::lock_guard lock(mutex_);
+    out_ << line;
+    out_.flush();
+  }
+
+ private:
+  void open(const std::filesystem::path& file) {
+    out_.open(file, append_ ? std::ios::app : std::ios::trunc);
+    if (!out_) throw ConfigError("cannot write the step log " + file.string());
+  }
+
+  std::filesystem::path path_;
+  bool in_process_, append_;
+  std::ofstream out_;
+  std::mutex mutex_;
+};
+
+/// Writes fit()'s timeline, when it recorded one: in-process every rank's events to `path`; over
+/// processes this process's to the file of `rank` (none: a process that records no events, such as
+/// a parameter server's).
+inline void write_fit_trace(const Timeline& timeline, const std::filesystem::path& path, bool in_process,
+                            std::optional<std::size_t> rank) {
+  if (!timeline.enabled()) return;
+  if (in_process)
+    timeline.write(path);
+  else if (rank)
+    timeline.write(per_rank_file(path, *rank));
+}
+
+}  // namespace detail
 
 #if FLOTILLA_IMPLEMENTATION
 FLOTILLA_DECL void Timeline::write(const std::filesystem::path& path) const {

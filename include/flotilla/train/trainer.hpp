@@ -48,6 +48,7 @@
 #include "flotilla/topology/ring.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
+#include "flotilla/train/checkpoint_saving.hpp"
 #include "flotilla/train/confusion.hpp"
 #include "flotilla/train/dataset_check.hpp"
 #include "flotilla/train/engine.hpp"
@@ -178,26 +179,17 @@ class Trainer {
     fit.checkpoints.validate();
     const std::size_t servers = parameter_server ? options_.servers : 0;
     const std::size_t ranks = Backend::in_process ? options_.workers + servers : 0;
-    Shared shared(fit);
-    shared.epochs = fit.epochs;
-    if (fit.checkpoints.enabled()) {
-      std::error_code ec;
-      std::filesystem::create_directories(fit.checkpoints.directory, ec);
-      if (ec)
-        throw ConfigError("FitOptions::checkpoints.directory: cannot create " + fit.checkpoints.directory.string() + ": " +
-                          ec.message());
-      if (fit.checkpoints.resume) {
-        resume_from(fit.checkpoints.directory, fit.log);
-        // epochs counts the whole run: a restarted program trains what is left (a part-done epoch counts as one).
-        shared.epochs = fit.epochs > epoch_ ? static_cast<std::size_t>(fit.epochs - epoch_) : 0;
-      }
-    }
+    const std::size_t epochs = detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "Trainer::fit", [&] {
+      resume_from(fit.checkpoints.directory, fit.log);
+      return epoch_;
+    });
+    Shared shared(fit, Backend::in_process, local().step > 0);
+    shared.epochs = epochs;
     // Where this call starts; workers count from here on their own, and the position is written
     // back only by the worker that owns it (worker 0 in-process), so no thread reads a member
     // another writes.
     shared.start_epoch = epoch_;
     shared.start_batch = batch_in_epoch_;
-    if (Backend::in_process && !fit.step_log_file.empty()) shared.step_log = detail::open_step_log(fit.step_log_file, local().step > 0);
     // In-process workers' states are made here, before their threads start: each is a copy of
     // worker 0's, which worker 0's thread starts to change as soon as it runs.
     if (Backend::in_process)
@@ -219,14 +211,8 @@ class Trainer {
       }
     });
     pending_shards_.clear();  // consumed by the servers hosted here
-    // One file per process: in-process, every worker's at trace_file; else each worker's
-    // process its own, named like its step log. Servers record no events.
-    if (shared.timeline.enabled()) {
-      if (Backend::in_process)
-        shared.timeline.write(fit.trace_file);
-      else if (shared.worker_rank)
-        shared.timeline.write(detail::per_rank_file(fit.trace_file, *shared.worker_rank));
-    }
+    // Servers record no events: a process of servers alone writes no trace.
+    detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.worker_rank);
     return shared.history;
   }
 
@@ -301,10 +287,7 @@ class Trainer {
   /// Checkpoint saves that failed (periodic and at exit, worker and server files): each message
   /// names the file and the reason. Training goes on after a failed save; the sets saved before
   /// are kept.
-  std::vector<std::string> checkpoint_failures() const {
-    const std::lock_guard lock(states_mutex_);
-    return checkpoint_failures_;
-  }
+  std::vector<std::string> checkpoint_failures() const { return checkpoint_failures_.list(); }
 
  private:
   void check_worker_file(const checkpoint::Reader& r) const { detail::check_checkpoint<M>(r); }
@@ -381,17 +364,11 @@ class Trainer {
         w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
       w.commit(path);
     } catch (const CheckpointError& e) {
-      note_checkpoint_failure(std::string("parameter server ") + std::to_string(index) + ": " + e.what(), fit.log);
+      checkpoint_failures_.note(std::string("parameter server ") + std::to_string(index) + ": " + e.what(), fit.log);
       return false;
     }
     checkpoint::rotate(cp.directory, part, cp.keep);
     return true;
-  }
-
-  void note_checkpoint_failure(const std::string& what, std::ostream* log) {
-    const std::lock_guard lock(states_mutex_);
-    checkpoint_failures_.push_back(what);
-    if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
   }
 
  public:
@@ -456,14 +433,14 @@ class Trainer {
 
   /// What the ranks of one fit() call share in this process.
   struct Shared {
-    explicit Shared(const FitOptions& f) : timeline(!f.trace_file.empty()) {}
+    Shared(const FitOptions& f, bool in_process, bool resumed)
+        : timeline(!f.trace_file.empty()), step_log(f.step_log_file, in_process, resumed) {}
     Timeline timeline;
     History history;
-    std::optional<std::ofstream> step_log;
+    detail::StepLog step_log;
     std::optional<std::size_t> worker_rank;  // a process of one worker: its rank
     std::uint64_t start_epoch = 0, start_batch = 0;
     std::size_t epochs = 0;  // to run in this call
-    std::mutex step_log_mutex;
   };
 
   WorkerState& local() noexcept { return *workers_[0]; }
@@ -717,13 +694,7 @@ class Trainer {
     if (reporter && !fit.metrics_file.empty())
       metrics.emplace(fit.metrics_file, MetricsLog::Format::from_extension,
                       s.step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
-    // The step log: one file for every worker in-process (opened by fit()), one per process else.
-    std::optional<std::ofstream> own_step_log;
-    std::ofstream* step_log = shared.step_log ? &*shared.step_log : nullptr;
-    if (!fit.step_log_file.empty() && !Backend::in_process) {
-      own_step_log = detail::open_step_log(detail::per_rank_file(fit.step_log_file, w), s.step > 0);
-      step_log = &*own_step_log;
-    }
+    shared.step_log.open_rank(w);
     if (reporter) counters_.clear();
 
     // Worker 0 in-process, and every worker out of process, owns this process's position.
@@ -742,27 +713,26 @@ class Trainer {
     // training; servers save on its request), so no other worker waits for them.
     const CheckpointPolicy& cp = fit.checkpoints;
     const bool saves_sets = reporter && cp.enabled();
-    auto last_save = std::chrono::steady_clock::now();
-    std::optional<std::uint64_t> saved_step;
-    if (saves_sets && cp.resume && s.step > 0) saved_step = s.step;  // what resume_from() loaded
+    detail::CheckpointClock checkpoint_clock(cp, saves_sets && cp.resume && s.step > 0
+                                                     ? std::optional<std::uint64_t>(s.step)  // what resume_from() loaded
+                                                     : std::nullopt);
     // The position after the last completed update: what a checkpoint taken now must record.
     std::uint64_t done_step = s.step, done_epoch = at.epoch, done_batch = at.batch;
     auto save_set = [&] {
       if constexpr (parameter_server) {
         for (const std::size_t k : client->checkpoint(e, s.step))
-          note_checkpoint_failure("parameter server " + std::to_string(k) + " could not save its shard of step " +
-                                      std::to_string(s.step) + " (its log says why); that set is incomplete",
-                                  fit.log);
+          checkpoint_failures_.note("parameter server " + std::to_string(k) + " could not save its shard of step " +
+                                        std::to_string(s.step) + " (its log says why); that set is incomplete",
+                                    fit.log);
       }
       const auto path = checkpoint::set_file(cp.directory, s.step, checkpoint::worker_part());
       try {
         write_worker_file(path, done_epoch, done_batch, !parameter_server);
         checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
       } catch (const CheckpointError& err) {
-        note_checkpoint_failure(err.what(), fit.log);
+        checkpoint_failures_.note(err.what(), fit.log);
       }
-      saved_step = s.step;
-      last_save = std::chrono::steady_clock::now();
+      checkpoint_clock.mark_saved(s.step);
     };
     // Going on without a lost worker (TrainerOptions::on_worker_loss): the survivors' agreement.
     std::optional<typename detail::ring_recovery_for<E, survives_worker_loss<E>>::type> recovery;
@@ -839,20 +809,15 @@ class Trainer {
             counters.step = s.step;
             totals.add(counters);
             if (reporter) counters_.push_back(counters);
-            if (step_log) write_step_log(*step_log, w, counters, shared);
+            if (shared.step_log.enabled()) write_step_log(w, counters, shared);
             if constexpr (parameter_server) live->watch(e);
             counters = {};
             if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
-            // An update that ends the epoch resumes at the start of the next.
-            const bool epoch_done = position == loader->batches_per_epoch();
+            const flotilla::detail::DataPosition done = at.after_update(position, loader->batches_per_epoch());
             done_step = s.step;
-            done_epoch = epoch_done ? at.epoch + 1 : at.epoch;
-            done_batch = epoch_done ? 0 : position;
-            if (saves_sets && saved_step != s.step &&
-                ((cp.every_steps && s.step % cp.every_steps == 0) ||
-                 (cp.every_seconds > 0 &&
-                  std::chrono::steady_clock::now() - last_save >= std::chrono::duration<double>(cp.every_seconds))))
-              save_set();
+            done_epoch = done.epoch;
+            done_batch = done.batch;
+            if (saves_sets && checkpoint_clock.due(s.step)) save_set();
           }
           // The bar shows the job's rate: every worker takes an equal share of each global batch.
           if (bar) detail::show_running(*bar, position, seen * group.size(), loss_sum, correct, seen, classifier);
@@ -916,20 +881,20 @@ class Trainer {
       if (recovery)
         while (survive(std::nullopt, "the end of training")) {
         }
-      if (saves_sets && cp.at_exit && saved_step != s.step) save_set();
+      if (saves_sets && checkpoint_clock.due_at_exit(s.step)) save_set();
     } catch (...) {
       // Leaving by an exception (a peer died, a transport timed out): worker 0 saves what it has
       // if that is the state of a completed update. Parameters and optimizer state change only
       // together with the step counter, so an unchanged counter means nothing is half applied.
       // Not with parameter servers: they hold the state, and may be what failed.
-      if (saves_sets && cp.at_exit && !parameter_server && s.step == done_step && saved_step != s.step) {
+      if (saves_sets && !parameter_server && s.step == done_step && checkpoint_clock.due_at_exit(s.step)) {
         const auto path = checkpoint::set_file(cp.directory, s.step, checkpoint::worker_part());
         try {
           write_worker_file(path, done_epoch, done_batch, true);
           checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
           if (fit.log) *fit.log << "checkpoint: saved step " << s.step << " to " << path.string() << " before stopping\n";
         } catch (const CheckpointError& err) {
-          note_checkpoint_failure(err.what(), fit.log);
+          checkpoint_failures_.note(err.what(), fit.log);
         }
       }
       throw;
@@ -1182,7 +1147,7 @@ class Trainer {
     return rec;
   }
 
-  void write_step_log(std::ofstream& out, std::size_t rank, const StepCounters& c, Shared& shared) {
+  static void write_step_log(std::size_t rank, const StepCounters& c, Shared& shared) {
     char timing[256];
     std::snprintf(timing, sizeof timing,
                   "{\"rank\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f", rank,
@@ -1190,10 +1155,8 @@ class Trainer {
                   1e3 * c.update_seconds);
     std::string line = timing;
     detail::append_traffic_fields(line, c.traffic);
-    line += ",\"steps_ahead\":" + std::to_string(c.steps_ahead) + ",\"staleness\":" + std::to_string(c.staleness) + "}\n";
-    const std::lock_guard lock(shared.step_log_mutex);
-    out << line;
-    out.flush();
+    line += ",\"steps_ahead\":" + std::to_string(c.steps_ahead) + ",\"staleness\":" + std::to_string(c.staleness) + "}";
+    shared.step_log.write(std::move(line));
   }
 
   static Evaluation to_evaluation(const detail::EvaluationPart& part) { return detail::to_evaluation<M>(part); }
@@ -1215,7 +1178,7 @@ class Trainer {
   std::uint64_t batch_in_epoch_ = 0;
   /// The shard files of the set resume_from() chose, for the servers this process hosts.
   std::vector<checkpoint::Reader> pending_shards_;
-  std::vector<std::string> checkpoint_failures_;
+  detail::CheckpointFailures checkpoint_failures_;
 };
 
 }  // namespace flotilla
