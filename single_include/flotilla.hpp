@@ -6016,7 +6016,6 @@ FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::p
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -6027,13 +6026,15 @@ FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::p
 
 namespace flotilla::detail {
 
-/// The start of a fit() call of `epochs` epochs that saves checkpoint sets: creates the policy's
-/// directory and, with `resume`, calls `resume()` (the trainer's resume_from, which returns the
+/// The start of a fit() call of `epochs` epochs: refuses an unusable policy (ConfigError naming
+/// the field) and, when the policy saves sets, creates its directory and, with `resume`, calls
+/// `resume()` (the trainer's resume_from, which returns the
 /// epoch the trainer is at afterwards). Returns the epochs this call runs: with `resume`,
 /// FitOptions::epochs counts the whole run, so a restarted program trains only what is left (a
 /// part-done epoch counts as one). `caller` names the trainer in the error.
 template <class Resume>
 std::size_t prepare_checkpoint_sets(const CheckpointPolicy& cp, std::size_t epochs, std::string_view caller, Resume&& resume) {
+  cp.validate();
   if (!cp.enabled()) return epochs;
   std::error_code ec;
   std::filesystem::create_directories(cp.directory, ec);
@@ -6053,12 +6054,16 @@ class CheckpointClock {
  public:
   using clock = std::chrono::steady_clock;
 
-  /// `resumed`: the step whose set resume_from() loaded, which needs no saving again.
-  CheckpointClock(const CheckpointPolicy& cp, std::optional<std::uint64_t> resumed)
-      : policy_(&cp), saved_(resumed), last_save_(clock::now()) {}
+  /// `start_step`: where this fit() call starts. With `resume`, a run past step 0 starts from the
+  /// set resume_from() loaded, which needs no saving again.
+  CheckpointClock(const CheckpointPolicy& cp, std::uint64_t start_step)
+      : policy_(&cp),
+        has_saved_(cp.enabled() && cp.resume && start_step > 0),
+        saved_step_(start_step),
+        last_save_(clock::now()) {}
 
   /// Whether the set of `step` was saved (or loaded) already.
-  bool saved(std::uint64_t step) const noexcept { return saved_ == step; }
+  bool saved(std::uint64_t step) const noexcept { return has_saved_ && saved_step_ == step; }
   /// The steps rule: the same answer on every rank.
   bool due_by_steps(std::uint64_t step) const noexcept {
     return policy_->every_steps != 0 && step % policy_->every_steps == 0;
@@ -6076,13 +6081,17 @@ class CheckpointClock {
 
   /// A set of `step` was just saved (or its save failed: the next try waits for the next rule).
   void mark_saved(std::uint64_t step) {
-    saved_ = step;
+    has_saved_ = true;
+    saved_step_ = step;
     last_save_ = clock::now();
   }
 
  private:
   const CheckpointPolicy* policy_;
-  std::optional<std::uint64_t> saved_;
+  // A flag and a step rather than std::optional: GCC 12 misreports the optional's value as
+  // maybe-uninitialized where the clock is inlined into the trainers' loops.
+  bool has_saved_;
+  std::uint64_t saved_step_;
   clock::time_point last_save_;
 };
 
@@ -8221,7 +8230,6 @@ FLOTILLA_DECL void write_svg_plot(const std::filesystem::path& path, const Histo
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -12084,7 +12092,6 @@ class Trainer {
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     check_dataset(train, "fit: training set");
     if (validation) check_dataset(*validation, "fit: validation set");
-    fit.checkpoints.validate();
     const std::size_t servers = parameter_server ? options_.servers : 0;
     const std::size_t ranks = Backend::in_process ? options_.workers + servers : 0;
     const std::size_t epochs = detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "Trainer::fit", [&] {
@@ -12621,9 +12628,7 @@ class Trainer {
     // training; servers save on its request), so no other worker waits for them.
     const CheckpointPolicy& cp = fit.checkpoints;
     const bool saves_sets = reporter && cp.enabled();
-    detail::CheckpointClock checkpoint_clock(cp, saves_sets && cp.resume && s.step > 0
-                                                     ? std::optional<std::uint64_t>(s.step)  // what resume_from() loaded
-                                                     : std::nullopt);
+    detail::CheckpointClock checkpoint_clock(cp, s.step);
     // The position after the last completed update: what a checkpoint taken now must record.
     std::uint64_t done_step = s.step, done_epoch = at.epoch, done_batch = at.batch;
     auto save_set = [&] {
@@ -15122,14 +15127,11 @@ std::vector<std::uint64_t> measure_layer_costs(std::size_t batch, std::size_t re
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -15221,7 +15223,6 @@ class Trainer {
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
-    fit.checkpoints.validate();
     const std::size_t epochs =
         flotilla::detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "pipeline::Trainer::fit", [&] {
           resume_from(fit.checkpoints.directory, fit.log);
@@ -15454,8 +15455,7 @@ class Trainer {
     StageStats whole;
     // Checkpoint sets: every rank takes part in the decision, replica 0's ranks write the files.
     const CheckpointPolicy& cp = fit.checkpoints;
-    flotilla::detail::CheckpointClock checkpoint_clock(
-        cp, cp.enabled() && cp.resume && step > 0 ? std::optional<std::uint64_t>(step) : std::nullopt);  // resume_from()'s
+    flotilla::detail::CheckpointClock checkpoint_clock(cp, step);
     // The position after the last completed update: what a set saved now records.
     flotilla::detail::RunPosition done{step, at.epoch, at.batch, options_.seed};
     auto save_set = [&] {

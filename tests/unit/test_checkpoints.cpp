@@ -315,7 +315,7 @@ TEST_CASE("checkpoints: when a set is due (the rule both trainers share)") {
   p.directory = "unused";
   p.every_steps = 4;
   SUBCASE("by steps, counted from the start of the run, never twice for one step") {
-    detail::CheckpointClock c(p, std::nullopt);
+    detail::CheckpointClock c(p, 0);
     CHECK_FALSE(c.timed());
     CHECK_FALSE(c.due(3));
     CHECK(c.due(4));
@@ -327,8 +327,11 @@ TEST_CASE("checkpoints: when a set is due (the rule both trainers share)") {
     CHECK(c.due_at_exit(9));
     p.at_exit = false;
     CHECK_FALSE(c.due_at_exit(9));
+    // Without `resume`, a call that starts past step 0 has saved nothing yet.
+    CHECK(detail::CheckpointClock(p, 12).due(12));
   }
   SUBCASE("the set a run resumed from is not saved again") {
+    p.resume = true;
     const detail::CheckpointClock c(p, 12);
     CHECK_FALSE(c.due(12));
     CHECK(c.due_by_steps(12));
@@ -337,7 +340,7 @@ TEST_CASE("checkpoints: when a set is due (the rule both trainers share)") {
   SUBCASE("by time, from the last save") {
     p.every_steps = 0;
     p.every_seconds = 0.3;  // far above the time between two of these lines, even on a loaded machine
-    detail::CheckpointClock c(p, std::nullopt);
+    detail::CheckpointClock c(p, 0);
     CHECK(c.timed());
     CHECK_FALSE(c.due(1));  // just started
     std::this_thread::sleep_for(std::chrono::milliseconds(350));

@@ -29,14 +29,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -153,7 +150,6 @@ class Trainer {
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
-    fit.checkpoints.validate();
     const std::size_t epochs =
         flotilla::detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "pipeline::Trainer::fit", [&] {
           resume_from(fit.checkpoints.directory, fit.log);
@@ -386,8 +382,7 @@ class Trainer {
     StageStats whole;
     // Checkpoint sets: every rank takes part in the decision, replica 0's ranks write the files.
     const CheckpointPolicy& cp = fit.checkpoints;
-    flotilla::detail::CheckpointClock checkpoint_clock(
-        cp, cp.enabled() && cp.resume && step > 0 ? std::optional<std::uint64_t>(step) : std::nullopt);  // resume_from()'s
+    flotilla::detail::CheckpointClock checkpoint_clock(cp, step);
     // The position after the last completed update: what a set saved now records.
     flotilla::detail::RunPosition done{step, at.epoch, at.batch, options_.seed};
     auto save_set = [&] {

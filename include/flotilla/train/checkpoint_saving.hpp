@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -22,13 +21,15 @@
 
 namespace flotilla::detail {
 
-/// The start of a fit() call of `epochs` epochs that saves checkpoint sets: creates the policy's
-/// directory and, with `resume`, calls `resume()` (the trainer's resume_from, which returns the
+/// The start of a fit() call of `epochs` epochs: refuses an unusable policy (ConfigError naming
+/// the field) and, when the policy saves sets, creates its directory and, with `resume`, calls
+/// `resume()` (the trainer's resume_from, which returns the
 /// epoch the trainer is at afterwards). Returns the epochs this call runs: with `resume`,
 /// FitOptions::epochs counts the whole run, so a restarted program trains only what is left (a
 /// part-done epoch counts as one). `caller` names the trainer in the error.
 template <class Resume>
 std::size_t prepare_checkpoint_sets(const CheckpointPolicy& cp, std::size_t epochs, std::string_view caller, Resume&& resume) {
+  cp.validate();
   if (!cp.enabled()) return epochs;
   std::error_code ec;
   std::filesystem::create_directories(cp.directory, ec);
@@ -48,12 +49,16 @@ class CheckpointClock {
  public:
   using clock = std::chrono::steady_clock;
 
-  /// `resumed`: the step whose set resume_from() loaded, which needs no saving again.
-  CheckpointClock(const CheckpointPolicy& cp, std::optional<std::uint64_t> resumed)
-      : policy_(&cp), saved_(resumed), last_save_(clock::now()) {}
+  /// `start_step`: where this fit() call starts. With `resume`, a run past step 0 starts from the
+  /// set resume_from() loaded, which needs no saving again.
+  CheckpointClock(const CheckpointPolicy& cp, std::uint64_t start_step)
+      : policy_(&cp),
+        has_saved_(cp.enabled() && cp.resume && start_step > 0),
+        saved_step_(start_step),
+        last_save_(clock::now()) {}
 
   /// Whether the set of `step` was saved (or loaded) already.
-  bool saved(std::uint64_t step) const noexcept { return saved_ == step; }
+  bool saved(std::uint64_t step) const noexcept { return has_saved_ && saved_step_ == step; }
   /// The steps rule: the same answer on every rank.
   bool due_by_steps(std::uint64_t step) const noexcept {
     return policy_->every_steps != 0 && step % policy_->every_steps == 0;
@@ -71,13 +76,17 @@ class CheckpointClock {
 
   /// A set of `step` was just saved (or its save failed: the next try waits for the next rule).
   void mark_saved(std::uint64_t step) {
-    saved_ = step;
+    has_saved_ = true;
+    saved_step_ = step;
     last_save_ = clock::now();
   }
 
  private:
   const CheckpointPolicy* policy_;
-  std::optional<std::uint64_t> saved_;
+  // A flag and a step rather than std::optional: GCC 12 misreports the optional's value as
+  // maybe-uninitialized where the clock is inlined into the trainers' loops.
+  bool has_saved_;
+  std::uint64_t saved_step_;
   clock::time_point last_save_;
 };
 

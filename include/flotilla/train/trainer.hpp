@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -176,7 +175,6 @@ class Trainer {
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     check_dataset(train, "fit: training set");
     if (validation) check_dataset(*validation, "fit: validation set");
-    fit.checkpoints.validate();
     const std::size_t servers = parameter_server ? options_.servers : 0;
     const std::size_t ranks = Backend::in_process ? options_.workers + servers : 0;
     const std::size_t epochs = detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "Trainer::fit", [&] {
@@ -713,9 +711,7 @@ class Trainer {
     // training; servers save on its request), so no other worker waits for them.
     const CheckpointPolicy& cp = fit.checkpoints;
     const bool saves_sets = reporter && cp.enabled();
-    detail::CheckpointClock checkpoint_clock(cp, saves_sets && cp.resume && s.step > 0
-                                                     ? std::optional<std::uint64_t>(s.step)  // what resume_from() loaded
-                                                     : std::nullopt);
+    detail::CheckpointClock checkpoint_clock(cp, s.step);
     // The position after the last completed update: what a checkpoint taken now must record.
     std::uint64_t done_step = s.step, done_epoch = at.epoch, done_batch = at.batch;
     auto save_set = [&] {
