@@ -3528,6 +3528,18 @@ struct Cosine {
 };
 
 }  // namespace flotilla::schedule
+
+namespace flotilla {
+
+/// What the optimizer is told of update `step` (0 first): its number, counted from 1, and its
+/// learning rate, the optimizer's own times the schedule's factor. Every trainer and server asks
+/// here, so the rate of a step has one definition.
+template <class Optimizer, class Schedule>
+StepInfo scheduled_step(const Optimizer& optimizer, const Schedule& schedule, std::uint64_t step) {
+  return StepInfo{step + 1, optimizer.learning_rate * schedule(step)};
+}
+
+}  // namespace flotilla
 // ---- end flotilla/optim/schedule.hpp ----
 
 // Data sets and their file formats.
@@ -7758,11 +7770,18 @@ inline RunPosition read_position(const checkpoint::Reader& r) {
   return {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
 }
 
+/// The state of each worker's gradient exchange (StatefulExchange: error-feedback residuals), by
+/// worker, then buffer; a worker whose state is not known holds no buffers.
+template <class T>
+using ExchangeStates = std::vector<std::vector<std::vector<T>>>;
+
 /// Writes `path` atomically. `optimizer` holds the optimizer's buffers over the whole model, or
-/// is null where the state is elsewhere (parameter servers in another process).
+/// is null where the state is elsewhere (parameter servers in another process); `exchange` the
+/// workers' exchange states, where the exchange keeps any.
 template <ModelType M>
 void write_checkpoint(const std::filesystem::path& path, std::span<const typename M::scalar_type> parameters,
-                      const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at) {
+                      const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at,
+                      const ExchangeStates<typename M::scalar_type>* exchange = nullptr) {
   using T = typename M::scalar_type;
   checkpoint::Writer w;
   add_model_records<M>(w);
@@ -7771,6 +7790,15 @@ void write_checkpoint(const std::filesystem::path& path, std::span<const typenam
   w.add_u64("has_optimizer_state", optimizer ? 1 : 0);
   if (optimizer)
     for (std::size_t i = 0; i < optimizer->size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), (*optimizer)[i]);
+  if (exchange && !exchange->empty()) {
+    w.add_u64("exchange.workers", exchange->size());
+    for (std::size_t k = 0; k < exchange->size(); ++k) {
+      const std::string prefix = "exchange." + std::to_string(k);
+      w.add_u64(prefix + ".buffers", (*exchange)[k].size());
+      for (std::size_t i = 0; i < (*exchange)[k].size(); ++i)
+        w.add_array<T>(prefix + "." + std::to_string(i), std::span<const T>((*exchange)[k][i]));
+    }
+  }
   w.commit(path);
 }
 
@@ -7781,6 +7809,7 @@ struct LoadedCheckpoint {
   typename M::optimizer::template state<typename M::scalar_type> optimizer;
   bool has_optimizer_state = true;
   RunPosition at;
+  ExchangeStates<typename M::scalar_type> exchange;
 };
 
 /// Checks that `r` holds a checkpoint of M with M's optimizer: CheckpointError naming the file and
@@ -7802,7 +7831,7 @@ template <ModelType M>
 LoadedCheckpoint<M> read_checkpoint(const checkpoint::Reader& r) {
   using T = typename M::scalar_type;
   check_checkpoint<M>(r);
-  LoadedCheckpoint<M> c{std::vector<T>(M::parameter_count), typename M::optimizer::template state<T>(M::parameter_count), true, {}};
+  LoadedCheckpoint<M> c{std::vector<T>(M::parameter_count), typename M::optimizer::template state<T>(M::parameter_count), true, {}, {}};
   r.array_into<T>("parameters", std::span<T>(c.parameters));
   c.has_optimizer_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
   if (c.has_optimizer_state) {
@@ -7810,6 +7839,28 @@ LoadedCheckpoint<M> read_checkpoint(const checkpoint::Reader& r) {
     for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
   }
   c.at = read_position(r);
+  if (r.has("exchange.workers")) {
+    // Counts come from the file: each is checked against the records there before it is used, so
+    // a damaged count is an error naming the record, never an allocation of its size.
+    auto need = [&](const std::string& name) {
+      if (!r.has(name))
+        throw CheckpointError(r.source() + ": the exchange state lacks record '" + name + "' that its counts announce");
+    };
+    const std::uint64_t workers = r.u64("exchange.workers");
+    for (std::uint64_t k = 0; k < workers; ++k) {
+      const std::string prefix = "exchange." + std::to_string(k);
+      need(prefix + ".buffers");
+      const std::uint64_t count = r.u64(prefix + ".buffers");
+      std::vector<std::vector<T>> buffers;
+      for (std::uint64_t i = 0; i < count; ++i) {
+        const std::string name = prefix + "." + std::to_string(i);
+        need(name);
+        buffers.emplace_back(r.count(name));
+        r.array_into<T>(name, std::span<T>(buffers.back()));
+      }
+      c.exchange.push_back(std::move(buffers));
+    }
+  }
   return c;
 }
 
@@ -8224,154 +8275,40 @@ FLOTILLA_DECL void write_svg_plot(const std::filesystem::path& path, const Histo
 // and what the workers' gradients become is the policy's business (see concepts/update_policy.hpp).
 // Worker 0 reports: progress, metrics, plots, checkpoints; every worker returns the same history.
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
-#include <functional>
-#include <iostream>
-#include <limits>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 
-// ---- begin flotilla/codec/error_feedback.hpp ----
-// Error feedback for lossy codecs: what one step's encoding lost is added to the next step's
-// values before they are encoded, so nothing is lost for good.
+// ---- begin flotilla/concepts/update_policy.hpp ----
+// The UpdatePolicy extension point: how the updates of several workers are combined. See
+// docs/concepts/update_policy.md.
 //
-// With residual r (initially 0), each step sends e_t = encode(v_t + r_{t-1}) and keeps
-// r_t = (v_t + r_{t-1}) - decode(e_t). Summed over steps, the decoded values telescope:
-//     sum_t decode(e_t) = sum_t v_t - r_T,
-// so the accumulated error is one step's rounding error, whatever the number of steps, instead of
-// growing with it (as without feedback, when rounding is biased: Bf16Truncate always rounds
-// towards zero). Codecs stay stateless; the residual is the policy's, one per buffer it encodes.
-#include <cmath>
-#include <cstddef>
-#include <span>
-#include <string>
-#include <type_traits>
-#include <vector>
-
-
-// ---- begin flotilla/concepts/codec.hpp ----
-// The Codec extension point: what goes on the wire for a buffer of values. See
-// docs/concepts/codec.md.
-//
-// A codec turns n values of type T into encoded_size(n) bytes and back. Lossy codecs (16-bit
-// floats) halve the bytes of every push, pull and allreduce they wrap; a policy adds error
-// feedback on top (the rounding error of one step is added to the next step's values before
-// encoding), so no codec needs state of its own.
+// A policy is a small type that names its topology and what the trainer should do:
+//  - peer to peer (topology::Ring): `step(ctx)` runs on every worker after each batch's gradients
+//    are computed, with a context that offers allreduce, broadcast and the optimizer. If
+//    `reduce_gradients_in_backward` is true, the gradients arrive in step() already the mean over
+//    the global batch, reduced bucket by bucket while backward was still running; otherwise they
+//    are this worker's own mean gradient;
+//  - parameter server (topology::ParameterServer): `aggregate` says whether servers sum one push
+//    from every worker before each update (synchronous) or apply each push as it comes; and
+//    `staleness_bound` how many steps a worker may run ahead of the slowest (0 with aggregate is
+//    synchronous; the largest std::size_t is fully asynchronous).
+// Optional members, with their defaults: `codec` (codec::Fp32: what goes on the wire),
+// `micro_batches` (1: batches accumulated per update), `error_feedback` (false).
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
-namespace flotilla {
-
-/// A codec C for values of type T:
-///  - `C::name`;
-///  - `C::encoded_size(n)`: bytes for n values (a function of n alone, so receivers know what to
-///    expect before anything arrives);
-///  - `C::encode(values, bytes)`: bytes.size() == encoded_size(values.size());
-///  - `C::decode(bytes, values)`: values = decoded;
-///  - `C::decode_add(bytes, values)`: values += decoded (the reduction step of an allreduce, fused);
-///  - `C::lossless`: whether decode(encode(x)) == x for every finite x.
-/// Encoding is total: every input encodes to something that decodes without error. Finite values
-/// beyond a narrow format's range saturate to its largest finite value rather than becoming
-/// infinite (a large gradient stays large, it does not poison the sum); infinities and NaN stay
-/// what they are, so a diverging run is still seen to diverge.
-template <class C, class T>
-concept Codec = requires(std::span<const T> values, std::span<std::byte> bytes, std::span<const std::byte> cbytes,
-                         std::span<T> out, std::size_t n) {
-  { C::name } -> std::convertible_to<std::string_view>;
-  { C::lossless } -> std::convertible_to<bool>;
-  { C::encoded_size(n) } -> std::same_as<std::size_t>;
-  C::encode(values, bytes);
-  C::decode(cbytes, out);
-  C::decode_add(cbytes, out);
-};
-
-}  // namespace flotilla
-// ---- end flotilla/concepts/codec.hpp ----
-
-namespace flotilla::codec {
-
-template <class T>
-class ErrorFeedback {
-  static_assert(std::is_floating_point_v<T>, "codec::ErrorFeedback<T>: T must be a floating-point type");
-
- public:
-  ErrorFeedback() = default;
-  /// A residual for buffers of n values, initially zero.
-  explicit ErrorFeedback(std::size_t n) : residual_(n, T(0)) {}
-
-  std::size_t size() const noexcept { return residual_.size(); }
-  /// What has been lost so far and not yet sent: the next encode adds it to its values.
-  std::span<const T> residual() const noexcept { return residual_; }
-  /// Forgets the residual (e.g. after the values it belongs to were replaced by a checkpoint).
-  void reset() noexcept {
-    for (auto& r : residual_) r = T(0);
-  }
-
-  /// bytes = encode(values + residual); residual = (values + residual) - decode(bytes).
-  /// The first call sizes an empty residual; later calls must pass as many values.
-  template <class C>
-    requires Codec<C, T>
-  void encode(C, std::span<const T> values, std::span<std::byte> bytes) {
-    prepare(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) residual_[i] += values[i];
-    C::encode(std::span<const T>(residual_), bytes);
-    C::decode(std::span<const std::byte>(bytes), std::span<T>(scratch_));
-    subtract_decoded();
-  }
-
-  /// In place: values = decode(encode(values + residual)), and the residual keeps what that lost.
-  /// A policy that hands `values` to a collective encoding with the same codec makes the first
-  /// encoding there exact (the values are already representable), so error feedback covers it.
-  template <class C>
-    requires Codec<C, T>
-  void round_trip(C, std::span<T> values) {
-    prepare(values.size());
-    bytes_.resize(C::encoded_size(values.size()));
-    for (std::size_t i = 0; i < values.size(); ++i) residual_[i] += values[i];
-    C::encode(std::span<const T>(residual_), std::span<std::byte>(bytes_));
-    C::decode(std::span<const std::byte>(bytes_), std::span<T>(scratch_));
-    subtract_decoded();
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = scratch_[i];
-  }
-
- private:
-  void prepare(std::size_t n) {
-    if (residual_.empty()) residual_.assign(n, T(0));
-    if (n != residual_.size())
-      throw ShapeError("ErrorFeedback: " + std::to_string(n) + " values, but the residual holds " +
-                       std::to_string(residual_.size()));
-    scratch_.resize(n);
-  }
-
-  void subtract_decoded() noexcept {
-    for (std::size_t i = 0; i < residual_.size(); ++i) {
-      const T r = residual_[i] - scratch_[i];
-      // An inf or NaN was sent as it is (codecs keep them) and every rank has seen it; carrying
-      // inf - inf = NaN forward would poison every later step of this value.
-      residual_[i] = std::isfinite(r) ? r : T(0);
-    }
-  }
-
-  std::vector<T> residual_;
-  std::vector<T> scratch_;
-  std::vector<std::byte> bytes_;
-};
-
-}  // namespace flotilla::codec
-// ---- end flotilla/codec/error_feedback.hpp ----
 
 // ---- begin flotilla/codec/fp32.hpp ----
 // The lossless codec: values go on the wire as their own bytes (little-endian).
@@ -8475,6 +8412,47 @@ inline void check_codec_sizes(std::string_view codec, std::string_view op, std::
 }  // namespace flotilla::detail
 // ---- end flotilla/codec/little_endian.hpp ----
 
+// ---- begin flotilla/concepts/codec.hpp ----
+// The Codec extension point: what goes on the wire for a buffer of values. See
+// docs/concepts/codec.md.
+//
+// A codec turns n values of type T into encoded_size(n) bytes and back. Lossy codecs (16-bit
+// floats) halve the bytes of every push, pull and allreduce they wrap; a policy adds error
+// feedback on top (the rounding error of one step is added to the next step's values before
+// encoding), so no codec needs state of its own.
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+namespace flotilla {
+
+/// A codec C for values of type T:
+///  - `C::name`;
+///  - `C::encoded_size(n)`: bytes for n values (a function of n alone, so receivers know what to
+///    expect before anything arrives);
+///  - `C::encode(values, bytes)`: bytes.size() == encoded_size(values.size());
+///  - `C::decode(bytes, values)`: values = decoded;
+///  - `C::decode_add(bytes, values)`: values += decoded (the reduction step of an allreduce, fused);
+///  - `C::lossless`: whether decode(encode(x)) == x for every finite x.
+/// Encoding is total: every input encodes to something that decodes without error. Finite values
+/// beyond a narrow format's range saturate to its largest finite value rather than becoming
+/// infinite (a large gradient stays large, it does not poison the sum); infinities and NaN stay
+/// what they are, so a diverging run is still seen to diverge.
+template <class C, class T>
+concept Codec = requires(std::span<const T> values, std::span<std::byte> bytes, std::span<const std::byte> cbytes,
+                         std::span<T> out, std::size_t n) {
+  { C::name } -> std::convertible_to<std::string_view>;
+  { C::lossless } -> std::convertible_to<bool>;
+  { C::encoded_size(n) } -> std::same_as<std::size_t>;
+  C::encode(values, bytes);
+  C::decode(cbytes, out);
+  C::decode_add(cbytes, out);
+};
+
+}  // namespace flotilla
+// ---- end flotilla/concepts/codec.hpp ----
+
 namespace flotilla::codec {
 
 /// Lossless: n values of T are the n * sizeof(T) little-endian bytes of the values themselves.
@@ -8545,39 +8523,456 @@ static_assert(std::is_same_v<for_value_t<Fp32, double>, Fp64> && std::is_same_v<
 }  // namespace flotilla::codec
 // ---- end flotilla/codec/fp32.hpp ----
 
-// ---- begin flotilla/collective/allreduce_small.hpp ----
-// allreduce_sum for a few values (metrics: losses, counts, confusion matrices) that every rank
-// needs: a binomial tree to rank 0 and back, 2 * ceil(log2 N) message latencies, where a ring
-// takes 2(N-1). The sum is taken in one fixed order (the tree's), so the result does not depend
-// on timing, and every rank gets the bits rank 0 computed.
-#include <algorithm>
+// ---- begin flotilla/topology/topology.hpp ----
+// The two ways workers combine their updates. A policy names one as its `topology`.
+#include <string_view>
+
+namespace flotilla::topology {
+
+/// Peer to peer: every worker holds all the parameters and runs the optimizer itself; gradients
+/// (or whatever the policy chooses) are summed by ring allreduce, or by the transport's own
+/// allreduce where it has one (MPI). No rank is special, so there is no central bottleneck.
+struct Ring {
+  static constexpr std::string_view name = "ring-allreduce";
+};
+
+/// Parameter servers: S server ranks each hold a disjoint, contiguous shard of the flat parameter
+/// buffer (balanced by bytes) with its optimizer state, and run the optimizer on it. Workers push
+/// gradients to every server and pull the parameters back. TensorFlow's distributed runtime.
+struct ParameterServer {
+  static constexpr std::string_view name = "parameter-server";
+};
+
+}  // namespace flotilla::topology
+// ---- end flotilla/topology/topology.hpp ----
+
+namespace flotilla {
+
+namespace detail {
+/// The context a peer-to-peer policy's step() receives, reduced to its documented members: the
+/// trainer's real context has these (and a policy should use nothing else).
+template <class T>
+struct PeerContextArchetype {
+  std::size_t rank() const;
+  std::size_t workers() const;
+  std::uint64_t step() const;
+  std::span<T> parameters();
+  std::span<T> gradients();
+  void allreduce(std::span<T> values, bool average);
+  void broadcast(std::span<T> values, std::size_t root);
+  void apply_optimizer();
+};
+}  // namespace detail
+
+/// The codec a policy uses (codec::Fp32 unless it says otherwise).
+template <class P>
+struct policy_codec {
+  using type = codec::Fp32;
+};
+template <class P>
+  requires requires { typename P::codec; }
+struct policy_codec<P> {
+  using type = typename P::codec;
+};
+
+/// Batches accumulated per update (1 unless the policy says otherwise).
+template <class P>
+inline constexpr std::size_t policy_micro_batches = [] {
+  if constexpr (requires { { P::micro_batches } -> std::convertible_to<std::size_t>; }) {
+    return static_cast<std::size_t>(P::micro_batches);
+  } else {
+    return std::size_t{1};
+  }
+}();
+
+/// Whether the rounding error of a lossy codec is carried into the next step (false by default).
+template <class P>
+inline constexpr bool policy_error_feedback = [] {
+  if constexpr (requires { { P::error_feedback } -> std::convertible_to<bool>; }) {
+    return static_cast<bool>(P::error_feedback);
+  } else {
+    return false;
+  }
+}();
+
+template <class P>
+concept PeerToPeerPolicy = std::same_as<typename P::topology, topology::Ring> &&
+                           requires(P& p, detail::PeerContextArchetype<float>& ctx) {
+                             { P::reduce_gradients_in_backward } -> std::convertible_to<bool>;
+                             p.step(ctx);
+                           };
+
+template <class P>
+concept ParameterServerPolicy = std::same_as<typename P::topology, topology::ParameterServer> && requires {
+  { P::aggregate } -> std::convertible_to<bool>;
+  { P::staleness_bound } -> std::convertible_to<std::size_t>;
+};
+
+template <class P>
+concept UpdatePolicy = requires {
+  { P::name } -> std::convertible_to<std::string_view>;
+  typename P::topology;
+} && (PeerToPeerPolicy<P> || ParameterServerPolicy<P>) && (policy_micro_batches<P> > 0) &&
+                       Codec<typename policy_codec<P>::type, float>;
+
+}  // namespace flotilla
+// ---- end flotilla/concepts/update_policy.hpp ----
+
+// ---- begin flotilla/exchange/policy_exchange.hpp ----
+// Which exchange a policy's gradients go through: the one it names (`template <class T> using
+// exchange = ...;`), else the default of its topology, with the policy's codec and error feedback.
+#include <type_traits>
+
+
+// ---- begin flotilla/exchange/local.hpp ----
+// exchange::Local: the default exchange of peer-to-peer policies that combine gradients
+// themselves (reduce_gradients_in_backward = false), such as local SGD.
+#include <string_view>
+
+
+// ---- begin flotilla/concepts/gradient_exchange.hpp ----
+// The GradientExchange extension point: what happens to a bucket of gradients once backward has
+// finished it. See docs/concepts/gradient_exchange.md.
+//
+// A worker's gradients live in one flat buffer, cut into buckets in the order backward finishes
+// them (the last layers first). As soon as a bucket is final, the trainer hands it to the policy's
+// exchange on the worker's communication thread, while backward goes on with the layers before
+// it; the exchange turns this worker's values into the ones the update should use (the workers'
+// sum, for an allreduce) and returns. When every bucket has returned, the policy updates.
+//
+// The built-in exchanges are exchange::RingAllreduce<Codec, ErrorFeedback> (flotilla/exchange/),
+// exchange::Local (nothing: the policy combines gradients itself in step()) and, on parameter
+// servers, the push of each shard. A policy names its own with `using exchange = X;`.
+#include <concepts>
 #include <cstddef>
 #include <span>
+#include <string_view>
+#include <vector>
+
+
+namespace flotilla {
+
+/// A bucket of the flat gradient buffer that backward has finished, as an exchange sees it.
+/// `Peers` is the group of workers: rank(), size(), and send, recv and sendrecv by group rank
+/// and tag, with the members of a transport endpoint (concepts/transport.hpp).
+template <class T, class Peers>
+struct GradientBucket {
+  /// 0 is the first bucket backward finishes (at the end of the buffer); the same on every worker.
+  std::size_t index = 0;
+  /// Where the bucket starts in the flat buffer (the network's tensor table says whose it is).
+  std::size_t offset = 0;
+  /// This worker's gradient in; what the update is to use out. Scaled so that the workers' values
+  /// add up to the mean gradient over the global batch: a sum over workers needs no division.
+  std::span<T> gradients;
+  Peers& peers;
+  /// Reserved for this bucket's messages: buckets may be in flight on different threads of
+  /// different workers at once, and never share a tag.
+  Tag tag = 0;
+};
+
+namespace detail {
+/// The workers an exchange talks to, reduced to their documented members: the trainer's group has
+/// these, and an exchange should use nothing else.
+struct PeersArchetype {
+  std::size_t rank() const;
+  std::size_t size() const;
+  void send(std::size_t peer, Tag tag, std::span<const std::byte> bytes);
+  void recv(std::size_t peer, Tag tag, std::span<std::byte> buffer);
+  void sendrecv(std::size_t to, Tag tag, std::span<const std::byte> out, std::size_t from, std::span<std::byte> in);
+};
+}  // namespace detail
+
+/// An exchange: default-constructible (one per worker, kept across fit() calls), named, and able
+/// to exchange a bucket of T. It may keep state across steps (error-feedback residuals).
+template <class X, class T>
+concept GradientExchange = std::default_initializable<X> && requires(X& x, GradientBucket<T, detail::PeersArchetype>& b) {
+  { X::name } -> std::convertible_to<std::string_view>;
+  x.exchange(b);
+};
+
+/// Optional: an exchange whose state carries from one step into the next (error feedback) offers
+/// it as buffers that checkpoints save and restore, so that a resumed run continues the same
+/// numbers. `state()` is empty until the first step sizes it; a restore hands back what was saved.
+template <class X, class T>
+concept StatefulExchange = requires(const X& x, X& y, const std::vector<std::vector<T>>& saved) {
+  { x.state() } -> std::convertible_to<std::vector<std::span<const T>>>;
+  y.restore(saved);
+};
+
+}  // namespace flotilla
+// ---- end flotilla/concepts/gradient_exchange.hpp ----
+
+namespace flotilla::exchange {
+
+/// No exchange during backward: the policy's step() receives this worker's own gradient and
+/// combines it with the others' itself (through its context's collectives), if at all.
+template <class T>
+struct Local {
+  static constexpr std::string_view name = "local";
+  template <class Peers>
+  void exchange(GradientBucket<T, Peers>&) {}
+};
+
+}  // namespace flotilla::exchange
+// ---- end flotilla/exchange/local.hpp ----
+
+// ---- begin flotilla/exchange/push_to_servers.hpp ----
+// exchange::PushToServers: each bucket is a parameter server's shard, pushed to that server as
+// soon as backward has finished it, with `Codec` on the wire; with error feedback, what the
+// encoding rounds away is carried into this worker's next push of the shard. The default exchange
+// of parameter-server policies; the pull of the updated parameters follows once every shard is
+// pushed (train/server_path.hpp).
+//
+// Its bucket's peers are the servers, with one member: push(shard), which sends the shard of the
+// worker's gradient buffer; a GPU engine that encodes the pushed values itself (error feedback
+// included, on the device) says so by `encodes_on_device`.
+#include <span>
+#include <string_view>
+#include <vector>
+
+
+// ---- begin flotilla/exchange/error_feedback_state.hpp ----
+// The error-feedback residuals of an exchange, one per bucket (or shard) it encodes, sized by the
+// first step and saved with checkpoints (StatefulExchange).
+#include <cstddef>
+#include <span>
+#include <vector>
+
+
+// ---- begin flotilla/codec/error_feedback.hpp ----
+// Error feedback for lossy codecs: what one step's encoding lost is added to the next step's
+// values before they are encoded, so nothing is lost for good.
+//
+// With residual r (initially 0), each step sends e_t = encode(v_t + r_{t-1}) and keeps
+// r_t = (v_t + r_{t-1}) - decode(e_t). Summed over steps, the decoded values telescope:
+//     sum_t decode(e_t) = sum_t v_t - r_T,
+// so the accumulated error is one step's rounding error, whatever the number of steps, instead of
+// growing with it (as without feedback, when rounding is biased: Bf16Truncate always rounds
+// towards zero). Codecs stay stateless; the residual is the policy's, one per buffer it encodes.
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 
-// ---- begin flotilla/collective/tags.hpp ----
-// The default message tags of flotilla's collectives.
+namespace flotilla::codec {
+
+template <class T>
+class ErrorFeedback {
+  static_assert(std::is_floating_point_v<T>, "codec::ErrorFeedback<T>: T must be a floating-point type");
+
+ public:
+  ErrorFeedback() = default;
+  /// A residual for buffers of n values, initially zero.
+  explicit ErrorFeedback(std::size_t n) : residual_(n, T(0)) {}
+
+  std::size_t size() const noexcept { return residual_.size(); }
+  /// What has been lost so far and not yet sent: the next encode adds it to its values.
+  std::span<const T> residual() const noexcept { return residual_; }
+  /// Takes a residual saved before (a checkpoint's), as if the steps that left it had run here.
+  void restore(std::span<const T> residual) { residual_.assign(residual.begin(), residual.end()); }
+  /// Forgets the residual (e.g. after the values it belongs to were replaced by a checkpoint).
+  void reset() noexcept {
+    for (auto& r : residual_) r = T(0);
+  }
+
+  /// bytes = encode(values + residual); residual = (values + residual) - decode(bytes).
+  /// The first call sizes an empty residual; later calls must pass as many values.
+  template <class C>
+    requires Codec<C, T>
+  void encode(C, std::span<const T> values, std::span<std::byte> bytes) {
+    prepare(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) residual_[i] += values[i];
+    C::encode(std::span<const T>(residual_), bytes);
+    C::decode(std::span<const std::byte>(bytes), std::span<T>(scratch_));
+    subtract_decoded();
+  }
+
+  /// In place: values = decode(encode(values + residual)), and the residual keeps what that lost.
+  /// A policy that hands `values` to a collective encoding with the same codec makes the first
+  /// encoding there exact (the values are already representable), so error feedback covers it.
+  template <class C>
+    requires Codec<C, T>
+  void round_trip(C, std::span<T> values) {
+    prepare(values.size());
+    bytes_.resize(C::encoded_size(values.size()));
+    for (std::size_t i = 0; i < values.size(); ++i) residual_[i] += values[i];
+    C::encode(std::span<const T>(residual_), std::span<std::byte>(bytes_));
+    C::decode(std::span<const std::byte>(bytes_), std::span<T>(scratch_));
+    subtract_decoded();
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = scratch_[i];
+  }
+
+ private:
+  void prepare(std::size_t n) {
+    if (residual_.empty()) residual_.assign(n, T(0));
+    if (n != residual_.size())
+      throw ShapeError("ErrorFeedback: " + std::to_string(n) + " values, but the residual holds " +
+                       std::to_string(residual_.size()));
+    scratch_.resize(n);
+  }
+
+  void subtract_decoded() noexcept {
+    for (std::size_t i = 0; i < residual_.size(); ++i) {
+      const T r = residual_[i] - scratch_[i];
+      // An inf or NaN was sent as it is (codecs keep them) and every rank has seen it; carrying
+      // inf - inf = NaN forward would poison every later step of this value.
+      residual_[i] = std::isfinite(r) ? r : T(0);
+    }
+  }
+
+  std::vector<T> residual_;
+  std::vector<T> scratch_;
+  std::vector<std::byte> bytes_;
+};
+
+}  // namespace flotilla::codec
+// ---- end flotilla/codec/error_feedback.hpp ----
+
+namespace flotilla::exchange::detail {
+
+template <class T>
+class Residuals {
+ public:
+  /// Stream `index`'s residual, created (empty, sized by its first use) when new.
+  codec::ErrorFeedback<T>& operator[](std::size_t index) {
+    if (feedback_.size() <= index) feedback_.resize(index + 1);
+    return feedback_[index];
+  }
+  std::vector<std::span<const T>> state() const {
+    std::vector<std::span<const T>> out;
+    for (const auto& f : feedback_) out.push_back(f.residual());
+    return out;
+  }
+  void restore(const std::vector<std::vector<T>>& saved) {
+    feedback_.assign(saved.size(), {});
+    for (std::size_t i = 0; i < saved.size(); ++i) feedback_[i].restore(saved[i]);
+  }
+
+ private:
+  std::vector<codec::ErrorFeedback<T>> feedback_;
+};
+
+}  // namespace flotilla::exchange::detail
+// ---- end flotilla/exchange/error_feedback_state.hpp ----
+
+namespace flotilla::exchange {
+
+template <class T, class Codec = codec::Fp32, bool ErrorFeedback = false>
+class PushToServers {
+  static_assert(flotilla::Codec<Codec, T>, "exchange::PushToServers<T, Codec>: Codec cannot encode T");
+  static constexpr bool feeds_back = ErrorFeedback && !Codec::lossless;
+
+ public:
+  static constexpr std::string_view name = "push-to-servers";
+
+  /// `bucket.index` is the shard's (and its server's) index.
+  template <class Servers>
+  void exchange(GradientBucket<T, Servers>& bucket) {
+    if constexpr (feeds_back && !Servers::encodes_on_device) {
+      // Send the gradient plus what rounding dropped last step; keep what it drops now.
+      residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
+    }
+    bucket.peers.push(bucket.index);
+  }
+
+  std::vector<std::span<const T>> state() const
+    requires feeds_back
+  {
+    return residuals_.state();
+  }
+  void restore(const std::vector<std::vector<T>>& saved)
+    requires feeds_back
+  {
+    residuals_.restore(saved);
+  }
+
+ private:
+  detail::Residuals<T> residuals_;
+};
+
+}  // namespace flotilla::exchange
+// ---- end flotilla/exchange/push_to_servers.hpp ----
+
+// ---- begin flotilla/exchange/ring_allreduce.hpp ----
+// exchange::RingAllreduce: each bucket is summed over the workers by a ring allreduce, with
+// `Codec` on the wire; with error feedback, what this worker's encoding rounds away is carried
+// into its next step's value of the same bucket. The default exchange of peer-to-peer policies
+// that reduce in backward (policy::Synchronous<>, and policy::Compressed over it).
+#include <span>
+#include <string_view>
+#include <vector>
+
+
+// ---- begin flotilla/collective/ring_allreduce.hpp ----
+// Ring allreduce over any Transport: every rank ends with the element-wise sum (or mean) of all
+// ranks' buffers. See docs/collectives.md for the algorithm, the bytes it moves and the error a
+// lossy codec adds.
 //
-// Every collective call uses one tag, given in its options (or as its last argument); messages
-// between two ranks with one tag arrive in the order sent, and every rank of a ring or chain sends
-// and receives the same sequence of messages, so one tag per call suffices and consecutive calls
-// may share it. Calls that can be in flight at the same time on the same endpoints (one allreduce
-// per gradient bucket) need distinct tags, so that their messages never mix.
+// The buffer is cut into N chunks (sizes differ by at most one value). In N-1 reduce-scatter
+// steps each rank sends one chunk to its right neighbour and adds the chunk arriving from its
+// left into its own copy, so that afterwards rank r holds the complete sum of chunk r+1; in N-1
+// allgather steps the complete chunks travel once more round the ring. Each rank sends
+// 2(N-1) chunks, 2(N-1)/N of the buffer: the least any allreduce can, whatever N.
 //
-// The defaults lie just above tags::reserved_begin, clear of the other protocols' tags
-// (detail::protocol_tags in topology/ring.hpp): the MPI transport carries reserved tags up to
-// reserved_begin + MPI_TAG_UB only, which may be as small as 32767.
+// Each chunk moves in segments (options.segment_bytes). The calling thread does all the
+// communication; a helper thread (detail::SerialWorker) decodes and adds each received segment
+// and encodes the result for the next step, while the calling thread moves the next segment.
+//
+// With a lossy codec the partial sums are re-encoded at every hop (N encodings in all, N-1 of
+// partial sums and one of the total), and the rank that completes a chunk keeps the decoded form
+// of what it sends, so all ranks end with the same bits.
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
 
-namespace flotilla::collective::default_tags {
 
-inline constexpr Tag ring_allreduce = tags::reserved_begin + 0x20;
-inline constexpr Tag broadcast = tags::reserved_begin + 0x21;
-inline constexpr Tag allreduce_small = tags::reserved_begin + 0x22;
+// ---- begin flotilla/collective/recursive_doubling.hpp ----
+// Recursive doubling: the allreduce for few ranks and short buffers, where the number of messages
+// in a row, not the bytes, sets the time. See docs/collectives.md.
+//
+// In round k every rank swaps its whole partial sum with the rank whose number differs in bit k,
+// and adds what it received; after log2 N rounds every rank holds the sum. That is log2 N messages
+// one after the other where the ring needs 2(N-1), but each carries the whole buffer, so a rank
+// sends log2(N) times the buffer where the ring sends 2(N-1)/N of it: the same with two ranks,
+// more with four or more. Two ranks therefore gain at every size where the second message's
+// latency matters (measured on loopback TCP up to a few MiB, docs/benchmarks.md); more ranks only
+// for short buffers.
+//
+// Both ranks of a pair add the same two operands, and IEEE addition is commutative, so after each
+// round the ranks of a group hold the same bits, and at the end so do all. With a lossy codec each
+// rank first replaces its partial sum by decode(encode(...)) of it, which is exactly what its
+// partner receives: both again add the same two operands. Every value is rounded log2 N times
+// (once with two ranks), where the ring rounds N times.
+#include <bit>
+#include <cstddef>
+#include <span>
+#include <type_traits>
 
-}  // namespace flotilla::collective::default_tags
-// ---- end flotilla/collective/tags.hpp ----
+
+// ---- begin flotilla/collective/scratch.hpp ----
+// Message buffers of the collectives, kept by each calling thread between calls: allocating (and
+// first touching) tens of megabytes per allreduce would cost more than moving them in-process.
+#include <cstddef>
+#include <vector>
+
+namespace flotilla::detail {
+
+/// The calling thread's scratch bytes. One collective call at a time uses them (a call never runs
+/// inside another on the same thread); each grows them to what it needs.
+inline std::vector<std::byte>& collective_buffers() {
+  thread_local std::vector<std::byte> buffers;
+  return buffers;
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/collective/scratch.hpp ----
 
 // ---- begin flotilla/transport/operation.hpp ----
 // What collective operation a message belongs to, as a 64-bit fingerprint that a transport can
@@ -8688,219 +9083,6 @@ class OperationScope {
 
 }  // namespace flotilla::transport
 // ---- end flotilla/transport/operation.hpp ----
-
-namespace flotilla::collective {
-
-/// values = the element-wise sum of every rank's `values` (same size on every rank). For small
-/// vectors of double or std::uint64_t; large buffers belong to ring_allreduce. Calls that may be
-/// in flight at the same time on the same endpoints need distinct tags.
-template <Transport E, class T>
-  requires std::is_arithmetic_v<T> && (!std::is_same_v<T, bool>)
-void allreduce_sum(E& e, std::span<T> values, Tag tag = default_tags::allreduce_small) {
-  using Wire = codec::Raw<T>;
-  const std::size_t n = e.size(), rank = e.rank();
-  if (n == 1 || values.empty()) return;
-  transport::OperationScope<E> op(e, tag, transport::OpKind::allreduce_small, values.size());
-  std::vector<std::byte> bytes(Wire::encoded_size(values.size()));
-  // Reduce: in round `mask`, ranks with that bit set send their partial sum down and stop.
-  std::size_t mask = 1;
-  for (; mask < n; mask <<= 1) {
-    if (rank & mask) {
-      Wire::encode(std::span<const T>(values), bytes);
-      e.send(rank - mask, tag, std::span<const std::byte>(bytes));
-      break;
-    }
-    if (rank + mask < n) {
-      e.recv(rank + mask, tag, std::span<std::byte>(bytes));
-      Wire::decode_add(std::span<const std::byte>(bytes), values);
-    }
-  }
-  // Broadcast back along the same tree: receive from the parent, then send to the children.
-  if (rank != 0) {
-    e.recv(rank - mask, tag, std::span<std::byte>(bytes));
-    Wire::decode(std::span<const std::byte>(bytes), values);
-  } else {
-    Wire::encode(std::span<const T>(values), bytes);
-  }
-  for (mask >>= 1; mask > 0; mask >>= 1)
-    if (rank + mask < n) e.send(rank + mask, tag, std::span<const std::byte>(bytes));
-}
-
-/// values = the element-wise maximum of every rank's `values`. Maxima are few (times, counts): each
-/// rank's values go in its own slot of a zero-filled vector of size() slots, summed with
-/// allreduce_sum (adding zeros is exact), and every rank takes each element's largest slot.
-template <Transport E>
-void allreduce_max(E& e, std::span<double> values, Tag tag = default_tags::allreduce_small) {
-  const std::size_t n = e.size(), rank = e.rank();
-  if (n == 1 || values.empty()) return;
-  std::vector<double> spread(values.size() * n, 0.0);
-  for (std::size_t i = 0; i < values.size(); ++i) spread[i * n + rank] = values[i];
-  allreduce_sum(e, std::span<double>(spread), tag);
-  for (std::size_t i = 0; i < values.size(); ++i)
-    values[i] = *std::max_element(spread.begin() + static_cast<std::ptrdiff_t>(i * n),
-                                  spread.begin() + static_cast<std::ptrdiff_t>((i + 1) * n));
-}
-
-}  // namespace flotilla::collective
-// ---- end flotilla/collective/allreduce_small.hpp ----
-
-// ---- begin flotilla/collective/broadcast.hpp ----
-// Broadcast over any Transport: every rank ends with the root's values (the initial parameters).
-//
-// A pipelined chain, not a tree. The ranks form a chain starting at the root (root, root+1, ...);
-// the buffer moves in segments, and each rank forwards segment k to the next while receiving
-// segment k+1 from the previous (one sendrecv). Every link carries the buffer exactly once, so the
-// time is about (P + (N-2) * segment) / bandwidth: for the large, one-off broadcast of a model's
-// parameters that is close to a single transfer, whatever N. A binomial tree needs log2(N)
-// rounds of the whole buffer, its root sending it log2(N) times; it wins only for small buffers,
-// where latency dominates, and those are not what this is for.
-#include <algorithm>
-#include <bit>
-#include <cstddef>
-#include <span>
-#include <string>
-#include <type_traits>
-#include <vector>
-
-
-namespace flotilla::collective {
-
-struct BroadcastOptions {
-  /// Bytes per message: each rank forwards a segment while the next one arrives.
-  std::size_t segment_bytes = 256 * 1024;
-  /// The tag of this call's messages; broadcasts that may be in flight at the same time on the
-  /// same endpoints need distinct tags.
-  Tag tag = default_tags::broadcast;
-};
-
-}  // namespace flotilla::collective
-
-namespace flotilla::detail {
-
-template <class E>
-void chain_broadcast_bytes(E& e, std::span<std::byte> bytes, std::size_t root, const collective::BroadcastOptions& o) {
-  const std::size_t n = e.size(), rank = e.rank();
-  if (n == 1 || bytes.empty()) return;
-  const Tag tag = o.tag;
-  const std::size_t position = (rank + n - root) % n;  // in the chain
-  const std::size_t next = (rank + 1) % n, previous = (rank + n - 1) % n;
-  const std::size_t seg = std::max<std::size_t>(1, o.segment_bytes);
-  const std::size_t segments = (bytes.size() + seg - 1) / seg;
-  auto segment = [&](std::size_t k) { return bytes.subspan(k * seg, std::min(seg, bytes.size() - k * seg)); };
-  if (position == 0) {
-    for (std::size_t k = 0; k < segments; ++k) e.send(next, tag, std::span<const std::byte>(segment(k)));
-  } else if (position == n - 1) {
-    for (std::size_t k = 0; k < segments; ++k) e.recv(previous, tag, segment(k));
-  } else {
-    e.recv(previous, tag, segment(0));
-    for (std::size_t k = 0; k + 1 < segments; ++k)
-      e.sendrecv(next, tag, std::span<const std::byte>(segment(k)), previous, segment(k + 1));
-    e.send(next, tag, std::span<const std::byte>(segment(segments - 1)));
-  }
-}
-
-}  // namespace flotilla::detail
-
-namespace flotilla::collective {
-
-/// Copies the root's `data` into every other rank's `data` (same size on every rank, little-endian
-/// on the wire). Every rank must call it with the same root and options.
-template <Transport E, class T>
-  requires std::is_arithmetic_v<T>
-void broadcast(E& e, std::span<T> data, std::size_t root, const BroadcastOptions& options = {}) {
-  if (root >= e.size())
-    throw ConfigError("broadcast: root " + std::to_string(root) + ", but the job has " + std::to_string(e.size()) +
-                      " ranks");
-  transport::OperationScope<E> op(e, options.tag, transport::OpKind::broadcast, data.size());
-  if constexpr (std::endian::native == std::endian::little) {
-    detail::chain_broadcast_bytes(e, std::as_writable_bytes(data), root, options);
-  } else {
-    std::vector<std::byte> bytes(codec::Raw<T>::encoded_size(data.size()));
-    if (e.rank() == root) codec::Raw<T>::encode(std::span<const T>(data), bytes);
-    detail::chain_broadcast_bytes(e, std::span<std::byte>(bytes), root, options);
-    if (e.rank() != root) codec::Raw<T>::decode(std::span<const std::byte>(bytes), data);
-  }
-}
-
-/// The same with the default segment size and the given tag.
-template <Transport E, class T>
-  requires std::is_arithmetic_v<T>
-void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
-  BroadcastOptions o;
-  o.tag = tag;
-  broadcast(e, data, root, o);
-}
-
-}  // namespace flotilla::collective
-// ---- end flotilla/collective/broadcast.hpp ----
-
-// ---- begin flotilla/collective/ring_allreduce.hpp ----
-// Ring allreduce over any Transport: every rank ends with the element-wise sum (or mean) of all
-// ranks' buffers. See docs/collectives.md for the algorithm, the bytes it moves and the error a
-// lossy codec adds.
-//
-// The buffer is cut into N chunks (sizes differ by at most one value). In N-1 reduce-scatter
-// steps each rank sends one chunk to its right neighbour and adds the chunk arriving from its
-// left into its own copy, so that afterwards rank r holds the complete sum of chunk r+1; in N-1
-// allgather steps the complete chunks travel once more round the ring. Each rank sends
-// 2(N-1) chunks, 2(N-1)/N of the buffer: the least any allreduce can, whatever N.
-//
-// Each chunk moves in segments (options.segment_bytes). The calling thread does all the
-// communication; a helper thread (detail::SerialWorker) decodes and adds each received segment
-// and encodes the result for the next step, while the calling thread moves the next segment.
-//
-// With a lossy codec the partial sums are re-encoded at every hop (N encodings in all, N-1 of
-// partial sums and one of the total), and the rank that completes a chunk keeps the decoded form
-// of what it sends, so all ranks end with the same bits.
-#include <algorithm>
-#include <bit>
-#include <cstddef>
-#include <span>
-#include <string>
-#include <type_traits>
-#include <vector>
-
-
-// ---- begin flotilla/collective/recursive_doubling.hpp ----
-// Recursive doubling: the allreduce for few ranks and short buffers, where the number of messages
-// in a row, not the bytes, sets the time. See docs/collectives.md.
-//
-// In round k every rank swaps its whole partial sum with the rank whose number differs in bit k,
-// and adds what it received; after log2 N rounds every rank holds the sum. That is log2 N messages
-// one after the other where the ring needs 2(N-1), but each carries the whole buffer, so a rank
-// sends log2(N) times the buffer where the ring sends 2(N-1)/N of it: the same with two ranks,
-// more with four or more. Two ranks therefore gain at every size where the second message's
-// latency matters (measured on loopback TCP up to a few MiB, docs/benchmarks.md); more ranks only
-// for short buffers.
-//
-// Both ranks of a pair add the same two operands, and IEEE addition is commutative, so after each
-// round the ranks of a group hold the same bits, and at the end so do all. With a lossy codec each
-// rank first replaces its partial sum by decode(encode(...)) of it, which is exactly what its
-// partner receives: both again add the same two operands. Every value is rounded log2 N times
-// (once with two ranks), where the ring rounds N times.
-#include <bit>
-#include <cstddef>
-#include <span>
-#include <type_traits>
-
-
-// ---- begin flotilla/collective/scratch.hpp ----
-// Message buffers of the collectives, kept by each calling thread between calls: allocating (and
-// first touching) tens of megabytes per allreduce would cost more than moving them in-process.
-#include <cstddef>
-#include <vector>
-
-namespace flotilla::detail {
-
-/// The calling thread's scratch bytes. One collective call at a time uses them (a call never runs
-/// inside another on the same thread); each grows them to what it needs.
-inline std::vector<std::byte>& collective_buffers() {
-  thread_local std::vector<std::byte> buffers;
-  return buffers;
-}
-
-}  // namespace flotilla::detail
-// ---- end flotilla/collective/scratch.hpp ----
 
 namespace flotilla::detail {
 
@@ -9053,6 +9235,28 @@ inline SerialWorker& collective_worker() {
 
 }  // namespace flotilla::detail
 // ---- end flotilla/collective/serial_worker.hpp ----
+
+// ---- begin flotilla/collective/tags.hpp ----
+// The default message tags of flotilla's collectives.
+//
+// Every collective call uses one tag, given in its options (or as its last argument); messages
+// between two ranks with one tag arrive in the order sent, and every rank of a ring or chain sends
+// and receives the same sequence of messages, so one tag per call suffices and consecutive calls
+// may share it. Calls that can be in flight at the same time on the same endpoints (one allreduce
+// per gradient bucket) need distinct tags, so that their messages never mix.
+//
+// The defaults lie just above tags::reserved_begin, clear of the other protocols' tags
+// (detail::protocol_tags in topology/ring.hpp): the MPI transport carries reserved tags up to
+// reserved_begin + MPI_TAG_UB only, which may be as small as 32767.
+
+namespace flotilla::collective::default_tags {
+
+inline constexpr Tag ring_allreduce = tags::reserved_begin + 0x20;
+inline constexpr Tag broadcast = tags::reserved_begin + 0x21;
+inline constexpr Tag allreduce_small = tags::reserved_begin + 0x22;
+
+}  // namespace flotilla::collective::default_tags
+// ---- end flotilla/collective/tags.hpp ----
 
 namespace flotilla::collective {
 
@@ -9388,125 +9592,78 @@ void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
 }  // namespace flotilla::collective
 // ---- end flotilla/collective/ring_allreduce.hpp ----
 
-// ---- begin flotilla/concepts/update_policy.hpp ----
-// The UpdatePolicy extension point: how the updates of several workers are combined. See
-// docs/concepts/update_policy.md.
-//
-// A policy is a small type that names its topology and what the trainer should do:
-//  - peer to peer (topology::Ring): `step(ctx)` runs on every worker after each batch's gradients
-//    are computed, with a context that offers allreduce, broadcast and the optimizer. If
-//    `reduce_gradients_in_backward` is true, the gradients arrive in step() already the mean over
-//    the global batch, reduced bucket by bucket while backward was still running; otherwise they
-//    are this worker's own mean gradient;
-//  - parameter server (topology::ParameterServer): `aggregate` says whether servers sum one push
-//    from every worker before each update (synchronous) or apply each push as it comes; and
-//    `staleness_bound` how many steps a worker may run ahead of the slowest (0 with aggregate is
-//    synchronous; the largest std::size_t is fully asynchronous).
-// Optional members, with their defaults: `codec` (codec::Fp32: what goes on the wire),
-// `micro_batches` (1: batches accumulated per update), `error_feedback` (false).
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <span>
-#include <string_view>
-#include <type_traits>
+namespace flotilla::exchange {
 
+template <class T, class Codec = codec::Fp32, bool ErrorFeedback = false>
+class RingAllreduce {
+  static_assert(flotilla::Codec<Codec, T>, "exchange::RingAllreduce<T, Codec>: Codec cannot encode T");
+  // Feedback corrects rounding; a lossless codec has none, and keeps no residual.
+  static constexpr bool feeds_back = ErrorFeedback && !Codec::lossless;
 
-// ---- begin flotilla/topology/topology.hpp ----
-// The two ways workers combine their updates. A policy names one as its `topology`.
-#include <string_view>
-
-namespace flotilla::topology {
-
-/// Peer to peer: every worker holds all the parameters and runs the optimizer itself; gradients
-/// (or whatever the policy chooses) are summed by ring allreduce, or by the transport's own
-/// allreduce where it has one (MPI). No rank is special, so there is no central bottleneck.
-struct Ring {
+ public:
   static constexpr std::string_view name = "ring-allreduce";
+
+  template <class Peers>
+  void exchange(GradientBucket<T, Peers>& bucket) {
+    // This worker's contribution is rounded once on its way out; the ring's first encoding of
+    // the rounded values is then exact, so the residual covers all this worker loses.
+    if constexpr (feeds_back) residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
+    collective::RingOptions o;
+    o.tag = bucket.tag;
+    collective::ring_allreduce<Codec>(bucket.peers, bucket.gradients, o);
+  }
+
+  std::vector<std::span<const T>> state() const
+    requires feeds_back
+  {
+    return residuals_.state();
+  }
+  void restore(const std::vector<std::vector<T>>& saved)
+    requires feeds_back
+  {
+    residuals_.restore(saved);
+  }
+
+ private:
+  detail::Residuals<T> residuals_;
 };
 
-/// Parameter servers: S server ranks each hold a disjoint, contiguous shard of the flat parameter
-/// buffer (balanced by bytes) with its optimizer state, and run the optimizer on it. Workers push
-/// gradients to every server and pull the parameters back. TensorFlow's distributed runtime.
-struct ParameterServer {
-  static constexpr std::string_view name = "parameter-server";
-};
-
-}  // namespace flotilla::topology
-// ---- end flotilla/topology/topology.hpp ----
+}  // namespace flotilla::exchange
+// ---- end flotilla/exchange/ring_allreduce.hpp ----
 
 namespace flotilla {
 
-namespace detail {
-/// The context a peer-to-peer policy's step() receives, reduced to its documented members: the
-/// trainer's real context has these (and a policy should use nothing else).
-template <class T>
-struct PeerContextArchetype {
-  std::size_t rank() const;
-  std::size_t workers() const;
-  std::uint64_t step() const;
-  std::span<T> parameters();
-  std::span<T> gradients();
-  void allreduce(std::span<T> values, bool average);
-  void broadcast(std::span<T> values, std::size_t root);
-  void apply_optimizer();
-};
-}  // namespace detail
+/// The codec a policy's collectives use for values of T (codec::Fp32 means "the values' own type").
+template <class Policy, class T>
+using policy_codec_t = codec::for_value_t<typename policy_codec<Policy>::type, T>;
 
-/// The codec a policy uses (codec::Fp32 unless it says otherwise).
-template <class P>
-struct policy_codec {
-  using type = codec::Fp32;
-};
-template <class P>
-  requires requires { typename P::codec; }
-struct policy_codec<P> {
-  using type = typename P::codec;
+template <class Policy, class T>
+struct policy_exchange {
+  using type = std::conditional_t<
+      ParameterServerPolicy<Policy>,
+      exchange::PushToServers<T, policy_codec_t<Policy, T>, policy_error_feedback<Policy>>,
+      std::conditional_t<PeerToPeerPolicy<Policy> && requires { requires Policy::reduce_gradients_in_backward; },
+                         exchange::RingAllreduce<T, policy_codec_t<Policy, T>, policy_error_feedback<Policy>>,
+                         exchange::Local<T>>>;
 };
 
-/// Batches accumulated per update (1 unless the policy says otherwise).
-template <class P>
-inline constexpr std::size_t policy_micro_batches = [] {
-  if constexpr (requires { { P::micro_batches } -> std::convertible_to<std::size_t>; }) {
-    return static_cast<std::size_t>(P::micro_batches);
-  } else {
-    return std::size_t{1};
-  }
-}();
-
-/// Whether the rounding error of a lossy codec is carried into the next step (false by default).
-template <class P>
-inline constexpr bool policy_error_feedback = [] {
-  if constexpr (requires { { P::error_feedback } -> std::convertible_to<bool>; }) {
-    return static_cast<bool>(P::error_feedback);
-  } else {
-    return false;
-  }
-}();
-
-template <class P>
-concept PeerToPeerPolicy = std::same_as<typename P::topology, topology::Ring> &&
-                           requires(P& p, detail::PeerContextArchetype<float>& ctx) {
-                             { P::reduce_gradients_in_backward } -> std::convertible_to<bool>;
-                             p.step(ctx);
-                           };
-
-template <class P>
-concept ParameterServerPolicy = std::same_as<typename P::topology, topology::ParameterServer> && requires {
-  { P::aggregate } -> std::convertible_to<bool>;
-  { P::staleness_bound } -> std::convertible_to<std::size_t>;
+template <class Policy, class T>
+  requires requires { typename Policy::template exchange<T>; }
+struct policy_exchange<Policy, T> {
+  using type = typename Policy::template exchange<T>;
+  static_assert(GradientExchange<type, T>,
+                "a policy's exchange<T> is not a gradient exchange (see docs/concepts/gradient_exchange.md): it needs "
+                "`static constexpr std::string_view name`, a default constructor and `exchange(GradientBucket<T, Peers>&)`");
+  static_assert(!PeerToPeerPolicy<Policy> || Policy::reduce_gradients_in_backward,
+                "a peer-to-peer policy that names its own exchange must set reduce_gradients_in_backward = true: "
+                "the exchange is what runs on each bucket during backward");
 };
 
-template <class P>
-concept UpdatePolicy = requires {
-  { P::name } -> std::convertible_to<std::string_view>;
-  typename P::topology;
-} && (PeerToPeerPolicy<P> || ParameterServerPolicy<P>) && (policy_micro_batches<P> > 0) &&
-                       Codec<typename policy_codec<P>::type, float>;
+template <class Policy, class T>
+using policy_exchange_t = typename policy_exchange<Policy, T>::type;
 
 }  // namespace flotilla
-// ---- end flotilla/concepts/update_policy.hpp ----
+// ---- end flotilla/exchange/policy_exchange.hpp ----
 
 // ---- begin flotilla/policy/synchronous.hpp ----
 // policy::Synchronous: every worker's gradient of a step is averaged before one update, so N
@@ -9703,14 +9860,24 @@ struct PsHeader {
 #include <vector>
 
 
+// ---- begin flotilla/core/range.hpp ----
+// A half-open range of a flat buffer: what gradient buckets, parameter-server shards and the
+// engine's ready reports are made of.
+#include <cstddef>
+
 namespace flotilla::detail {
 
-/// A half-open range [begin, end) of the flat buffer.
+/// [begin, end) of a flat buffer.
 struct Range {
   std::size_t begin = 0, end = 0;
   std::size_t size() const noexcept { return end - begin; }
   friend bool operator==(const Range&, const Range&) = default;
 };
+
+}  // namespace flotilla::detail
+// ---- end flotilla/core/range.hpp ----
+
+namespace flotilla::detail {
 
 /// Tags of flotilla's own protocols; user messages stay below tags::reserved_begin.
 namespace protocol_tags {
@@ -9718,6 +9885,7 @@ inline constexpr Tag metrics = tags::reserved_begin + 1;
 inline constexpr Tag broadcast = tags::reserved_begin + 2;
 inline constexpr Tag group_barrier = tags::reserved_begin + 3;
 inline constexpr Tag policy_collective = tags::reserved_begin + 4;
+inline constexpr Tag exchange_state = tags::reserved_begin + 5;
 inline constexpr Tag ps_push = tags::reserved_begin + 0x10;
 inline constexpr Tag ps_reply = tags::reserved_begin + 0x11;
 inline constexpr Tag ps_full_reply = tags::reserved_begin + 0x12;
@@ -10035,7 +10203,7 @@ class ParameterServerShard {
 
     auto apply = [&](std::span<const T> gradient) {
       optimizer.update(std::span<T>(params_), gradient, state_, std::span<const TensorInfo>(tensors_),
-                       StepInfo{updates_ + 1, optimizer.learning_rate * schedule(updates_)});
+                       scheduled_step(optimizer, schedule, updates_));
       ++updates_;
     };
     auto send_reply = [&](std::size_t w, std::uint64_t ahead) {
@@ -10510,213 +10678,139 @@ void check_dataset(const data::Dataset<typename M::scalar_type>& d, std::string_
 }  // namespace flotilla::detail
 // ---- end flotilla/train/dataset_check.hpp ----
 
-// ---- begin flotilla/train/overlap.hpp ----
-// Whether a worker's gradient communication overlaps its backward pass (TrainerOptions::overlap),
-// and how `automatic` decides.
-//
-// Overlap runs each bucket's allreduce (or each shard's push) on a thread of its own as soon as
-// backward has finished the bucket's layers. That hides communication only if the thread finds a
-// core nobody computes on. Where every core already runs a compute thread (two single-thread
-// ranks on a 2-core machine), the communication thread takes turns with backward on the same
-// cores: the work is not hidden, and the switches and the waits for a peer's thread, itself
-// waiting for a core, add to it. There the worker does better to finish backward first and then
-// move every bucket at once, on the training thread, with its peers doing the same.
-#include <cstddef>
-#include <string>
-#include <string_view>
-#include <thread>
-
-#if defined(__linux__)
-#include <sched.h>
-#endif
-
-
-namespace flotilla {
-
-/// When gradient communication overlaps backward (TrainerOptions::overlap).
-enum class Overlap {
-  /// Overlap when this host has a core to spare for it: when the cores this process may run on
-  /// outnumber the compute threads of the job's ranks on this host (see detail::overlap_pays).
-  /// Models on a GPU always overlap: their host threads mostly wait for the device.
-  automatic,
-  /// Always, on a thread of the worker's own, during backward.
-  always,
-  /// Never: after backward, on the training thread.
-  never,
-};
-
-/// "auto", "always" or "never" (a flag's or a setting's text); ConfigError naming `where` else.
-inline Overlap parse_overlap(std::string_view text, std::string_view where) {
-  if (text == "auto" || text == "automatic") return Overlap::automatic;
-  if (text == "always") return Overlap::always;
-  if (text == "never") return Overlap::never;
-  throw ConfigError(std::string(where) + ": '" + std::string(text) + "' is not auto, always or never");
-}
-
-namespace detail {
-
-/// The cores this process may run on: its CPU affinity mask where the platform has one (a
-/// container or `taskset` may allow fewer than the machine has), else the hardware's count.
-inline std::size_t usable_cores() noexcept {
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return static_cast<std::size_t>(n);
-  }
-#endif
-  const unsigned n = std::thread::hardware_concurrency();
-  return n > 0 ? n : 1;
-}
-
-/// `automatic`'s rule for a CPU model: overlap when `cores` exceed the compute threads of the
-/// `ranks_on_host` ranks sharing them, `threads` each, so that a communication thread has a core.
-inline bool overlap_pays(std::size_t cores, std::size_t ranks_on_host, std::size_t threads) noexcept {
-  return cores > ranks_on_host * threads;
-}
-
-}  // namespace detail
-}  // namespace flotilla
-// ---- end flotilla/train/overlap.hpp ----
-
-// ---- begin flotilla/train/ready_runner.hpp ----
-// Runs an action on each range of a buffer as soon as backward has made it final, on a thread of
-// its own: the mechanism behind overlapping communication with backward. The ring topology's
-// action allreduces a gradient bucket; the parameter-server topology's pushes a shard.
-//
-// Ranges are given in the order backward finalises them (from the end of the buffer). Compute
-// threads call ready(offset) when [offset, end) is final; the runner's thread then takes every
-// range lying wholly in it, in order. After backward, finish() runs the rest on the calling
-// thread (or waits for the one action in progress): that time is the communication backward
-// could not hide. A runner made without a thread of its own (TrainerOptions::overlap) leaves
-// every range to finish().
+// ---- begin flotilla/train/hosted_servers.hpp ----
+// The parameter servers a Trainer's process hosts: each holds a shard of the parameters and its
+// optimizer state, made from worker 0's state when first asked for (or from the shard file of the
+// checkpoint set being resumed), kept across fit() calls, and saved as that set's shard files.
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstddef>
-#include <exception>
-#include <functional>
+#include <cstdint>
+#include <memory>
 #include <mutex>
-#include <thread>
+#include <span>
+#include <string>
 #include <vector>
 
 
 namespace flotilla::detail {
 
-class ReadyRunner {
+template <class M, class Codec>
+class HostedServers {
  public:
-  /// `action(index, range)` runs for each range in turn: on the runner's thread (`background`) as
-  /// soon as backward has made the range final, else in finish().
-  ReadyRunner(std::vector<Range> ranges, std::function<void(std::size_t, Range)> action, bool background = true)
-      : ranges_(std::move(ranges)), action_(std::move(action)) {
-    if (background) thread_ = std::thread([this] { loop(); });
-  }
-  ReadyRunner(const ReadyRunner&) = delete;
-  ReadyRunner& operator=(const ReadyRunner&) = delete;
-  ~ReadyRunner() {
-    {
-      const std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
+  using T = typename M::scalar_type;
+  using shard_type = ParameterServerShard<T, typename M::optimizer, Codec>;
 
-  const std::vector<Range>& ranges() const noexcept { return ranges_; }
-  /// Whether the actions run on a thread of their own, during backward (then compute threads
-  /// should call ready()).
-  bool background() const noexcept { return thread_.joinable(); }
-
-  /// Arms the runner for one pass over the ranges; nothing runs until ready() says so.
-  void start(std::size_t buffer_size) {
+  /// Server `s` of `servers`, made when missing (or when the shard layout changed, or a checkpoint
+  /// was loaded since) from `parameters` and `optimizer_buffers` (the whole model's: worker 0's),
+  /// unless resume_from() left a shard file for it.
+  shard_type& get(std::size_t s, std::size_t servers, std::span<const T> parameters,
+                  const std::vector<std::span<const T>>& optimizer_buffers) {
     const std::lock_guard lock(mutex_);
-    ready_from_ = buffer_size + 1;
-    next_ = 0;
-    armed_ = true;
-    error_ = nullptr;
-  }
-
-  /// [offset, end) is final. Called from compute threads, with offsets decreasing.
-  void ready(std::size_t offset) {
-    {
-      const std::lock_guard lock(mutex_);
-      ready_from_ = std::min(ready_from_, offset);
+    if (rebuild_ || shards_.size() != servers) {
+      shards_.clear();
+      rebuild_ = false;
     }
-    wake_.notify_all();
-  }
-
-  /// Marks everything final, sees every range's action run, and returns the seconds this took.
-  /// Rethrows the first failure of an action. Ranges the runner's thread has not taken yet are
-  /// run here, on the calling thread: after backward that thread has nothing else to do, and it
-  /// holds a core, where the runner's thread would first have to be woken and scheduled (on a
-  /// machine with no spare core, that delay used to be as long as the communication itself).
-  double finish() {
-    const auto begin = std::chrono::steady_clock::now();
-    std::unique_lock lock(mutex_);
-    ready_from_ = 0;
-    while (armed_) {
-      if (!running_ && next_ < ranges_.size()) {
-        run_next(lock);
-      } else if (!running_) {
-        armed_ = false;
+    if (shards_.empty()) shards_.resize(servers);
+    if (!shards_[s]) {
+      const auto ranges = balanced_shards(M::parameter_count, servers);
+      const Range r = ranges[s];
+      shards_[s] = std::make_unique<shard_type>(r, parameters.subspan(r.begin, r.size()),
+                                                tensors_within(M::network::tensors, r));
+      auto dst = shards_[s]->optimizer_buffers().buffers();
+      if (s < pending_.size()) {
+        // resume_from() verified it: this shard's parameters, optimizer state and update count.
+        const checkpoint::Reader& f = pending_[s];
+        f.array_into<T>("parameters", shards_[s]->parameters());
+        for (std::size_t i = 0; i < dst.size(); ++i) f.array_into<T>("optimizer." + std::to_string(i), dst[i]);
+        shards_[s]->set_updates(f.u64("updates"));
       } else {
-        done_.wait(lock);  // the runner's thread is in an action; it notifies when it ends
+        // A restored single-file checkpoint's optimizer state belongs on the shards that serve it.
+        for (std::size_t i = 0; i < dst.size(); ++i)
+          std::copy_n(optimizer_buffers[i].begin() + static_cast<std::ptrdiff_t>(r.begin), r.size(), dst[i].begin());
       }
     }
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    if (error_) std::rethrow_exception(error_);
-    return waited;
+    return *shards_[s];
+  }
+
+  bool empty() const noexcept { return shards_.empty(); }
+
+  /// Copies every hosted shard's optimizer state into `out` (the whole model's buffers).
+  void gather_optimizer_state(std::vector<std::vector<T>>& out) const {
+    for (const auto& shard : shards_) {
+      if (!shard) continue;
+      auto buffers = shard->optimizer_buffers().buffers();
+      for (std::size_t i = 0; i < buffers.size(); ++i)
+        std::copy(buffers[i].begin(), buffers[i].end(), out[i].begin() + static_cast<std::ptrdiff_t>(shard->shard().begin));
+    }
+  }
+
+  /// The state changed under the servers (a checkpoint was loaded): they are made again, from
+  /// `shard_files` where given (a resumed set's, verified by check_shard_file).
+  void reset(std::vector<checkpoint::Reader> shard_files = {}) {
+    const std::lock_guard lock(mutex_);
+    shards_.clear();
+    rebuild_ = true;
+    pending_ = std::move(shard_files);
+  }
+  /// The resumed set's shard files are consumed once fit() has made its servers.
+  void forget_shard_files() { pending_.clear(); }
+
+  /// A shard file must be shard `index` of `servers` of this model's parameters.
+  static void check_shard_file(const checkpoint::Reader& r, std::size_t index, std::size_t servers) {
+    check_checkpoint<M>(r);
+    const auto shards = balanced_shards(M::parameter_count, servers);
+    const std::uint64_t got_index = r.u64("shard_index"), got_count = r.u64("shard_count");
+    const std::uint64_t begin = r.u64("shard_begin"), end = r.u64("shard_end");
+    if (got_index != index || got_count != servers || begin != shards[index].begin || end != shards[index].end)
+      throw CheckpointError(r.source() + ": holds shard " + std::to_string(got_index) + " of " + std::to_string(got_count) +
+                            " (parameters " + std::to_string(begin) + ".." + std::to_string(end) + "), this job needs shard " +
+                            std::to_string(index) + " of " + std::to_string(servers) + " (parameters " +
+                            std::to_string(shards[index].begin) + ".." + std::to_string(shards[index].end) + ")");
+    if (r.count("parameters") != end - begin)
+      throw CheckpointError(r.source() + ": record 'parameters' has " + std::to_string(r.count("parameters")) +
+                            " elements for a shard of " + std::to_string(end - begin));
+  }
+
+  /// Writes server `index`'s shard as part of the set of `step`, rotates its older files, and
+  /// says whether it worked; a failure is noted in `failures`, not thrown: the server goes on
+  /// serving and the set of that step stays incomplete.
+  static bool save(shard_type& shard, std::size_t index, std::size_t servers, std::uint64_t step, const FitOptions& fit,
+                   CheckpointFailures& failures) {
+    const auto& cp = fit.checkpoints;
+    if (!cp.enabled()) return false;
+    const std::string part = checkpoint::server_part(index, servers);
+    const auto path = checkpoint::set_file(cp.directory, step, part);
+    try {
+      checkpoint::Writer w;
+      add_model_records<M>(w);
+      w.add_u64("step", step);
+      w.add_u64("updates", shard.updates());
+      w.add_u64("shard_index", index);
+      w.add_u64("shard_count", servers);
+      w.add_u64("shard_begin", shard.shard().begin);
+      w.add_u64("shard_end", shard.shard().end);
+      w.add_array<T>("parameters", std::span<const T>(shard.parameters()));
+      auto buffers = shard.optimizer_buffers().buffers();
+      for (std::size_t i = 0; i < buffers.size(); ++i)
+        w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
+      w.commit(path);
+    } catch (const CheckpointError& e) {
+      failures.note(std::string("parameter server ") + std::to_string(index) + ": " + e.what(), fit.log);
+      return false;
+    }
+    checkpoint::rotate(cp.directory, part, cp.keep);
+    return true;
   }
 
  private:
-  bool runnable() const {
-    return armed_ && !running_ && next_ < ranges_.size() && ready_from_ <= ranges_[next_].begin;
-  }
-
-  // Runs the next range's action with the lock released; at most one thread is ever in one.
-  void run_next(std::unique_lock<std::mutex>& lock) {
-    const std::size_t index = next_;
-    running_ = true;
-    lock.unlock();
-    std::exception_ptr failed;
-    try {
-      action_(index, ranges_[index]);
-    } catch (...) {
-      failed = std::current_exception();
-    }
-    lock.lock();
-    running_ = false;
-    if (failed) {
-      error_ = failed;
-      next_ = ranges_.size();
-    } else {
-      ++next_;
-    }
-    done_.notify_all();
-  }
-
-  void loop() {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [&] { return stop_ || runnable(); });
-      if (stop_) return;
-      run_next(lock);
-    }
-  }
-
-  std::vector<Range> ranges_;
-  std::function<void(std::size_t, Range)> action_;
-  std::thread thread_;
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  std::size_t ready_from_ = 0, next_ = 0;
-  bool armed_ = false, stop_ = false, running_ = false;
-  std::exception_ptr error_;
+  std::vector<std::unique_ptr<shard_type>> shards_;
+  std::vector<checkpoint::Reader> pending_;
+  bool rebuild_ = false;
+  mutable std::mutex mutex_;
 };
 
 }  // namespace flotilla::detail
-// ---- end flotilla/train/ready_runner.hpp ----
+// ---- end flotilla/train/hosted_servers.hpp ----
 
 // ---- begin flotilla/train/timeline.hpp ----
 // Per-step counters of one rank, and a timeline of what each rank did when, written in the Chrome
@@ -10974,25 +11068,126 @@ FLOTILLA_DECL std::string Timeline::host_name() {
 }  // namespace flotilla
 // ---- end flotilla/train/timeline.hpp ----
 
-// ---- begin flotilla/train/live_workers.hpp ----
-// How the workers of a parameter-server job that lose one of theirs agree on who is left
-// (TrainerOptions::on_worker_loss, train/worker_loss.hpp; docs/reliability.md, "Recovery").
-//
-// The servers drop a lost worker (topology/parameter_server.hpp). The workers never talk to one
-// another: their epoch-end reductions (metrics, evaluation, barriers) go through server 0
-// (topology/ps_reduce.hpp), whose answers list the workers that took part, the same list on
-// each of them. That list is the live set: evaluation is split over it, and the metrics are those
-// of the workers in it. The transport may notice a death earlier (a closed connection): that is
-// logged at once, so that the log says when it happened, not only at the end of the epoch.
-#include <algorithm>
+// ---- begin flotilla/train/trainer_options.hpp ----
+// TrainerOptions: how the data-parallel Trainer is set up, on top of what every trainer shares
+// (train/training_options.hpp): workers, servers, cores per worker, and how communication
+// overlaps backward.
 #include <cstddef>
-#include <iostream>
-#include <ostream>
-#include <span>
-#include <string>
-#include <utility>
-#include <vector>
+#include <limits>
 
+
+// ---- begin flotilla/train/overlap.hpp ----
+// Whether a worker's gradient communication overlaps its backward pass (TrainerOptions::overlap),
+// and how `automatic` decides.
+//
+// Overlap runs each bucket's allreduce (or each shard's push) on a thread of its own as soon as
+// backward has finished the bucket's layers. That hides communication only if the thread finds a
+// core nobody computes on. Where every core already runs a compute thread (two single-thread
+// ranks on a 2-core machine), the communication thread takes turns with backward on the same
+// cores: the work is not hidden, and the switches and the waits for a peer's thread, itself
+// waiting for a core, add to it. There the worker does better to finish backward first and then
+// move every bucket at once, on the training thread, with its peers doing the same.
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+
+namespace flotilla {
+
+/// When gradient communication overlaps backward (TrainerOptions::overlap).
+enum class Overlap {
+  /// Overlap when this host has a core to spare for it: when the cores this process may run on
+  /// outnumber the compute threads of the job's ranks on this host (see detail::overlap_pays).
+  /// Models on a GPU always overlap: their host threads mostly wait for the device.
+  automatic,
+  /// Always, on a thread of the worker's own, during backward.
+  always,
+  /// Never: after backward, on the training thread.
+  never,
+};
+
+/// "auto", "always" or "never" (a flag's or a setting's text); ConfigError naming `where` else.
+inline Overlap parse_overlap(std::string_view text, std::string_view where) {
+  if (text == "auto" || text == "automatic") return Overlap::automatic;
+  if (text == "always") return Overlap::always;
+  if (text == "never") return Overlap::never;
+  throw ConfigError(std::string(where) + ": '" + std::string(text) + "' is not auto, always or never");
+}
+
+namespace detail {
+
+/// The cores this process may run on: its CPU affinity mask where the platform has one (a
+/// container or `taskset` may allow fewer than the machine has), else the hardware's count.
+inline std::size_t usable_cores() noexcept {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<std::size_t>(n);
+  }
+#endif
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? n : 1;
+}
+
+/// `automatic`'s rule for a CPU model: overlap when `cores` exceed the compute threads of the
+/// `ranks_on_host` ranks sharing them, `threads` each, so that a communication thread has a core.
+inline bool overlap_pays(std::size_t cores, std::size_t ranks_on_host, std::size_t threads) noexcept {
+  return cores > ranks_on_host * threads;
+}
+
+}  // namespace detail
+}  // namespace flotilla
+// ---- end flotilla/train/overlap.hpp ----
+
+// ---- begin flotilla/train/training_options.hpp ----
+// What every trainer is set up with (the data-parallel Trainer and pipeline::Trainer alike): the
+// optimizer and its schedule, the batch, the seed and the data order. Each trainer's options
+// extend these with what only it has.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+
+namespace flotilla {
+
+template <ModelType M>
+struct TrainingOptions {
+  typename M::optimizer optimizer{};
+  /// Factor on the optimizer's learning rate as a function of the update index (0 first).
+  std::function<double(std::uint64_t)> schedule = schedule::Constant{};
+  /// Samples per worker (data parallel) or per replica (pipelines) per step: a step of W workers
+  /// consumes batch_size * W samples.
+  std::size_t batch_size = 64;
+  /// Fixes the initial parameters, the data order and the dropout masks.
+  std::uint64_t seed = 1;
+  bool shuffle = true;
+  /// Batches gathered ahead on a background thread (0: gather on the training thread).
+  std::size_t prefetch = 2;
+  /// Samples per forward in evaluate() and predict(); larger is faster, memory permitting.
+  std::size_t eval_batch_size = 1000;
+
+  /// The optimizer's step information for update `step` (0 first), at its scheduled rate.
+  StepInfo step_info(std::uint64_t step) const { return scheduled_step(optimizer, schedule, step); }
+  /// The learning rate of update `step`.
+  double learning_rate(std::uint64_t step) const { return step_info(step).learning_rate; }
+
+  /// Throws ConfigError naming the field (as `options` names the struct) when a size is 0.
+  void validate(const std::string& options) const {
+    if (batch_size == 0) throw ConfigError(options + "::batch_size must be > 0");
+    if (eval_batch_size == 0) throw ConfigError(options + "::eval_batch_size must be > 0");
+  }
+};
+
+}  // namespace flotilla
+// ---- end flotilla/train/training_options.hpp ----
 
 // ---- begin flotilla/train/worker_loss.hpp ----
 // TrainerOptions::on_worker_loss: what the others do when a worker dies or stalls. Only the TCP
@@ -11026,6 +11221,358 @@ constexpr bool continues_without_lost_workers(WorkerLoss choice, bool aggregate)
 }  // namespace detail
 }  // namespace flotilla
 // ---- end flotilla/train/worker_loss.hpp ----
+
+namespace flotilla {
+
+/// A worker made artificially slow, to study stragglers: after computing each step's gradients it
+/// sleeps (factor - 1) times as long as the computation took.
+struct Straggler {
+  std::size_t worker = std::numeric_limits<std::size_t>::max();
+  double factor = 1.0;
+};
+
+template <ModelType M>
+struct TrainerOptions : TrainingOptions<M> {
+  /// Cores of each worker that share its batch. Results are the same for any value up to float
+  /// rounding of the gradient sum (and bit for bit for a fixed value).
+  std::size_t threads = 1;
+  /// In-process jobs: the number of worker threads. Other backends take the number of workers from
+  /// the launched job (its size less the servers); a non-zero value here must then agree with it.
+  std::size_t workers = 1;
+  /// Parameter-server topologies: the number of server ranks (each holds one shard).
+  std::size_t servers = 1;
+  /// Layers that can (Dense: StreamsGradients) report parts of their gradient while backward is
+  /// still computing the rest, so that a large layer's first buckets go on the wire early. It pays
+  /// only where the gradients go over sockets and the communication thread has a core to itself;
+  /// with no spare core it costs more than it hides (docs/benchmarks.md), hence off.
+  bool stream_gradients = false;
+  /// Whether gradient buckets (ring) or shard pushes (parameter servers) go out during backward, on
+  /// a thread of the worker's own, or all after it, on the training thread (train/overlap.hpp).
+  /// Overlap hides communication where that thread has a core to itself; where every core
+  /// computes, it takes turns with backward and costs more than it hides (docs/benchmarks.md).
+  /// `automatic` overlaps when the cores this process may use outnumber the compute threads of the
+  /// ranks on this host.
+  Overlap overlap = Overlap::automatic;
+  /// For experiments with slow workers.
+  Straggler straggler{};
+  /// When a worker dies or stalls (train/worker_loss.hpp): by default asynchronous and
+  /// bounded-staleness training go on without it, synchronous training stops with an error naming
+  /// it; continue_with_survivors makes synchronous training go on too (transport::Tcp only).
+  WorkerLoss on_worker_loss = WorkerLoss::by_policy;
+};
+
+}  // namespace flotilla
+// ---- end flotilla/train/trainer_options.hpp ----
+
+// ---- begin flotilla/train/worker_loop.hpp ----
+// One worker rank's part of Trainer::fit(): its epochs and steps, the epoch's metrics and
+// evaluation, checkpoint sets, and, when a peer is lost, going on with the survivors.
+//
+// A step goes one way through the worker's gradient path (train/peer_path.hpp on a ring,
+// train/server_path.hpp to parameter servers):
+//
+//   engine: forward, backward ──(a bucket is final)──> ReadyRunner ──> the policy's exchange
+//   after backward: the path's update ──> policy.step(ctx) and the optimizer (ring), or the pull
+//
+// Each worker trains on its contiguous part of every global batch; every worker draws the same
+// data order from the seed, so W workers of batch B see the samples one worker of batch W*B would.
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+// ---- begin flotilla/collective/allreduce_small.hpp ----
+// allreduce_sum for a few values (metrics: losses, counts, confusion matrices) that every rank
+// needs: a binomial tree to rank 0 and back, 2 * ceil(log2 N) message latencies, where a ring
+// takes 2(N-1). The sum is taken in one fixed order (the tree's), so the result does not depend
+// on timing, and every rank gets the bits rank 0 computed.
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+
+namespace flotilla::collective {
+
+/// values = the element-wise sum of every rank's `values` (same size on every rank). For small
+/// vectors of double or std::uint64_t; large buffers belong to ring_allreduce. Calls that may be
+/// in flight at the same time on the same endpoints need distinct tags.
+template <Transport E, class T>
+  requires std::is_arithmetic_v<T> && (!std::is_same_v<T, bool>)
+void allreduce_sum(E& e, std::span<T> values, Tag tag = default_tags::allreduce_small) {
+  using Wire = codec::Raw<T>;
+  const std::size_t n = e.size(), rank = e.rank();
+  if (n == 1 || values.empty()) return;
+  transport::OperationScope<E> op(e, tag, transport::OpKind::allreduce_small, values.size());
+  std::vector<std::byte> bytes(Wire::encoded_size(values.size()));
+  // Reduce: in round `mask`, ranks with that bit set send their partial sum down and stop.
+  std::size_t mask = 1;
+  for (; mask < n; mask <<= 1) {
+    if (rank & mask) {
+      Wire::encode(std::span<const T>(values), bytes);
+      e.send(rank - mask, tag, std::span<const std::byte>(bytes));
+      break;
+    }
+    if (rank + mask < n) {
+      e.recv(rank + mask, tag, std::span<std::byte>(bytes));
+      Wire::decode_add(std::span<const std::byte>(bytes), values);
+    }
+  }
+  // Broadcast back along the same tree: receive from the parent, then send to the children.
+  if (rank != 0) {
+    e.recv(rank - mask, tag, std::span<std::byte>(bytes));
+    Wire::decode(std::span<const std::byte>(bytes), values);
+  } else {
+    Wire::encode(std::span<const T>(values), bytes);
+  }
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (rank + mask < n) e.send(rank + mask, tag, std::span<const std::byte>(bytes));
+}
+
+/// values = the element-wise maximum of every rank's `values`. Maxima are few (times, counts): each
+/// rank's values go in its own slot of a zero-filled vector of size() slots, summed with
+/// allreduce_sum (adding zeros is exact), and every rank takes each element's largest slot.
+template <Transport E>
+void allreduce_max(E& e, std::span<double> values, Tag tag = default_tags::allreduce_small) {
+  const std::size_t n = e.size(), rank = e.rank();
+  if (n == 1 || values.empty()) return;
+  std::vector<double> spread(values.size() * n, 0.0);
+  for (std::size_t i = 0; i < values.size(); ++i) spread[i * n + rank] = values[i];
+  allreduce_sum(e, std::span<double>(spread), tag);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = *std::max_element(spread.begin() + static_cast<std::ptrdiff_t>(i * n),
+                                  spread.begin() + static_cast<std::ptrdiff_t>((i + 1) * n));
+}
+
+}  // namespace flotilla::collective
+// ---- end flotilla/collective/allreduce_small.hpp ----
+
+// ---- begin flotilla/collective/broadcast.hpp ----
+// Broadcast over any Transport: every rank ends with the root's values (the initial parameters).
+//
+// A pipelined chain, not a tree. The ranks form a chain starting at the root (root, root+1, ...);
+// the buffer moves in segments, and each rank forwards segment k to the next while receiving
+// segment k+1 from the previous (one sendrecv). Every link carries the buffer exactly once, so the
+// time is about (P + (N-2) * segment) / bandwidth: for the large, one-off broadcast of a model's
+// parameters that is close to a single transfer, whatever N. A binomial tree needs log2(N)
+// rounds of the whole buffer, its root sending it log2(N) times; it wins only for small buffers,
+// where latency dominates, and those are not what this is for.
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+
+namespace flotilla::collective {
+
+struct BroadcastOptions {
+  /// Bytes per message: each rank forwards a segment while the next one arrives.
+  std::size_t segment_bytes = 256 * 1024;
+  /// The tag of this call's messages; broadcasts that may be in flight at the same time on the
+  /// same endpoints need distinct tags.
+  Tag tag = default_tags::broadcast;
+};
+
+}  // namespace flotilla::collective
+
+namespace flotilla::detail {
+
+template <class E>
+void chain_broadcast_bytes(E& e, std::span<std::byte> bytes, std::size_t root, const collective::BroadcastOptions& o) {
+  const std::size_t n = e.size(), rank = e.rank();
+  if (n == 1 || bytes.empty()) return;
+  const Tag tag = o.tag;
+  const std::size_t position = (rank + n - root) % n;  // in the chain
+  const std::size_t next = (rank + 1) % n, previous = (rank + n - 1) % n;
+  const std::size_t seg = std::max<std::size_t>(1, o.segment_bytes);
+  const std::size_t segments = (bytes.size() + seg - 1) / seg;
+  auto segment = [&](std::size_t k) { return bytes.subspan(k * seg, std::min(seg, bytes.size() - k * seg)); };
+  if (position == 0) {
+    for (std::size_t k = 0; k < segments; ++k) e.send(next, tag, std::span<const std::byte>(segment(k)));
+  } else if (position == n - 1) {
+    for (std::size_t k = 0; k < segments; ++k) e.recv(previous, tag, segment(k));
+  } else {
+    e.recv(previous, tag, segment(0));
+    for (std::size_t k = 0; k + 1 < segments; ++k)
+      e.sendrecv(next, tag, std::span<const std::byte>(segment(k)), previous, segment(k + 1));
+    e.send(next, tag, std::span<const std::byte>(segment(segments - 1)));
+  }
+}
+
+}  // namespace flotilla::detail
+
+namespace flotilla::collective {
+
+/// Copies the root's `data` into every other rank's `data` (same size on every rank, little-endian
+/// on the wire). Every rank must call it with the same root and options.
+template <Transport E, class T>
+  requires std::is_arithmetic_v<T>
+void broadcast(E& e, std::span<T> data, std::size_t root, const BroadcastOptions& options = {}) {
+  if (root >= e.size())
+    throw ConfigError("broadcast: root " + std::to_string(root) + ", but the job has " + std::to_string(e.size()) +
+                      " ranks");
+  transport::OperationScope<E> op(e, options.tag, transport::OpKind::broadcast, data.size());
+  if constexpr (std::endian::native == std::endian::little) {
+    detail::chain_broadcast_bytes(e, std::as_writable_bytes(data), root, options);
+  } else {
+    std::vector<std::byte> bytes(codec::Raw<T>::encoded_size(data.size()));
+    if (e.rank() == root) codec::Raw<T>::encode(std::span<const T>(data), bytes);
+    detail::chain_broadcast_bytes(e, std::span<std::byte>(bytes), root, options);
+    if (e.rank() != root) codec::Raw<T>::decode(std::span<const std::byte>(bytes), data);
+  }
+}
+
+/// The same with the default segment size and the given tag.
+template <Transport E, class T>
+  requires std::is_arithmetic_v<T>
+void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
+  BroadcastOptions o;
+  o.tag = tag;
+  broadcast(e, data, root, o);
+}
+
+}  // namespace flotilla::collective
+// ---- end flotilla/collective/broadcast.hpp ----
+
+// ---- begin flotilla/train/epoch_metrics.hpp ----
+// What a data-parallel worker measured over an epoch, by name, and how the workers' measurements
+// combine: counts, losses, times and traffic add up; the epoch's wall time and the parameter
+// servers' staleness take the largest. The collectives move them as two arrays of doubles (sums,
+// maxima), whose order the field lists below fix once.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+struct EpochMetrics {
+  // Summed over the workers.
+  double loss_sum = 0;  ///< per-sample losses
+  double correct = 0;   ///< samples classified right
+  double samples = 0;
+  double steps = 0;     ///< worker-steps
+  double compute_seconds = 0, exposed_comm_seconds = 0, update_seconds = 0;
+  std::array<double, traffic_counter_fields.size()> traffic{};  ///< in traffic_counter_fields' order
+  // The largest over the workers.
+  double seconds = 0;  ///< the epoch's wall time
+  double max_steps_ahead = 0, max_staleness = 0;
+
+  static constexpr std::array<double EpochMetrics::*, 7> summed_fields{
+      &EpochMetrics::loss_sum,        &EpochMetrics::correct,          &EpochMetrics::samples,
+      &EpochMetrics::steps,           &EpochMetrics::compute_seconds, &EpochMetrics::exposed_comm_seconds,
+      &EpochMetrics::update_seconds};
+  static constexpr std::array<double EpochMetrics::*, 3> maximised_fields{
+      &EpochMetrics::seconds, &EpochMetrics::max_steps_ahead, &EpochMetrics::max_staleness};
+
+  /// One worker's epoch.
+  static EpochMetrics of(double loss_sum, std::size_t correct, std::size_t samples, double seconds,
+                         const CounterTotals& totals) {
+    EpochMetrics m;
+    m.loss_sum = loss_sum;
+    m.correct = static_cast<double>(correct);
+    m.samples = static_cast<double>(samples);
+    m.steps = static_cast<double>(totals.steps);
+    m.compute_seconds = totals.compute_seconds;
+    m.exposed_comm_seconds = totals.exposed_comm_seconds;
+    m.update_seconds = totals.update_seconds;
+    for (std::size_t i = 0; i < traffic_counter_fields.size(); ++i)
+      m.traffic[i] = static_cast<double>(totals.traffic.*traffic_counter_fields[i].member);
+    m.seconds = seconds;
+    m.max_steps_ahead = static_cast<double>(totals.max_steps_ahead);
+    m.max_staleness = static_cast<double>(totals.max_staleness);
+    return m;
+  }
+
+  std::vector<double> sums() const {
+    std::vector<double> v;
+    for (auto f : summed_fields) v.push_back(this->*f);
+    v.insert(v.end(), traffic.begin(), traffic.end());
+    return v;
+  }
+  std::vector<double> maxima() const {
+    std::vector<double> v;
+    for (auto f : maximised_fields) v.push_back(this->*f);
+    return v;
+  }
+  /// Takes the reduced arrays back (as sums() and maxima() laid them out).
+  void assign(std::span<const double> sums, std::span<const double> maxima) {
+    for (std::size_t i = 0; i < summed_fields.size(); ++i) this->*summed_fields[i] = sums[i];
+    for (std::size_t i = 0; i < traffic.size(); ++i) traffic[i] = sums[summed_fields.size() + i];
+    for (std::size_t i = 0; i < maximised_fields.size(); ++i) this->*maximised_fields[i] = maxima[i];
+  }
+
+  /// Sums and maximises over the workers through `reduce(sums, maxima)` (a collective, or the
+  /// parameter servers' reduction).
+  template <class Reduce>
+  void reduce(Reduce&& reduce) {
+    std::vector<double> s = sums(), x = maxima();
+    reduce(std::span<double>(s), std::span<double>(x));
+    assign(s, x);
+  }
+
+  /// The training half of an epoch's record (validation is the trainer's), with the per-step
+  /// means and maxima as `extra` columns; `workers` is how many contributed.
+  void fill(EpochRecord& rec, bool classifier, std::size_t workers) const {
+    const double n = std::max(samples, 1.0);
+    rec.train_loss = loss_sum / n;
+    rec.train_accuracy = classifier ? correct / n : std::numeric_limits<double>::quiet_NaN();
+    rec.seconds = seconds;
+    rec.samples_per_second = samples / std::max(seconds, 1e-9);
+    const double per_step = std::max(steps, 1.0);
+    rec.extra = {{"workers", static_cast<double>(workers)},
+                 {"compute_ms_per_step", 1e3 * compute_seconds / per_step},
+                 {"exposed_comm_ms_per_step", 1e3 * exposed_comm_seconds / per_step},
+                 {"update_ms_per_step", 1e3 * update_seconds / per_step}};
+    for (std::size_t i = 0; i < traffic_counter_fields.size(); ++i)
+      rec.extra.emplace_back(std::string(traffic_counter_fields[i].name) + "_per_step", traffic[i] / per_step);
+    rec.extra.emplace_back("max_steps_ahead", max_steps_ahead);
+    rec.extra.emplace_back("max_staleness", max_staleness);
+  }
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/epoch_metrics.hpp ----
+
+// ---- begin flotilla/train/live_workers.hpp ----
+// How the workers of a parameter-server job that lose one of theirs agree on who is left
+// (TrainerOptions::on_worker_loss, train/worker_loss.hpp; docs/reliability.md, "Recovery").
+//
+// The servers drop a lost worker (topology/parameter_server.hpp). The workers never talk to one
+// another: their epoch-end reductions (metrics, evaluation, barriers) go through server 0
+// (topology/ps_reduce.hpp), whose answers list the workers that took part, the same list on
+// each of them. That list is the live set: evaluation is split over it, and the metrics are those
+// of the workers in it. The transport may notice a death earlier (a closed connection): that is
+// logged at once, so that the log says when it happened, not only at the end of the epoch.
+#include <algorithm>
+#include <cstddef>
+#include <iostream>
+#include <ostream>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
 
 namespace flotilla {
 namespace detail {
@@ -11158,6 +11705,256 @@ void barrier_through_server(E& e, Client& client, LiveWorkers& live) {
 }  // namespace detail
 }  // namespace flotilla
 // ---- end flotilla/train/live_workers.hpp ----
+
+// ---- begin flotilla/train/peer_path.hpp ----
+// A worker's gradient path on a ring of peers (peer-to-peer policies): each bucket backward
+// finishes goes to the policy's exchange (an allreduce, by default), then the policy's step()
+// updates, through a context that offers the workers' collectives and the optimizer.
+//
+//   backward -> bucket ready (ReadyRunner) -> exchange.exchange(bucket) -> policy.step(ctx) -> optimizer
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+
+// ---- begin flotilla/train/ready_runner.hpp ----
+// Runs an action on each range of a buffer as soon as backward has made it final, on a thread of
+// its own: the mechanism behind overlapping communication with backward. The ring topology's
+// action allreduces a gradient bucket; the parameter-server topology's pushes a shard.
+//
+// Ranges are given in the order backward finalises them (from the end of the buffer). Compute
+// threads call ready(offset) when [offset, end) is final; the runner's thread then takes every
+// range lying wholly in it, in order. After backward, finish() runs the rest on the calling
+// thread (or waits for the one action in progress): that time is the communication backward
+// could not hide. A runner made without a thread of its own (TrainerOptions::overlap) leaves
+// every range to finish().
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+class ReadyRunner {
+ public:
+  /// `action(index, range)` runs for each range in turn: on the runner's thread (`background`) as
+  /// soon as backward has made the range final, else in finish().
+  ReadyRunner(std::vector<Range> ranges, std::function<void(std::size_t, Range)> action, bool background = true)
+      : ranges_(std::move(ranges)), action_(std::move(action)) {
+    if (background) thread_ = std::thread([this] { loop(); });
+  }
+  ReadyRunner(const ReadyRunner&) = delete;
+  ReadyRunner& operator=(const ReadyRunner&) = delete;
+  ~ReadyRunner() {
+    {
+      const std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  const std::vector<Range>& ranges() const noexcept { return ranges_; }
+  /// Whether the actions run on a thread of their own, during backward (then compute threads
+  /// should call ready()).
+  bool background() const noexcept { return thread_.joinable(); }
+
+  /// Arms the runner for one pass over the ranges; nothing runs until ready() says so.
+  void start(std::size_t buffer_size) {
+    const std::lock_guard lock(mutex_);
+    ready_from_ = buffer_size + 1;
+    next_ = 0;
+    armed_ = true;
+    error_ = nullptr;
+  }
+
+  /// [offset, end) is final. Called from compute threads, with offsets decreasing.
+  void ready(std::size_t offset) {
+    {
+      const std::lock_guard lock(mutex_);
+      ready_from_ = std::min(ready_from_, offset);
+    }
+    wake_.notify_all();
+  }
+
+  /// Marks everything final, sees every range's action run, and returns the seconds this took.
+  /// Rethrows the first failure of an action. Ranges the runner's thread has not taken yet are
+  /// run here, on the calling thread: after backward that thread has nothing else to do, and it
+  /// holds a core, where the runner's thread would first have to be woken and scheduled (on a
+  /// machine with no spare core, that delay used to be as long as the communication itself).
+  double finish() {
+    const auto begin = std::chrono::steady_clock::now();
+    std::unique_lock lock(mutex_);
+    ready_from_ = 0;
+    while (armed_) {
+      if (!running_ && next_ < ranges_.size()) {
+        run_next(lock);
+      } else if (!running_) {
+        armed_ = false;
+      } else {
+        done_.wait(lock);  // the runner's thread is in an action; it notifies when it ends
+      }
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    if (error_) std::rethrow_exception(error_);
+    return waited;
+  }
+
+ private:
+  bool runnable() const {
+    return armed_ && !running_ && next_ < ranges_.size() && ready_from_ <= ranges_[next_].begin;
+  }
+
+  // Runs the next range's action with the lock released; at most one thread is ever in one.
+  void run_next(std::unique_lock<std::mutex>& lock) {
+    const std::size_t index = next_;
+    running_ = true;
+    lock.unlock();
+    std::exception_ptr failed;
+    try {
+      action_(index, ranges_[index]);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    lock.lock();
+    running_ = false;
+    if (failed) {
+      error_ = failed;
+      next_ = ranges_.size();
+    } else {
+      ++next_;
+    }
+    done_.notify_all();
+  }
+
+  void loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stop_ || runnable(); });
+      if (stop_) return;
+      run_next(lock);
+    }
+  }
+
+  std::vector<Range> ranges_;
+  std::function<void(std::size_t, Range)> action_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::size_t ready_from_ = 0, next_ = 0;
+  bool armed_ = false, stop_ = false, running_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/ready_runner.hpp ----
+
+namespace flotilla::detail {
+
+/// The context a peer-to-peer policy's step() works with (see concepts/update_policy.hpp).
+template <class M, class Codec, class G, class State>
+class PeerContext {
+ public:
+  using T = typename M::scalar_type;
+  PeerContext(const TrainerOptions<M>& options, G& group, State& s) : o_(options), g_(group), s_(s) {}
+  std::size_t rank() const { return g_.rank(); }
+  std::size_t workers() const { return g_.size(); }
+  std::uint64_t step() const { return s_.step; }
+  std::span<T> parameters() { return s_.engine.parameters(); }
+  std::span<T> gradients() { return s_.engine.gradients(); }
+  /// Sums (or averages) `values` over the workers, with the policy's codec on the wire.
+  void allreduce(std::span<T> values, bool average = false) {
+    if (g_.size() == 1) return;
+    collective::RingOptions o;
+    o.tag = protocol_tags::policy_collective;
+    o.average = average;
+    collective::ring_allreduce<Codec>(g_, values, o);
+  }
+  void broadcast(std::span<T> values, std::size_t root = 0) {
+    if (g_.size() > 1) collective::broadcast(g_, values, root, protocol_tags::policy_collective);
+  }
+  /// One optimizer step on this worker with gradients(), at the scheduled learning rate.
+  void apply_optimizer() {
+    s_.engine.apply_optimizer(o_.optimizer, s_.opt, std::span<const TensorInfo>(M::network::tensors), o_.step_info(s_.step));
+    ++s_.step;
+  }
+
+ private:
+  const TrainerOptions<M>& o_;
+  G& g_;
+  State& s_;
+};
+
+/// One worker's path: buckets to the exchange during backward (or after it, without overlap),
+/// then the policy's update.
+template <class M, class Policy, class Codec, class G, class State>
+class PeerPath {
+ public:
+  using T = typename M::scalar_type;
+
+  /// `background`: exchange buckets on a thread of their own while backward runs.
+  PeerPath(const TrainerOptions<M>& options, Policy& policy, G& group, State& s, Timeline& timeline, std::size_t worker,
+           std::size_t workers, bool background)
+      : options_(options), policy_(policy), group_(group), s_(s), timeline_(timeline), worker_(worker) {
+    // A policy that combines gradients itself (reduce_gradients_in_backward = false) exchanges none.
+    if (workers > 1 && Policy::reduce_gradients_in_backward)
+      runner_ = std::make_unique<ReadyRunner>(
+          make_buckets(M::network::parameter_offsets, M::network::parameter_counts,
+                       std::max<std::size_t>(bucket_bytes() / sizeof(T), 1)),
+          [this](std::size_t i, Range r) { exchange(i, r); }, background);
+  }
+
+  /// What hands finished buckets on (null: nothing to exchange during backward).
+  ReadyRunner* runner() const noexcept { return runner_.get(); }
+
+  /// After every bucket is exchanged: the policy's step. Returns the seconds it took.
+  double update() {
+    PeerContext<M, Codec, G, State> ctx(options_, group_, s_);
+    const auto t0 = Timeline::clock::now();
+    policy_.step(ctx);
+    const auto t1 = Timeline::clock::now();
+    timeline_.record("update", "update", worker_, 0, t0, t1);
+    return std::chrono::duration<double>(t1 - t0).count();
+  }
+
+ private:
+  void exchange(std::size_t index, Range r) {
+    const auto t0 = Timeline::clock::now();
+    GradientBucket<T, G> bucket{index, r.begin, s_.engine.gradients().subspan(r.begin, r.size()), group_,
+                                protocol_tags::bucket_base + static_cast<Tag>(index)};
+    s_.exchange.exchange(bucket);
+    timeline_.record("allreduce bucket " + std::to_string(index), "communication", worker_, 1, t0, Timeline::clock::now());
+  }
+
+  std::size_t bucket_bytes() const {
+    if constexpr (requires { policy_.bucket_bytes; }) {
+      return policy_.bucket_bytes;
+    } else {
+      return std::size_t{256} * 1024;
+    }
+  }
+
+  const TrainerOptions<M>& options_;
+  Policy& policy_;
+  G& group_;
+  State& s_;
+  Timeline& timeline_;
+  std::size_t worker_;
+  std::unique_ptr<ReadyRunner> runner_;
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/peer_path.hpp ----
 
 // ---- begin flotilla/train/ring_recovery.hpp ----
 // What synchronous ring training does when a worker is lost (TrainerOptions::on_worker_loss,
@@ -11720,6 +12517,881 @@ inline EpochRecord record_from_bytes(std::span<const std::byte> in) {
 }  // namespace flotilla
 // ---- end flotilla/train/ring_recovery.hpp ----
 
+// ---- begin flotilla/train/server_path.hpp ----
+// A worker's gradient path to parameter servers: each shard's gradient goes to the policy's
+// exchange (a push to its server, by default) as soon as backward has finished it; once every
+// shard is pushed, the worker pulls the updated parameters of each, which a server answers after
+// aggregating (synchronous), at once (asynchronous), or when the worker is within the staleness
+// bound of the slowest.
+//
+//   backward -> shard ready (ReadyRunner) -> exchange.exchange(shard) -> servers update -> pull
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+/// Whether the engine forms the parameter-server traffic's codes itself (a GPU: the push's
+/// gradients and the pull's parameters cross to and from the host encoded, never as fp32).
+template <class Engine, class Codec>
+inline constexpr bool engine_encodes_for_servers = [] {
+  if constexpr (requires { Engine::template encodes_on_device<Codec>; })
+    return Engine::template encodes_on_device<Codec>;
+  else
+    return false;
+}();
+
+/// The servers as a shard exchange's peers: push(shard) sends that shard of this worker's
+/// gradient buffer (or of the codes the engine formed on its device).
+template <class T, class E, class Client, class Engine, bool OnDevice>
+struct ServerPeers {
+  static constexpr bool encodes_on_device = OnDevice;
+  E& endpoint;
+  Client& client;
+  Engine& engine;
+  void push(std::size_t shard) {
+    if constexpr (OnDevice) {
+      client.push_encoded(endpoint, shard, engine.pushed_gradient_codes());
+    } else {
+      client.push(endpoint, shard, std::span<const T>(engine.gradients()));
+    }
+  }
+};
+
+template <class M, class Policy, class Codec, class E, class State>
+class ServerPath {
+ public:
+  using T = typename M::scalar_type;
+  using client_type = ParameterServerClient<T, Codec>;
+  using engine_type = typename State::engine_type;
+  static constexpr bool on_device = engine_encodes_for_servers<engine_type, Codec>;
+
+  /// Says hello to every server (sending worker 0's parameters, which the servers start from)
+  /// unless this worker is rejoining a running job.
+  ServerPath(const TrainerOptions<M>& options, E& e, State& s, Timeline& timeline, std::size_t workers, std::ostream* log,
+             bool rejoining)
+      : e_(e),
+        s_(s),
+        timeline_(timeline),
+        worker_(e.rank()),
+        client_(balanced_shards(M::parameter_count, options.servers), workers),
+        live_(workers, e.rank(), options.batch_size, Policy::aggregate, log) {
+    if constexpr (on_device) s.engine.template encode_gradients_for_push<Codec>(policy_error_feedback<Policy>);
+    // Another worker's death must not break this one's endpoint (its servers decide who is left).
+    if constexpr (requires { e.continue_without_lost_peers(true); })
+      if (continues_without_lost_workers(options.on_worker_loss, Policy::aggregate)) e.continue_without_lost_peers(true);
+    if (rejoining) return;
+    client_.exchange_full(e, PsHeader::hello, s.engine.parameters());
+    // The hello's answer is the servers' parameters in full precision. A worker that goes on from
+    // an earlier step (a resumed set, a second fit() call) held them as its last pull gave them,
+    // through a lossy codec: it takes them so again, and continues the same numbers as a run that
+    // never stopped.
+    if (s.step > 0 && !Codec::lossless) as_pulled(s.engine.parameters());
+  }
+
+  client_type& client() noexcept { return client_; }
+  LiveWorkers& live() noexcept { return live_; }
+
+  /// Arms the pushes: during backward on a thread of their own (`background`), else after it.
+  void start(bool background) {
+    std::vector<Range> order(client_.shards().rbegin(), client_.shards().rend());
+    runner_ = std::make_unique<ReadyRunner>(order, [this, servers = order.size()](std::size_t i, Range r) {
+      push(servers - 1 - i, r);
+    }, background);
+  }
+  ReadyRunner* runner() const noexcept { return runner_.get(); }
+
+  /// After every shard is pushed: pulls each shard's updated parameters, and counts the update.
+  /// Returns the seconds it took; `counters` take the furthest ahead and stalest of the replies.
+  double update(StepCounters& counters) {
+    const auto t0 = Timeline::clock::now();
+    for (std::size_t k = 0; k < client_.shards().size(); ++k) {
+      const auto info = pull(k);
+      counters.steps_ahead = std::max(counters.steps_ahead, info.steps_ahead);
+      counters.staleness = std::max(counters.staleness, info.staleness);
+    }
+    ++s_.step;
+    const auto t1 = Timeline::clock::now();
+    timeline_.record("pull parameters", "communication", worker_, 0, t0, t1);
+    return std::chrono::duration<double>(t1 - t0).count();
+  }
+
+  /// Tells the servers this worker is done, with its final parameters.
+  void finish() { client_.exchange_full(e_, PsHeader::done, s_.engine.parameters()); }
+
+ private:
+  void push(std::size_t shard, Range r) {
+    const auto t0 = Timeline::clock::now();
+    ServerPeers<T, E, client_type, engine_type, on_device> servers{e_, client_, s_.engine};
+    GradientBucket<T, decltype(servers)> bucket{shard, r.begin, s_.engine.gradients().subspan(r.begin, r.size()), servers, 0};
+    s_.exchange.exchange(bucket);
+    timeline_.record("push shard " + std::to_string(shard), "communication", worker_, 1, t0, Timeline::clock::now());
+  }
+
+  void as_pulled(std::span<T> parameters) {
+    std::vector<std::byte> codes;
+    for (const Range& r : client_.shards()) {
+      const auto shard = parameters.subspan(r.begin, r.size());
+      codes.resize(Codec::encoded_size(shard.size()));
+      Codec::encode(std::span<const T>(shard), std::span<std::byte>(codes));
+      Codec::decode(std::span<const std::byte>(codes), shard);
+    }
+  }
+
+  auto pull(std::size_t k) {
+    if constexpr (on_device) {
+      return client_.pull_encoded(e_, k, [this](std::size_t begin, std::span<const std::byte> codes) {
+        s_.engine.template decode_pulled_parameters<Codec>(begin, codes);
+      });
+    } else {
+      return client_.pull(e_, k, s_.engine.parameters());
+    }
+  }
+
+  E& e_;
+  State& s_;
+  Timeline& timeline_;
+  std::size_t worker_;
+  client_type client_;
+  LiveWorkers live_;
+  std::unique_ptr<ReadyRunner> runner_;
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/server_path.hpp ----
+
+// ---- begin flotilla/train/survivors.hpp ----
+// Going on without a lost worker on a ring (TrainerOptions::on_worker_loss =
+// continue_with_survivors): the survivors agree on who is left (train/ring_recovery.hpp), re-form
+// their group, and take the state of the survivor that got furthest, so that they continue as one.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+/// Where a survivor goes on from once the ring has re-formed: the data position of the survivor
+/// that got furthest (epoch, and samples of it trained on), its update count in this call, and
+/// its last epoch record when it has one more than this worker.
+struct SurvivorPosition {
+  std::uint64_t epoch = 0, samples = 0, steps_this_call = 0;
+  std::optional<EpochRecord> record;
+};
+
+/// This worker's progress when a loss is handled.
+struct SurvivorProgress {
+  std::uint64_t records = 0;          ///< epochs recorded in this fit() call
+  std::uint64_t done_epoch = 0, done_batch = 0;  ///< the position after the last completed update
+  std::uint64_t steps_this_call = 0;
+  std::size_t batch_size = 0;         ///< samples per worker per step
+  const History* history = nullptr;   ///< this worker's records (the leader sends its last)
+};
+
+/// After `lost` was lost during `during` (nullopt: the check-in at the end of training), agrees
+/// with the other survivors on who is left, re-forms `group`, logs each loss once, and takes the
+/// state of the survivor that got furthest. nullopt when nobody was lost (a quiet check-in).
+/// Losses during this start it over; a rank that cannot go on throws.
+template <class E, class G, class R, class State>
+std::optional<SurvivorPosition> survive_loss(E& e, G& group, R& recovery, State& s, std::optional<std::size_t> lost,
+                                             const std::string& during, bool in_update, const SurvivorProgress& at,
+                                             std::ostream* log) {
+  // The position in samples: batch indices count global batches, which the re-formed ring makes smaller.
+  const std::uint64_t done_samples = at.done_batch * at.batch_size * group.size();
+  for (;;) {
+    const LossDecision d = recovery.agree(lost, LossProgress{s.step, at.records});
+    if (!d.changed()) return std::nullopt;
+    if (log)
+      for (const std::size_t r : d.lost)
+        *log << "worker " << r << " (host " << e.address(r) << ") lost during " << during << " at step "
+             << s.step + (in_update ? 1 : 0) << "; continuing with " << group.size() << " workers, effective batch "
+             << at.batch_size * group.size() << "\n"
+             << std::flush;
+    try {
+      // Into copies: a loss in the middle of this leaves this worker's own state whole.
+      std::vector<std::uint64_t> head = {s.step, at.done_epoch, done_samples, at.records, at.steps_this_call, 0};
+      std::vector<std::byte> rec;
+      const bool leader = group.rank() == d.leader;
+      if (leader && at.records > 0 && at.history && !at.history->empty()) rec = record_bytes(at.history->back());
+      head[5] = rec.size();
+      const Tag tag = protocol_tags::broadcast;
+      collective::broadcast(group, std::span<std::uint64_t>(head), d.leader, tag);
+      std::vector<typename State::T> parameters(s.engine.parameters().begin(), s.engine.parameters().end());
+      collective::broadcast(group, std::span<typename State::T>(parameters), d.leader, tag);
+      s.engine.optimizer_state_to_host(s.opt);
+      std::vector<std::vector<typename State::T>> buffers;
+      for (auto b : s.opt.buffers()) {
+        buffers.emplace_back(b.begin(), b.end());
+        collective::broadcast(group, std::span<typename State::T>(buffers.back()), d.leader, tag);
+      }
+      rec.resize(static_cast<std::size_t>(head[5]));
+      if (!rec.empty())
+        collective::broadcast(group, std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(rec.data()), rec.size()),
+                              d.leader, tag);
+      std::copy(parameters.begin(), parameters.end(), s.engine.parameters().begin());
+      auto own = s.opt.buffers();
+      for (std::size_t i = 0; i < buffers.size(); ++i) std::copy(buffers[i].begin(), buffers[i].end(), own[i].begin());
+      s.engine.optimizer_state_changed();
+      s.step = head[0];
+      SurvivorPosition back{head[1], head[2], head[4], std::nullopt};
+      if (head[3] > at.records) {
+        if (head[3] != at.records + 1 || rec.empty())
+          throw TransportError("worker " + std::to_string(e.rank()) + ": the leading survivor has recorded " +
+                               std::to_string(head[3]) + " epochs, this one " + std::to_string(at.records) +
+                               "; survivors can be one epoch apart at most");
+        back.record = record_from_bytes(rec);
+      }
+      return back;
+    } catch (const PeerLostError& x) {
+      lost = x.peer();
+    }
+  }
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/survivors.hpp ----
+
+namespace flotilla::detail {
+
+/// What the ranks of one fit() call share in this process.
+struct FitShared {
+  FitShared(const FitOptions& f, bool in_process, bool resumed)
+      : timeline(!f.trace_file.empty()), step_log(f.step_log_file, in_process, resumed) {}
+  Timeline timeline;
+  History history;
+  StepLog step_log;
+  std::optional<std::size_t> worker_rank;  // a process of one worker: its rank
+  std::uint64_t start_epoch = 0, start_batch = 0;
+  std::size_t epochs = 0;  // to run in this call
+};
+
+/// What a Trainer keeps between fit() calls and its workers report into (the position and the
+/// records by the worker that owns them: worker 0 in-process), and how it writes its files.
+template <class T>
+struct TrainerLedger {
+  History history;                      ///< every epoch record of every fit() call
+  std::vector<StepCounters> counters;   ///< worker 0's steps in the last fit() call
+  std::uint64_t epoch = 0, batch_in_epoch = 0;
+  CheckpointFailures failures;
+  /// The workers' exchange states of a loaded checkpoint, for each worker to take when it starts.
+  ExchangeStates<T> loaded_exchange;
+  /// Writes worker 0's checkpoint file at a position (with the optimizer's state or not), with
+  /// the workers' exchange states.
+  std::function<void(const std::filesystem::path&, std::uint64_t epoch, std::uint64_t batch, bool with_optimizer,
+                     const ExchangeStates<T>&)>
+      write;
+  /// Trainer::save(), with the workers' exchange states.
+  std::function<void(const std::filesystem::path&, const ExchangeStates<T>&)> save;
+};
+
+template <class M, class Policy, class Codec, class E, class State, bool InProcess>
+class WorkerLoop {
+ public:
+  using T = typename M::scalar_type;
+  static constexpr bool parameter_server = ParameterServerPolicy<Policy>;
+  static constexpr bool classifier = M::loss::target == TargetKind::labels;
+  static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
+  using Group = worker_group_t<E, parameter_server>;
+  using Path = std::conditional_t<parameter_server, ServerPath<M, Policy, Codec, E, State>,
+                                  PeerPath<M, Policy, Codec, Group, State>>;
+  /// Ring workers over a transport that survives a lost peer can go on without it.
+  static constexpr bool survives_worker_loss = !parameter_server && SurvivableEndpoint<E>;
+  /// Ring workers whose exchange carries state hand it to worker 0 for each checkpoint, so every
+  /// worker takes part in each save. (Parameter-server workers are not in step with each other:
+  /// their sets keep worker 0's state alone.)
+  static constexpr bool gathers_exchange_state = State::stateful_exchange && !parameter_server;
+
+  WorkerLoop(const TrainerOptions<M>& options, Policy& policy, E& e, State& s, std::size_t workers,
+             const data::Dataset<T>& train, const data::Dataset<T>* validation, const FitOptions& fit, FitShared& shared,
+             TrainerLedger<T>& ledger)
+      : options_(options), policy_(policy), e_(e), s_(s), workers_(workers), train_(train), validation_(validation),
+        fit_(fit), shared_(shared), ledger_(ledger), w_(e.rank()), reporter_(w_ == 0),
+        group_(e, all_workers(workers), protocol_tags::group_barrier) {}
+
+  void run() {
+    if (!InProcess) shared_.worker_rank = w_;
+    if (!start()) return;
+    if (reporter_ && !fit_.metrics_file.empty())
+      metrics_.emplace(fit_.metrics_file, MetricsLog::Format::from_extension,
+                       s_.step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
+    shared_.step_log.open_rank(w_);
+    if (reporter_) ledger_.counters.clear();
+    if constexpr (survives_worker_loss)
+      if (options_.on_worker_loss == WorkerLoss::continue_with_survivors) recovery_.emplace(group_);
+    try {
+      for (std::size_t i = 0; i < epochs_to_run_ && !stop_; ++i) epoch();
+      // No survivor leaves while another may still need it: they check in, and when one was lost
+      // meanwhile, those still training take the state of those that finished.
+      if (recovery_)
+        while (survive(std::nullopt, "the end of training")) {
+        }
+      if (takes_part_in_sets() && clock_->due_at_exit(s_.step)) save_set();
+    } catch (...) {
+      save_before_stopping();
+      throw;
+    }
+    if constexpr (parameter_server) path_->finish();
+  }
+
+ private:
+  static std::vector<std::size_t> all_workers(std::size_t workers) {
+    std::vector<std::size_t> members(workers);
+    std::iota(members.begin(), members.end(), std::size_t{0});
+    return members;
+  }
+
+  /// Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint): on a
+  /// ring by broadcast, with servers by their hello. Then the data. False: nothing left to do (a
+  /// rejoining worker whose job is finishing).
+  bool start() {
+    bool rejoining = false;
+    if constexpr (parameter_server && requires { e_.rejoined(); }) rejoining = e_.rejoined();
+    if constexpr (parameter_server) {
+      path_.emplace(options_, e_, s_, shared_.timeline, workers_, fit_.log, rejoining);
+    } else {
+      if (workers_ > 1) {
+        const Tag tag = protocol_tags::broadcast;
+        collective::broadcast(group_, s_.engine.parameters(), 0, tag);
+        s_.engine.optimizer_state_to_host(s_.opt);
+        for (auto b : s_.opt.buffers()) collective::broadcast(group_, b, 0, tag);
+        s_.engine.optimizer_state_changed();
+        std::uint64_t step = s_.step;
+        collective::broadcast(group_, std::span<std::uint64_t>(&step, 1), 0, tag);
+        s_.step = step;
+      }
+      path_.emplace(options_, policy_, group_, s_, shared_.timeline, w_, workers_, overlaps());
+    }
+    lo_.batch_size = options_.batch_size;
+    lo_.shuffle = options_.shuffle;
+    lo_.seed = options_.seed;
+    lo_.prefetch = options_.prefetch;
+    lo_.shard_index = w_;
+    lo_.shard_count = workers_;
+    loader_.emplace(train_, lo_);
+    at_ = DataPosition{shared_.start_epoch, shared_.start_batch};
+    epochs_to_run_ = shared_.epochs;
+    if constexpr (parameter_server) {
+      if (rejoining && !rejoin()) return false;
+      path_->start(overlaps());
+    }
+    // A loaded checkpoint's exchange state: each worker its own (by its rank).
+    if (!ledger_.loaded_exchange.empty())
+      s_.restore_exchange(group_.rank() < ledger_.loaded_exchange.size() ? ledger_.loaded_exchange[group_.rank()]
+                                                                        : std::vector<std::vector<T>>{});
+    // From the step this worker starts at, after the broadcast or the rejoin.
+    clock_.emplace(fit_.checkpoints, s_.step);
+    done_step_ = s_.step;
+    done_epoch_ = at_.epoch;
+    done_batch_ = at_.batch;
+    return true;
+  }
+
+  /// A worker process that was lost and started again takes up the running job where the servers
+  /// are (TcpOptions::rejoin).
+  bool rejoin() {
+    const std::uint64_t per_epoch = loader_->batches_per_epoch();
+    const auto point = path_->client().rejoin(e_, per_epoch, s_.engine.parameters());
+    if (!point) {
+      if (fit_.log) *fit_.log << "flotilla: worker " << w_ << ": the job is finishing, nothing left to rejoin\n";
+      return false;
+    }
+    s_.step = point->position;
+    path_->live().rejoined(e_);
+    const DataPosition rejoined_at{point->position / per_epoch, point->position % per_epoch};
+    // The epochs of this call that the others are still to finish, from the one they are in.
+    const std::uint64_t behind = rejoined_at.epoch - std::min(rejoined_at.epoch, at_.epoch);
+    epochs_to_run_ = shared_.epochs > behind ? static_cast<std::size_t>(shared_.epochs - behind) : 0;
+    at_ = rejoined_at;
+    if (fit_.log)
+      *fit_.log << "flotilla: worker " << w_ << " rejoined the job at epoch " << rejoined_at.epoch + 1 << ", batch "
+                << rejoined_at.batch << " (step " << point->position << ", reduction round " << point->round << ")\n";
+    return true;
+  }
+
+  void epoch() {
+    const auto started = std::chrono::steady_clock::now();
+    loader_->start_epoch(at_.epoch, at_.batch);
+    std::optional<ProgressBar> bar;
+    if (reporter_ && fit_.log)
+      bar.emplace(*fit_.log, loader_->batches_per_epoch(), "epoch " + std::to_string(at_.epoch + 1), fit_.progress);
+    double loss_sum = 0;
+    std::size_t correct = 0, seen = 0, micro = 0, position = at_.batch;
+    CounterTotals totals;
+    StepCounters counters;
+    TrafficCounters before = e_.counters();
+    const std::string update_op = "the gradient allreduce";
+    while (const data::Batch<T>* batch = loader_->next()) {
+      // Micro-batches of one update: K, or what is left of the epoch.
+      const std::size_t remaining = loader_->batches_per_epoch() - (batch->index - micro);
+      const std::size_t group_size = std::min(micro_batches, remaining);
+      const bool last = micro + 1 == group_size;
+      StepResult r;
+      try {
+        r = step(*batch, micro, group_size, last, counters);
+      } catch (const PeerLostError& x) {
+        // The survivors redo the interrupted update from the furthest one's state, re-sharded.
+        const std::optional<SurvivorPosition> back = survive(x.peer(), update_op);
+        micro = 0;
+        if (back && back->epoch > at_.epoch) {  // it finished this epoch's updates
+          position = loader_->batches_per_epoch();
+          adopted_ = back->record;
+          done_epoch_ = back->epoch;
+          done_batch_ = 0;
+          break;
+        }
+        position = back ? back->samples / (options_.batch_size * group_.size()) : done_batch_;
+        done_batch_ = position;
+        loader_->start_epoch(at_.epoch, position);
+        if (stop_) break;
+        continue;
+      }
+      loss_sum += r.loss * static_cast<double>(r.samples);
+      correct += r.correct;
+      seen += r.samples;
+      ++position;
+      micro = last ? 0 : micro + 1;
+      if (last) {
+        const TrafficCounters now = e_.counters();
+        counters.traffic = now - before;
+        before = now;
+        counters.step = s_.step;
+        totals.add(counters);
+        if (reporter_) ledger_.counters.push_back(counters);
+        if (shared_.step_log.enabled()) write_step_log(counters);
+        if constexpr (parameter_server) path_->live().watch(e_);
+        counters = {};
+        if (fit_.max_steps && ++steps_this_call_ >= fit_.max_steps) stop_ = true;
+        const DataPosition done = at_.after_update(position, loader_->batches_per_epoch());
+        done_step_ = s_.step;
+        done_epoch_ = done.epoch;
+        done_batch_ = done.batch;
+        if (set_due()) save_set();
+      }
+      // The bar shows the job's rate: every worker takes an equal share of each global batch.
+      if (bar) show_running(*bar, position, seen * group_.size(), loss_sum, correct, seen, classifier);
+      if (stop_ && last) break;
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EpochRecord rec;
+    while (!adopted_) {
+      try {
+        rec = epoch_record(EpochMetrics::of(loss_sum, correct, seen, seconds, totals));
+        break;
+      } catch (const PeerLostError& x) {
+        const std::optional<SurvivorPosition> back = survive(x.peer(), "the epoch's metrics");
+        if (back) {
+          adopted_ = back->record;
+          position = back->epoch > at_.epoch ? loader_->batches_per_epoch()
+                                             : back->samples / (options_.batch_size * group_.size());
+        }
+      }
+    }
+    if (adopted_) rec = *std::exchange(adopted_, std::nullopt);
+    ++records_;
+    at_.end_epoch(stop_ && position < loader_->batches_per_epoch(), position);
+    rec.epoch = at_.epoch;
+    report(rec, bar);
+  }
+
+  /// One micro-batch: gradients, and on the last micro-batch of an update, the exchange and the
+  /// update.
+  StepResult step(const data::Batch<T>& batch, std::size_t micro, std::size_t group_size, bool last,
+                  StepCounters& counters) {
+    // Sum of scaled gradients = mean over the update's samples: of all workers' when they are
+    // summed for the update (servers that aggregate, rings that reduce in backward), else of this
+    // worker's own (asynchronous servers; a policy that combines gradients itself averages them).
+    bool summed_over_workers = false;
+    if constexpr (parameter_server) {
+      summed_over_workers = Policy::aggregate;
+    } else {
+      summed_over_workers = Policy::reduce_gradients_in_backward;
+    }
+    const std::size_t denominator = summed_over_workers && batch.global_size ? batch.global_size : batch.size();
+    const T scale = denominator ? T(1) / static_cast<T>(denominator * group_size) : T(0);
+    ReadyRunner* runner = path_->runner();
+    const bool communicates = last && runner != nullptr;
+    Timeline& timeline = shared_.timeline;
+    const auto t0 = Timeline::clock::now();
+    if (communicates) runner->start(M::parameter_count);
+    const StepResult r = communicates && runner->background()
+                             ? s_.engine.compute_gradients(batch, scale, micro > 0,
+                                                           [runner](std::size_t offset) { runner->ready(offset); })
+                             : s_.engine.compute_gradients(batch, scale, micro > 0);
+    const auto t1 = Timeline::clock::now();
+    timeline.record("forward+backward", "compute", w_, 0, t0, t1);
+    const double compute = std::chrono::duration<double>(t1 - t0).count();
+    counters.compute_seconds += compute;
+    if (w_ == options_.straggler.worker && options_.straggler.factor > 1)
+      std::this_thread::sleep_for(std::chrono::duration<double>(compute * (options_.straggler.factor - 1)));
+    if (!last) return r;
+
+    const auto t2 = Timeline::clock::now();
+    if (communicates) counters.exposed_comm_seconds += runner->finish();
+    if (communicates) timeline.record("wait for communication", "wait", w_, 0, t2, Timeline::clock::now());
+    if constexpr (parameter_server) {
+      counters.exposed_comm_seconds += path_->update(counters);  // the pull: waiting for the servers
+    } else {
+      counters.update_seconds += path_->update();
+    }
+    return r;
+  }
+
+  /// The epoch's record, with every number summed or maximised over the workers (parameter
+  /// servers: over the workers still training, through server 0).
+  EpochRecord epoch_record(EpochMetrics m) {
+    const std::size_t workers = group_.size();
+    if (workers > 1) {
+      m.reduce([&](std::span<double> sums, std::span<double> maxima) {
+        if constexpr (parameter_server) {
+          reduce_epoch_metrics(group_.endpoint(), path_->client(), path_->live(), sums, maxima);
+        } else {
+          collective::allreduce_sum(group_, sums, protocol_tags::metrics);
+          collective::allreduce_max(group_, maxima, protocol_tags::metrics);
+        }
+      });
+    }
+    std::size_t contributors = workers;
+    if constexpr (parameter_server) contributors = path_->live().members().size();
+    EpochRecord rec;
+    rec.step = s_.step;
+    m.fill(rec, classifier, contributors);
+    rec.learning_rate = options_.learning_rate(s_.step);
+    if (validation_) {
+      const Evaluation ev = to_evaluation<M>(evaluate_share(workers));
+      rec.val_loss = ev.loss;
+      if (classifier) rec.val_accuracy = ev.accuracy;
+    }
+    return rec;
+  }
+
+  /// The validation set evaluated by the workers together, each on its share.
+  EvaluationPart evaluate_share(std::size_t workers) {
+    const data::Dataset<T>& validation = *validation_;
+    if constexpr (parameter_server) {
+      if (workers > 1)
+        return reduce_evaluation(group_.endpoint(), path_->client(), path_->live(), validation.size(),
+                                 [&](std::size_t first, std::size_t count) { return s_.engine.evaluate(validation, first, count); });
+    }
+    const auto [first, last] = split_range(validation.size(), workers, group_.rank());
+    EvaluationPart part = s_.engine.evaluate(validation, first, last - first);
+    if (workers > 1) {
+      std::vector<double> v(2 + part.confusion.size());
+      v[0] = part.loss_sum;
+      v[1] = static_cast<double>(part.samples);
+      for (std::size_t i = 0; i < part.confusion.size(); ++i) v[2 + i] = static_cast<double>(part.confusion[i]);
+      collective::allreduce_sum(group_, std::span<double>(v), protocol_tags::metrics);
+      part.loss_sum = v[0];
+      part.samples = static_cast<std::size_t>(v[1]);
+      for (std::size_t i = 0; i < part.confusion.size(); ++i) part.confusion[i] = static_cast<std::uint64_t>(v[2 + i]);
+    }
+    return part;
+  }
+
+  /// The end of an epoch: the records, the reporter's outputs, and the per-epoch checkpoint file.
+  void report(const EpochRecord& rec, std::optional<ProgressBar>& bar) {
+    // Worker 0 in-process, and every worker out of process, owns this process's position.
+    if (reporter_ || !InProcess) {
+      ledger_.epoch = at_.epoch;
+      ledger_.batch_in_epoch = at_.batch;
+      ledger_.history.push_back(rec);
+      shared_.history.push_back(rec);
+    }
+    if (reporter_) {
+      if (bar) bar->finish(epoch_summary(rec));
+      if (metrics_) metrics_->write(rec);
+      if (!fit_.plot_file.empty()) write_svg_plot(fit_.plot_file, ledger_.history, fit_.plot_title);
+    }
+    if (fit_.checkpoint_file.empty()) return;
+    // Servers are idle while every worker waits here.
+    auto barrier = [&] {
+      if constexpr (parameter_server) {
+        if (workers_ > 1) barrier_through_server(e_, path_->client(), path_->live());
+      } else {
+        group_.barrier();
+      }
+    };
+    bool saved = false;
+    try {
+      barrier();
+      const ExchangeStates<T> states = exchange_states();
+      if (reporter_) ledger_.save(fit_.checkpoint_file, states);
+      saved = true;
+      barrier();
+    } catch (const PeerLostError& x) {
+      // The survivors go on at once: some may have left the barriers already.
+      survive(x.peer(), "a checkpoint barrier");
+      if (reporter_ && !saved) ledger_.save(fit_.checkpoint_file, own_exchange_state());
+    }
+  }
+
+  /// Checkpoint sets are worker 0's decision alone (its state is the job's in synchronous
+  /// training; servers save on its request), so no other worker waits for them; unless the other
+  /// workers' exchange states go into the set too.
+  bool saves_sets() const noexcept { return reporter_ && fit_.checkpoints.enabled(); }
+  bool takes_part_in_sets() const noexcept { return fit_.checkpoints.enabled() && (reporter_ || gathers_exchange_state); }
+
+  /// Whether a set is due after this update. Where every worker takes part, every worker must
+  /// agree: steps are the same on all of them; time is worker 0's, whose verdict they share.
+  bool set_due() {
+    if (!takes_part_in_sets()) return false;
+    if (!gathers_exchange_state || group_.size() == 1) return clock_->due(s_.step);
+    if (clock_->saved(s_.step)) return false;
+    double due = clock_->due_by_steps(s_.step) || (reporter_ && clock_->due_by_time()) ? 1.0 : 0.0;
+    if (clock_->timed()) collective::allreduce_max(group_, std::span<double>(&due, 1), protocol_tags::metrics);
+    return due > 0;
+  }
+
+  ExchangeStates<T> own_exchange_state() const {
+    ExchangeStates<T> states;
+    if constexpr (State::stateful_exchange) states.push_back(s_.exchange_state());
+    return states;
+  }
+
+  /// Every worker's exchange state, at worker 0 (empty elsewhere, and where the exchange keeps
+  /// none); every worker of a ring calls it at the same point.
+  ExchangeStates<T> exchange_states() {
+    if constexpr (!gathers_exchange_state) {
+      return own_exchange_state();
+    } else {
+      const Tag tag = protocol_tags::exchange_state;
+      const std::size_t workers = group_.size();
+      auto as_bytes = [](auto&& v) { return std::as_writable_bytes(std::span(v)); };
+      if (group_.rank() != 0) {
+        std::vector<std::vector<T>> mine = s_.exchange_state();
+        std::vector<std::uint64_t> sizes{mine.size()};
+        for (const auto& b : mine) sizes.push_back(b.size());
+        std::uint64_t count = sizes.size();
+        group_.send(0, tag, as_bytes(std::span(&count, 1)));
+        group_.send(0, tag, as_bytes(sizes));
+        for (auto& b : mine)
+          if (!b.empty()) group_.send(0, tag, as_bytes(b));
+        return {};
+      }
+      ExchangeStates<T> all(workers);
+      all[0] = s_.exchange_state();
+      for (std::size_t w = 1; w < workers; ++w) {
+        // Bounded before use: a residual never holds more values than the model has parameters,
+        // nor an exchange more buffers than that.
+        std::uint64_t count = 0;
+        group_.recv(w, tag, as_bytes(std::span(&count, 1)));
+        if (count == 0 || count > M::parameter_count + 1)
+          throw TransportError("worker " + std::to_string(w) + " announced " + std::to_string(count) +
+                               " exchange-state sizes; at most " + std::to_string(M::parameter_count + 1) + " fit");
+        std::vector<std::uint64_t> sizes(static_cast<std::size_t>(count));
+        group_.recv(w, tag, as_bytes(sizes));
+        if (sizes[0] != count - 1)
+          throw TransportError("worker " + std::to_string(w) + " sent an exchange state of inconsistent sizes");
+        for (std::size_t i = 1; i < sizes.size(); ++i) {
+          if (sizes[i] > M::parameter_count)
+            throw TransportError("worker " + std::to_string(w) + " announced an exchange-state buffer of " +
+                                 std::to_string(sizes[i]) + " values, more than the model's " +
+                                 std::to_string(M::parameter_count) + " parameters");
+          all[w].emplace_back(static_cast<std::size_t>(sizes[i]));
+          if (sizes[i] > 0) group_.recv(w, tag, as_bytes(all[w].back()));
+        }
+      }
+      return all;
+    }
+  }
+
+  void save_set() {
+    const CheckpointPolicy& cp = fit_.checkpoints;
+    const ExchangeStates<T> states = exchange_states();
+    if (!reporter_) {
+      clock_->mark_saved(s_.step);
+      return;
+    }
+    if constexpr (parameter_server) {
+      for (const std::size_t k : path_->client().checkpoint(e_, s_.step))
+        ledger_.failures.note("parameter server " + std::to_string(k) + " could not save its shard of step " +
+                                  std::to_string(s_.step) + " (its log says why); that set is incomplete",
+                              fit_.log);
+    }
+    const auto path = checkpoint::set_file(cp.directory, s_.step, checkpoint::worker_part());
+    try {
+      ledger_.write(path, done_epoch_, done_batch_, !parameter_server, states);
+      checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
+    } catch (const CheckpointError& err) {
+      ledger_.failures.note(err.what(), fit_.log);
+    }
+    clock_->mark_saved(s_.step);
+  }
+
+  /// Leaving by an exception (a peer died, a transport timed out): worker 0 saves what it has if
+  /// that is the state of a completed update. Parameters and optimizer state change only together
+  /// with the step counter, so an unchanged counter means nothing is half applied. Not with
+  /// parameter servers: they hold the state, and may be what failed. The other workers may be
+  /// gone: the set holds this worker's exchange state alone.
+  void save_before_stopping() {
+    if (!saves_sets() || parameter_server || s_.step != done_step_ || !clock_->due_at_exit(s_.step)) return;
+    const CheckpointPolicy& cp = fit_.checkpoints;
+    const auto path = checkpoint::set_file(cp.directory, s_.step, checkpoint::worker_part());
+    try {
+      ledger_.write(path, done_epoch_, done_batch_, true, own_exchange_state());
+      checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
+      if (fit_.log) *fit_.log << "checkpoint: saved step " << s_.step << " to " << path.string() << " before stopping\n";
+    } catch (const CheckpointError& err) {
+      ledger_.failures.note(err.what(), fit_.log);
+    }
+  }
+
+  /// Rethrows the current PeerLostError unless the survivors go on; then where they go on from.
+  std::optional<SurvivorPosition> survive(std::optional<std::size_t> peer, const std::string& during) {
+    if constexpr (survives_worker_loss) {
+      if (recovery_) {
+        const SurvivorProgress progress{records_, done_epoch_, done_batch_, steps_this_call_, options_.batch_size,
+                                        &ledger_.history};
+        auto back = survive_loss(e_, group_, *recovery_, s_, peer, during, peer && during == "the gradient allreduce",
+                                 progress, fit_.log);
+        if (back) {
+          lo_.shard_index = group_.rank();
+          lo_.shard_count = group_.size();
+          loader_.emplace(train_, lo_);
+          steps_this_call_ = back->steps_this_call;
+          stop_ = fit_.max_steps && steps_this_call_ >= fit_.max_steps;
+          done_step_ = s_.step;
+        }
+        return back;
+      }
+    }
+    throw;
+  }
+
+  /// TrainerOptions::overlap for this worker (train/overlap.hpp).
+  bool overlaps() const {
+    if (options_.overlap != Overlap::automatic) return options_.overlap == Overlap::always;
+    if constexpr (!std::is_same_v<typename M::device, device::Cpu>) {
+      return true;
+    } else {
+      std::size_t ranks_on_host = 1;
+      if constexpr (KnowsRanksOnHost<E>) ranks_on_host = std::max<std::size_t>(1, e_.ranks_on_this_host());
+      return overlap_pays(usable_cores(), ranks_on_host, std::max<std::size_t>(1, options_.threads));
+    }
+  }
+
+  void write_step_log(const StepCounters& c) {
+    char timing[256];
+    std::snprintf(timing, sizeof timing,
+                  "{\"rank\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f", w_,
+                  static_cast<unsigned long long>(c.step), 1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds,
+                  1e3 * c.update_seconds);
+    std::string line = timing;
+    append_traffic_fields(line, c.traffic);
+    line += ",\"steps_ahead\":" + std::to_string(c.steps_ahead) + ",\"staleness\":" + std::to_string(c.staleness) + "}";
+    shared_.step_log.write(std::move(line));
+  }
+
+  const TrainerOptions<M>& options_;
+  Policy& policy_;
+  E& e_;
+  State& s_;
+  const std::size_t workers_;
+  const data::Dataset<T>& train_;
+  const data::Dataset<T>* validation_;
+  const FitOptions& fit_;
+  FitShared& shared_;
+  TrainerLedger<T>& ledger_;
+  const std::size_t w_;
+  const bool reporter_;
+  Group group_;
+  std::optional<Path> path_;
+  data::LoaderOptions lo_;
+  std::optional<data::Loader<T>> loader_;  // made again, re-sharded, when the ring re-forms
+  std::optional<MetricsLog> metrics_;
+  std::optional<CheckpointClock> clock_;
+  std::optional<typename ring_recovery_for<E, survives_worker_loss>::type> recovery_;
+  DataPosition at_;
+  std::size_t epochs_to_run_ = 0;
+  std::uint64_t steps_this_call_ = 0;
+  bool stop_ = false;
+  std::uint64_t records_ = 0;                // epochs recorded in this call
+  std::optional<EpochRecord> adopted_;       // the end of an epoch this worker missed
+  // The position after the last completed update: what a checkpoint taken now must record.
+  std::uint64_t done_step_ = 0, done_epoch_ = 0, done_batch_ = 0;
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/worker_loop.hpp ----
+
+// ---- begin flotilla/train/worker_state.hpp ----
+// Everything one worker rank of the data-parallel Trainer owns and keeps from one fit() call to
+// the next: its engine (parameters, gradients, the replicas of its cores), its optimizer state,
+// the updates it has taken part in, and its gradient exchange (with any state that carries from
+// step to step, such as error-feedback residuals).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+template <class M, class Exchange>
+struct WorkerState {
+  using T = typename M::scalar_type;
+  using engine_type = typename engine_for<M>::type;
+  using optimizer_state = typename M::optimizer::template state<T>;
+  using exchange_type = Exchange;
+
+  explicit WorkerState(const TrainerOptions<M>& o) : engine(o.threads, o.eval_batch_size, o.seed), opt(M::parameter_count) {
+    if constexpr (requires { engine.set_stream_gradients(true); }) engine.set_stream_gradients(o.stream_gradients);
+  }
+  /// Another worker's copy of `from`: parameters, optimizer state, step and seed (the exchange's
+  /// state is each worker's own, and starts empty).
+  WorkerState(const TrainerOptions<M>& o, const WorkerState& from) : WorkerState(o) {
+    std::copy(from.engine.parameters().begin(), from.engine.parameters().end(), engine.parameters().begin());
+    const auto src = from.optimizer_buffers();
+    auto dst = opt.buffers();
+    for (std::size_t i = 0; i < dst.size(); ++i) std::copy(src[i].begin(), src[i].end(), dst[i].begin());
+    step = from.step;
+    engine.set_seed(from.engine.seed());
+  }
+
+  /// The optimizer's buffers, current on the host (a GPU engine keeps them on the device).
+  std::vector<std::span<const T>> optimizer_buffers() const {
+    engine.optimizer_state_to_host(const_cast<optimizer_state&>(opt));
+    auto buffers = const_cast<optimizer_state&>(opt).buffers();
+    return {buffers.begin(), buffers.end()};
+  }
+
+  /// Whether the exchange carries state from step to step that checkpoints must keep.
+  static constexpr bool stateful_exchange = StatefulExchange<Exchange, T>;
+
+  /// A copy of the exchange's state (empty when it keeps none).
+  std::vector<std::vector<T>> exchange_state() const {
+    std::vector<std::vector<T>> out;
+    if constexpr (stateful_exchange)
+      for (const auto& b : exchange.state()) out.emplace_back(b.begin(), b.end());
+    return out;
+  }
+  /// Starts the exchange afresh, with `saved` as its state where given.
+  void restore_exchange(const std::vector<std::vector<T>>& saved) {
+    exchange = Exchange{};
+    if constexpr (stateful_exchange)
+      if (!saved.empty()) exchange.restore(saved);
+  }
+
+  engine_type engine;
+  optimizer_state opt;
+  std::uint64_t step = 0;
+  Exchange exchange;
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/worker_state.hpp ----
+
 // ---- begin flotilla/transport/in_process.hpp ----
 // The in-process transport: every rank is a thread of this process, and messages are copied
 // between per-rank mailboxes. It is flotilla's embedded default: several workers on one machine
@@ -11986,57 +13658,6 @@ struct InProcess {
 
 namespace flotilla {
 
-/// A worker made artificially slow, to study stragglers: after computing each step's gradients it
-/// sleeps (factor - 1) times as long as the computation took.
-struct Straggler {
-  std::size_t worker = std::numeric_limits<std::size_t>::max();
-  double factor = 1.0;
-};
-
-/// How a Trainer is set up: optimizer settings, schedule, batch, threads, seed, workers.
-template <ModelType M>
-struct TrainerOptions {
-  typename M::optimizer optimizer{};
-  /// Factor on the optimizer's learning rate as a function of the update index (0 first).
-  std::function<double(std::uint64_t)> schedule = schedule::Constant{};
-  /// Samples per worker per step; a step of W workers consumes batch_size * W samples.
-  std::size_t batch_size = 64;
-  /// Cores of each worker that share its batch. Results are the same for any value up to float
-  /// rounding of the gradient sum (and bit for bit for a fixed value).
-  std::size_t threads = 1;
-  /// Fixes the initial parameters, the data order and the dropout masks.
-  std::uint64_t seed = 1;
-  bool shuffle = true;
-  /// Batches gathered ahead on a background thread (0: gather on the training thread).
-  std::size_t prefetch = 2;
-  /// Batch size used by evaluate() and predict(); larger is faster, memory permitting.
-  std::size_t eval_batch_size = 1000;
-  /// In-process jobs: the number of worker threads. Other backends take the number of workers from
-  /// the launched job (its size less the servers); a non-zero value here must then agree with it.
-  std::size_t workers = 1;
-  /// Parameter-server topologies: the number of server ranks (each holds one shard).
-  std::size_t servers = 1;
-  /// Layers that can (Dense: StreamsGradients) report parts of their gradient while backward is
-  /// still computing the rest, so that a large layer's first buckets go on the wire early. It pays
-  /// where the gradients go over sockets and the communication thread has a core to itself (1.12x
-  /// on 16 cores); over shared memory it gained nothing, and with no spare core (two single-thread
-  /// ranks on two cores) it cost 8% (docs/benchmarks.md), hence off.
-  bool stream_gradients = false;
-  /// Whether gradient buckets (ring) or shard pushes (parameter servers) go out during backward, on
-  /// a thread of the worker's own, or all after it, on the training thread (train/overlap.hpp).
-  /// Overlap hides communication where that thread has a core to itself; where every core
-  /// computes, it takes turns with backward and costs more than it hides: two single-thread ranks
-  /// on 2 cores trained 1.1-1.2x faster without it (docs/benchmarks.md). `automatic` overlaps when
-  /// the cores this process may use outnumber the compute threads of the ranks on this host.
-  Overlap overlap = Overlap::automatic;
-  /// For experiments with slow workers.
-  Straggler straggler{};
-  /// When a worker dies or stalls (train/worker_loss.hpp): by default asynchronous and
-  /// bounded-staleness training go on without it, synchronous training stops with an error naming
-  /// it; continue_with_survivors makes synchronous training go on too (transport::Tcp only).
-  WorkerLoss on_worker_loss = WorkerLoss::by_policy;
-};
-
 template <class M, class Policy = policy::Synchronous<>, class Backend = transport::InProcess>
 class Trainer {
   static_assert(ModelType<M>, "Trainer<Model, Policy, Backend>: Model must be flotilla::Model<Net, Loss, Optimizer, T, Device>");
@@ -12057,7 +13678,9 @@ class Trainer {
   using network_type = typename M::network;
   using optimizer_type = typename M::optimizer;
   using optimizer_state = typename optimizer_type::template state<T>;
-  using codec_type = codec::for_value_t<typename policy_codec<Policy>::type, T>;
+  using codec_type = policy_codec_t<Policy, T>;
+  /// What each bucket of gradients goes through (concepts/gradient_exchange.hpp).
+  using exchange_type = policy_exchange_t<Policy, T>;
   using engine_type = typename detail::engine_for<M>::type;  ///< cuda::Engine for device::Cuda models
   using endpoint_type = typename Backend::endpoint;
   static constexpr std::size_t parameter_count = M::parameter_count;
@@ -12065,24 +13688,25 @@ class Trainer {
   static constexpr bool parameter_server = ParameterServerPolicy<Policy>;
   static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
   static_assert(Codec<codec_type, T>, "Trainer: the policy's codec cannot encode the model's scalar type");
-  /// Whether the engine forms the parameter-server traffic's codes itself (a GPU: the push's
-  /// gradients and the pull's parameters cross to and from the host encoded, never as fp32).
-  static constexpr bool engine_encodes = [] {
-    if constexpr (requires { engine_type::template encodes_on_device<codec_type>; })
-      return parameter_server && engine_type::template encodes_on_device<codec_type>;
-    else
-      return false;
-  }();
 
   explicit Trainer(TrainerOptions<M> options = {}, Policy policy = {}, typename Backend::options transport = {})
       : options_(std::move(options)), policy_(std::move(policy)), transport_(std::move(transport)) {
-    if (options_.batch_size == 0) throw ConfigError("TrainerOptions::batch_size must be > 0");
-    if (options_.eval_batch_size == 0) throw ConfigError("TrainerOptions::eval_batch_size must be > 0");
+    options_.validate("TrainerOptions");
     if (Backend::in_process && options_.workers == 0) throw ConfigError("TrainerOptions::workers must be > 0");
     if (parameter_server && options_.servers == 0) throw ConfigError("TrainerOptions::servers must be > 0");
     if (options_.on_worker_loss == WorkerLoss::continue_with_survivors) check_worker_loss_supported();
-    workers_.push_back(std::make_unique<WorkerState>(options_));
+    workers_.push_back(std::make_unique<State>(options_));
+    ledger_.write = [this](const std::filesystem::path& path, std::uint64_t epoch, std::uint64_t batch, bool with_optimizer,
+                           const detail::ExchangeStates<T>& states) {
+      write_worker_file(path, epoch, batch, with_optimizer, states);
+    };
+    ledger_.save = [this](const std::filesystem::path& path, const detail::ExchangeStates<T>& states) {
+      write_worker_file(path, ledger_.epoch, ledger_.batch_in_epoch, !parameter_server || !servers_.empty(), states);
+    };
   }
+  // The ledger's writers refer to this trainer.
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   // ---- training ---------------------------------------------------------------------------
 
@@ -12096,15 +13720,15 @@ class Trainer {
     const std::size_t ranks = Backend::in_process ? options_.workers + servers : 0;
     const std::size_t epochs = detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "Trainer::fit", [&] {
       resume_from(fit.checkpoints.directory, fit.log);
-      return epoch_;
+      return ledger_.epoch;
     });
-    Shared shared(fit, Backend::in_process, local().step > 0);
+    detail::FitShared shared(fit, Backend::in_process, local().step > 0);
     shared.epochs = epochs;
     // Where this call starts; workers count from here on their own, and the position is written
     // back only by the worker that owns it (worker 0 in-process), so no thread reads a member
     // another writes.
-    shared.start_epoch = epoch_;
-    shared.start_batch = batch_in_epoch_;
+    shared.start_epoch = ledger_.epoch;
+    shared.start_batch = ledger_.batch_in_epoch;
     // In-process workers' states are made here, before their threads start: each is a copy of
     // worker 0's, which worker 0's thread starts to change as soon as it runs.
     if (Backend::in_process)
@@ -12120,12 +13744,15 @@ class Trainer {
                           std::to_string(workers) + " workers (" + std::to_string(world) + " ranks, " +
                           std::to_string(servers) + " servers)");
       if (e.rank() < workers) {
-        run_worker(e, workers, train, validation, fit, shared);
+        detail::WorkerLoop<M, Policy, codec_type, endpoint_type, State, Backend::in_process> loop(
+            options_, policy_, e, worker_state(e.rank()), workers, train, validation, fit, shared, ledger_);
+        loop.run();
       } else {
         run_server(e, workers, e.rank() - workers, fit);
       }
     });
-    pending_shards_.clear();  // consumed by the servers hosted here
+    servers_.forget_shard_files();  // consumed by the servers hosted here
+    ledger_.loaded_exchange.clear();  // taken by the workers
     // Servers record no events: a process of servers alone writes no trace.
     detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.worker_rank);
     return shared.history;
@@ -12137,7 +13764,7 @@ class Trainer {
   /// (worker 0's in-process), on all its cores.
   Evaluation evaluate(const data::Dataset<T>& data) {
     check_dataset(data, "evaluate: data set");
-    return to_evaluation(local().engine.evaluate(data, 0, data.size()));
+    return detail::to_evaluation<M>(local().engine.evaluate(data, 0, data.size()));
   }
 
   /// The model's outputs ((output size) x samples) for `inputs` ((input size) x samples).
@@ -12150,21 +13777,27 @@ class Trainer {
 
   // ---- checkpoints ------------------------------------------------------------------------
 
-  /// Writes parameters, optimizer state, step, seed and data position to `path` atomically.
+  /// Writes parameters, optimizer state, step, seed and data position to `path` atomically, and
+  /// the gradient exchange's state (error-feedback residuals) of the workers this process hosts.
   /// With parameter servers in another process, the optimizer state lives there and is not saved.
   /// A checkpoint directory (FitOptions::checkpoints) keeps what save() leaves out: the servers'
   /// optimizer state and update counts, in shard files each server process writes itself.
   void save(const std::filesystem::path& path) const {
-    write_worker_file(path, epoch_, batch_in_epoch_, !parameter_server || !servers_.empty());
+    detail::ExchangeStates<T> states;
+    if constexpr (State::stateful_exchange) {
+      const std::lock_guard lock(states_mutex_);
+      for (const auto& w : workers_) states.push_back(w ? w->exchange_state() : std::vector<std::vector<T>>{});
+    }
+    write_worker_file(path, ledger_.epoch, ledger_.batch_in_epoch, !parameter_server || !servers_.empty(), states);
   }
 
   /// Restores what save() wrote, seed included. The checkpoint must come from the same model and
   /// optimizer types; nothing is changed unless the whole checkpoint verifies and matches.
   void load(const std::filesystem::path& path) {
     const checkpoint::Reader r(path);
-    check_worker_file(r);
+    detail::check_checkpoint<M>(r);
     load_worker_file(r);
-    pending_shards_.clear();
+    servers_.reset();
   }
 
   /// What resume_from() did: the step it resumed from (none: no complete set, nothing changed),
@@ -12183,110 +13816,27 @@ class Trainer {
     for (std::size_t k = 0; k != servers; ++k) parts.push_back(checkpoint::server_part(k, servers));
     auto found = checkpoint::find_resume_point(dir, parts, [&](const std::string& part, const checkpoint::Reader& r) {
       if (part == checkpoint::worker_part()) {
-        check_worker_file(r);
+        detail::check_checkpoint<M>(r);
       } else {
         const auto at = std::find(parts.begin(), parts.end(), part) - parts.begin();
-        check_shard_file(r, static_cast<std::size_t>(at) - 1, servers);
+        Servers::check_shard_file(r, static_cast<std::size_t>(at) - 1, servers);
       }
     });
     ResumeReport report = checkpoint::start_report(found, dir, log);
     if (!found.point) return report;
     auto& point = *found.point;
     load_worker_file(point.parts.at(checkpoint::worker_part()));
-    pending_shards_.clear();
-    for (std::size_t k = 0; k != servers; ++k) pending_shards_.push_back(point.parts.at(checkpoint::server_part(k, servers)));
-    checkpoint::finish_report(report, dir, point.step, parts, epoch_, batch_in_epoch_, log);
+    std::vector<checkpoint::Reader> shard_files;
+    for (std::size_t k = 0; k != servers; ++k) shard_files.push_back(point.parts.at(checkpoint::server_part(k, servers)));
+    servers_.reset(std::move(shard_files));
+    checkpoint::finish_report(report, dir, point.step, parts, ledger_.epoch, ledger_.batch_in_epoch, log);
     return report;
   }
 
   /// Checkpoint saves that failed (periodic and at exit, worker and server files): each message
   /// names the file and the reason. Training goes on after a failed save; the sets saved before
   /// are kept.
-  std::vector<std::string> checkpoint_failures() const { return checkpoint_failures_.list(); }
-
- private:
-  void check_worker_file(const checkpoint::Reader& r) const { detail::check_checkpoint<M>(r); }
-
-  void load_worker_file(const checkpoint::Reader& r) {
-    detail::LoadedCheckpoint<M> c = detail::read_checkpoint<M>(r);
-    // Verified: now change state. Every worker and server of this process starts from it.
-    workers_.resize(1);
-    WorkerState& s = *workers_[0];
-    std::copy(c.parameters.begin(), c.parameters.end(), s.engine.parameters().begin());
-    s.opt = std::move(c.optimizer);
-    s.engine.optimizer_state_changed();
-    s.step = c.at.step;
-    // The seed keys the data order and the dropout masks: the resumed run continues the saved
-    // run's sequence, whatever seed this trainer was built with.
-    s.engine.set_seed(c.at.seed);
-    options_.seed = c.at.seed;
-    epoch_ = c.at.epoch;
-    batch_in_epoch_ = c.at.batch_in_epoch;
-    servers_.clear();
-    server_rebuild_ = true;
-  }
-
-  void write_worker_file(const std::filesystem::path& path, std::uint64_t epoch, std::uint64_t batch,
-                         bool with_optimizer_state) const {
-    const WorkerState& s = local();
-    const detail::RunPosition at{s.step, epoch, batch, s.engine.seed()};
-    if (!with_optimizer_state) {
-      detail::write_checkpoint<M>(path, s.engine.parameters(), nullptr, at);
-      return;
-    }
-    const auto buffers = optimizer_buffers_copy();
-    const std::vector<std::span<const T>> spans(buffers.begin(), buffers.end());
-    detail::write_checkpoint<M>(path, s.engine.parameters(), &spans, at);
-  }
-
-  /// A shard file must be shard `index` of `servers` of this model's parameters.
-  void check_shard_file(const checkpoint::Reader& r, std::size_t index, std::size_t servers) const {
-    check_worker_file(r);
-    const auto shards = detail::balanced_shards(parameter_count, servers);
-    const std::uint64_t got_index = r.u64("shard_index"), got_count = r.u64("shard_count");
-    const std::uint64_t begin = r.u64("shard_begin"), end = r.u64("shard_end");
-    if (got_index != index || got_count != servers || begin != shards[index].begin || end != shards[index].end)
-      throw CheckpointError(r.source() + ": holds shard " + std::to_string(got_index) + " of " + std::to_string(got_count) +
-                            " (parameters " + std::to_string(begin) + ".." + std::to_string(end) + "), this job needs shard " +
-                            std::to_string(index) + " of " + std::to_string(servers) + " (parameters " +
-                            std::to_string(shards[index].begin) + ".." + std::to_string(shards[index].end) + ")");
-    if (r.count("parameters") != end - begin)
-      throw CheckpointError(r.source() + ": record 'parameters' has " + std::to_string(r.count("parameters")) +
-                            " elements for a shard of " + std::to_string(end - begin));
-  }
-
-  /// Writes server `index`'s shard as part of the set of `step`, rotates its older files, and
-  /// says whether it worked; a failure is logged and kept (checkpoint_failures()), not thrown:
-  /// the server goes on serving and the set of that step stays incomplete.
-  template <class S>  // S: Shard, declared below
-  bool save_shard(S& shard, std::size_t index, std::size_t servers, std::uint64_t step, const FitOptions& fit) {
-    const auto& cp = fit.checkpoints;
-    if (!cp.enabled()) return false;
-    const std::string part = checkpoint::server_part(index, servers);
-    const auto path = checkpoint::set_file(cp.directory, step, part);
-    try {
-      checkpoint::Writer w;
-      detail::add_model_records<M>(w);
-      w.add_u64("step", step);
-      w.add_u64("updates", shard.updates());
-      w.add_u64("shard_index", index);
-      w.add_u64("shard_count", servers);
-      w.add_u64("shard_begin", shard.shard().begin);
-      w.add_u64("shard_end", shard.shard().end);
-      w.add_array<T>("parameters", std::span<const T>(shard.parameters()));
-      auto buffers = shard.optimizer_buffers().buffers();
-      for (std::size_t i = 0; i < buffers.size(); ++i)
-        w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
-      w.commit(path);
-    } catch (const CheckpointError& e) {
-      checkpoint_failures_.note(std::string("parameter server ") + std::to_string(index) + ": " + e.what(), fit.log);
-      return false;
-    }
-    checkpoint::rotate(cp.directory, part, cp.keep);
-    return true;
-  }
-
- public:
+  std::vector<std::string> checkpoint_failures() const { return ledger_.failures.list(); }
 
   // ---- state ------------------------------------------------------------------------------
 
@@ -12297,13 +13847,13 @@ class Trainer {
   /// Updates this process's worker has taken part in.
   std::uint64_t step() const noexcept { return local().step; }
   /// Epochs completed so far.
-  std::uint64_t epoch() const noexcept { return epoch_; }
+  std::uint64_t epoch() const noexcept { return ledger_.epoch; }
   const TrainerOptions<M>& options() const noexcept { return options_; }
   const Policy& policy() const noexcept { return policy_; }
   /// Every epoch record of every fit() call on this trainer (what the plot shows).
-  const History& history() const noexcept { return history_; }
+  const History& history() const noexcept { return ledger_.history; }
   /// Worker 0's per-step counters of the last fit() call (this process's worker, out of process).
-  const std::vector<StepCounters>& step_counters() const noexcept { return counters_; }
+  const std::vector<StepCounters>& step_counters() const noexcept { return ledger_.counters; }
   /// The compute engine of worker `w` of this process (in-process workers are 0..workers-1; out of
   /// process, this process's worker whatever `w`): for what an engine reports of itself, such as
   /// cuda::Engine::transfers(). Empty before the first fit() for w > 0.
@@ -12313,118 +13863,66 @@ class Trainer {
     return w < workers_.size() && workers_[w] ? &workers_[w]->engine : nullptr;
   }
   /// The learning rate of the next update.
-  double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(local().step); }
+  double learning_rate() const { return options_.learning_rate(local().step); }
 
   /// A one-line description of the architecture's parameter tensors, stored in checkpoints.
   static std::string signature() { return detail::model_signature<M>(); }
 
  private:
-  /// Everything one worker rank owns.
-  struct WorkerState {
-    explicit WorkerState(const TrainerOptions<M>& o)
-        : engine(o.threads, o.eval_batch_size, o.seed), opt(parameter_count) {
-      if constexpr (requires { engine.set_stream_gradients(true); }) engine.set_stream_gradients(o.stream_gradients);
-    }
-    WorkerState(const TrainerOptions<M>& o, const WorkerState& from) : WorkerState(o) {
-      std::copy(from.engine.parameters().begin(), from.engine.parameters().end(), engine.parameters().begin());
-      auto dst = opt.buffers();
-      from.engine.optimizer_state_to_host(const_cast<optimizer_state&>(from.opt));
-      auto src = const_cast<optimizer_state&>(from.opt).buffers();
-      for (std::size_t i = 0; i < dst.size(); ++i) std::copy(src[i].begin(), src[i].end(), dst[i].begin());
-      step = from.step;
-      engine.set_seed(from.engine.seed());
-    }
-    typename detail::engine_for<M>::type engine;
-    optimizer_state opt;
-    std::uint64_t step = 0;
-    /// Error feedback: what the codec's rounding left out, one stream per bucket or shard.
-    std::vector<codec::ErrorFeedback<T>> feedback;
-    codec::ErrorFeedback<T>& feedback_for(std::size_t stream) {
-      if (feedback.size() <= stream) feedback.resize(stream + 1);
-      return feedback[stream];
-    }
-  };
-  using Shard = detail::ParameterServerShard<T, optimizer_type, codec_type>;
+  using State = detail::WorkerState<M, exchange_type>;
+  using Servers = detail::HostedServers<M, codec_type>;
 
-  /// What the ranks of one fit() call share in this process.
-  struct Shared {
-    Shared(const FitOptions& f, bool in_process, bool resumed)
-        : timeline(!f.trace_file.empty()), step_log(f.step_log_file, in_process, resumed) {}
-    Timeline timeline;
-    History history;
-    detail::StepLog step_log;
-    std::optional<std::size_t> worker_rank;  // a process of one worker: its rank
-    std::uint64_t start_epoch = 0, start_batch = 0;
-    std::size_t epochs = 0;  // to run in this call
-  };
-
-  WorkerState& local() noexcept { return *workers_[0]; }
-  const WorkerState& local() const noexcept { return *workers_[0]; }
+  State& local() noexcept { return *workers_[0]; }
+  const State& local() const noexcept { return *workers_[0]; }
 
   /// The state of worker `w` hosted here, created as a copy of worker 0 when missing (by fit(),
   /// before the workers' threads start).
-  WorkerState& worker_state(std::size_t w) {
+  State& worker_state(std::size_t w) {
     if (!Backend::in_process) return local();
     const std::lock_guard lock(states_mutex_);
     if (workers_.size() <= w) workers_.resize(w + 1);
-    if (!workers_[w]) workers_[w] = std::make_unique<WorkerState>(options_, *workers_[0]);
+    if (!workers_[w]) workers_[w] = std::make_unique<State>(options_, *workers_[0]);
     return *workers_[w];
   }
 
-  Shard& server_state(std::size_t s, std::size_t servers) {
-    const std::lock_guard lock(states_mutex_);
-    if (server_rebuild_ || servers_.size() != servers) {
-      servers_.clear();
-      server_rebuild_ = false;
-    }
-    if (servers_.empty()) servers_.resize(servers);
-    if (!servers_[s]) {
-      const auto shards = detail::balanced_shards(parameter_count, servers);
-      const auto all = workers_[0]->engine.parameters();
-      servers_[s] = std::make_unique<Shard>(shards[s], all.subspan(shards[s].begin, shards[s].size()),
-                                            detail::tensors_within(network_type::tensors, shards[s]));
-      auto dst = servers_[s]->optimizer_buffers().buffers();
-      if (s < pending_shards_.size()) {
-        // resume_from() verified it: this shard's parameters, optimizer state and update count.
-        const checkpoint::Reader& r = pending_shards_[s];
-        r.array_into<T>("parameters", servers_[s]->parameters());
-        for (std::size_t i = 0; i < dst.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), dst[i]);
-        servers_[s]->set_updates(r.u64("updates"));
-      } else {
-        // A restored single-file checkpoint's optimizer state belongs on the shards that serve it.
-        workers_[0]->engine.optimizer_state_to_host(workers_[0]->opt);
-        auto src = workers_[0]->opt.buffers();
-        for (std::size_t i = 0; i < dst.size(); ++i)
-          std::copy_n(src[i].begin() + static_cast<std::ptrdiff_t>(shards[s].begin), shards[s].size(), dst[i].begin());
-      }
-    }
-    return *servers_[s];
+  void load_worker_file(const checkpoint::Reader& r) {
+    detail::LoadedCheckpoint<M> c = detail::read_checkpoint<M>(r);
+    // Verified: now change state. Every worker and server of this process starts from it.
+    workers_.resize(1);
+    State& s = *workers_[0];
+    std::copy(c.parameters.begin(), c.parameters.end(), s.engine.parameters().begin());
+    s.opt = std::move(c.optimizer);
+    s.engine.optimizer_state_changed();
+    s.step = c.at.step;
+    // The seed keys the data order and the dropout masks: the resumed run continues the saved
+    // run's sequence, whatever seed this trainer was built with.
+    s.engine.set_seed(c.at.seed);
+    options_.seed = c.at.seed;
+    ledger_.epoch = c.at.epoch;
+    ledger_.batch_in_epoch = c.at.batch_in_epoch;
+    // Each worker takes its own exchange state when it starts; one the file does not hold starts afresh.
+    s.restore_exchange(c.exchange.empty() ? std::vector<std::vector<T>>{} : c.exchange[0]);
+    ledger_.loaded_exchange = std::move(c.exchange);
   }
 
-  /// The optimizer's buffers for the whole model: worker 0's, or assembled from the shards.
-  std::vector<std::vector<T>> optimizer_buffers_copy() const {
-    std::vector<std::vector<T>> out;
-    local().engine.optimizer_state_to_host(const_cast<optimizer_state&>(local().opt));
-    auto own = const_cast<optimizer_state&>(local().opt).buffers();
-    for (const auto& b : own) out.emplace_back(b.begin(), b.end());
-    if (parameter_server && !servers_.empty()) {
-      for (const auto& shard : servers_) {
-        if (!shard) continue;
-        auto buffers = shard->optimizer_buffers().buffers();
-        for (std::size_t i = 0; i < buffers.size(); ++i)
-          std::copy(buffers[i].begin(), buffers[i].end(), out[i].begin() + static_cast<std::ptrdiff_t>(shard->shard().begin));
-      }
+  void write_worker_file(const std::filesystem::path& path, std::uint64_t epoch, std::uint64_t batch,
+                         bool with_optimizer_state, const detail::ExchangeStates<T>& states) const {
+    const State& s = local();
+    const detail::RunPosition at{s.step, epoch, batch, s.engine.seed()};
+    if (!with_optimizer_state) {
+      detail::write_checkpoint<M>(path, s.engine.parameters(), nullptr, at, &states);
+      return;
     }
-    return out;
+    // The optimizer's buffers for the whole model: worker 0's, or assembled from the shards.
+    std::vector<std::vector<T>> buffers;
+    for (const auto& b : s.optimizer_buffers()) buffers.emplace_back(b.begin(), b.end());
+    if (parameter_server) servers_.gather_optimizer_state(buffers);
+    const std::vector<std::span<const T>> spans(buffers.begin(), buffers.end());
+    detail::write_checkpoint<M>(path, s.engine.parameters(), &spans, at, &states);
   }
 
-  // ---- going on without a lost worker (train/worker_loss.hpp) --------------------------------
-
-  /// Whether a worker of endpoint type E can go on after a peer is lost: ring topologies over a
-  /// transport that survives a lost peer.
-  template <class E>
-  static constexpr bool survives_worker_loss = !parameter_server && detail::SurvivableEndpoint<E>;
-
+  /// Whether a worker can go on after a peer is lost (TrainerOptions::on_worker_loss): ring
+  /// topologies over a transport that survives a lost peer, or servers over transport::Tcp.
   void check_worker_loss_supported() const {
     if constexpr (parameter_server) {
       if constexpr (Backend::in_process || !requires(endpoint_type& e) { e.continue_without_lost_peers(true); })
@@ -12445,634 +13943,17 @@ class Trainer {
     }
   }
 
-  /// Where a survivor goes on from once the ring has re-formed: the data position of the survivor
-  /// that got furthest (epoch, and samples of it trained on), its update count in this call, and
-  /// its last epoch record when it has one more than this worker.
-  struct Resumed {
-    std::uint64_t epoch = 0, samples = 0, steps_this_call = 0;
-    std::optional<EpochRecord> record;
-  };
-
-  /// After `lost` was lost during `during` (nullopt: the check-in at the end of training), agrees
-  /// with the other survivors on who is left, re-forms `group`, logs each loss once, and takes the
-  /// state of the survivor that got furthest. nullopt when nobody was lost (a quiet check-in).
-  /// Losses during this start it over; a rank that cannot go on throws.
-  template <class E, class G, class R>
-  std::optional<Resumed> survive_loss(E& e, G& group, R& recovery, WorkerState& s, std::optional<std::size_t> lost,
-                                      const std::string& during, bool in_update, std::uint64_t records, std::uint64_t done_epoch,
-                                      std::uint64_t done_batch, std::uint64_t steps_this_call, const FitOptions& fit) {
-    // The position in samples: batch indices count global batches, which the re-formed ring makes smaller.
-    const std::uint64_t done_samples = done_batch * options_.batch_size * group.size();
-    for (;;) {
-      const detail::LossDecision d = recovery.agree(lost, detail::LossProgress{s.step, records});
-      if (!d.changed()) return std::nullopt;
-      if (fit.log)
-        for (const std::size_t r : d.lost)
-          *fit.log << "worker " << r << " (host " << e.address(r) << ") lost during " << during << " at step "
-                   << s.step + (in_update ? 1 : 0) << "; continuing with " << group.size() << " workers, effective batch "
-                   << options_.batch_size * group.size() << "\n"
-                   << std::flush;
-      try {
-        // Into copies: a loss in the middle of this leaves this worker's own state whole.
-        std::vector<std::uint64_t> head = {s.step, done_epoch, done_samples, records, steps_this_call, 0};
-        std::vector<std::byte> rec;
-        const bool leader = group.rank() == d.leader;
-        if (leader && records > 0 && !history_.empty()) rec = detail::record_bytes(history_.back());
-        head[5] = rec.size();
-        const Tag tag = detail::protocol_tags::broadcast;
-        collective::broadcast(group, std::span<std::uint64_t>(head), d.leader, tag);
-        std::vector<T> parameters(s.engine.parameters().begin(), s.engine.parameters().end());
-        collective::broadcast(group, std::span<T>(parameters), d.leader, tag);
-        s.engine.optimizer_state_to_host(s.opt);
-        std::vector<std::vector<T>> buffers;
-        for (auto b : s.opt.buffers()) {
-          buffers.emplace_back(b.begin(), b.end());
-          collective::broadcast(group, std::span<T>(buffers.back()), d.leader, tag);
-        }
-        rec.resize(static_cast<std::size_t>(head[5]));
-        if (!rec.empty())
-          collective::broadcast(group, std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(rec.data()), rec.size()),
-                                d.leader, tag);
-        std::copy(parameters.begin(), parameters.end(), s.engine.parameters().begin());
-        auto own = s.opt.buffers();
-        for (std::size_t i = 0; i < buffers.size(); ++i) std::copy(buffers[i].begin(), buffers[i].end(), own[i].begin());
-        s.engine.optimizer_state_changed();
-        s.step = head[0];
-        Resumed back{head[1], head[2], head[4], std::nullopt};
-        if (head[3] > records) {
-          if (head[3] != records + 1 || rec.empty())
-            throw TransportError("worker " + std::to_string(e.rank()) + ": the leading survivor has recorded " +
-                                 std::to_string(head[3]) + " epochs, this one " + std::to_string(records) +
-                                 "; survivors can be one epoch apart at most");
-          back.record = detail::record_from_bytes(rec);
-        }
-        return back;
-      } catch (const PeerLostError& x) {
-        lost = x.peer();
-      }
-    }
-  }
-
-  // ---- a worker's fit ------------------------------------------------------------------------
-
-  template <class E>
-  void run_worker(E& e, std::size_t workers, const data::Dataset<T>& train, const data::Dataset<T>* validation,
-                  const FitOptions& fit, Shared& shared) {
-    const std::size_t w = e.rank();
-    WorkerState& s = worker_state(w);
-    const bool reporter = w == 0;
-    if (!Backend::in_process) shared.worker_rank = w;
-    std::vector<std::size_t> members(workers);
-    for (std::size_t i = 0; i < workers; ++i) members[i] = i;
-    detail::worker_group_t<E, parameter_server> group(e, members, detail::protocol_tags::group_barrier);
-    Timeline& timeline = shared.timeline;
-
-    // Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint).
-    std::optional<detail::ParameterServerClient<T, codec_type>> client;
-    std::optional<detail::LiveWorkers> live;
-    // A worker process that was lost and started again rejoins the running job (TcpOptions::rejoin).
-    bool rejoining = false;
-    if constexpr (parameter_server && requires { e.rejoined(); }) rejoining = e.rejoined();
-    if constexpr (parameter_server) {
-      client.emplace(detail::balanced_shards(parameter_count, options_.servers), workers);
-      if constexpr (engine_encodes) s.engine.template encode_gradients_for_push<codec_type>(policy_error_feedback<Policy>);
-      live.emplace(workers, w, options_.batch_size, Policy::aggregate, fit.log);
-      // Another worker's death must not break this one's endpoint (its servers decide who is left).
-      if constexpr (requires { e.continue_without_lost_peers(true); })
-        if (detail::continues_without_lost_workers(options_.on_worker_loss, Policy::aggregate))
-          e.continue_without_lost_peers(true);
-      if (!rejoining) client->exchange_full(e, detail::PsHeader::hello, s.engine.parameters());
-    } else if (workers > 1) {
-      collective::broadcast(group, s.engine.parameters(), 0, detail::protocol_tags::broadcast);
-      s.engine.optimizer_state_to_host(s.opt);
-      for (auto b : s.opt.buffers()) collective::broadcast(group, b, 0, detail::protocol_tags::broadcast);
-      s.engine.optimizer_state_changed();
-      std::uint64_t step = s.step;
-      collective::broadcast(group, std::span<std::uint64_t>(&step, 1), 0, detail::protocol_tags::broadcast);
-      s.step = step;
-    }
-
-    data::LoaderOptions lo;
-    lo.batch_size = options_.batch_size;
-    lo.shuffle = options_.shuffle;
-    lo.seed = options_.seed;
-    lo.prefetch = options_.prefetch;
-    lo.shard_index = w;
-    lo.shard_count = workers;
-    std::optional<data::Loader<T>> loader;  // made again, re-sharded, when the ring re-forms
-    loader.emplace(train, lo);
-    std::optional<flotilla::detail::DataPosition> rejoined_at;
-    if constexpr (parameter_server) {
-      if (rejoining) {
-        const std::uint64_t per_epoch = loader->batches_per_epoch();
-        const auto point = client->rejoin(e, per_epoch, s.engine.parameters());
-        if (!point) {
-          if (fit.log) *fit.log << "flotilla: worker " << w << ": the job is finishing, nothing left to rejoin\n";
-          return;
-        }
-        s.step = point->position;
-        live->rejoined(e);
-        rejoined_at = flotilla::detail::DataPosition{point->position / per_epoch, point->position % per_epoch};
-        if (fit.log)
-          *fit.log << "flotilla: worker " << w << " rejoined the job at epoch " << rejoined_at->epoch + 1 << ", batch "
-                   << rejoined_at->batch << " (step " << point->position << ", reduction round " << point->round << ")\n";
-      }
-    }
-
-    // What runs during backward, or after it (overlaps()): bucket allreduces (ring) or shard
-    // pushes (parameter server).
-    std::unique_ptr<detail::ReadyRunner> runner;
-    const bool background = overlaps(e);
-    if constexpr (parameter_server) {
-      std::vector<detail::Range> order(client->shards().rbegin(), client->shards().rend());
-      runner = std::make_unique<detail::ReadyRunner>(
-          order,
-          [&, servers = order.size()](std::size_t i, detail::Range) {
-            const auto t0 = Timeline::clock::now();
-            push_shard(e, *client, servers - 1 - i, s);
-            timeline.record("push shard " + std::to_string(servers - 1 - i), "communication", w, 1, t0, Timeline::clock::now());
-          },
-          background);
-    } else if (workers > 1 && Policy::reduce_gradients_in_backward) {
-      runner = std::make_unique<detail::ReadyRunner>(
-          detail::make_buckets(network_type::parameter_offsets, network_type::parameter_counts,
-                               std::max<std::size_t>(bucket_bytes() / sizeof(T), 1)),
-          [&](std::size_t i, detail::Range r) {
-            const auto t0 = Timeline::clock::now();
-            reduce_bucket(group, s, i, r, detail::protocol_tags::bucket_base + static_cast<Tag>(i));
-            timeline.record("allreduce bucket " + std::to_string(i), "communication", w, 1, t0, Timeline::clock::now());
-          },
-          background);
-    }
-
-    std::optional<MetricsLog> metrics;
-    if (reporter && !fit.metrics_file.empty())
-      metrics.emplace(fit.metrics_file, MetricsLog::Format::from_extension,
-                      s.step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
-    shared.step_log.open_rank(w);
-    if (reporter) counters_.clear();
-
-    // Worker 0 in-process, and every worker out of process, owns this process's position.
-    const bool owns_position = reporter || !Backend::in_process;
-    flotilla::detail::DataPosition at{shared.start_epoch, shared.start_batch};
-    std::size_t epochs_to_run = shared.epochs;
-    if (rejoined_at) {
-      // The epochs of this call that the others are still to finish, from the one they are in.
-      const std::uint64_t behind = rejoined_at->epoch - std::min(rejoined_at->epoch, at.epoch);
-      epochs_to_run = shared.epochs > behind ? static_cast<std::size_t>(shared.epochs - behind) : 0;
-      at = *rejoined_at;
-    }
-    std::uint64_t steps_this_call = 0;
-    bool stop = false;
-    // Checkpoint sets are worker 0's decision alone (its state is the job's in synchronous
-    // training; servers save on its request), so no other worker waits for them.
-    const CheckpointPolicy& cp = fit.checkpoints;
-    const bool saves_sets = reporter && cp.enabled();
-    detail::CheckpointClock checkpoint_clock(cp, s.step);
-    // The position after the last completed update: what a checkpoint taken now must record.
-    std::uint64_t done_step = s.step, done_epoch = at.epoch, done_batch = at.batch;
-    auto save_set = [&] {
-      if constexpr (parameter_server) {
-        for (const std::size_t k : client->checkpoint(e, s.step))
-          checkpoint_failures_.note("parameter server " + std::to_string(k) + " could not save its shard of step " +
-                                        std::to_string(s.step) + " (its log says why); that set is incomplete",
-                                    fit.log);
-      }
-      const auto path = checkpoint::set_file(cp.directory, s.step, checkpoint::worker_part());
-      try {
-        write_worker_file(path, done_epoch, done_batch, !parameter_server);
-        checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
-      } catch (const CheckpointError& err) {
-        checkpoint_failures_.note(err.what(), fit.log);
-      }
-      checkpoint_clock.mark_saved(s.step);
-    };
-    // Going on without a lost worker (TrainerOptions::on_worker_loss): the survivors' agreement.
-    std::optional<typename detail::ring_recovery_for<E, survives_worker_loss<E>>::type> recovery;
-    if constexpr (survives_worker_loss<E>)
-      if (options_.on_worker_loss == WorkerLoss::continue_with_survivors) recovery.emplace(group);
-    std::uint64_t records = 0;                // epochs recorded in this call
-    std::optional<EpochRecord> adopted;       // the end of an epoch this worker missed
-    // Rethrows the current PeerLostError unless the survivors go on; then where they go on from.
-    const std::string update_op = "the gradient allreduce";
-    auto survive = [&](std::optional<std::size_t> peer, const std::string& during) -> std::optional<Resumed> {
-      if constexpr (survives_worker_loss<E>) {
-        if (recovery) {
-          auto back = survive_loss(e, group, *recovery, s, peer, during, peer && during == update_op, records, done_epoch, done_batch, steps_this_call, fit);
-          if (back) {
-            lo.shard_index = group.rank();
-            lo.shard_count = group.size();
-            loader.emplace(train, lo);
-            steps_this_call = back->steps_this_call;
-            stop = fit.max_steps && steps_this_call >= fit.max_steps;
-            done_step = s.step;
-          }
-          return back;
-        }
-      }
-      throw;
-    };
-
-    try {
-      for (std::size_t epoch_index = 0; epoch_index < epochs_to_run && !stop; ++epoch_index) {
-        const auto started = std::chrono::steady_clock::now();
-        loader->start_epoch(at.epoch, at.batch);
-        std::optional<ProgressBar> bar;
-        if (reporter && fit.log)
-          bar.emplace(*fit.log, loader->batches_per_epoch(), "epoch " + std::to_string(at.epoch + 1), fit.progress);
-        double loss_sum = 0;
-        std::size_t correct = 0, seen = 0, micro = 0, position = at.batch;
-        CounterTotals totals;
-        StepCounters counters;
-        TrafficCounters before = e.counters();
-        while (const data::Batch<T>* batch = loader->next()) {
-          // Micro-batches of one update: K, or what is left of the epoch.
-          const std::size_t remaining = loader->batches_per_epoch() - (batch->index - micro);
-          const std::size_t group_size = std::min(micro_batches, remaining);
-          const bool last = micro + 1 == group_size;
-          StepResult r;
-          try {
-            r = worker_step(e, group, s, *batch, micro, group_size, last, runner.get(), client, counters, timeline, w);
-          } catch (const PeerLostError& x) {
-            // The survivors redo the interrupted update from the furthest one's state, re-sharded.
-            const std::optional<Resumed> back = survive(x.peer(), update_op);
-            micro = 0;
-            if (back && back->epoch > at.epoch) {  // it finished this epoch's updates
-              position = loader->batches_per_epoch();
-              adopted = back->record;
-              done_epoch = back->epoch;
-              done_batch = 0;
-              break;
-            }
-            position = back ? back->samples / (options_.batch_size * group.size()) : done_batch;
-            done_batch = position;
-            loader->start_epoch(at.epoch, position);
-            if (stop) break;
-            continue;
-          }
-          loss_sum += r.loss * static_cast<double>(r.samples);
-          correct += r.correct;
-          seen += r.samples;
-          ++position;
-          micro = last ? 0 : micro + 1;
-          if (last) {
-            const TrafficCounters now = e.counters();
-            counters.traffic = now - before;
-            before = now;
-            counters.step = s.step;
-            totals.add(counters);
-            if (reporter) counters_.push_back(counters);
-            if (shared.step_log.enabled()) write_step_log(w, counters, shared);
-            if constexpr (parameter_server) live->watch(e);
-            counters = {};
-            if (fit.max_steps && ++steps_this_call >= fit.max_steps) stop = true;
-            const flotilla::detail::DataPosition done = at.after_update(position, loader->batches_per_epoch());
-            done_step = s.step;
-            done_epoch = done.epoch;
-            done_batch = done.batch;
-            if (saves_sets && checkpoint_clock.due(s.step)) save_set();
-          }
-          // The bar shows the job's rate: every worker takes an equal share of each global batch.
-          if (bar) detail::show_running(*bar, position, seen * group.size(), loss_sum, correct, seen, classifier);
-          if (stop && last) break;
-        }
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        EpochRecord rec;
-        while (!adopted) {
-          try {
-            rec = epoch_record(group, loss_sum, correct, seen, seconds, totals, group.size(), validation, s,
-                               client ? &*client : nullptr, live ? &*live : nullptr);
-            break;
-          } catch (const PeerLostError& x) {
-            const std::optional<Resumed> back = survive(x.peer(), "the epoch's metrics");
-            if (back) {
-              adopted = back->record;
-              position = back->epoch > at.epoch ? loader->batches_per_epoch()
-                                                : back->samples / (options_.batch_size * group.size());
-            }
-          }
-        }
-        if (adopted) rec = *std::exchange(adopted, std::nullopt);
-        ++records;
-        at.end_epoch(stop && position < loader->batches_per_epoch(), position);
-        rec.epoch = at.epoch;
-        if (owns_position) {
-          epoch_ = at.epoch;
-          batch_in_epoch_ = at.batch;
-          history_.push_back(rec);
-          shared.history.push_back(rec);
-        }
-        if (reporter) {
-          if (bar) bar->finish(detail::epoch_summary(rec));
-          if (metrics) metrics->write(rec);
-          if (!fit.plot_file.empty()) write_svg_plot(fit.plot_file, history_, fit.plot_title);
-        }
-        if (!fit.checkpoint_file.empty()) {
-          // Servers are idle while every worker waits here.
-          auto barrier = [&] {
-            if constexpr (parameter_server) {
-              if (workers > 1) detail::barrier_through_server(e, *client, *live);
-            } else {
-              group.barrier();
-            }
-          };
-          bool saved = false;
-          try {
-            barrier();
-            if (reporter) save(fit.checkpoint_file);
-            saved = true;
-            barrier();
-          } catch (const PeerLostError& x) {
-            // The survivors go on at once: some may have left the barriers already.
-            survive(x.peer(), "a checkpoint barrier");
-            if (reporter && !saved) save(fit.checkpoint_file);
-          }
-        }
-      }
-      // No survivor leaves while another may still need it: they check in, and when one was lost
-      // meanwhile, those still training take the state of those that finished.
-      if (recovery)
-        while (survive(std::nullopt, "the end of training")) {
-        }
-      if (saves_sets && checkpoint_clock.due_at_exit(s.step)) save_set();
-    } catch (...) {
-      // Leaving by an exception (a peer died, a transport timed out): worker 0 saves what it has
-      // if that is the state of a completed update. Parameters and optimizer state change only
-      // together with the step counter, so an unchanged counter means nothing is half applied.
-      // Not with parameter servers: they hold the state, and may be what failed.
-      if (saves_sets && !parameter_server && s.step == done_step && checkpoint_clock.due_at_exit(s.step)) {
-        const auto path = checkpoint::set_file(cp.directory, s.step, checkpoint::worker_part());
-        try {
-          write_worker_file(path, done_epoch, done_batch, true);
-          checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
-          if (fit.log) *fit.log << "checkpoint: saved step " << s.step << " to " << path.string() << " before stopping\n";
-        } catch (const CheckpointError& err) {
-          checkpoint_failures_.note(err.what(), fit.log);
-        }
-      }
-      throw;
-    }
-    if constexpr (parameter_server) client->exchange_full(e, detail::PsHeader::done, s.engine.parameters());
-  }
-
-  /// One micro-batch: gradients, and on the last micro-batch of an update, the policy's update.
-  template <class E, class G>
-  StepResult worker_step(E& e, G& group, WorkerState& s, const data::Batch<T>& batch, std::size_t micro,
-                         std::size_t group_size, bool last, detail::ReadyRunner* runner,
-                         std::optional<detail::ParameterServerClient<T, codec_type>>& client, StepCounters& counters,
-                         Timeline& timeline, std::size_t w) {
-    // Sum of scaled gradients = mean over the update's samples: of all workers' when the trainer
-    // sums them (servers that aggregate, rings that reduce in backward), else of this worker's own
-    // (asynchronous servers; a peer-to-peer policy that combines gradients itself averages them).
-    bool summed_by_trainer = false;
-    if constexpr (parameter_server) {
-      summed_by_trainer = Policy::aggregate;
-    } else {
-      summed_by_trainer = Policy::reduce_gradients_in_backward;
-    }
-    const std::size_t denominator = summed_by_trainer && batch.global_size ? batch.global_size : batch.size();
-    const T scale = denominator ? T(1) / static_cast<T>(denominator * group_size) : T(0);
-    const bool communicates = last && runner != nullptr;
-    const auto t0 = Timeline::clock::now();
-    if (communicates) runner->start(parameter_count);
-    const StepResult r = communicates && runner->background()
-                             ? s.engine.compute_gradients(batch, scale, micro > 0,
-                                                          [runner](std::size_t offset) { runner->ready(offset); })
-                             : s.engine.compute_gradients(batch, scale, micro > 0);
-    const auto t1 = Timeline::clock::now();
-    timeline.record("forward+backward", "compute", w, 0, t0, t1);
-    const double compute = std::chrono::duration<double>(t1 - t0).count();
-    counters.compute_seconds += compute;
-    if (w == options_.straggler.worker && options_.straggler.factor > 1)
-      std::this_thread::sleep_for(std::chrono::duration<double>(compute * (options_.straggler.factor - 1)));
-    if (!last) return r;
-
-    const auto t2 = Timeline::clock::now();
-    if (communicates) counters.exposed_comm_seconds += runner->finish();
-    const auto t3 = Timeline::clock::now();
-    if (communicates) timeline.record("wait for communication", "wait", w, 0, t2, t3);
-    if constexpr (parameter_server) {
-      for (std::size_t k = 0; k < client->shards().size(); ++k) {
-        const auto info = pull_shard(e, *client, k, s);
-        counters.steps_ahead = std::max(counters.steps_ahead, info.steps_ahead);
-        counters.staleness = std::max(counters.staleness, info.staleness);
-      }
-      ++s.step;
-      const auto t4 = Timeline::clock::now();
-      timeline.record("pull parameters", "communication", w, 0, t3, t4);
-      counters.exposed_comm_seconds += std::chrono::duration<double>(t4 - t3).count();
-    } else {
-      PeerContext<G> ctx{*this, group, s};  // (named: nvcc cannot deduce a member template's arguments)
-      policy_.step(ctx);
-      const auto t4 = Timeline::clock::now();
-      timeline.record("update", "update", w, 0, t3, t4);
-      counters.update_seconds += std::chrono::duration<double>(t4 - t3).count();
-    }
-    return r;
-  }
-
-  template <class E>
-  void push_shard(E& e, detail::ParameterServerClient<T, codec_type>& client, std::size_t k, WorkerState& s) {
-    if constexpr (engine_encodes) {
-      client.push_encoded(e, k, s.engine.pushed_gradient_codes());  // error feedback included there
-      return;
-    } else if constexpr (policy_error_feedback<Policy> && !codec_type::lossless) {
-      // Send the gradient plus what rounding dropped last step; keep what it drops now.
-      const detail::Range r = client.shards()[k];
-      s.feedback_for(k).round_trip(codec_type{}, s.engine.gradients().subspan(r.begin, r.size()));
-    }
-    client.push(e, k, std::span<const T>(s.engine.gradients()));
-  }
-
-  template <class E>
-  auto pull_shard(E& e, detail::ParameterServerClient<T, codec_type>& client, std::size_t k, WorkerState& s) {
-    if constexpr (engine_encodes) {
-      return client.pull_encoded(e, k, [&s](std::size_t begin, std::span<const std::byte> codes) {
-        s.engine.template decode_pulled_parameters<codec_type>(begin, codes);
-      });
-    } else {
-      return client.pull(e, k, s.engine.parameters());
-    }
-  }
-
-  template <class G>
-  void reduce_bucket(G& group, WorkerState& s, std::size_t bucket, detail::Range r, Tag tag) {
-    auto g = s.engine.gradients().subspan(r.begin, r.size());
-    if constexpr (policy_error_feedback<Policy> && !codec_type::lossless) {
-      // This worker's contribution is rounded once on its way out; carry that rounding forward.
-      s.feedback_for(bucket).round_trip(codec_type{}, g);
-    }
-    collective::RingOptions o;
-    o.tag = tag;
-    collective::ring_allreduce<codec_type>(group, g, o);
-  }
-
-  /// TrainerOptions::overlap for this worker (train/overlap.hpp).
-  template <class E>
-  bool overlaps(const E& e) const {
-    if (options_.overlap != Overlap::automatic) return options_.overlap == Overlap::always;
-    if constexpr (!std::is_same_v<typename M::device, device::Cpu>) {
-      return true;
-    } else {
-      std::size_t ranks_on_host = 1;
-      if constexpr (KnowsRanksOnHost<E>) ranks_on_host = std::max<std::size_t>(1, e.ranks_on_this_host());
-      return detail::overlap_pays(detail::usable_cores(), ranks_on_host, std::max<std::size_t>(1, options_.threads));
-    }
-  }
-
-  std::size_t bucket_bytes() const {
-    if constexpr (requires { policy_.bucket_bytes; }) {
-      return policy_.bucket_bytes;
-    } else {
-      return std::size_t{256} * 1024;
-    }
-  }
-
-  /// The context a peer-to-peer policy's step() works with (see concepts/update_policy.hpp).
-  template <class G>
-  class PeerContext {
-   public:
-    PeerContext(Trainer& t, G& group, WorkerState& s) : t_(t), g_(group), s_(s) {}
-    std::size_t rank() const { return g_.rank(); }
-    std::size_t workers() const { return g_.size(); }
-    std::uint64_t step() const { return s_.step; }
-    std::span<T> parameters() { return s_.engine.parameters(); }
-    std::span<T> gradients() { return s_.engine.gradients(); }
-    /// Sums (or averages) `values` over the workers, with the policy's codec on the wire.
-    void allreduce(std::span<T> values, bool average = false) {
-      if (g_.size() == 1) return;
-      collective::RingOptions o;
-      o.tag = detail::protocol_tags::policy_collective;
-      o.average = average;
-      collective::ring_allreduce<codec_type>(g_, values, o);
-    }
-    void broadcast(std::span<T> values, std::size_t root = 0) {
-      if (g_.size() > 1) collective::broadcast(g_, values, root, detail::protocol_tags::policy_collective);
-    }
-    /// One optimizer step on this worker with gradients(), at the scheduled learning rate.
-    void apply_optimizer() {
-      const auto& o = t_.options_;
-      s_.engine.apply_optimizer(o.optimizer, s_.opt, std::span<const TensorInfo>(network_type::tensors),
-                                StepInfo{s_.step + 1, o.optimizer.learning_rate * o.schedule(s_.step)});
-      ++s_.step;
-    }
-
-   private:
-    Trainer& t_;
-    G& g_;
-    WorkerState& s_;
-  };
-
-  // ---- a server's fit ----------------------------------------------------------------------
-
   template <class E>
   void run_server(E& e, std::size_t workers, std::size_t index, const FitOptions& fit) {
     if constexpr (parameter_server) {
-      Shard& shard = server_state(index, options_.servers);
+      auto& shard = servers_.get(index, options_.servers, local().engine.parameters(), local().optimizer_buffers());
       shard.continue_without_lost_workers(detail::continues_without_lost_workers(options_.on_worker_loss, Policy::aggregate));
       shard.serve(e, workers, Policy::aggregate, Policy::staleness_bound, options_.optimizer, options_.schedule,
-                  [&](std::uint64_t step) { return save_shard(shard, index, options_.servers, step, fit); });
+                  [&](std::uint64_t step) { return Servers::save(shard, index, options_.servers, step, fit, ledger_.failures); });
     } else {
       (void)e, (void)workers, (void)index, (void)fit;
     }
   }
-
-  // ---- epoch bookkeeping --------------------------------------------------------------------
-
-  /// The epoch's record, with every number summed or maximised over the workers (parameter
-  /// servers: over the workers still training, through server 0; `client` and `live` are null
-  /// otherwise).
-  template <class G>
-  EpochRecord epoch_record(G& group, double loss_sum, std::size_t correct, std::size_t seen, double seconds,
-                           const CounterTotals& totals, std::size_t workers, const data::Dataset<T>* validation,
-                           WorkerState& s, detail::ParameterServerClient<T, codec_type>* client,
-                           detail::LiveWorkers* live) {
-    // The first entries are named by position below; the traffic counters follow, in the order of
-    // traffic_counter_fields.
-    std::vector<double> sums = {loss_sum,
-                                static_cast<double>(correct),
-                                static_cast<double>(seen),
-                                static_cast<double>(totals.steps),
-                                totals.compute_seconds,
-                                totals.exposed_comm_seconds,
-                                totals.update_seconds};
-    const std::size_t traffic_at = sums.size();
-    for (const auto& f : traffic_counter_fields) sums.push_back(static_cast<double>(totals.traffic.*f.member));
-    std::vector<double> maxima = {seconds, static_cast<double>(totals.max_steps_ahead),
-                                  static_cast<double>(totals.max_staleness)};
-    if (workers > 1) {
-      if constexpr (parameter_server) {
-        detail::reduce_epoch_metrics(group.endpoint(), *client, *live, std::span<double>(sums), std::span<double>(maxima));
-      } else {
-        collective::allreduce_sum(group, std::span<double>(sums), detail::protocol_tags::metrics);
-        collective::allreduce_max(group, std::span<double>(maxima), detail::protocol_tags::metrics);
-      }
-    }
-    const std::size_t contributors = live ? live->members().size() : workers;
-    EpochRecord rec;
-    rec.step = s.step;
-    const double samples = std::max(sums[2], 1.0);
-    rec.train_loss = sums[0] / samples;
-    rec.train_accuracy = classifier ? sums[1] / samples : std::numeric_limits<double>::quiet_NaN();
-    rec.seconds = maxima[0];
-    rec.samples_per_second = sums[2] / std::max(maxima[0], 1e-9);
-    rec.learning_rate = options_.optimizer.learning_rate * options_.schedule(s.step);
-    if (validation) {
-      detail::EvaluationPart part;
-      bool shared_through_server = false;
-      if constexpr (parameter_server) {
-        if (workers > 1) {
-          part = detail::reduce_evaluation(group.endpoint(), *client, *live, validation->size(),
-                                           [&](std::size_t first, std::size_t count) {
-                                             return s.engine.evaluate(*validation, first, count);
-                                           });
-          shared_through_server = true;
-        }
-      }
-      if (!shared_through_server) {
-        const auto [first, last] = detail::split_range(validation->size(), workers, group.rank());
-        part = s.engine.evaluate(*validation, first, last - first);
-      }
-      if (workers > 1 && !shared_through_server) {
-        std::vector<double> v(2 + part.confusion.size());
-        v[0] = part.loss_sum;
-        v[1] = static_cast<double>(part.samples);
-        for (std::size_t i = 0; i < part.confusion.size(); ++i) v[2 + i] = static_cast<double>(part.confusion[i]);
-        collective::allreduce_sum(group, std::span<double>(v), detail::protocol_tags::metrics);
-        part.loss_sum = v[0];
-        part.samples = static_cast<std::size_t>(v[1]);
-        for (std::size_t i = 0; i < part.confusion.size(); ++i) part.confusion[i] = static_cast<std::uint64_t>(v[2 + i]);
-      }
-      const Evaluation ev = to_evaluation(part);
-      rec.val_loss = ev.loss;
-      if (classifier) rec.val_accuracy = ev.accuracy;
-    }
-    const double steps = std::max(sums[3], 1.0);  // worker-steps
-    rec.extra = {{"workers", static_cast<double>(contributors)},
-                 {"compute_ms_per_step", 1e3 * sums[4] / steps},
-                 {"exposed_comm_ms_per_step", 1e3 * sums[5] / steps},
-                 {"update_ms_per_step", 1e3 * sums[6] / steps}};
-    for (std::size_t i = 0; i < traffic_counter_fields.size(); ++i) {
-      rec.extra.emplace_back(std::string(traffic_counter_fields[i].name) + "_per_step", sums[traffic_at + i] / steps);
-    }
-    rec.extra.emplace_back("max_steps_ahead", maxima[1]);
-    rec.extra.emplace_back("max_staleness", maxima[2]);
-    return rec;
-  }
-
-  static void write_step_log(std::size_t rank, const StepCounters& c, Shared& shared) {
-    char timing[256];
-    std::snprintf(timing, sizeof timing,
-                  "{\"rank\":%zu,\"step\":%llu,\"compute_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"update_ms\":%.4f", rank,
-                  static_cast<unsigned long long>(c.step), 1e3 * c.compute_seconds, 1e3 * c.exposed_comm_seconds,
-                  1e3 * c.update_seconds);
-    std::string line = timing;
-    detail::append_traffic_fields(line, c.traffic);
-    line += ",\"steps_ahead\":" + std::to_string(c.steps_ahead) + ",\"staleness\":" + std::to_string(c.staleness) + "}";
-    shared.step_log.write(std::move(line));
-  }
-
-  static Evaluation to_evaluation(const detail::EvaluationPart& part) { return detail::to_evaluation<M>(part); }
 
   static void check_dataset(const data::Dataset<T>& d, const char* what) {
     detail::check_dataset<M>(d, std::string("Trainer::") + what);
@@ -13081,17 +13962,10 @@ class Trainer {
   TrainerOptions<M> options_;
   Policy policy_;
   typename Backend::options transport_;
-  std::vector<std::unique_ptr<WorkerState>> workers_;
-  std::vector<std::unique_ptr<Shard>> servers_;
-  bool server_rebuild_ = false;
+  std::vector<std::unique_ptr<State>> workers_;
+  Servers servers_;
   mutable std::mutex states_mutex_;
-  History history_;
-  std::vector<StepCounters> counters_;
-  std::uint64_t epoch_ = 0;
-  std::uint64_t batch_in_epoch_ = 0;
-  /// The shard files of the set resume_from() chose, for the servers this process hosts.
-  std::vector<checkpoint::Reader> pending_shards_;
-  detail::CheckpointFailures checkpoint_failures_;
+  detail::TrainerLedger<T> ledger_;
 };
 
 }  // namespace flotilla
@@ -13757,7 +14631,7 @@ struct BoundedStaleness {
                 "(peer-to-peer allreduce is synchronous by nature: use policy::Synchronous<topology::Ring>)");
   static constexpr std::string_view name = "bounded-staleness";
   using topology = topology::ParameterServer;
-  static constexpr bool aggregate = false;
+  static constexpr bool aggregate = S == 0;
   static constexpr std::size_t staleness_bound = S;
 };
 
@@ -15140,25 +16014,13 @@ namespace flotilla::pipeline {
 
 /// How a pipeline::Trainer is set up; the fields it shares with flotilla::TrainerOptions mean the same.
 template <ModelType M>
-struct TrainerOptions {
-  typename M::optimizer optimizer{};
-  /// Factor on the optimizer's learning rate as a function of the update index (0 first).
-  std::function<double(std::uint64_t)> schedule = flotilla::schedule::Constant{};
-  /// Samples per replica per step; a step of D replicas consumes batch_size * D samples.
-  std::size_t batch_size = 64;
-  /// Fixes the initial parameters, the data order and the dropout masks.
-  std::uint64_t seed = 1;
-  bool shuffle = true;
-  /// Batches each rank gathers ahead on a background thread (0: on the training thread).
-  std::size_t prefetch = 2;
+struct TrainerOptions : flotilla::TrainingOptions<M> {
   /// Micro-batches per step (M) and their order.
   std::size_t micro_batches = 4;
   Schedule pipeline_schedule = Schedule::one_forward_one_backward;
   /// Pipeline replicas (D), data parallel; the job has plan.stages() * replicas ranks. Other
   /// backends than in-process take the job from the launcher; it must have that many ranks.
   std::size_t replicas = 1;
-  /// Samples per forward in evaluate() (fit()'s validation goes a micro-batch at a time).
-  std::size_t eval_batch_size = 1000;
 };
 
 template <class M, class Backend = transport::InProcess>
@@ -15190,10 +16052,9 @@ class Trainer {
     if (plan_.depth() != architecture::depth)
       throw ConfigError("pipeline::Trainer: the plan covers " + std::to_string(plan_.depth()) + " layers, the model has " +
                         std::to_string(architecture::depth));
-    if (options_.batch_size == 0) throw ConfigError("pipeline::TrainerOptions::batch_size must be > 0");
+    options_.validate("pipeline::TrainerOptions");
     if (options_.micro_batches == 0) throw ConfigError("pipeline::TrainerOptions::micro_batches must be > 0");
     if (options_.replicas == 0) throw ConfigError("pipeline::TrainerOptions::replicas must be > 0");
-    if (options_.eval_batch_size == 0) throw ConfigError("pipeline::TrainerOptions::eval_batch_size must be > 0");
     // The unsplit model's initial values, stage by stage (Runner gives each stage the same).
     for (std::size_t s = 0; s < plan_.stages(); ++s) {
       StageNetwork<architecture, T> net(plan_.first_layer(s), plan_.end_layer(s), 1);
@@ -15350,7 +16211,7 @@ class Trainer {
   /// Every epoch record of every fit() call on this trainer (what the plot shows).
   const History& history() const noexcept { return history_; }
   /// The learning rate of the next update.
-  double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(step_); }
+  double learning_rate() const { return options_.learning_rate(step_); }
   /// Each rank's statistics over the last fit() call: in-process every rank's, by rank; otherwise
   /// this process's rank's alone.
   const std::vector<StageStats>& stage_stats() const noexcept { return stats_; }
@@ -15476,7 +16337,7 @@ class Trainer {
         const TrafficCounters traffic_before = e.counters();
         const StepResult r = runner.compute_gradients(*batch);
         runner.update(options_.optimizer, state,
-                      StepInfo{step + 1, options_.optimizer.learning_rate * options_.schedule(step)});
+                      options_.step_info(step));
         ++step;
         if (shared.step_log.enabled())
           write_step_log(shared.step_log, e.rank(), runner, step, stats_before, e.counters() - traffic_before);
@@ -15670,7 +16531,7 @@ class Trainer {
     rec.train_accuracy = classifier ? sums[1] / samples : std::numeric_limits<double>::quiet_NaN();
     rec.seconds = maxima[0];
     rec.samples_per_second = sums[2] / std::max(maxima[0], 1e-9);
-    rec.learning_rate = options_.optimizer.learning_rate * options_.schedule(step);
+    rec.learning_rate = options_.learning_rate(step);
     if (validation) {
       const Evaluation ev = flotilla::detail::to_evaluation<M>(evaluate_share(e, runner, *validation));
       rec.val_loss = ev.loss;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <span>
 #include <string>
 
@@ -105,10 +106,11 @@ void check_hash(const std::string& what, std::uint64_t got, std::uint64_t want) 
 
 // Runs that are the same computation end on the same bits, and share a constant: synchronous
 // servers sum the workers' gradients in worker order as the ring does; accumulation is the same on
-// either topology; one asynchronous worker is one worker.
+// either topology; one asynchronous worker is one worker; bounded staleness 0 is synchronous.
 constexpr std::uint64_t two_synchronous_workers = 0x6ab6ab9d7c71f1e7ULL;
 constexpr std::uint64_t one_worker = 0x90417915cc73c685ULL;
 constexpr std::uint64_t two_workers_accumulating_2 = 0x89911533b3ce13dbULL;
+constexpr std::uint64_t synchronous_adam_on_servers = 0xc400439e741c2bd5ULL;
 
 TEST_CASE("reference runs: a synchronous ring, with and without overlap, ends on the recorded bits") {
   check_hash("ring, 2 workers, overlapped", run<MomentumModel, policy::Synchronous<>>(2, 1, Overlap::always),
@@ -130,7 +132,11 @@ TEST_CASE("reference runs: codecs, error feedback and accumulation on the ring e
 TEST_CASE("reference runs: parameter servers end on the recorded bits") {
   using SyncPs = policy::Synchronous<topology::ParameterServer>;
   check_hash("servers, synchronous, 2 workers x 2 servers", run<MomentumModel, SyncPs>(2, 2), two_synchronous_workers);
-  check_hash("servers, synchronous, Adam, 2 x 1", run<AdamModel, SyncPs>(2, 1), 0xc400439e741c2bd5ULL);
+  check_hash("servers, synchronous, Adam, 2 x 1", run<AdamModel, SyncPs>(2, 1), synchronous_adam_on_servers);
+  // Staleness 0 is synchronous training: one update per round, not one per push (Adam and the
+  // schedule would tell them apart).
+  check_hash("servers, bounded staleness 0, Adam, 2 x 1", run<AdamModel, policy::BoundedStaleness<0>>(2, 1),
+             synchronous_adam_on_servers);
   check_hash("servers, synchronous, bf16 with error feedback, 2 x 2",
              run<MomentumModel, policy::Compressed<codec::Bf16, SyncPs, true>>(2, 2), 0x9106de5e5b29c278ULL);
   check_hash("servers, asynchronous, 1 worker x 2 servers",
@@ -152,4 +158,57 @@ TEST_CASE("reference runs: pipelines end on the recorded bits") {
     CAPTURE(replicas);
     check_hash("pipeline, 2 stages", fnv1a(t.parameters()), replicas == 1 ? 0xace42fa15a700e87ULL : 0x66c2a13183116727ULL);
   }
+}
+
+namespace {
+
+/// A job stopped after 5 updates with a checkpoint set, resumed by a new trainer from that set and
+/// trained to the end of 2 epochs, against the same job run without a stop: the parameters must
+/// agree bit for bit. With error feedback that holds only if each worker's residuals were saved
+/// and taken back.
+template <class M, class Policy>
+void check_resume_is_seamless(std::size_t workers, std::size_t servers, const std::string& name) {
+  auto o = common<TrainerOptions<M>>();
+  o.workers = workers;
+  o.servers = servers;
+  Trainer<M, Policy> whole(o);
+  whole.fit(train_set(), nullptr, flotilla_test::quiet(2));
+
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_regression_resume_" + name);
+  std::filesystem::remove_all(dir);
+  FitOptions f = flotilla_test::quiet(2);
+  f.checkpoints.directory = dir;
+  f.checkpoints.every_steps = 2;
+  f.max_steps = 5;  // stops inside the first epoch; the set at exit holds step 5
+  Trainer<M, Policy> first(o);
+  first.fit(train_set(), nullptr, f);
+  REQUIRE(first.step() == 5);
+  f.max_steps = 0;
+  f.checkpoints.resume = true;
+  Trainer<M, Policy> resumed(o);
+  resumed.fit(train_set(), nullptr, f);
+  std::filesystem::remove_all(dir);
+  CHECK(resumed.step() == whole.step());
+  const std::string message = name + ": resumed " + hex(fnv1a(resumed.parameters())) + ", never stopped " +
+                              hex(fnv1a(whole.parameters()));
+  INFO(message);
+  CHECK(fnv1a(resumed.parameters()) == fnv1a(whole.parameters()));
+}
+
+}  // namespace
+
+TEST_CASE("reference runs: with error feedback, a run resumed from a checkpoint set ends on the bits of one never stopped") {
+  // The ring: every worker's residuals go into the set.
+  check_resume_is_seamless<AdamModel, policy::Compressed<codec::Fp16, policy::Synchronous<>, true>>(2, 1, "ring_fp16");
+  check_resume_is_seamless<MomentumModel, policy::Compressed<codec::Bf16Truncate, policy::Synchronous<>, true>>(
+      3, 1, "ring_bf16_3");
+  // Servers: the set holds worker 0's residuals, which is all of them with one worker.
+  check_resume_is_seamless<MomentumModel,
+                           policy::Compressed<codec::Bf16, policy::Synchronous<topology::ParameterServer>, true>>(
+      1, 2, "servers_bf16");
+  // A lossy codec without feedback: the resumed worker holds the parameters as its last pull gave
+  // them, not the servers' full-precision values.
+  check_resume_is_seamless<MomentumModel, policy::Compressed<codec::Bf16, policy::Synchronous<topology::ParameterServer>>>(
+      1, 2, "servers_bf16_without_feedback");
+  check_resume_is_seamless<MomentumModel, policy::Synchronous<topology::ParameterServer>>(2, 2, "servers_fp32");
 }

@@ -32,6 +32,8 @@ class ErrorFeedback {
   std::size_t size() const noexcept { return residual_.size(); }
   /// What has been lost so far and not yet sent: the next encode adds it to its values.
   std::span<const T> residual() const noexcept { return residual_; }
+  /// Takes a residual saved before (a checkpoint's), as if the steps that left it had run here.
+  void restore(std::span<const T> residual) { residual_.assign(residual.begin(), residual.end()); }
   /// Forgets the residual (e.g. after the values it belongs to were replaced by a checkpoint).
   void reset() noexcept {
     for (auto& r : residual_) r = T(0);

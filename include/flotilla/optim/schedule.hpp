@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <numbers>
 
+#include "flotilla/concepts/optimizer.hpp"
 #include "flotilla/concepts/schedule.hpp"
 
 namespace flotilla::schedule {
@@ -39,3 +40,15 @@ struct Cosine {
 };
 
 }  // namespace flotilla::schedule
+
+namespace flotilla {
+
+/// What the optimizer is told of update `step` (0 first): its number, counted from 1, and its
+/// learning rate, the optimizer's own times the schedule's factor. Every trainer and server asks
+/// here, so the rate of a step has one definition.
+template <class Optimizer, class Schedule>
+StepInfo scheduled_step(const Optimizer& optimizer, const Schedule& schedule, std::uint64_t step) {
+  return StepInfo{step + 1, optimizer.learning_rate * schedule(step)};
+}
+
+}  // namespace flotilla

@@ -61,31 +61,20 @@
 #include "flotilla/train/plot.hpp"
 #include "flotilla/train/progress.hpp"
 #include "flotilla/train/timeline.hpp"
+#include "flotilla/train/training_options.hpp"
 #include "flotilla/transport/in_process.hpp"
 
 namespace flotilla::pipeline {
 
 /// How a pipeline::Trainer is set up; the fields it shares with flotilla::TrainerOptions mean the same.
 template <ModelType M>
-struct TrainerOptions {
-  typename M::optimizer optimizer{};
-  /// Factor on the optimizer's learning rate as a function of the update index (0 first).
-  std::function<double(std::uint64_t)> schedule = flotilla::schedule::Constant{};
-  /// Samples per replica per step; a step of D replicas consumes batch_size * D samples.
-  std::size_t batch_size = 64;
-  /// Fixes the initial parameters, the data order and the dropout masks.
-  std::uint64_t seed = 1;
-  bool shuffle = true;
-  /// Batches each rank gathers ahead on a background thread (0: on the training thread).
-  std::size_t prefetch = 2;
+struct TrainerOptions : flotilla::TrainingOptions<M> {
   /// Micro-batches per step (M) and their order.
   std::size_t micro_batches = 4;
   Schedule pipeline_schedule = Schedule::one_forward_one_backward;
   /// Pipeline replicas (D), data parallel; the job has plan.stages() * replicas ranks. Other
   /// backends than in-process take the job from the launcher; it must have that many ranks.
   std::size_t replicas = 1;
-  /// Samples per forward in evaluate() (fit()'s validation goes a micro-batch at a time).
-  std::size_t eval_batch_size = 1000;
 };
 
 template <class M, class Backend = transport::InProcess>
@@ -117,10 +106,9 @@ class Trainer {
     if (plan_.depth() != architecture::depth)
       throw ConfigError("pipeline::Trainer: the plan covers " + std::to_string(plan_.depth()) + " layers, the model has " +
                         std::to_string(architecture::depth));
-    if (options_.batch_size == 0) throw ConfigError("pipeline::TrainerOptions::batch_size must be > 0");
+    options_.validate("pipeline::TrainerOptions");
     if (options_.micro_batches == 0) throw ConfigError("pipeline::TrainerOptions::micro_batches must be > 0");
     if (options_.replicas == 0) throw ConfigError("pipeline::TrainerOptions::replicas must be > 0");
-    if (options_.eval_batch_size == 0) throw ConfigError("pipeline::TrainerOptions::eval_batch_size must be > 0");
     // The unsplit model's initial values, stage by stage (Runner gives each stage the same).
     for (std::size_t s = 0; s < plan_.stages(); ++s) {
       StageNetwork<architecture, T> net(plan_.first_layer(s), plan_.end_layer(s), 1);
@@ -277,7 +265,7 @@ class Trainer {
   /// Every epoch record of every fit() call on this trainer (what the plot shows).
   const History& history() const noexcept { return history_; }
   /// The learning rate of the next update.
-  double learning_rate() const { return options_.optimizer.learning_rate * options_.schedule(step_); }
+  double learning_rate() const { return options_.learning_rate(step_); }
   /// Each rank's statistics over the last fit() call: in-process every rank's, by rank; otherwise
   /// this process's rank's alone.
   const std::vector<StageStats>& stage_stats() const noexcept { return stats_; }
@@ -403,7 +391,7 @@ class Trainer {
         const TrafficCounters traffic_before = e.counters();
         const StepResult r = runner.compute_gradients(*batch);
         runner.update(options_.optimizer, state,
-                      StepInfo{step + 1, options_.optimizer.learning_rate * options_.schedule(step)});
+                      options_.step_info(step));
         ++step;
         if (shared.step_log.enabled())
           write_step_log(shared.step_log, e.rank(), runner, step, stats_before, e.counters() - traffic_before);
@@ -597,7 +585,7 @@ class Trainer {
     rec.train_accuracy = classifier ? sums[1] / samples : std::numeric_limits<double>::quiet_NaN();
     rec.seconds = maxima[0];
     rec.samples_per_second = sums[2] / std::max(maxima[0], 1e-9);
-    rec.learning_rate = options_.optimizer.learning_rate * options_.schedule(step);
+    rec.learning_rate = options_.learning_rate(step);
     if (validation) {
       const Evaluation ev = flotilla::detail::to_evaluation<M>(evaluate_share(e, runner, *validation));
       rec.val_loss = ev.loss;

@@ -22,7 +22,7 @@ struct BoundedStaleness {
                 "(peer-to-peer allreduce is synchronous by nature: use policy::Synchronous<topology::Ring>)");
   static constexpr std::string_view name = "bounded-staleness";
   using topology = topology::ParameterServer;
-  static constexpr bool aggregate = false;
+  static constexpr bool aggregate = S == 0;
   static constexpr std::size_t staleness_bound = S;
 };
 

@@ -52,6 +52,7 @@
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/nn/layer_args.hpp"
+#include "flotilla/optim/schedule.hpp"
 #include "flotilla/topology/ps_header.hpp"
 #include "flotilla/topology/ps_reduce.hpp"
 #include "flotilla/topology/ring.hpp"
@@ -176,7 +177,7 @@ class ParameterServerShard {
 
     auto apply = [&](std::span<const T> gradient) {
       optimizer.update(std::span<T>(params_), gradient, state_, std::span<const TensorInfo>(tensors_),
-                       StepInfo{updates_ + 1, optimizer.learning_rate * schedule(updates_)});
+                       scheduled_step(optimizer, schedule, updates_));
       ++updates_;
     };
     auto send_reply = [&](std::size_t w, std::uint64_t ahead) {

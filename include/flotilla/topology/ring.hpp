@@ -12,15 +12,9 @@
 #include <vector>
 
 #include "flotilla/concepts/transport.hpp"
+#include "flotilla/core/range.hpp"
 
 namespace flotilla::detail {
-
-/// A half-open range [begin, end) of the flat buffer.
-struct Range {
-  std::size_t begin = 0, end = 0;
-  std::size_t size() const noexcept { return end - begin; }
-  friend bool operator==(const Range&, const Range&) = default;
-};
 
 /// Tags of flotilla's own protocols; user messages stay below tags::reserved_begin.
 namespace protocol_tags {
@@ -28,6 +22,7 @@ inline constexpr Tag metrics = tags::reserved_begin + 1;
 inline constexpr Tag broadcast = tags::reserved_begin + 2;
 inline constexpr Tag group_barrier = tags::reserved_begin + 3;
 inline constexpr Tag policy_collective = tags::reserved_begin + 4;
+inline constexpr Tag exchange_state = tags::reserved_begin + 5;
 inline constexpr Tag ps_push = tags::reserved_begin + 0x10;
 inline constexpr Tag ps_reply = tags::reserved_begin + 0x11;
 inline constexpr Tag ps_full_reply = tags::reserved_begin + 0x12;

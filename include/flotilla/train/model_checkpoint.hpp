@@ -63,11 +63,18 @@ inline RunPosition read_position(const checkpoint::Reader& r) {
   return {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
 }
 
+/// The state of each worker's gradient exchange (StatefulExchange: error-feedback residuals), by
+/// worker, then buffer; a worker whose state is not known holds no buffers.
+template <class T>
+using ExchangeStates = std::vector<std::vector<std::vector<T>>>;
+
 /// Writes `path` atomically. `optimizer` holds the optimizer's buffers over the whole model, or
-/// is null where the state is elsewhere (parameter servers in another process).
+/// is null where the state is elsewhere (parameter servers in another process); `exchange` the
+/// workers' exchange states, where the exchange keeps any.
 template <ModelType M>
 void write_checkpoint(const std::filesystem::path& path, std::span<const typename M::scalar_type> parameters,
-                      const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at) {
+                      const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at,
+                      const ExchangeStates<typename M::scalar_type>* exchange = nullptr) {
   using T = typename M::scalar_type;
   checkpoint::Writer w;
   add_model_records<M>(w);
@@ -76,6 +83,15 @@ void write_checkpoint(const std::filesystem::path& path, std::span<const typenam
   w.add_u64("has_optimizer_state", optimizer ? 1 : 0);
   if (optimizer)
     for (std::size_t i = 0; i < optimizer->size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), (*optimizer)[i]);
+  if (exchange && !exchange->empty()) {
+    w.add_u64("exchange.workers", exchange->size());
+    for (std::size_t k = 0; k < exchange->size(); ++k) {
+      const std::string prefix = "exchange." + std::to_string(k);
+      w.add_u64(prefix + ".buffers", (*exchange)[k].size());
+      for (std::size_t i = 0; i < (*exchange)[k].size(); ++i)
+        w.add_array<T>(prefix + "." + std::to_string(i), std::span<const T>((*exchange)[k][i]));
+    }
+  }
   w.commit(path);
 }
 
@@ -86,6 +102,7 @@ struct LoadedCheckpoint {
   typename M::optimizer::template state<typename M::scalar_type> optimizer;
   bool has_optimizer_state = true;
   RunPosition at;
+  ExchangeStates<typename M::scalar_type> exchange;
 };
 
 /// Checks that `r` holds a checkpoint of M with M's optimizer: CheckpointError naming the file and
@@ -107,7 +124,7 @@ template <ModelType M>
 LoadedCheckpoint<M> read_checkpoint(const checkpoint::Reader& r) {
   using T = typename M::scalar_type;
   check_checkpoint<M>(r);
-  LoadedCheckpoint<M> c{std::vector<T>(M::parameter_count), typename M::optimizer::template state<T>(M::parameter_count), true, {}};
+  LoadedCheckpoint<M> c{std::vector<T>(M::parameter_count), typename M::optimizer::template state<T>(M::parameter_count), true, {}, {}};
   r.array_into<T>("parameters", std::span<T>(c.parameters));
   c.has_optimizer_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
   if (c.has_optimizer_state) {
@@ -115,6 +132,28 @@ LoadedCheckpoint<M> read_checkpoint(const checkpoint::Reader& r) {
     for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
   }
   c.at = read_position(r);
+  if (r.has("exchange.workers")) {
+    // Counts come from the file: each is checked against the records there before it is used, so
+    // a damaged count is an error naming the record, never an allocation of its size.
+    auto need = [&](const std::string& name) {
+      if (!r.has(name))
+        throw CheckpointError(r.source() + ": the exchange state lacks record '" + name + "' that its counts announce");
+    };
+    const std::uint64_t workers = r.u64("exchange.workers");
+    for (std::uint64_t k = 0; k < workers; ++k) {
+      const std::string prefix = "exchange." + std::to_string(k);
+      need(prefix + ".buffers");
+      const std::uint64_t count = r.u64(prefix + ".buffers");
+      std::vector<std::vector<T>> buffers;
+      for (std::uint64_t i = 0; i < count; ++i) {
+        const std::string name = prefix + "." + std::to_string(i);
+        need(name);
+        buffers.emplace_back(r.count(name));
+        r.array_into<T>(name, std::span<T>(buffers.back()));
+      }
+      c.exchange.push_back(std::move(buffers));
+    }
+  }
   return c;
 }
 

@@ -1,0 +1,34 @@
+#pragma once
+// The error-feedback residuals of an exchange, one per bucket (or shard) it encodes, sized by the
+// first step and saved with checkpoints (StatefulExchange).
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "flotilla/codec/error_feedback.hpp"
+
+namespace flotilla::exchange::detail {
+
+template <class T>
+class Residuals {
+ public:
+  /// Stream `index`'s residual, created (empty, sized by its first use) when new.
+  codec::ErrorFeedback<T>& operator[](std::size_t index) {
+    if (feedback_.size() <= index) feedback_.resize(index + 1);
+    return feedback_[index];
+  }
+  std::vector<std::span<const T>> state() const {
+    std::vector<std::span<const T>> out;
+    for (const auto& f : feedback_) out.push_back(f.residual());
+    return out;
+  }
+  void restore(const std::vector<std::vector<T>>& saved) {
+    feedback_.assign(saved.size(), {});
+    for (std::size_t i = 0; i < saved.size(); ++i) feedback_[i].restore(saved[i]);
+  }
+
+ private:
+  std::vector<codec::ErrorFeedback<T>> feedback_;
+};
+
+}  // namespace flotilla::exchange::detail

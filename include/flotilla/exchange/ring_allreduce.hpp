@@ -1,0 +1,52 @@
+#pragma once
+// exchange::RingAllreduce: each bucket is summed over the workers by a ring allreduce, with
+// `Codec` on the wire; with error feedback, what this worker's encoding rounds away is carried
+// into its next step's value of the same bucket. The default exchange of peer-to-peer policies
+// that reduce in backward (policy::Synchronous<>, and policy::Compressed over it).
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "flotilla/codec/fp32.hpp"
+#include "flotilla/collective/ring_allreduce.hpp"
+#include "flotilla/concepts/codec.hpp"
+#include "flotilla/concepts/gradient_exchange.hpp"
+#include "flotilla/exchange/error_feedback_state.hpp"
+
+namespace flotilla::exchange {
+
+template <class T, class Codec = codec::Fp32, bool ErrorFeedback = false>
+class RingAllreduce {
+  static_assert(flotilla::Codec<Codec, T>, "exchange::RingAllreduce<T, Codec>: Codec cannot encode T");
+  // Feedback corrects rounding; a lossless codec has none, and keeps no residual.
+  static constexpr bool feeds_back = ErrorFeedback && !Codec::lossless;
+
+ public:
+  static constexpr std::string_view name = "ring-allreduce";
+
+  template <class Peers>
+  void exchange(GradientBucket<T, Peers>& bucket) {
+    // This worker's contribution is rounded once on its way out; the ring's first encoding of
+    // the rounded values is then exact, so the residual covers all this worker loses.
+    if constexpr (feeds_back) residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
+    collective::RingOptions o;
+    o.tag = bucket.tag;
+    collective::ring_allreduce<Codec>(bucket.peers, bucket.gradients, o);
+  }
+
+  std::vector<std::span<const T>> state() const
+    requires feeds_back
+  {
+    return residuals_.state();
+  }
+  void restore(const std::vector<std::vector<T>>& saved)
+    requires feeds_back
+  {
+    residuals_.restore(saved);
+  }
+
+ private:
+  detail::Residuals<T> residuals_;
+};
+
+}  // namespace flotilla::exchange

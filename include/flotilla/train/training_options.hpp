@@ -1,0 +1,44 @@
+#pragma once
+// What every trainer is set up with (the data-parallel Trainer and pipeline::Trainer alike): the
+// optimizer and its schedule, the batch, the seed and the data order. Each trainer's options
+// extend these with what only it has.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "flotilla/model.hpp"
+#include "flotilla/core/error.hpp"
+#include "flotilla/optim/schedule.hpp"
+
+namespace flotilla {
+
+template <ModelType M>
+struct TrainingOptions {
+  typename M::optimizer optimizer{};
+  /// Factor on the optimizer's learning rate as a function of the update index (0 first).
+  std::function<double(std::uint64_t)> schedule = schedule::Constant{};
+  /// Samples per worker (data parallel) or per replica (pipelines) per step: a step of W workers
+  /// consumes batch_size * W samples.
+  std::size_t batch_size = 64;
+  /// Fixes the initial parameters, the data order and the dropout masks.
+  std::uint64_t seed = 1;
+  bool shuffle = true;
+  /// Batches gathered ahead on a background thread (0: gather on the training thread).
+  std::size_t prefetch = 2;
+  /// Samples per forward in evaluate() and predict(); larger is faster, memory permitting.
+  std::size_t eval_batch_size = 1000;
+
+  /// The optimizer's step information for update `step` (0 first), at its scheduled rate.
+  StepInfo step_info(std::uint64_t step) const { return scheduled_step(optimizer, schedule, step); }
+  /// The learning rate of update `step`.
+  double learning_rate(std::uint64_t step) const { return step_info(step).learning_rate; }
+
+  /// Throws ConfigError naming the field (as `options` names the struct) when a size is 0.
+  void validate(const std::string& options) const {
+    if (batch_size == 0) throw ConfigError(options + "::batch_size must be > 0");
+    if (eval_batch_size == 0) throw ConfigError(options + "::eval_batch_size must be > 0");
+  }
+};
+
+}  // namespace flotilla
