@@ -830,8 +830,8 @@ inline void sgemm_packed(sgemm_index m, sgemm_index n, sgemm_index k, const Pack
 ///
 /// A template on the scalar (which must be float) so that only the translation units that call it
 /// instantiate its body: Eigen's product machinery, in the fallback, would otherwise cost compile
-/// time in every unit that merely includes this header (docs/benchmarks.md, "Compile time of the
-/// headers").
+/// time in every unit that merely includes this header
+/// (docs/benchmarks.md, "Compile time of the headers").
 template <class Float>
 inline void sgemm(bool trans_a, bool trans_b, sgemm_index m, sgemm_index n, sgemm_index k, const Float* a,
                   sgemm_index lda, const Float* b, sgemm_index ldb, Float* c, sgemm_index ldc, bool accumulate,
@@ -8870,8 +8870,9 @@ void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
 // one after the other where the ring needs 2(N-1), but each carries the whole buffer, so a rank
 // sends log2(N) times the buffer where the ring sends 2(N-1)/N of it: the same with two ranks,
 // more with four or more. Two ranks therefore gain at every size where the second message's
-// latency matters (on loopback TCP up to 512 KiB: docs/benchmarks.md, "Two ranks: one swap or the
-// ring"); more ranks only for short buffers (docs/benchmarks.md, "16 cores").
+// latency matters (on loopback TCP up to 512 KiB:
+// docs/benchmarks.md, "Two ranks: one swap or the ring"); more ranks only for short buffers
+// (docs/benchmarks.md, "16 cores").
 //
 // Both ranks of a pair add the same two operands, and IEEE addition is commutative, so after each
 // round the ranks of a group hold the same bits, and at the end so do all. With a lossy codec each
@@ -9081,8 +9082,8 @@ struct RingOptions {
   /// Receive buffers of one segment each that the reduce-scatter cycles through, with the lossless
   /// codec (0: one per segment of a chunk, as a lossy codec always has). A few keep the received
   /// bytes in cache until they are added; one per segment spreads them over half the buffer (32 MiB
-  /// of a 64 MiB sum on two ranks). Measured on loopback TCP, two ranks: docs/benchmarks.md, "Ring
-  /// allreduce: receive buffers and the helper thread".
+  /// of a 64 MiB sum on two ranks). Measured on loopback TCP, two ranks:
+  /// docs/benchmarks.md, "Ring allreduce: receive buffers and the helper thread".
   std::size_t receive_slots = 4;
   /// How the sum is formed; `automatic` picks by size (see choose_algorithm below and
   /// docs/collectives.md): the transport's own allreduce where it has one (up to its

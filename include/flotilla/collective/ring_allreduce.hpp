@@ -61,8 +61,8 @@ struct RingOptions {
   /// Receive buffers of one segment each that the reduce-scatter cycles through, with the lossless
   /// codec (0: one per segment of a chunk, as a lossy codec always has). A few keep the received
   /// bytes in cache until they are added; one per segment spreads them over half the buffer (32 MiB
-  /// of a 64 MiB sum on two ranks). Measured on loopback TCP, two ranks: docs/benchmarks.md, "Ring
-  /// allreduce: receive buffers and the helper thread".
+  /// of a 64 MiB sum on two ranks). Measured on loopback TCP, two ranks:
+  /// docs/benchmarks.md, "Ring allreduce: receive buffers and the helper thread".
   std::size_t receive_slots = 4;
   /// How the sum is formed; `automatic` picks by size (see choose_algorithm below and
   /// docs/collectives.md): the transport's own allreduce where it has one (up to its
