@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
-# Builds here what the device machine runs, so that its few minutes go to running, not building,
-# and packs it into .device-pack/ (git-ignored; carry it, about 49 MB):
+# Builds here what a GPU machine runs, so that its time goes to running, not building, and packs
+# it into .device-pack/ (git-ignored, about 49 MB; copy it to the GPU machine's checkout):
 #   .device-pack/gpu/       flotilla_cuda_gpu_tests, fashion_mnist_gpu, fashion_mnist_gpu_tcp,
 #                           flotilla_gpu_train_bench (sm_90, for the H100/H200), for PREBUILT= of
 #                           scripts/gpu_check.sh
 #   .device-pack/scaling/   bench/ and tools/ as scripts/scaling_check.sh expects a build folder
 #                           (FLOTILLA_SCALING_BUILD_DIR=.device-pack/scaling), with flotilla_tcp_train_bench
 #                           for bench/ddp_vs_pytorch.py. Compiled for MARCH (default x86-64-v4: AVX-512,
-#                           which the device machines' Xeons have), not -march=native of this machine:
-#                           Eigen's kernels without AVX (plain x86-64) ran the MLP 4x slower there.
+#                           which the GPU machine's Xeon has), not -march=native of this machine:
+#                           Eigen's kernels without AVX (plain x86-64) run the MLP several times slower
+#                           (docs/benchmarks.md, "16 cores").
 #   .device-pack/fashion-mnist/   the IDX files, for FLOTILLA_FASHION_MNIST=
 #   .device-pack/deps/      Eigen and doctest (scripts/gpu_vendor_deps.sh without Boost), for what is
 #                           built there: the MPI benchmark, against that machine's MPI (DEPS=)
 # Binaries built on Debian 12 (glibc 2.36) run on newer systems; they find libcudart and libcublas
 # of the device's own CUDA 13 toolkit.
 #
-#   scripts/device_pack.sh
-#   run(command="PREBUILT=.device-pack/gpu FLOTILLA_FASHION_MNIST=.device-pack/fashion-mnist scripts/gpu_check.sh",
-#       carry=[".device-pack"])
+#   scripts/device_pack.sh                       # here
+#   PREBUILT=.device-pack/gpu FLOTILLA_FASHION_MNIST=.device-pack/fashion-mnist scripts/gpu_check.sh   # there
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pack=.device-pack march=${MARCH:-x86-64-v4}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with a GPU: the CUDA backend's tests, Fashion-MNIST training on the GPU, and the
-# benchmark against PyTorch, in one command for a session with little GPU time. Logs and JSON go
-# to $OUT (the device tool's output folder) or gpu-results/.
+# benchmark against PyTorch, in one command, for a machine whose GPU time is scarce. Logs and JSON
+# go to $OUT (when set: an output folder) or gpu-results/.
 #
 #   scripts/gpu_check.sh                 # build here, then everything below
 #   PREBUILT=dir scripts/gpu_check.sh    # use binaries built elsewhere (scripts/device_pack.sh):

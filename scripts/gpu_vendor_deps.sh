@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Copies the header-only build dependencies that the device machine lacks and cannot fetch into
+# Copies the header-only build dependencies that a GPU machine may lack and be unable to fetch into
 # .gpu-deps/ (git-ignored): Eigen and doctest with their CMake package files (the CUDA tests,
 # scripts/gpu_check.sh; docs/gpu.md, "Running the GPU checks"), and the part of Boost that the TCP
-# transport includes (scripts/scaling_check.sh). Run here, then carry .gpu-deps to the device.
+# transport includes (scripts/scaling_check.sh). Run here, then copy .gpu-deps to that machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps=.gpu-deps

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# On a machine with cores to spare (the device tool's 16-core machine): the multi-process
-# measurements that the 2-core build machine cannot settle (docs/benchmarks.md), in steps that
-# each fit in one device command of 10 minutes. Logs and JSON go to $OUT (the device tool's output
-# folder) or scaling-results/.
+# On a machine with cores to spare (the 16-core machine of docs/benchmarks.md, "16 cores"): the
+# multi-process measurements that a 2-core machine cannot make, in steps that each take under 10
+# minutes. Logs and JSON go to $OUT (when set: an output folder) or scaling-results/.
 #
 #   scripts/scaling_check.sh build       # configure and build the benchmarks (about 2 minutes)
 #   scripts/scaling_check.sh allreduce   # bench/allreduce_compare.py, 2 ranks: sockets, shared

@@ -19,8 +19,9 @@ jobs=${JOBS:-$(nproc)}
 
 # FLOTILLA_WITH_MPI: build and run the MPI transport's tests too (under mpirun, label "mpi").
 # FLOTILLA_PROGRAM_OPTIMIZATION=-O0: the examples and benchmarks only have to build and start here
-# (bench_smoke runs each benchmark on tiny inputs); -O0 compiles them in about 84% of -O1's time
-# (scripts/train.sh builds the main example with full optimisation in build/release).
+# (bench_smoke runs each benchmark on tiny inputs); -O0 compiles them faster than -O1
+# (docs/benchmarks.md, "Build and CI time"; scripts/train.sh builds the main example with full
+# optimisation in build/release).
 # FLOTILLA_GCC_FEWER_COLLECTIONS: g++ collects garbage less often (faster, more memory per job).
 # shellcheck disable=SC2086  # CMAKE_ARGS is split on purpose
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DFLOTILLA_WERROR=ON -DFLOTILLA_WITH_MPI=ON \

@@ -829,8 +829,9 @@ inline void sgemm_packed(sgemm_index m, sgemm_index n, sgemm_index k, const Pack
 /// (A itself k x m when trans_a), op(B) is k x n (B itself n x k when trans_b).
 ///
 /// A template on the scalar (which must be float) so that only the translation units that call it
-/// instantiate its body: Eigen's product machinery, in the fallback, costs every unit that merely
-/// includes this header about a second of compile time otherwise.
+/// instantiate its body: Eigen's product machinery, in the fallback, would otherwise cost compile
+/// time in every unit that merely includes this header
+/// (docs/benchmarks.md, "Compile time of the headers").
 template <class Float>
 inline void sgemm(bool trans_a, bool trans_b, sgemm_index m, sgemm_index n, sgemm_index k, const Float* a,
                   sgemm_index lda, const Float* b, sgemm_index ldb, Float* c, sgemm_index ldc, bool accumulate,
@@ -1329,7 +1330,6 @@ class Generator {
   }
 
   const state_type& state() const noexcept { return s_; }
-  void set_state(const state_type& s) noexcept { s_ = s; }
 
   friend bool operator==(const Generator&, const Generator&) = default;
 
@@ -1960,7 +1960,8 @@ template <class E>
 concept NativeAllreduce = Transport<E> && requires(E& e, std::span<float> f) { e.allreduce_sum(f); };
 
 /// A NativeAllreduce that is the faster path only up to a size: larger sums go by flotilla's ring
-/// over its point-to-point messages (MPI's, above 16 MiB by default: docs/benchmarks.md).
+/// over its point-to-point messages (MPI's, above 16 MiB by default: docs/benchmarks.md,
+/// "flotilla's MPI transport against bare MPI_Allreduce").
 template <class E>
 concept BoundedNativeAllreduce = NativeAllreduce<E> && requires(const E& ce) {
   { ce.native_allreduce_max_bytes() } -> std::convertible_to<std::size_t>;
@@ -8942,8 +8943,9 @@ class PushToServers {
 // one after the other where the ring needs 2(N-1), but each carries the whole buffer, so a rank
 // sends log2(N) times the buffer where the ring sends 2(N-1)/N of it: the same with two ranks,
 // more with four or more. Two ranks therefore gain at every size where the second message's
-// latency matters (measured on loopback TCP up to a few MiB, docs/benchmarks.md); more ranks only
-// for short buffers.
+// latency matters (on loopback TCP up to 512 KiB:
+// docs/benchmarks.md, "Two ranks: one swap or the ring"); more ranks only for short buffers
+// (docs/benchmarks.md, "16 cores").
 //
 // Both ranks of a pair add the same two operands, and IEEE addition is commutative, so after each
 // round the ranks of a group hold the same bits, and at the end so do all. With a lossy codec each
@@ -9285,9 +9287,8 @@ struct RingOptions {
   /// Receive buffers of one segment each that the reduce-scatter cycles through, with the lossless
   /// codec (0: one per segment of a chunk, as a lossy codec always has). A few keep the received
   /// bytes in cache until they are added; one per segment spreads them over half the buffer (32 MiB
-  /// of a 64 MiB sum on two ranks). Measured on loopback TCP, two ranks (docs/benchmarks.md): 4
-  /// instead of one per segment, 1.06-1.17x at 16 and 64 MiB alternating in one job, 1.24-1.29x
-  /// in separate jobs.
+  /// of a 64 MiB sum on two ranks). Measured on loopback TCP, two ranks:
+  /// docs/benchmarks.md, "Ring allreduce: receive buffers and the helper thread".
   std::size_t receive_slots = 4;
   /// How the sum is formed; `automatic` picks by size (see choose_algorithm below and
   /// docs/collectives.md): the transport's own allreduce where it has one (up to its
@@ -9297,12 +9298,13 @@ struct RingOptions {
   /// Two ranks: up to this many bytes of values, one swap of the whole buffer (recursive doubling)
   /// instead of the ring's two steps of half of it. Both send the same bytes; the swap waits for
   /// one message instead of two, the ring halves the additions and overlaps them with the
-  /// transfers. Measured on loopback TCP (docs/benchmarks.md): the swap wins up to 512 KiB, the
-  /// ring from 1 MiB (1.2-1.3x at 1 to 4 MiB), on 2 cores and on 16.
+  /// transfers. On loopback TCP the swap wins up to 512 KiB and the ring from 1 MiB, on 2 cores and
+  /// on 16 (docs/benchmarks.md, "Two ranks: one swap or the ring").
   std::size_t pair_exchange_max_bytes = std::size_t{512} << 10;
   /// Four, eight, ... ranks: up to this many bytes, recursive doubling, which sends log2(N) times
   /// the buffer where the ring sends 2(N-1)/N of it, in log2(N) messages instead of 2(N-1). Off
-  /// by default (0): not yet measured where it pays.
+  /// by default (0), as the trainer's traffic counters assume the ring's bytes; up to 64 KiB is
+  /// where it beat the ring with 4 and 8 ranks (docs/benchmarks.md, "16 cores").
   std::size_t doubling_max_bytes = 0;
   /// The tag of this call's messages. Allreduces that may be in flight at the same time on the
   /// same endpoints (one per gradient bucket) need distinct tags; consecutive ones may share one.
@@ -10919,21 +10921,6 @@ class Timeline {
     events_.push_back(Event{std::string(name), std::string(category), rank, lane, b, microseconds(end) - b});
   }
 
-  /// Times `f` and records it.
-  template <class F>
-  decltype(auto) scoped(std::string_view name, std::string_view category, std::size_t rank, int lane, F&& f) {
-    const auto begin = clock::now();
-    struct Record {
-      Timeline* t;
-      std::string_view n, c;
-      std::size_t r;
-      int l;
-      clock::time_point b;
-      ~Record() { t->record(n, c, r, l, b, clock::now()); }
-    } rec{this, name, category, rank, lane, begin};
-    return f();
-  }
-
   /// Writes the events as a Chrome trace (JSON object format, with this process's host and clock
   /// offset under "otherData"), atomically.
   FLOTILLA_DECL void write(const std::filesystem::path& path) const;
@@ -11244,12 +11231,14 @@ struct TrainerOptions : TrainingOptions<M> {
   /// Layers that can (Dense: StreamsGradients) report parts of their gradient while backward is
   /// still computing the rest, so that a large layer's first buckets go on the wire early. It pays
   /// only where the gradients go over sockets and the communication thread has a core to itself;
-  /// with no spare core it costs more than it hides (docs/benchmarks.md), hence off.
+  /// with no spare core it costs more than it hides (docs/benchmarks.md, "Streaming
+  /// gradients"), hence off.
   bool stream_gradients = false;
   /// Whether gradient buckets (ring) or shard pushes (parameter servers) go out during backward, on
   /// a thread of the worker's own, or all after it, on the training thread (train/overlap.hpp).
   /// Overlap hides communication where that thread has a core to itself; where every core
-  /// computes, it takes turns with backward and costs more than it hides (docs/benchmarks.md).
+  /// computes, it takes turns with backward and costs more than it hides (docs/benchmarks.md,
+  /// "Communication overlap").
   /// `automatic` overlaps when the cores this process may use outnumber the compute threads of the
   /// ranks on this host.
   Overlap overlap = Overlap::automatic;
@@ -11791,7 +11780,8 @@ class ReadyRunner {
   /// Rethrows the first failure of an action. Ranges the runner's thread has not taken yet are
   /// run here, on the calling thread: after backward that thread has nothing else to do, and it
   /// holds a core, where the runner's thread would first have to be woken and scheduled (on a
-  /// machine with no spare core, that delay used to be as long as the communication itself).
+  /// machine with no spare core, that delay can be as long as the communication itself:
+  /// docs/benchmarks.md, "Gradient buckets").
   double finish() {
     const auto begin = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex_);

@@ -8,7 +8,7 @@
 // the ring alone (256 KiB segments, reduction on the helper thread); `ring-nopipe` reduces on
 // the calling thread; `ring-seg1M` and `ring-seg4M` use larger segments; `ring-slot-per-segment`
 // receives each segment of the reduce-scatter into a buffer of its own (RingOptions::receive_slots
-// = 0, the default before it cycled through 4); `doubling` is recursive
+// = 0; the default cycles through 4); `doubling` is recursive
 // doubling at every size; `native` is the endpoint's own allreduce_sum at every size (the
 // shared-memory path, in pieces of its capacity above it; needs it on). One JSON line per measurement on rank 0 (see allreduce_common.hpp for
 // the timing loop).

@@ -14,7 +14,7 @@
 
 namespace bench {
 
-// The MLP and CNN of the issue, with PyTorch's default weight initialisation family
+// The MLP and CNN of docs/benchmarks.md, with PyTorch's default weight initialisation family
 // (init::LeCunUniform: U(-1/sqrt(fan_in), 1/sqrt(fan_in)); biases 0, which the PyTorch side matches).
 // Initialisation does not change the cost of a step, only the curves.
 using Init = flotilla::init::LeCunUniform;

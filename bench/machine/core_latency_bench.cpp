@@ -4,10 +4,11 @@
 //
 //   flotilla_core_latency_bench [--cpus 0,1] [--trips 200000] [--repeat 5]
 //
-// On the 2-core virtual machine of docs/benchmarks.md it is bimodal: about 55 ns when the host runs
-// the two virtual CPUs on cores that share a cache, about 330 ns when it does not, switching every
-// few seconds to minutes. That is the "slow phase" of every communicating job there. Run it next
-// to a benchmark to know which phase a figure was taken in. Linux only (thread affinity).
+// On the 2-core virtual machine of docs/benchmarks.md it is bimodal: short when the host runs the
+// two virtual CPUs on cores that share a cache, several times longer when it does not, switching
+// every few seconds to minutes (docs/benchmarks.md, "The machine's two phases"). That is the "far
+// phase" of every communicating job there. Run it next to a benchmark to know which phase a figure
+// was taken in. Linux only (thread affinity).
 #include <flotilla/cli/flags.hpp>
 
 #include <pthread.h>

@@ -7,8 +7,8 @@
 //
 // The program forks; the parent (rank 0) and the child (rank 1) talk through one TCP connection on
 // 127.0.0.1. Methods, each timed per call of `bytes`:
-//   stream        rank 0 writes `bytes`, rank 1 reads them: one direction only (the "loopback TCP
-//                 carries about 5 GB/s" of the issue), until rank 1 has read the last byte;
+//   stream        rank 0 writes `bytes`, rank 1 reads them: one direction only (what loopback
+//                 TCP carries at best), until rank 1 has read the last byte;
 //   exchange      both ranks write `bytes` and read `bytes` at once, one thread each, non-blocking,
 //                 256 KiB written between reads (as the TCP transport does; --write-quantum, and
 //                 --read-quantum caps each read, to try other slicings): the traffic of a

@@ -1,4 +1,4 @@
-// Helpers of the GPU tests: device <-> host copies and the comparison the issue asks for.
+// Helpers of the GPU tests: device <-> host copies and the comparison with the CPU's results.
 #pragma once
 #include <doctest/doctest.h>
 

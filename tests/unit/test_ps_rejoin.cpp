@@ -141,8 +141,8 @@ TEST_CASE("ps rejoin: admitted at once when every live worker is mid-epoch and n
 }
 
 TEST_CASE("ps rejoin under a staleness bound: the rejoiner's clock is its position, so it waits for the slowest") {
-  // Regression: its clock used to start at the slowest worker's. Behind its real position, it held
-  // the others back while it waited for them in the epoch's reduction, and the job hung.
+  // A rejoiner whose clock started at the slowest worker's, behind its real position, would hold
+  // the others back while it waited for them in the epoch's reduction, and the job would hang.
   std::vector<Event> s{lost(1)};
   for (int i = 0; i < 5; ++i) {  // workers 0 and 2 in step, 5 pushes each, then worker 2 one more
     s.push_back(push(0));

@@ -7,8 +7,9 @@
 // one after the other where the ring needs 2(N-1), but each carries the whole buffer, so a rank
 // sends log2(N) times the buffer where the ring sends 2(N-1)/N of it: the same with two ranks,
 // more with four or more. Two ranks therefore gain at every size where the second message's
-// latency matters (measured on loopback TCP up to a few MiB, docs/benchmarks.md); more ranks only
-// for short buffers.
+// latency matters (on loopback TCP up to 512 KiB:
+// docs/benchmarks.md, "Two ranks: one swap or the ring"); more ranks only for short buffers
+// (docs/benchmarks.md, "16 cores").
 //
 // Both ranks of a pair add the same two operands, and IEEE addition is commutative, so after each
 // round the ranks of a group hold the same bits, and at the end so do all. With a lossy codec each

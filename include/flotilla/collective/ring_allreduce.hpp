@@ -61,9 +61,8 @@ struct RingOptions {
   /// Receive buffers of one segment each that the reduce-scatter cycles through, with the lossless
   /// codec (0: one per segment of a chunk, as a lossy codec always has). A few keep the received
   /// bytes in cache until they are added; one per segment spreads them over half the buffer (32 MiB
-  /// of a 64 MiB sum on two ranks). Measured on loopback TCP, two ranks (docs/benchmarks.md): 4
-  /// instead of one per segment, 1.06-1.17x at 16 and 64 MiB alternating in one job, 1.24-1.29x
-  /// in separate jobs.
+  /// of a 64 MiB sum on two ranks). Measured on loopback TCP, two ranks:
+  /// docs/benchmarks.md, "Ring allreduce: receive buffers and the helper thread".
   std::size_t receive_slots = 4;
   /// How the sum is formed; `automatic` picks by size (see choose_algorithm below and
   /// docs/collectives.md): the transport's own allreduce where it has one (up to its
@@ -73,12 +72,13 @@ struct RingOptions {
   /// Two ranks: up to this many bytes of values, one swap of the whole buffer (recursive doubling)
   /// instead of the ring's two steps of half of it. Both send the same bytes; the swap waits for
   /// one message instead of two, the ring halves the additions and overlaps them with the
-  /// transfers. Measured on loopback TCP (docs/benchmarks.md): the swap wins up to 512 KiB, the
-  /// ring from 1 MiB (1.2-1.3x at 1 to 4 MiB), on 2 cores and on 16.
+  /// transfers. On loopback TCP the swap wins up to 512 KiB and the ring from 1 MiB, on 2 cores and
+  /// on 16 (docs/benchmarks.md, "Two ranks: one swap or the ring").
   std::size_t pair_exchange_max_bytes = std::size_t{512} << 10;
   /// Four, eight, ... ranks: up to this many bytes, recursive doubling, which sends log2(N) times
   /// the buffer where the ring sends 2(N-1)/N of it, in log2(N) messages instead of 2(N-1). Off
-  /// by default (0): not yet measured where it pays.
+  /// by default (0), as the trainer's traffic counters assume the ring's bytes; up to 64 KiB is
+  /// where it beat the ring with 4 and 8 ranks (docs/benchmarks.md, "16 cores").
   std::size_t doubling_max_bytes = 0;
   /// The tag of this call's messages. Allreduces that may be in flight at the same time on the
   /// same endpoints (one per gradient bucket) need distinct tags; consecutive ones may share one.

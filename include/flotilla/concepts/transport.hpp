@@ -104,7 +104,8 @@ template <class E>
 concept NativeAllreduce = Transport<E> && requires(E& e, std::span<float> f) { e.allreduce_sum(f); };
 
 /// A NativeAllreduce that is the faster path only up to a size: larger sums go by flotilla's ring
-/// over its point-to-point messages (MPI's, above 16 MiB by default: docs/benchmarks.md).
+/// over its point-to-point messages (MPI's, above 16 MiB by default: docs/benchmarks.md,
+/// "flotilla's MPI transport against bare MPI_Allreduce").
 template <class E>
 concept BoundedNativeAllreduce = NativeAllreduce<E> && requires(const E& ce) {
   { ce.native_allreduce_max_bytes() } -> std::convertible_to<std::size_t>;

@@ -97,7 +97,6 @@ class Generator {
   }
 
   const state_type& state() const noexcept { return s_; }
-  void set_state(const state_type& s) noexcept { s_ = s; }
 
   friend bool operator==(const Generator&, const Generator&) = default;
 

@@ -179,8 +179,9 @@ inline void sgemm_packed(sgemm_index m, sgemm_index n, sgemm_index k, const Pack
 /// (A itself k x m when trans_a), op(B) is k x n (B itself n x k when trans_b).
 ///
 /// A template on the scalar (which must be float) so that only the translation units that call it
-/// instantiate its body: Eigen's product machinery, in the fallback, costs every unit that merely
-/// includes this header about a second of compile time otherwise.
+/// instantiate its body: Eigen's product machinery, in the fallback, would otherwise cost compile
+/// time in every unit that merely includes this header
+/// (docs/benchmarks.md, "Compile time of the headers").
 template <class Float>
 inline void sgemm(bool trans_a, bool trans_b, sgemm_index m, sgemm_index n, sgemm_index k, const Float* a,
                   sgemm_index lda, const Float* b, sgemm_index ldb, Float* c, sgemm_index ldc, bool accumulate,

@@ -69,7 +69,8 @@ class ReadyRunner {
   /// Rethrows the first failure of an action. Ranges the runner's thread has not taken yet are
   /// run here, on the calling thread: after backward that thread has nothing else to do, and it
   /// holds a core, where the runner's thread would first have to be woken and scheduled (on a
-  /// machine with no spare core, that delay used to be as long as the communication itself).
+  /// machine with no spare core, that delay can be as long as the communication itself:
+  /// docs/benchmarks.md, "Gradient buckets").
   double finish() {
     const auto begin = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex_);

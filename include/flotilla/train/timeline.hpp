@@ -109,21 +109,6 @@ class Timeline {
     events_.push_back(Event{std::string(name), std::string(category), rank, lane, b, microseconds(end) - b});
   }
 
-  /// Times `f` and records it.
-  template <class F>
-  decltype(auto) scoped(std::string_view name, std::string_view category, std::size_t rank, int lane, F&& f) {
-    const auto begin = clock::now();
-    struct Record {
-      Timeline* t;
-      std::string_view n, c;
-      std::size_t r;
-      int l;
-      clock::time_point b;
-      ~Record() { t->record(n, c, r, l, b, clock::now()); }
-    } rec{this, name, category, rank, lane, begin};
-    return f();
-  }
-
   /// Writes the events as a Chrome trace (JSON object format, with this process's host and clock
   /// offset under "otherData"), atomically.
   FLOTILLA_DECL void write(const std::filesystem::path& path) const;

@@ -31,12 +31,14 @@ struct TrainerOptions : TrainingOptions<M> {
   /// Layers that can (Dense: StreamsGradients) report parts of their gradient while backward is
   /// still computing the rest, so that a large layer's first buckets go on the wire early. It pays
   /// only where the gradients go over sockets and the communication thread has a core to itself;
-  /// with no spare core it costs more than it hides (docs/benchmarks.md), hence off.
+  /// with no spare core it costs more than it hides (docs/benchmarks.md, "Streaming
+  /// gradients"), hence off.
   bool stream_gradients = false;
   /// Whether gradient buckets (ring) or shard pushes (parameter servers) go out during backward, on
   /// a thread of the worker's own, or all after it, on the training thread (train/overlap.hpp).
   /// Overlap hides communication where that thread has a core to itself; where every core
-  /// computes, it takes turns with backward and costs more than it hides (docs/benchmarks.md).
+  /// computes, it takes turns with backward and costs more than it hides (docs/benchmarks.md,
+  /// "Communication overlap").
   /// `automatic` overlaps when the cores this process may use outnumber the compute threads of the
   /// ranks on this host.
   Overlap overlap = Overlap::automatic;

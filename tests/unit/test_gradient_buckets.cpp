@@ -229,7 +229,7 @@ TEST_CASE("TrainerOptions::overlap: automatic overlaps only where the ranks' com
   CHECK(detail::usable_cores() >= 1);
   CHECK(detail::overlap_pays(16, 2, 1));       // 16 cores, 2 single-thread ranks: 14 to spare
   CHECK(detail::overlap_pays(3, 2, 1));
-  CHECK_FALSE(detail::overlap_pays(2, 2, 1));  // the 2-core machine of docs/benchmarks.md
+  CHECK_FALSE(detail::overlap_pays(2, 2, 1));  // two single-thread ranks on 2 cores
   CHECK_FALSE(detail::overlap_pays(4, 2, 2));
   CHECK_FALSE(detail::overlap_pays(1, 1, 1));
   CHECK(detail::overlap_pays(2, 1, 1));
