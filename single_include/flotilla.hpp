@@ -1568,7 +1568,7 @@ concept Initializer = requires(std::span<T> w, std::size_t n, Generator& g) { I:
 #include <string_view>
 
 
-// ---- begin flotilla/nn/layer_args.hpp ----
+// ---- begin flotilla/core/layer_args.hpp ----
 // What a layer receives in forward and backward, and how it describes its parameter tensors.
 // The Layer concept (concepts/layer.hpp) is written in terms of these types.
 #include <array>
@@ -1659,7 +1659,7 @@ class GradientProgress {
 };
 
 }  // namespace flotilla
-// ---- end flotilla/nn/layer_args.hpp ----
+// ---- end flotilla/core/layer_args.hpp ----
 
 namespace flotilla {
 
@@ -1749,7 +1749,7 @@ constexpr bool check_layer_spec() {
 #include <string_view>
 
 
-// ---- begin flotilla/loss/targets.hpp ----
+// ---- begin flotilla/core/targets.hpp ----
 // What a loss compares a network's output with: class labels, or a matrix of target values.
 #include <cstdint>
 #include <span>
@@ -1769,7 +1769,7 @@ struct Targets {
 };
 
 }  // namespace flotilla
-// ---- end flotilla/loss/targets.hpp ----
+// ---- end flotilla/core/targets.hpp ----
 
 namespace flotilla {
 
@@ -1870,13 +1870,108 @@ concept Schedule = requires(const S& s, std::uint64_t step) {
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+// ---- begin flotilla/core/message_tags.hpp ----
+// Message tags: what matches a receive to its send, together with the peer. Tags from
+// tags::reserved_begin up belong to flotilla's own protocols, and every one of them is listed
+// here, once: the compiler checks that no two protocols share a tag, so a new protocol takes its
+// tags from this list rather than picking numbers beside another file's.
+//
+// The reserved tags sit just above reserved_begin: the MPI transport carries reserved tags up to
+// reserved_begin + MPI_TAG_UB directly, which may be as small as 32767 (transport/mpi.hpp).
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace flotilla {
 
-/// Matches a receive to its send, together with the peer. Tags at or above
-/// `tags::reserved_begin` belong to flotilla's own protocols.
 using Tag = std::uint32_t;
+
+namespace tags {
+/// The first tag of flotilla's own protocols; user messages use tags below it.
+inline constexpr Tag reserved_begin = 0x80000000u;
+}  // namespace tags
+
+namespace detail {
+
+/// A protocol's tags: `count` consecutive tags from reserved_begin + `offset`.
+struct ReservedTags {
+  std::string_view name;
+  Tag offset;
+  Tag count = 1;
+};
+
+/// Every reserved tag, by the protocol that uses it.
+inline constexpr std::array reserved_tags{
+    // Trainer: epoch metrics, broadcasts of state, the workers' barrier, a policy's collectives,
+    // the exchange states gathered for a checkpoint.
+    ReservedTags{"metrics", 0x01},
+    ReservedTags{"broadcast", 0x02},
+    ReservedTags{"group_barrier", 0x03},
+    ReservedTags{"policy_collective", 0x04},
+    ReservedTags{"exchange_state", 0x05},
+    // Parameter servers.
+    ReservedTags{"ps_push", 0x10},
+    ReservedTags{"ps_reply", 0x11},
+    ReservedTags{"ps_full_reply", 0x12},
+    ReservedTags{"ps_reduce", 0x13},
+    ReservedTags{"ps_reduce_reply", 0x14},
+    // Collectives' defaults.
+    ReservedTags{"ring_allreduce", 0x20},
+    ReservedTags{"collective_broadcast", 0x21},
+    ReservedTags{"allreduce_small", 0x22},
+    // Pipelines.
+    ReservedTags{"pipeline_activations", 0x30},
+    ReservedTags{"pipeline_gradients", 0x31},
+    ReservedTags{"pipeline_replica_allreduce", 0x32},
+    ReservedTags{"pipeline_replica_barrier", 0x33},
+    ReservedTags{"pipeline_trainer_metrics", 0x34},
+    ReservedTags{"pipeline_trainer_gather", 0x35},
+    // Going on without a lost worker (the ring's agreement).
+    ReservedTags{"loss_report", 0x40},
+    ReservedTags{"loss_decision", 0x41},
+    // The TCP transport's shared-memory setup.
+    ReservedTags{"shared_memory_setup", 0x50},
+    // Gradient buckets, one tag each (a bucket's exchange may be in flight beside another's).
+    ReservedTags{"bucket", 0x100, 0x4000},
+};
+
+/// Whether no two entries share a name or a tag.
+consteval bool reserved_tags_are_distinct() {
+  for (std::size_t i = 0; i < reserved_tags.size(); ++i)
+    for (std::size_t j = i + 1; j < reserved_tags.size(); ++j) {
+      const auto& a = reserved_tags[i];
+      const auto& b = reserved_tags[j];
+      if (a.name == b.name) return false;
+      if (a.offset < b.offset + b.count && b.offset < a.offset + a.count) return false;
+    }
+  return true;
+}
+static_assert(reserved_tags_are_distinct(), "two entries of detail::reserved_tags share a name or a tag");
+
+/// The first tag of the protocol named `name` (a compile error when it is not listed).
+consteval Tag reserved_tag(std::string_view name) {
+  for (const auto& t : reserved_tags)
+    if (t.name == name) return tags::reserved_begin + t.offset;
+  throw "detail::reserved_tag: no such entry in detail::reserved_tags";
+}
+/// How many tags the protocol named `name` has.
+consteval Tag reserved_tag_count(std::string_view name) {
+  for (const auto& t : reserved_tags)
+    if (t.name == name) return t.count;
+  throw "detail::reserved_tag_count: no such entry in detail::reserved_tags";
+}
+
+}  // namespace detail
+}  // namespace flotilla
+// ---- end flotilla/core/message_tags.hpp ----
+
+namespace flotilla {
 
 /// Bytes and messages a rank has moved. Payload and framing are counted apart, so that bytes on
 /// the wire can be compared with the theory (ring allreduce: 2(N-1)/N * P per worker).
@@ -1975,6 +2070,78 @@ concept KnowsRanksOnHost = Transport<E> && requires(const E& ce) {
   { ce.ranks_on_this_host() } -> std::convertible_to<std::size_t>;
 };
 
+// ---- Optional abilities ---------------------------------------------------------------------
+// A transport offers more than the Transport concept where it can. Code that can use an ability
+// asks for it by name (`if constexpr (Ability<E>)`) and does without it otherwise; each is listed
+// in docs/concepts/transport.md with what uses it.
+
+namespace transport {
+/// Which collective a message belongs to, for transports that check (OperationAware).
+enum class OpKind : std::uint8_t {
+  none = 0,  // not declared: not checked
+  ring_allreduce = 1,
+  broadcast = 2,
+  allreduce_small = 3,
+  barrier = 4,
+  ps_push = 5,
+  ps_reply = 6,
+  recursive_doubling = 7,
+};
+
+inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
+  switch (k) {
+    case OpKind::none: return "an undeclared operation";
+    case OpKind::ring_allreduce: return "ring_allreduce";
+    case OpKind::broadcast: return "broadcast";
+    case OpKind::allreduce_small: return "allreduce_small";
+    case OpKind::barrier: return "barrier";
+    case OpKind::ps_push: return "parameter-server push";
+    case OpKind::ps_reply: return "parameter-server reply";
+    case OpKind::recursive_doubling: return "allreduce (recursive doubling)";
+  }
+  return "an unknown operation";
+}
+}  // namespace transport
+
+/// Its messages carry the operation in progress on a tag, so that ranks that disagree on which
+/// collective they are in get an error naming both, instead of wrong numbers.
+template <class E>
+concept OperationAware = requires(E& e, Tag tag, transport::OpKind kind, std::uint64_t elements) {
+  e.begin_operation(tag, kind, elements);
+  e.end_operation(tag);
+};
+
+/// Can be told to go on when a peer is lost (then only operations with that peer fail), rather
+/// than fail every later operation.
+template <class E>
+concept ContinuesWithoutLostPeers = requires(E& e, bool on) { e.continue_without_lost_peers(on); };
+
+/// Says which peers it has lost.
+template <class E>
+concept ReportsLostPeers = requires(const E& ce, std::size_t peer) {
+  { ce.lost_peers() } -> std::convertible_to<std::vector<std::size_t>>;
+  { ce.peer_lost(peer) } -> std::convertible_to<bool>;
+};
+
+/// Names a peer's host, for messages about it.
+template <class E>
+concept NamesPeers = requires(const E& ce, std::size_t peer) {
+  { ce.address(peer) } -> std::convertible_to<std::string>;
+};
+
+/// This process was lost and started again, and rejoins the running job (parameter-server jobs
+/// over TCP: TcpOptions::rejoin).
+template <class E>
+concept Rejoinable = requires(const E& ce) {
+  { ce.rejoined() } -> std::convertible_to<bool>;
+};
+
+/// Outlives lost peers, and can stop what it is doing when any is lost: what the survivors of a
+/// ring need to agree on who is left and go on (TrainerOptions::on_worker_loss).
+template <class E>
+concept SurvivableEndpoint = ContinuesWithoutLostPeers<E> && ReportsLostPeers<E> && NamesPeers<E> &&
+                             requires(E& e, bool on) { e.stop_on_any_lost_peer(on); };
+
 /// What goes in Trainer<Model, Policy, Backend>: a transport *backend* that starts the ranks of a
 /// job and hands each its endpoint.
 ///  - `B::name`;
@@ -1995,11 +2162,6 @@ concept TransportBackend =
       B::run(o, ranks, body);
       { B::in_process } -> std::convertible_to<bool>;
     };
-
-namespace tags {
-/// User code may use tags below this value; flotilla's collectives and topologies use the rest.
-inline constexpr Tag reserved_begin = 0x80000000u;
-}  // namespace tags
 
 }  // namespace flotilla
 // ---- end flotilla/concepts/transport.hpp ----
@@ -8300,7 +8462,7 @@ FLOTILLA_DECL void write_svg_plot(const std::filesystem::path& path, const Histo
 //    from every worker before each update (synchronous) or apply each push as it comes; and
 //    `staleness_bound` how many steps a worker may run ahead of the slowest (0 with aggregate is
 //    synchronous; the largest std::size_t is fully asynchronous).
-// Optional members, with their defaults: `codec` (codec::Fp32: what goes on the wire),
+// Optional members, with their defaults: `codec` (codec::Fp32, the values' own type: what goes on the wire),
 // `micro_batches` (1: batches accumulated per update), `error_feedback` (false).
 #include <concepts>
 #include <cstddef>
@@ -8308,6 +8470,137 @@ FLOTILLA_DECL void write_svg_plot(const std::filesystem::path& path, const Histo
 #include <limits>
 #include <span>
 #include <string_view>
+#include <type_traits>
+
+
+// ---- begin flotilla/concepts/codec.hpp ----
+// The Codec extension point: what goes on the wire for a buffer of values. See
+// docs/concepts/codec.md.
+//
+// A codec turns n values of type T into encoded_size(n) bytes and back. Lossy codecs (16-bit
+// floats) halve the bytes of every push, pull and allreduce they wrap; a policy adds error
+// feedback on top (the rounding error of one step is added to the next step's values before
+// encoding), so no codec needs state of its own.
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+namespace flotilla {
+
+/// A codec C for values of type T:
+///  - `C::name`;
+///  - `C::encoded_size(n)`: bytes for n values (a function of n alone, so receivers know what to
+///    expect before anything arrives);
+///  - `C::encode(values, bytes)`: bytes.size() == encoded_size(values.size());
+///  - `C::decode(bytes, values)`: values = decoded;
+///  - `C::decode_add(bytes, values)`: values += decoded (the reduction step of an allreduce, fused);
+///  - `C::lossless`: whether decode(encode(x)) == x for every finite x.
+/// Encoding is total: every input encodes to something that decodes without error. Finite values
+/// beyond a narrow format's range saturate to its largest finite value rather than becoming
+/// infinite (a large gradient stays large, it does not poison the sum); infinities and NaN stay
+/// what they are, so a diverging run is still seen to diverge.
+template <class C, class T>
+concept Codec = requires(std::span<const T> values, std::span<std::byte> bytes, std::span<const std::byte> cbytes,
+                         std::span<T> out, std::size_t n) {
+  { C::name } -> std::convertible_to<std::string_view>;
+  { C::lossless } -> std::convertible_to<bool>;
+  { C::encoded_size(n) } -> std::same_as<std::size_t>;
+  C::encode(values, bytes);
+  C::decode(cbytes, out);
+  C::decode_add(cbytes, out);
+};
+
+}  // namespace flotilla
+// ---- end flotilla/concepts/codec.hpp ----
+
+// ---- begin flotilla/core/topology.hpp ----
+// The two ways workers combine their updates. A policy names one as its `topology`.
+#include <string_view>
+
+namespace flotilla::topology {
+
+/// Peer to peer: every worker holds all the parameters and runs the optimizer itself; gradients
+/// (or whatever the policy chooses) are summed by ring allreduce, or by the transport's own
+/// allreduce where it has one (MPI). No rank is special, so there is no central bottleneck.
+struct Ring {
+  static constexpr std::string_view name = "ring-allreduce";
+};
+
+/// Parameter servers: S server ranks each hold a disjoint, contiguous shard of the flat parameter
+/// buffer (balanced by bytes) with its optimizer state, and run the optimizer on it. Workers push
+/// gradients to every server and pull the parameters back. TensorFlow's distributed runtime.
+struct ParameterServer {
+  static constexpr std::string_view name = "parameter-server";
+};
+
+}  // namespace flotilla::topology
+// ---- end flotilla/core/topology.hpp ----
+
+namespace flotilla {
+
+namespace detail {
+/// The context a peer-to-peer policy's step() receives, reduced to its documented members: the
+/// trainer's real context has these (and a policy should use nothing else).
+template <class T>
+struct PeerContextArchetype {
+  std::size_t rank() const;
+  std::size_t workers() const;
+  std::uint64_t step() const;
+  std::span<T> parameters();
+  std::span<T> gradients();
+  void allreduce(std::span<T> values, bool average);
+  void broadcast(std::span<T> values, std::size_t root);
+  void apply_optimizer();
+};
+}  // namespace detail
+
+/// Batches accumulated per update (1 unless the policy says otherwise).
+template <class P>
+inline constexpr std::size_t policy_micro_batches = [] {
+  if constexpr (requires { { P::micro_batches } -> std::convertible_to<std::size_t>; }) {
+    return static_cast<std::size_t>(P::micro_batches);
+  } else {
+    return std::size_t{1};
+  }
+}();
+
+/// Whether the rounding error of a lossy codec is carried into the next step (false by default).
+template <class P>
+inline constexpr bool policy_error_feedback = [] {
+  if constexpr (requires { { P::error_feedback } -> std::convertible_to<bool>; }) {
+    return static_cast<bool>(P::error_feedback);
+  } else {
+    return false;
+  }
+}();
+
+template <class P>
+concept PeerToPeerPolicy = std::same_as<typename P::topology, topology::Ring> &&
+                           requires(P& p, detail::PeerContextArchetype<float>& ctx) {
+                             { P::reduce_gradients_in_backward } -> std::convertible_to<bool>;
+                             p.step(ctx);
+                           };
+
+template <class P>
+concept ParameterServerPolicy = std::same_as<typename P::topology, topology::ParameterServer> && requires {
+  { P::aggregate } -> std::convertible_to<bool>;
+  { P::staleness_bound } -> std::convertible_to<std::size_t>;
+};
+
+template <class P>
+concept UpdatePolicy = requires {
+  { P::name } -> std::convertible_to<std::string_view>;
+  typename P::topology;
+} && (PeerToPeerPolicy<P> || ParameterServerPolicy<P>) && (policy_micro_batches<P> > 0) &&
+                       (!requires { typename P::codec; } || Codec<typename P::codec, float>);
+
+}  // namespace flotilla
+// ---- end flotilla/concepts/update_policy.hpp ----
+
+// ---- begin flotilla/exchange/policy_exchange.hpp ----
+// Which exchange a policy's gradients go through: the one it names (`template <class T> using
+// exchange = ...;`), else the default of its topology, with the policy's codec and error feedback.
 #include <type_traits>
 
 
@@ -8413,47 +8706,6 @@ inline void check_codec_sizes(std::string_view codec, std::string_view op, std::
 }  // namespace flotilla::detail
 // ---- end flotilla/codec/little_endian.hpp ----
 
-// ---- begin flotilla/concepts/codec.hpp ----
-// The Codec extension point: what goes on the wire for a buffer of values. See
-// docs/concepts/codec.md.
-//
-// A codec turns n values of type T into encoded_size(n) bytes and back. Lossy codecs (16-bit
-// floats) halve the bytes of every push, pull and allreduce they wrap; a policy adds error
-// feedback on top (the rounding error of one step is added to the next step's values before
-// encoding), so no codec needs state of its own.
-#include <concepts>
-#include <cstddef>
-#include <span>
-#include <string_view>
-
-namespace flotilla {
-
-/// A codec C for values of type T:
-///  - `C::name`;
-///  - `C::encoded_size(n)`: bytes for n values (a function of n alone, so receivers know what to
-///    expect before anything arrives);
-///  - `C::encode(values, bytes)`: bytes.size() == encoded_size(values.size());
-///  - `C::decode(bytes, values)`: values = decoded;
-///  - `C::decode_add(bytes, values)`: values += decoded (the reduction step of an allreduce, fused);
-///  - `C::lossless`: whether decode(encode(x)) == x for every finite x.
-/// Encoding is total: every input encodes to something that decodes without error. Finite values
-/// beyond a narrow format's range saturate to its largest finite value rather than becoming
-/// infinite (a large gradient stays large, it does not poison the sum); infinities and NaN stay
-/// what they are, so a diverging run is still seen to diverge.
-template <class C, class T>
-concept Codec = requires(std::span<const T> values, std::span<std::byte> bytes, std::span<const std::byte> cbytes,
-                         std::span<T> out, std::size_t n) {
-  { C::name } -> std::convertible_to<std::string_view>;
-  { C::lossless } -> std::convertible_to<bool>;
-  { C::encoded_size(n) } -> std::same_as<std::size_t>;
-  C::encode(values, bytes);
-  C::decode(cbytes, out);
-  C::decode_add(cbytes, out);
-};
-
-}  // namespace flotilla
-// ---- end flotilla/concepts/codec.hpp ----
-
 namespace flotilla::codec {
 
 /// Lossless: n values of T are the n * sizeof(T) little-endian bytes of the values themselves.
@@ -8523,107 +8775,6 @@ static_assert(std::is_same_v<for_value_t<Fp32, double>, Fp64> && std::is_same_v<
 
 }  // namespace flotilla::codec
 // ---- end flotilla/codec/fp32.hpp ----
-
-// ---- begin flotilla/topology/topology.hpp ----
-// The two ways workers combine their updates. A policy names one as its `topology`.
-#include <string_view>
-
-namespace flotilla::topology {
-
-/// Peer to peer: every worker holds all the parameters and runs the optimizer itself; gradients
-/// (or whatever the policy chooses) are summed by ring allreduce, or by the transport's own
-/// allreduce where it has one (MPI). No rank is special, so there is no central bottleneck.
-struct Ring {
-  static constexpr std::string_view name = "ring-allreduce";
-};
-
-/// Parameter servers: S server ranks each hold a disjoint, contiguous shard of the flat parameter
-/// buffer (balanced by bytes) with its optimizer state, and run the optimizer on it. Workers push
-/// gradients to every server and pull the parameters back. TensorFlow's distributed runtime.
-struct ParameterServer {
-  static constexpr std::string_view name = "parameter-server";
-};
-
-}  // namespace flotilla::topology
-// ---- end flotilla/topology/topology.hpp ----
-
-namespace flotilla {
-
-namespace detail {
-/// The context a peer-to-peer policy's step() receives, reduced to its documented members: the
-/// trainer's real context has these (and a policy should use nothing else).
-template <class T>
-struct PeerContextArchetype {
-  std::size_t rank() const;
-  std::size_t workers() const;
-  std::uint64_t step() const;
-  std::span<T> parameters();
-  std::span<T> gradients();
-  void allreduce(std::span<T> values, bool average);
-  void broadcast(std::span<T> values, std::size_t root);
-  void apply_optimizer();
-};
-}  // namespace detail
-
-/// The codec a policy uses (codec::Fp32 unless it says otherwise).
-template <class P>
-struct policy_codec {
-  using type = codec::Fp32;
-};
-template <class P>
-  requires requires { typename P::codec; }
-struct policy_codec<P> {
-  using type = typename P::codec;
-};
-
-/// Batches accumulated per update (1 unless the policy says otherwise).
-template <class P>
-inline constexpr std::size_t policy_micro_batches = [] {
-  if constexpr (requires { { P::micro_batches } -> std::convertible_to<std::size_t>; }) {
-    return static_cast<std::size_t>(P::micro_batches);
-  } else {
-    return std::size_t{1};
-  }
-}();
-
-/// Whether the rounding error of a lossy codec is carried into the next step (false by default).
-template <class P>
-inline constexpr bool policy_error_feedback = [] {
-  if constexpr (requires { { P::error_feedback } -> std::convertible_to<bool>; }) {
-    return static_cast<bool>(P::error_feedback);
-  } else {
-    return false;
-  }
-}();
-
-template <class P>
-concept PeerToPeerPolicy = std::same_as<typename P::topology, topology::Ring> &&
-                           requires(P& p, detail::PeerContextArchetype<float>& ctx) {
-                             { P::reduce_gradients_in_backward } -> std::convertible_to<bool>;
-                             p.step(ctx);
-                           };
-
-template <class P>
-concept ParameterServerPolicy = std::same_as<typename P::topology, topology::ParameterServer> && requires {
-  { P::aggregate } -> std::convertible_to<bool>;
-  { P::staleness_bound } -> std::convertible_to<std::size_t>;
-};
-
-template <class P>
-concept UpdatePolicy = requires {
-  { P::name } -> std::convertible_to<std::string_view>;
-  typename P::topology;
-} && (PeerToPeerPolicy<P> || ParameterServerPolicy<P>) && (policy_micro_batches<P> > 0) &&
-                       Codec<typename policy_codec<P>::type, float>;
-
-}  // namespace flotilla
-// ---- end flotilla/concepts/update_policy.hpp ----
-
-// ---- begin flotilla/exchange/policy_exchange.hpp ----
-// Which exchange a policy's gradients go through: the one it names (`template <class T> using
-// exchange = ...;`), else the default of its topology, with the policy's codec and error feedback.
-#include <type_traits>
-
 
 // ---- begin flotilla/exchange/local.hpp ----
 // exchange::Local: the default exchange of peer-to-peer policies that combine gradients
@@ -9001,31 +9152,6 @@ inline std::vector<std::byte>& collective_buffers() {
 
 namespace flotilla::transport {
 
-enum class OpKind : std::uint8_t {
-  none = 0,  // not declared: not checked
-  ring_allreduce = 1,
-  broadcast = 2,
-  allreduce_small = 3,
-  barrier = 4,
-  ps_push = 5,
-  ps_reply = 6,
-  recursive_doubling = 7,
-};
-
-inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
-  switch (k) {
-    case OpKind::none: return "an undeclared operation";
-    case OpKind::ring_allreduce: return "ring_allreduce";
-    case OpKind::broadcast: return "broadcast";
-    case OpKind::allreduce_small: return "allreduce_small";
-    case OpKind::barrier: return "barrier";
-    case OpKind::ps_push: return "parameter-server push";
-    case OpKind::ps_reply: return "parameter-server reply";
-    case OpKind::recursive_doubling: return "allreduce (recursive doubling)";
-  }
-  return "an unknown operation";
-}
-
 /// One collective call: its kind, which call of that tag it is on this rank (counted by the
 /// transport: 1 for the first), and how many elements it reduces or sends in all.
 struct Operation {
@@ -9056,13 +9182,6 @@ struct Operation {
 /// Whether two fingerprints can belong to the same collective call (an undeclared side matches
 /// anything).
 inline constexpr bool fingerprints_agree(std::uint64_t a, std::uint64_t b) noexcept { return a == 0 || b == 0 || a == b; }
-
-/// A transport whose messages carry the operation in progress on a tag.
-template <class E>
-concept OperationAware = requires(E& e, Tag tag, OpKind kind, std::uint64_t elements) {
-  e.begin_operation(tag, kind, elements);
-  e.end_operation(tag);
-};
 
 /// Declares, for the lifetime of the scope, that messages on `tag` belong to one call of `kind`
 /// over `elements` elements; does nothing on a transport that does not check operations.
@@ -9247,15 +9366,14 @@ inline SerialWorker& collective_worker() {
 // may share it. Calls that can be in flight at the same time on the same endpoints (one allreduce
 // per gradient bucket) need distinct tags, so that their messages never mix.
 //
-// The defaults lie just above tags::reserved_begin, clear of the other protocols' tags
-// (detail::protocol_tags in topology/ring.hpp): the MPI transport carries reserved tags up to
-// reserved_begin + MPI_TAG_UB only, which may be as small as 32767.
+// The defaults are entries of the registry of reserved tags (core/message_tags.hpp), which keeps
+// them clear of the other protocols' tags.
 
 namespace flotilla::collective::default_tags {
 
-inline constexpr Tag ring_allreduce = tags::reserved_begin + 0x20;
-inline constexpr Tag broadcast = tags::reserved_begin + 0x21;
-inline constexpr Tag allreduce_small = tags::reserved_begin + 0x22;
+inline constexpr Tag ring_allreduce = detail::reserved_tag("ring_allreduce");
+inline constexpr Tag broadcast = detail::reserved_tag("collective_broadcast");
+inline constexpr Tag allreduce_small = detail::reserved_tag("allreduce_small");
 
 }  // namespace flotilla::collective::default_tags
 // ---- end flotilla/collective/tags.hpp ----
@@ -9635,6 +9753,17 @@ class RingAllreduce {
 
 namespace flotilla {
 
+/// The codec a policy uses (codec::Fp32, the values' own type, unless it says otherwise).
+template <class P>
+struct policy_codec {
+  using type = codec::Fp32;
+};
+template <class P>
+  requires requires { typename P::codec; }
+struct policy_codec<P> {
+  using type = typename P::codec;
+};
+
 /// The codec a policy's collectives use for values of T (codec::Fp32 means "the values' own type").
 template <class Policy, class T>
 using policy_codec_t = codec::for_value_t<typename policy_codec<Policy>::type, T>;
@@ -9881,19 +10010,21 @@ struct Range {
 
 namespace flotilla::detail {
 
-/// Tags of flotilla's own protocols; user messages stay below tags::reserved_begin.
+/// Tags of the trainer's and the parameter servers' protocols (core/message_tags.hpp lists them all).
 namespace protocol_tags {
-inline constexpr Tag metrics = tags::reserved_begin + 1;
-inline constexpr Tag broadcast = tags::reserved_begin + 2;
-inline constexpr Tag group_barrier = tags::reserved_begin + 3;
-inline constexpr Tag policy_collective = tags::reserved_begin + 4;
-inline constexpr Tag exchange_state = tags::reserved_begin + 5;
-inline constexpr Tag ps_push = tags::reserved_begin + 0x10;
-inline constexpr Tag ps_reply = tags::reserved_begin + 0x11;
-inline constexpr Tag ps_full_reply = tags::reserved_begin + 0x12;
-inline constexpr Tag ps_reduce = tags::reserved_begin + 0x13;
-inline constexpr Tag ps_reduce_reply = tags::reserved_begin + 0x14;
-inline constexpr Tag bucket_base = tags::reserved_begin + 0x100;
+inline constexpr Tag metrics = reserved_tag("metrics");
+inline constexpr Tag broadcast = reserved_tag("broadcast");
+inline constexpr Tag group_barrier = reserved_tag("group_barrier");
+inline constexpr Tag policy_collective = reserved_tag("policy_collective");
+inline constexpr Tag exchange_state = reserved_tag("exchange_state");
+inline constexpr Tag ps_push = reserved_tag("ps_push");
+inline constexpr Tag ps_reply = reserved_tag("ps_reply");
+inline constexpr Tag ps_full_reply = reserved_tag("ps_full_reply");
+inline constexpr Tag ps_reduce = reserved_tag("ps_reduce");
+inline constexpr Tag ps_reduce_reply = reserved_tag("ps_reduce_reply");
+/// Bucket i's exchange uses bucket_base + i.
+inline constexpr Tag bucket_base = reserved_tag("bucket");
+inline constexpr std::size_t max_buckets = reserved_tag_count("bucket");
 }  // namespace protocol_tags
 
 /// Buckets over parameter ranges given per layer (offset, count), in the order gradients become
@@ -10167,7 +10298,7 @@ class ParameterServerShard {
     // Serving survives a lost worker when the transport can go on without a peer, and when asked
     // to (asynchronous serving unless told otherwise).
     bool tolerate = false;
-    if constexpr (requires { e.continue_without_lost_peers(true); }) {
+    if constexpr (ContinuesWithoutLostPeers<E>) {
       tolerate = continue_without_lost_workers_.value_or(!aggregate);
       if (tolerate) e.continue_without_lost_peers(true);
     }
@@ -10340,7 +10471,7 @@ class ParameterServerShard {
     while (done_count < workers) {
       // A worker lost while the endpoint was reading another's message is marked lost without an
       // error (that receive did not need it): look, or the server would wait for it for ever.
-      if constexpr (requires { { e.peer_lost(std::size_t{}) } -> std::convertible_to<bool>; }) {
+      if constexpr (ReportsLostPeers<E>) {
         bool found = false;
         for (std::size_t v = 0; v < workers; ++v) {
           if (done[v] || !e.peer_lost(v)) continue;
@@ -11591,7 +11722,7 @@ class LiveWorkers {
   /// workers (which never talk) stays lost.
   template <class E>
   void watch(E& e) {
-    if constexpr (requires { e.lost_peers(); }) {
+    if constexpr (ReportsLostPeers<E>) {
       for (const std::size_t p : e.lost_peers())
         if (p < workers_ && !std::exchange(watched_[p], 1)) note(e, p);
     }
@@ -11600,7 +11731,7 @@ class LiveWorkers {
   /// workers) are not losses to report.
   template <class E>
   void rejoined(E& e) {
-    if constexpr (requires { e.lost_peers(); }) {
+    if constexpr (ReportsLostPeers<E>) {
       for (const std::size_t p : e.lost_peers())
         if (p < workers_) watched_[p] = 1;
     }
@@ -11628,7 +11759,7 @@ class LiveWorkers {
     if (lost_[w]) return;
     lost_[w] = 1;
     std::string who = "worker " + std::to_string(w);
-    if constexpr (requires { e.address(w); }) who += " (rank " + std::to_string(w) + " at " + e.address(w) + ")";
+    if constexpr (NamesPeers<E>) who += " (rank " + std::to_string(w) + " at " + e.address(w) + ")";
     const std::size_t left = workers_ - lost();
     std::string line = "flotilla: worker " + std::to_string(self_) + ": lost " + who +
                        ", which died or stalled; training goes on without it, " + std::to_string(left) + " of " +
@@ -11897,11 +12028,18 @@ class PeerPath {
            std::size_t workers, bool background)
       : options_(options), policy_(policy), group_(group), s_(s), timeline_(timeline), worker_(worker) {
     // A policy that combines gradients itself (reduce_gradients_in_backward = false) exchanges none.
-    if (workers > 1 && Policy::reduce_gradients_in_backward)
-      runner_ = std::make_unique<ReadyRunner>(
-          make_buckets(M::network::parameter_offsets, M::network::parameter_counts,
-                       std::max<std::size_t>(bucket_bytes() / sizeof(T), 1)),
-          [this](std::size_t i, Range r) { exchange(i, r); }, background);
+    if (workers > 1 && Policy::reduce_gradients_in_backward) {
+      auto buckets = make_buckets(M::network::parameter_offsets, M::network::parameter_counts,
+                                  std::max<std::size_t>(bucket_bytes() / sizeof(T), 1));
+      // Each bucket has a tag of its own, from a range of the registry (core/message_tags.hpp).
+      if (buckets.size() > protocol_tags::max_buckets)
+        throw ConfigError("policy " + std::string(Policy::name) + ": buckets of " + std::to_string(bucket_bytes()) +
+                          " bytes cut this model's gradients into " + std::to_string(buckets.size()) +
+                          " buckets; at most " + std::to_string(protocol_tags::max_buckets) +
+                          " have tags: make bucket_bytes larger");
+      runner_ = std::make_unique<ReadyRunner>(std::move(buckets), [this](std::size_t i, Range r) { exchange(i, r); },
+                                              background);
+    }
   }
 
   /// What hands finished buckets on (null: nothing to exchange during backward).
@@ -12243,22 +12381,13 @@ class LiveGroup {
 namespace flotilla {
 namespace detail {
 
-/// An endpoint that can outlive a peer and stop whatever it does when any peer is lost.
-template <class E>
-concept SurvivableEndpoint = requires(E& e, const E& ce, bool on, std::size_t peer) {
-  e.continue_without_lost_peers(on);
-  e.stop_on_any_lost_peer(on);
-  { ce.lost_peers() } -> std::convertible_to<std::vector<std::size_t>>;
-  { ce.address(peer) } -> std::convertible_to<std::string>;
-};
-
 /// The workers' group: a ring can re-form, parameter-server workers keep theirs.
 template <class E, bool parameter_server>
 using worker_group_t = std::conditional_t<parameter_server, transport::Group<E>, transport::LiveGroup<E>>;
 
 namespace loss_tags {
-inline constexpr Tag report = tags::reserved_begin + 0x40;
-inline constexpr Tag decision = tags::reserved_begin + 0x41;
+inline constexpr Tag report = reserved_tag("loss_report");
+inline constexpr Tag decision = reserved_tag("loss_decision");
 }  // namespace loss_tags
 
 /// How far a survivor got: updates applied, and epochs recorded in this fit() call. The survivor
@@ -12574,7 +12703,7 @@ class ServerPath {
         live_(workers, e.rank(), options.batch_size, Policy::aggregate, log) {
     if constexpr (on_device) s.engine.template encode_gradients_for_push<Codec>(policy_error_feedback<Policy>);
     // Another worker's death must not break this one's endpoint (its servers decide who is left).
-    if constexpr (requires { e.continue_without_lost_peers(true); })
+    if constexpr (ContinuesWithoutLostPeers<E>)
       if (continues_without_lost_workers(options.on_worker_loss, Policy::aggregate)) e.continue_without_lost_peers(true);
     if (rejoining) return;
     client_.exchange_full(e, PsHeader::hello, s.engine.parameters());
@@ -12846,7 +12975,7 @@ class WorkerLoop {
   /// rejoining worker whose job is finishing).
   bool start() {
     bool rejoining = false;
-    if constexpr (parameter_server && requires { e_.rejoined(); }) rejoining = e_.rejoined();
+    if constexpr (parameter_server && Rejoinable<E>) rejoining = e_.rejoined();
     if constexpr (parameter_server) {
       path_.emplace(options_, e_, s_, shared_.timeline, workers_, fit_.log, rejoining);
     } else {
@@ -13915,7 +14044,7 @@ class Trainer {
   /// topologies over a transport that survives a lost peer, or servers over transport::Tcp.
   void check_worker_loss_supported() const {
     if constexpr (parameter_server) {
-      if constexpr (Backend::in_process || !requires(endpoint_type& e) { e.continue_without_lost_peers(true); })
+      if constexpr (Backend::in_process || !ContinuesWithoutLostPeers<endpoint_type>)
         throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors needs worker and server "
                           "processes over transport::Tcp; the " + std::string(Backend::name) +
                           " transport stops the job when a rank is lost");
@@ -13926,7 +14055,7 @@ class Trainer {
     } else if constexpr (Backend::in_process) {
       throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors needs worker processes "
                         "(transport::Tcp): threads of one process cannot be lost on their own");
-    } else if constexpr (!detail::SurvivableEndpoint<endpoint_type>) {
+    } else if constexpr (!SurvivableEndpoint<endpoint_type>) {
       throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors: the " + std::string(Backend::name) +
                         " transport cannot go on after a rank is lost (MPI without ULFM stops the job); use "
                         "transport::Tcp");
@@ -14863,16 +14992,15 @@ constexpr std::array<std::uint64_t, Arch::depth> estimated_compute() {
 
 namespace flotilla::pipeline {
 
-/// The pipeline's message tags. They lie in flotilla's reserved range, clear of the collectives'
-/// (collective/tags.hpp) and the topologies' (topology/ring.hpp), and low enough for MPI.
+/// The pipeline's message tags: entries of the registry of reserved tags (core/message_tags.hpp).
 namespace default_tags {
-inline constexpr Tag activations = tags::reserved_begin + 0x30;
-inline constexpr Tag gradients = tags::reserved_begin + 0x31;
-inline constexpr Tag replica_allreduce = tags::reserved_begin + 0x32;
-inline constexpr Tag replica_barrier = tags::reserved_begin + 0x33;
+inline constexpr Tag activations = flotilla::detail::reserved_tag("pipeline_activations");
+inline constexpr Tag gradients = flotilla::detail::reserved_tag("pipeline_gradients");
+inline constexpr Tag replica_allreduce = flotilla::detail::reserved_tag("pipeline_replica_allreduce");
+inline constexpr Tag replica_barrier = flotilla::detail::reserved_tag("pipeline_replica_barrier");
 /// pipeline::Trainer: per-epoch metrics, and the parameters gathered from the stages.
-inline constexpr Tag trainer_metrics = tags::reserved_begin + 0x34;
-inline constexpr Tag trainer_gather = tags::reserved_begin + 0x35;
+inline constexpr Tag trainer_metrics = flotilla::detail::reserved_tag("pipeline_trainer_metrics");
+inline constexpr Tag trainer_gather = flotilla::detail::reserved_tag("pipeline_trainer_gather");
 }  // namespace default_tags
 
 struct Layout {

@@ -45,7 +45,7 @@
 #include "flotilla/nn/dropout.hpp"
 #include "flotilla/nn/flatten.hpp"
 #include "flotilla/nn/init.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 #include "flotilla/nn/maxpool2d.hpp"
 #include "flotilla/nn/network.hpp"
 #include "flotilla/nn/sequential.hpp"
@@ -53,7 +53,7 @@
 // Losses.
 #include "flotilla/loss/mse.hpp"
 #include "flotilla/loss/softmax_cross_entropy.hpp"
-#include "flotilla/loss/targets.hpp"
+#include "flotilla/core/targets.hpp"
 
 // Optimizers and learning-rate schedules.
 #include "flotilla/optim/adam.hpp"
@@ -105,7 +105,7 @@
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/topology/parameter_server.hpp"
 #include "flotilla/topology/ring.hpp"
-#include "flotilla/topology/topology.hpp"
+#include "flotilla/core/topology.hpp"
 #include "flotilla/policy/accumulate.hpp"
 #include "flotilla/policy/asynchronous.hpp"
 #include "flotilla/policy/compressed.hpp"

@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "flotilla/nn/dense.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 #include "flotilla/nn/network.hpp"
 #include "flotilla/nn/sequential.hpp"
 

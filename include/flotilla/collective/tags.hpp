@@ -7,15 +7,14 @@
 // may share it. Calls that can be in flight at the same time on the same endpoints (one allreduce
 // per gradient bucket) need distinct tags, so that their messages never mix.
 //
-// The defaults lie just above tags::reserved_begin, clear of the other protocols' tags
-// (detail::protocol_tags in topology/ring.hpp): the MPI transport carries reserved tags up to
-// reserved_begin + MPI_TAG_UB only, which may be as small as 32767.
-#include "flotilla/concepts/transport.hpp"
+// The defaults are entries of the registry of reserved tags (core/message_tags.hpp), which keeps
+// them clear of the other protocols' tags.
+#include "flotilla/core/message_tags.hpp"
 
 namespace flotilla::collective::default_tags {
 
-inline constexpr Tag ring_allreduce = tags::reserved_begin + 0x20;
-inline constexpr Tag broadcast = tags::reserved_begin + 0x21;
-inline constexpr Tag allreduce_small = tags::reserved_begin + 0x22;
+inline constexpr Tag ring_allreduce = detail::reserved_tag("ring_allreduce");
+inline constexpr Tag broadcast = detail::reserved_tag("collective_broadcast");
+inline constexpr Tag allreduce_small = detail::reserved_tag("allreduce_small");
 
 }  // namespace flotilla::collective::default_tags

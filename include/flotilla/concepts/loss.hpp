@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "flotilla/core/tensor.hpp"
-#include "flotilla/loss/targets.hpp"
+#include "flotilla/core/targets.hpp"
 
 namespace flotilla {
 

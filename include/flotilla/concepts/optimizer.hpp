@@ -6,7 +6,7 @@
 #include <span>
 #include <string_view>
 
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 
 namespace flotilla {
 

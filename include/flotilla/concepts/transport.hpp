@@ -14,13 +14,13 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include "flotilla/core/message_tags.hpp"
 
 namespace flotilla {
-
-/// Matches a receive to its send, together with the peer. Tags at or above
-/// `tags::reserved_begin` belong to flotilla's own protocols.
-using Tag = std::uint32_t;
 
 /// Bytes and messages a rank has moved. Payload and framing are counted apart, so that bytes on
 /// the wire can be compared with the theory (ring allreduce: 2(N-1)/N * P per worker).
@@ -119,6 +119,78 @@ concept KnowsRanksOnHost = Transport<E> && requires(const E& ce) {
   { ce.ranks_on_this_host() } -> std::convertible_to<std::size_t>;
 };
 
+// ---- Optional abilities ---------------------------------------------------------------------
+// A transport offers more than the Transport concept where it can. Code that can use an ability
+// asks for it by name (`if constexpr (Ability<E>)`) and does without it otherwise; each is listed
+// in docs/concepts/transport.md with what uses it.
+
+namespace transport {
+/// Which collective a message belongs to, for transports that check (OperationAware).
+enum class OpKind : std::uint8_t {
+  none = 0,  // not declared: not checked
+  ring_allreduce = 1,
+  broadcast = 2,
+  allreduce_small = 3,
+  barrier = 4,
+  ps_push = 5,
+  ps_reply = 6,
+  recursive_doubling = 7,
+};
+
+inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
+  switch (k) {
+    case OpKind::none: return "an undeclared operation";
+    case OpKind::ring_allreduce: return "ring_allreduce";
+    case OpKind::broadcast: return "broadcast";
+    case OpKind::allreduce_small: return "allreduce_small";
+    case OpKind::barrier: return "barrier";
+    case OpKind::ps_push: return "parameter-server push";
+    case OpKind::ps_reply: return "parameter-server reply";
+    case OpKind::recursive_doubling: return "allreduce (recursive doubling)";
+  }
+  return "an unknown operation";
+}
+}  // namespace transport
+
+/// Its messages carry the operation in progress on a tag, so that ranks that disagree on which
+/// collective they are in get an error naming both, instead of wrong numbers.
+template <class E>
+concept OperationAware = requires(E& e, Tag tag, transport::OpKind kind, std::uint64_t elements) {
+  e.begin_operation(tag, kind, elements);
+  e.end_operation(tag);
+};
+
+/// Can be told to go on when a peer is lost (then only operations with that peer fail), rather
+/// than fail every later operation.
+template <class E>
+concept ContinuesWithoutLostPeers = requires(E& e, bool on) { e.continue_without_lost_peers(on); };
+
+/// Says which peers it has lost.
+template <class E>
+concept ReportsLostPeers = requires(const E& ce, std::size_t peer) {
+  { ce.lost_peers() } -> std::convertible_to<std::vector<std::size_t>>;
+  { ce.peer_lost(peer) } -> std::convertible_to<bool>;
+};
+
+/// Names a peer's host, for messages about it.
+template <class E>
+concept NamesPeers = requires(const E& ce, std::size_t peer) {
+  { ce.address(peer) } -> std::convertible_to<std::string>;
+};
+
+/// This process was lost and started again, and rejoins the running job (parameter-server jobs
+/// over TCP: TcpOptions::rejoin).
+template <class E>
+concept Rejoinable = requires(const E& ce) {
+  { ce.rejoined() } -> std::convertible_to<bool>;
+};
+
+/// Outlives lost peers, and can stop what it is doing when any is lost: what the survivors of a
+/// ring need to agree on who is left and go on (TrainerOptions::on_worker_loss).
+template <class E>
+concept SurvivableEndpoint = ContinuesWithoutLostPeers<E> && ReportsLostPeers<E> && NamesPeers<E> &&
+                             requires(E& e, bool on) { e.stop_on_any_lost_peer(on); };
+
 /// What goes in Trainer<Model, Policy, Backend>: a transport *backend* that starts the ranks of a
 /// job and hands each its endpoint.
 ///  - `B::name`;
@@ -139,10 +211,5 @@ concept TransportBackend =
       B::run(o, ranks, body);
       { B::in_process } -> std::convertible_to<bool>;
     };
-
-namespace tags {
-/// User code may use tags below this value; flotilla's collectives and topologies use the rest.
-inline constexpr Tag reserved_begin = 0x80000000u;
-}  // namespace tags
 
 }  // namespace flotilla

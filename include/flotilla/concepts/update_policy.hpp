@@ -12,7 +12,7 @@
 //    from every worker before each update (synchronous) or apply each push as it comes; and
 //    `staleness_bound` how many steps a worker may run ahead of the slowest (0 with aggregate is
 //    synchronous; the largest std::size_t is fully asynchronous).
-// Optional members, with their defaults: `codec` (codec::Fp32: what goes on the wire),
+// Optional members, with their defaults: `codec` (codec::Fp32, the values' own type: what goes on the wire),
 // `micro_batches` (1: batches accumulated per update), `error_feedback` (false).
 #include <concepts>
 #include <cstddef>
@@ -22,9 +22,8 @@
 #include <string_view>
 #include <type_traits>
 
-#include "flotilla/codec/fp32.hpp"
 #include "flotilla/concepts/codec.hpp"
-#include "flotilla/topology/topology.hpp"
+#include "flotilla/core/topology.hpp"
 
 namespace flotilla {
 
@@ -43,17 +42,6 @@ struct PeerContextArchetype {
   void apply_optimizer();
 };
 }  // namespace detail
-
-/// The codec a policy uses (codec::Fp32 unless it says otherwise).
-template <class P>
-struct policy_codec {
-  using type = codec::Fp32;
-};
-template <class P>
-  requires requires { typename P::codec; }
-struct policy_codec<P> {
-  using type = typename P::codec;
-};
 
 /// Batches accumulated per update (1 unless the policy says otherwise).
 template <class P>
@@ -93,6 +81,6 @@ concept UpdatePolicy = requires {
   { P::name } -> std::convertible_to<std::string_view>;
   typename P::topology;
 } && (PeerToPeerPolicy<P> || ParameterServerPolicy<P>) && (policy_micro_batches<P> > 0) &&
-                       Codec<typename policy_codec<P>::type, float>;
+                       (!requires { typename P::codec; } || Codec<typename P::codec, float>);
 
 }  // namespace flotilla

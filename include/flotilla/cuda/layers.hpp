@@ -23,7 +23,7 @@
 #include "flotilla/nn/dense.hpp"
 #include "flotilla/nn/dropout.hpp"
 #include "flotilla/nn/flatten.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 #include "flotilla/nn/maxpool2d.hpp"
 
 namespace flotilla::cuda {

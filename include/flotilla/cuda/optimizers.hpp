@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "flotilla/cuda/launch.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 #include "flotilla/optim/adam.hpp"
 #include "flotilla/optim/sgd.hpp"
 

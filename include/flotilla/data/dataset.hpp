@@ -13,7 +13,7 @@
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/data/idx.hpp"
-#include "flotilla/loss/targets.hpp"
+#include "flotilla/core/targets.hpp"
 
 namespace flotilla::data {
 

@@ -46,7 +46,7 @@
 #include "flotilla/core/random.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/data/dataset.hpp"
-#include "flotilla/loss/targets.hpp"
+#include "flotilla/core/targets.hpp"
 
 namespace flotilla::data {
 

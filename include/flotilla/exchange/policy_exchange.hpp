@@ -11,6 +11,17 @@
 
 namespace flotilla {
 
+/// The codec a policy uses (codec::Fp32, the values' own type, unless it says otherwise).
+template <class P>
+struct policy_codec {
+  using type = codec::Fp32;
+};
+template <class P>
+  requires requires { typename P::codec; }
+struct policy_codec<P> {
+  using type = typename P::codec;
+};
+
 /// The codec a policy's collectives use for values of T (codec::Fp32 means "the values' own type").
 template <class Policy, class T>
 using policy_codec_t = codec::for_value_t<typename policy_codec<Policy>::type, T>;

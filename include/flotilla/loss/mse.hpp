@@ -5,7 +5,7 @@
 
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/tensor.hpp"
-#include "flotilla/loss/targets.hpp"
+#include "flotilla/core/targets.hpp"
 
 namespace flotilla {
 

@@ -11,7 +11,7 @@
 #include "flotilla/core/shape.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/nn/init.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 
 namespace flotilla {
 

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "flotilla/core/shape.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 
 namespace flotilla {
 

@@ -22,7 +22,7 @@
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/random.hpp"
 #include "flotilla/core/tensor.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 #include "flotilla/nn/sequential.hpp"
 
 namespace flotilla {

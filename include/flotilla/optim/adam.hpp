@@ -9,7 +9,7 @@
 
 #include "flotilla/concepts/optimizer.hpp"
 #include "flotilla/core/tensor.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 #include "flotilla/optim/sgd.hpp"
 
 namespace flotilla::optim {

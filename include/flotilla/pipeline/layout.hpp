@@ -9,19 +9,19 @@
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/message_tags.hpp"
 
 namespace flotilla::pipeline {
 
-/// The pipeline's message tags. They lie in flotilla's reserved range, clear of the collectives'
-/// (collective/tags.hpp) and the topologies' (topology/ring.hpp), and low enough for MPI.
+/// The pipeline's message tags: entries of the registry of reserved tags (core/message_tags.hpp).
 namespace default_tags {
-inline constexpr Tag activations = tags::reserved_begin + 0x30;
-inline constexpr Tag gradients = tags::reserved_begin + 0x31;
-inline constexpr Tag replica_allreduce = tags::reserved_begin + 0x32;
-inline constexpr Tag replica_barrier = tags::reserved_begin + 0x33;
+inline constexpr Tag activations = flotilla::detail::reserved_tag("pipeline_activations");
+inline constexpr Tag gradients = flotilla::detail::reserved_tag("pipeline_gradients");
+inline constexpr Tag replica_allreduce = flotilla::detail::reserved_tag("pipeline_replica_allreduce");
+inline constexpr Tag replica_barrier = flotilla::detail::reserved_tag("pipeline_replica_barrier");
 /// pipeline::Trainer: per-epoch metrics, and the parameters gathered from the stages.
-inline constexpr Tag trainer_metrics = tags::reserved_begin + 0x34;
-inline constexpr Tag trainer_gather = tags::reserved_begin + 0x35;
+inline constexpr Tag trainer_metrics = flotilla::detail::reserved_tag("pipeline_trainer_metrics");
+inline constexpr Tag trainer_gather = flotilla::detail::reserved_tag("pipeline_trainer_gather");
 }  // namespace default_tags
 
 struct Layout {

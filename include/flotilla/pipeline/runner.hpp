@@ -44,7 +44,7 @@
 #include "flotilla/core/thread_pool.hpp"
 #include "flotilla/data/dataset.hpp"
 #include "flotilla/data/loader.hpp"
-#include "flotilla/loss/targets.hpp"
+#include "flotilla/core/targets.hpp"
 #include "flotilla/model.hpp"
 #include "flotilla/pipeline/layout.hpp"
 #include "flotilla/pipeline/plan.hpp"

@@ -15,7 +15,7 @@
 
 #include "flotilla/concepts/architecture.hpp"
 #include "flotilla/core/shape.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 #include "flotilla/nn/sequential.hpp"
 
 namespace flotilla::pipeline {

@@ -10,7 +10,7 @@
 #include <limits>
 #include <string_view>
 
-#include "flotilla/topology/topology.hpp"
+#include "flotilla/core/topology.hpp"
 
 namespace flotilla::policy {
 

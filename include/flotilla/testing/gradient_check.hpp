@@ -24,7 +24,7 @@
 #include "flotilla/concepts/loss.hpp"
 #include "flotilla/core/random.hpp"
 #include "flotilla/core/tensor.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 
 namespace flotilla::testing {
 

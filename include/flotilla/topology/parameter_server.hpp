@@ -51,7 +51,7 @@
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/tensor.hpp"
-#include "flotilla/nn/layer_args.hpp"
+#include "flotilla/core/layer_args.hpp"
 #include "flotilla/optim/schedule.hpp"
 #include "flotilla/topology/ps_header.hpp"
 #include "flotilla/topology/ps_reduce.hpp"
@@ -139,7 +139,7 @@ class ParameterServerShard {
     // Serving survives a lost worker when the transport can go on without a peer, and when asked
     // to (asynchronous serving unless told otherwise).
     bool tolerate = false;
-    if constexpr (requires { e.continue_without_lost_peers(true); }) {
+    if constexpr (ContinuesWithoutLostPeers<E>) {
       tolerate = continue_without_lost_workers_.value_or(!aggregate);
       if (tolerate) e.continue_without_lost_peers(true);
     }
@@ -312,7 +312,7 @@ class ParameterServerShard {
     while (done_count < workers) {
       // A worker lost while the endpoint was reading another's message is marked lost without an
       // error (that receive did not need it): look, or the server would wait for it for ever.
-      if constexpr (requires { { e.peer_lost(std::size_t{}) } -> std::convertible_to<bool>; }) {
+      if constexpr (ReportsLostPeers<E>) {
         bool found = false;
         for (std::size_t v = 0; v < workers; ++v) {
           if (done[v] || !e.peer_lost(v)) continue;

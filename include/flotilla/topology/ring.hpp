@@ -12,23 +12,26 @@
 #include <vector>
 
 #include "flotilla/concepts/transport.hpp"
+#include "flotilla/core/message_tags.hpp"
 #include "flotilla/core/range.hpp"
 
 namespace flotilla::detail {
 
-/// Tags of flotilla's own protocols; user messages stay below tags::reserved_begin.
+/// Tags of the trainer's and the parameter servers' protocols (core/message_tags.hpp lists them all).
 namespace protocol_tags {
-inline constexpr Tag metrics = tags::reserved_begin + 1;
-inline constexpr Tag broadcast = tags::reserved_begin + 2;
-inline constexpr Tag group_barrier = tags::reserved_begin + 3;
-inline constexpr Tag policy_collective = tags::reserved_begin + 4;
-inline constexpr Tag exchange_state = tags::reserved_begin + 5;
-inline constexpr Tag ps_push = tags::reserved_begin + 0x10;
-inline constexpr Tag ps_reply = tags::reserved_begin + 0x11;
-inline constexpr Tag ps_full_reply = tags::reserved_begin + 0x12;
-inline constexpr Tag ps_reduce = tags::reserved_begin + 0x13;
-inline constexpr Tag ps_reduce_reply = tags::reserved_begin + 0x14;
-inline constexpr Tag bucket_base = tags::reserved_begin + 0x100;
+inline constexpr Tag metrics = reserved_tag("metrics");
+inline constexpr Tag broadcast = reserved_tag("broadcast");
+inline constexpr Tag group_barrier = reserved_tag("group_barrier");
+inline constexpr Tag policy_collective = reserved_tag("policy_collective");
+inline constexpr Tag exchange_state = reserved_tag("exchange_state");
+inline constexpr Tag ps_push = reserved_tag("ps_push");
+inline constexpr Tag ps_reply = reserved_tag("ps_reply");
+inline constexpr Tag ps_full_reply = reserved_tag("ps_full_reply");
+inline constexpr Tag ps_reduce = reserved_tag("ps_reduce");
+inline constexpr Tag ps_reduce_reply = reserved_tag("ps_reduce_reply");
+/// Bucket i's exchange uses bucket_base + i.
+inline constexpr Tag bucket_base = reserved_tag("bucket");
+inline constexpr std::size_t max_buckets = reserved_tag_count("bucket");
 }  // namespace protocol_tags
 
 /// Buckets over parameter ranges given per layer (offset, count), in the order gradients become

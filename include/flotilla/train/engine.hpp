@@ -32,7 +32,7 @@
 #include "flotilla/core/thread_pool.hpp"
 #include "flotilla/data/dataset.hpp"
 #include "flotilla/data/loader.hpp"
-#include "flotilla/loss/targets.hpp"
+#include "flotilla/core/targets.hpp"
 #include "flotilla/model.hpp"
 #include "flotilla/train/confusion.hpp"
 

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/thread_pool.hpp"
 #include "flotilla/train/engine.hpp"
 #include "flotilla/train/worker_loss.hpp"
@@ -49,7 +50,7 @@ class LiveWorkers {
   /// workers (which never talk) stays lost.
   template <class E>
   void watch(E& e) {
-    if constexpr (requires { e.lost_peers(); }) {
+    if constexpr (ReportsLostPeers<E>) {
       for (const std::size_t p : e.lost_peers())
         if (p < workers_ && !std::exchange(watched_[p], 1)) note(e, p);
     }
@@ -58,7 +59,7 @@ class LiveWorkers {
   /// workers) are not losses to report.
   template <class E>
   void rejoined(E& e) {
-    if constexpr (requires { e.lost_peers(); }) {
+    if constexpr (ReportsLostPeers<E>) {
       for (const std::size_t p : e.lost_peers())
         if (p < workers_) watched_[p] = 1;
     }
@@ -86,7 +87,7 @@ class LiveWorkers {
     if (lost_[w]) return;
     lost_[w] = 1;
     std::string who = "worker " + std::to_string(w);
-    if constexpr (requires { e.address(w); }) who += " (rank " + std::to_string(w) + " at " + e.address(w) + ")";
+    if constexpr (NamesPeers<E>) who += " (rank " + std::to_string(w) + " at " + e.address(w) + ")";
     const std::size_t left = workers_ - lost();
     std::string line = "flotilla: worker " + std::to_string(self_) + ": lost " + who +
                        ", which died or stalled; training goes on without it, " + std::to_string(left) + " of " +

@@ -15,6 +15,7 @@
 #include "flotilla/collective/broadcast.hpp"
 #include "flotilla/collective/ring_allreduce.hpp"
 #include "flotilla/concepts/gradient_exchange.hpp"
+#include "flotilla/core/error.hpp"
 #include "flotilla/topology/ring.hpp"
 #include "flotilla/train/ready_runner.hpp"
 #include "flotilla/train/timeline.hpp"
@@ -68,11 +69,18 @@ class PeerPath {
            std::size_t workers, bool background)
       : options_(options), policy_(policy), group_(group), s_(s), timeline_(timeline), worker_(worker) {
     // A policy that combines gradients itself (reduce_gradients_in_backward = false) exchanges none.
-    if (workers > 1 && Policy::reduce_gradients_in_backward)
-      runner_ = std::make_unique<ReadyRunner>(
-          make_buckets(M::network::parameter_offsets, M::network::parameter_counts,
-                       std::max<std::size_t>(bucket_bytes() / sizeof(T), 1)),
-          [this](std::size_t i, Range r) { exchange(i, r); }, background);
+    if (workers > 1 && Policy::reduce_gradients_in_backward) {
+      auto buckets = make_buckets(M::network::parameter_offsets, M::network::parameter_counts,
+                                  std::max<std::size_t>(bucket_bytes() / sizeof(T), 1));
+      // Each bucket has a tag of its own, from a range of the registry (core/message_tags.hpp).
+      if (buckets.size() > protocol_tags::max_buckets)
+        throw ConfigError("policy " + std::string(Policy::name) + ": buckets of " + std::to_string(bucket_bytes()) +
+                          " bytes cut this model's gradients into " + std::to_string(buckets.size()) +
+                          " buckets; at most " + std::to_string(protocol_tags::max_buckets) +
+                          " have tags: make bucket_bytes larger");
+      runner_ = std::make_unique<ReadyRunner>(std::move(buckets), [this](std::size_t i, Range r) { exchange(i, r); },
+                                              background);
+    }
   }
 
   /// What hands finished buckets on (null: nothing to exchange during backward).

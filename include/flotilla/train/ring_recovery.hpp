@@ -30,6 +30,7 @@
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/message_tags.hpp"
 #include "flotilla/train/history.hpp"
 #include "flotilla/transport/group.hpp"
 #include "flotilla/transport/live_group.hpp"
@@ -38,22 +39,13 @@
 namespace flotilla {
 namespace detail {
 
-/// An endpoint that can outlive a peer and stop whatever it does when any peer is lost.
-template <class E>
-concept SurvivableEndpoint = requires(E& e, const E& ce, bool on, std::size_t peer) {
-  e.continue_without_lost_peers(on);
-  e.stop_on_any_lost_peer(on);
-  { ce.lost_peers() } -> std::convertible_to<std::vector<std::size_t>>;
-  { ce.address(peer) } -> std::convertible_to<std::string>;
-};
-
 /// The workers' group: a ring can re-form, parameter-server workers keep theirs.
 template <class E, bool parameter_server>
 using worker_group_t = std::conditional_t<parameter_server, transport::Group<E>, transport::LiveGroup<E>>;
 
 namespace loss_tags {
-inline constexpr Tag report = tags::reserved_begin + 0x40;
-inline constexpr Tag decision = tags::reserved_begin + 0x41;
+inline constexpr Tag report = reserved_tag("loss_report");
+inline constexpr Tag decision = reserved_tag("loss_decision");
 }  // namespace loss_tags
 
 /// How far a survivor got: updates applied, and epochs recorded in this fit() call. The survivor

@@ -73,7 +73,7 @@ class ServerPath {
         live_(workers, e.rank(), options.batch_size, Policy::aggregate, log) {
     if constexpr (on_device) s.engine.template encode_gradients_for_push<Codec>(policy_error_feedback<Policy>);
     // Another worker's death must not break this one's endpoint (its servers decide who is left).
-    if constexpr (requires { e.continue_without_lost_peers(true); })
+    if constexpr (ContinuesWithoutLostPeers<E>)
       if (continues_without_lost_workers(options.on_worker_loss, Policy::aggregate)) e.continue_without_lost_peers(true);
     if (rejoining) return;
     client_.exchange_full(e, PsHeader::hello, s.engine.parameters());

@@ -315,7 +315,7 @@ class Trainer {
   /// topologies over a transport that survives a lost peer, or servers over transport::Tcp.
   void check_worker_loss_supported() const {
     if constexpr (parameter_server) {
-      if constexpr (Backend::in_process || !requires(endpoint_type& e) { e.continue_without_lost_peers(true); })
+      if constexpr (Backend::in_process || !ContinuesWithoutLostPeers<endpoint_type>)
         throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors needs worker and server "
                           "processes over transport::Tcp; the " + std::string(Backend::name) +
                           " transport stops the job when a rank is lost");
@@ -326,7 +326,7 @@ class Trainer {
     } else if constexpr (Backend::in_process) {
       throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors needs worker processes "
                         "(transport::Tcp): threads of one process cannot be lost on their own");
-    } else if constexpr (!detail::SurvivableEndpoint<endpoint_type>) {
+    } else if constexpr (!SurvivableEndpoint<endpoint_type>) {
       throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors: the " + std::string(Backend::name) +
                         " transport cannot go on after a rank is lost (MPI without ULFM stops the job); use "
                         "transport::Tcp");

@@ -145,7 +145,7 @@ class WorkerLoop {
   /// rejoining worker whose job is finishing).
   bool start() {
     bool rejoining = false;
-    if constexpr (parameter_server && requires { e_.rejoined(); }) rejoining = e_.rejoined();
+    if constexpr (parameter_server && Rejoinable<E>) rejoining = e_.rejoined();
     if constexpr (parameter_server) {
       path_.emplace(options_, e_, s_, shared_.timeline, workers_, fit_.log, rejoining);
     } else {

@@ -24,31 +24,6 @@
 
 namespace flotilla::transport {
 
-enum class OpKind : std::uint8_t {
-  none = 0,  // not declared: not checked
-  ring_allreduce = 1,
-  broadcast = 2,
-  allreduce_small = 3,
-  barrier = 4,
-  ps_push = 5,
-  ps_reply = 6,
-  recursive_doubling = 7,
-};
-
-inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
-  switch (k) {
-    case OpKind::none: return "an undeclared operation";
-    case OpKind::ring_allreduce: return "ring_allreduce";
-    case OpKind::broadcast: return "broadcast";
-    case OpKind::allreduce_small: return "allreduce_small";
-    case OpKind::barrier: return "barrier";
-    case OpKind::ps_push: return "parameter-server push";
-    case OpKind::ps_reply: return "parameter-server reply";
-    case OpKind::recursive_doubling: return "allreduce (recursive doubling)";
-  }
-  return "an unknown operation";
-}
-
 /// One collective call: its kind, which call of that tag it is on this rank (counted by the
 /// transport: 1 for the first), and how many elements it reduces or sends in all.
 struct Operation {
@@ -79,13 +54,6 @@ struct Operation {
 /// Whether two fingerprints can belong to the same collective call (an undeclared side matches
 /// anything).
 inline constexpr bool fingerprints_agree(std::uint64_t a, std::uint64_t b) noexcept { return a == 0 || b == 0 || a == b; }
-
-/// A transport whose messages carry the operation in progress on a tag.
-template <class E>
-concept OperationAware = requires(E& e, Tag tag, OpKind kind, std::uint64_t elements) {
-  e.begin_operation(tag, kind, elements);
-  e.end_operation(tag);
-};
 
 /// Declares, for the lifetime of the scope, that messages on `tag` belong to one call of `kind`
 /// over `elements` elements; does nothing on a transport that does not check operations.
