@@ -5,7 +5,7 @@
 //   flotilla-launch -n 4 -- ./train          # on one machine: see tcp/launch.hpp
 //   transport::Tcp::run(transport::TcpOptions::from_environment(), 4, [](transport::TcpEndpoint& e) { ... });
 //
-// Design, in short (docs/concepts/transport.md has the long form):
+// Design, in short (docs/transports.md has the long form):
 //  - Rendezvous: rank 0 listens at the coordinator's host:port; every other rank listens on an
 //    ephemeral port of its bind address, registers (rank, host, port) with rank 0 and receives the
 //    table of every rank's address. Rank 0's registration connections are its links; between the

@@ -488,16 +488,17 @@ class Endpoint {
   /// MPI_Iallreduce polled to completion would bound the wait, but measured 1.4 to 6 times slower
   /// than the blocking MPI_Allreduce from 4 KiB to 64 MiB on Open MPI 4.1 (its non-blocking
   /// collectives, libnbc, use simpler algorithms than the blocking ones, coll/tuned), however it was
-  /// polled (tests/mpi/allreduce_bench.cpp). So the blocking call runs, bounded one of two ways:
+  /// polled (bench/allreduce/mpi_allreduce_bench.cpp). So the blocking call runs, bounded one of
+  /// two ways:
   ///  - abort_on_failure (the default, and what Mpi::run does with any failure): a watchdog thread
   ///    ends this process when the call outlasts the timeout, after printing which rank and call;
   ///    mpirun then stops the job. Nothing is added to the call's path but a clock read.
   ///  - otherwise, so that the timeout can be a TransportError this rank survives: an MPI_Ibarrier
   ///    polled against the deadline bounds the wait for every rank to arrive, then MPI_Allreduce
-  ///    runs. That costs a barrier's latency per call (docs/benchmarks.md, "flotilla's MPI transport against bare MPI_Allreduce":
-  ///    noticeable at a few KiB, lost in the transfer from 256 KiB up), and leaves unbounded a rank that stops
-  ///    mid-reduction while staying alive (one that dies ends the job: mpirun kills every process
-  ///    of a job in which one exits abnormally).
+  ///    runs. That costs a barrier's latency per call (docs/benchmarks.md, "flotilla's MPI
+  ///    transport against bare MPI_Allreduce": noticeable at a few KiB, lost in the transfer from
+  ///    256 KiB up), and leaves unbounded a rank that stops mid-reduction while staying alive (one
+  ///    that dies ends the job: mpirun kills every process of a job in which one exits abnormally).
   template <class T>
   void allreduce(std::span<T> values) {
     const Op op{"allreduce_sum", any_peer, 0};

@@ -39,8 +39,9 @@ inline constexpr std::size_t tcp_read_buffer = 64 * 1024;
 inline constexpr std::chrono::milliseconds tcp_stall{20};
 
 /// How much sendrecv writes before it reads again (see Endpoint::drive_loop()). Measured on
-/// loopback with 64 MiB messages (docs/benchmarks.md, "Allreduce bus bandwidth: TCP transport, Open MPI, gloo"): 256 KiB
-/// gave more than writing all the socket takes (several MiB at a time); 64 KiB was slower again (more system calls), 512 KiB to 1 MiB about the same.
+/// loopback with 64 MiB messages (docs/benchmarks.md, "Allreduce bus bandwidth: TCP transport, Open
+/// MPI, gloo"): 256 KiB gave more than writing all the socket takes (several MiB at a time); 64 KiB
+/// was slower again (more system calls), 512 KiB to 1 MiB about the same.
 inline constexpr std::size_t tcp_send_quantum = 256 * 1024;
 
 /// The most one read takes of a payload that goes straight to its destination. Loopback carries

@@ -101,14 +101,14 @@ struct Options {
   bool checksum_data = false;
   /// How long a wait keeps retrying its sockets before it sleeps in the reactor (epoll). A rank
   /// that sleeps must be woken when its message arrives: by the kernel, and on a virtual machine by
-  /// the host resuming its virtual CPU, tens of microseconds per message, which is most of the
-  /// time of a small allreduce. Retrying first, yielding the core between tries (so that a thread
-  /// of this process with work, such as the trainer's backward pass, keeps it), takes the
-  /// message as soon as it is there: small sums of 2 ranks over loopback were several times faster
+  /// the host resuming its virtual CPU, tens of microseconds per message, which is most of the time
+  /// of a small allreduce. Retrying first, yielding the core between tries (so that a thread of
+  /// this process with work, such as the trainer's backward pass, keeps it), takes the message as
+  /// soon as it is there: small sums of 2 ranks over loopback were several times faster
   /// (docs/benchmarks.md, "Allreduce bus bandwidth: TCP transport, Open MPI, gloo"). The time
   /// counts from the last byte read or written, so a rank sleeps only once its sockets have been
-  /// idle that long, never in the middle of a transfer that is moving. 0: sleep at once. The shared-memory path spins on its own (for up to
-  /// 200 us). FLOTILLA_SPIN_US, --spin-us.
+  /// idle that long, never in the middle of a transfer that is moving. 0: sleep at once. The
+  /// shared-memory path spins on its own (for up to 200 us). FLOTILLA_SPIN_US, --spin-us.
   std::chrono::microseconds spin{50};
   /// Where the transport reports what it drops (a connection that failed the handshake). Empty:
   /// one line on stderr.

@@ -331,11 +331,12 @@ class SharedMemoryAllreduce {
   }
 
   // How long a wait spins before it sleeps. A sleeper must be woken and scheduled again (on a
-  // virtual machine its idle virtual CPU must be resumed by the host), and a late wake-up makes
-  // the peer wait in turn. Measured on the 2-core machine (docs/benchmarks.md, "Stop 20: overlap
-  // only where a core is free, and a leaner shared-memory sum"): a spin of 100 pause instructions
-  // trained fewer samples a second than spins of 3000 pauses, 200 us or 1 ms, which were alike. The spin yields the core every 64 pauses, so that a thread of this rank that has
-  // work (the one computing backward while this one waits for a bucket) is not kept from it.
+  // virtual machine its idle virtual CPU must be resumed by the host), and a late wake-up makes the
+  // peer wait in turn. Measured on the 2-core machine (docs/benchmarks.md, "Stop 20: overlap only
+  // where a core is free, and a leaner shared-memory sum"): a spin of 100 pause instructions
+  // trained fewer samples a second than spins of 3000 pauses, 200 us or 1 ms, which were alike. The
+  // spin yields the core every 64 pauses, so that a thread of this rank that has work (the one
+  // computing backward while this one waits for a bucket) is not kept from it.
   static constexpr std::chrono::microseconds spin_time{200};
 
   // Two ranks sum in pieces of at most this many bytes. Measured with two ranks on the 2-core
