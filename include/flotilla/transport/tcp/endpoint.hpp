@@ -269,7 +269,8 @@ class Endpoint {
   Clock::time_point deadline() const { return Clock::now() + options_.timeout; }
 
   // ---- sending ---------------------------------------------------------------------------------
-  detail::TcpOutgoing frame(Link& l, wire::FrameType type, Tag tag, std::uint32_t aux, std::span<const std::byte> payload);
+  detail::TcpOutgoing frame(Link& l, wire::FrameType type, Tag tag, std::uint32_t aux,
+                            std::span<const std::byte> payload);
   std::uint64_t current_fingerprint(Tag tag) const;
   /// A message from `from` for receive `p`: both must be of one operation.
   void check_fingerprint(std::uint64_t theirs, const detail::TcpPosted& p, std::size_t from);

@@ -20,7 +20,8 @@
 namespace flotilla::transport::tcp {
 
 // ---- sending ---------------------------------------------------------------------------------
-inline detail::TcpOutgoing Endpoint::frame(Link& l, wire::FrameType type, Tag tag, std::uint32_t aux, std::span<const std::byte> payload) {
+inline detail::TcpOutgoing Endpoint::frame(Link& l, wire::FrameType type, Tag tag, std::uint32_t aux,
+                                           std::span<const std::byte> payload) {
   detail::TcpOutgoing o;
   o.link = &l;
   wire::Header h;
