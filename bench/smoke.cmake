@@ -28,4 +28,5 @@ smoke(${b}/flotilla_pipeline_bench --stages 2 --micro 2 --batch 16 --steps 1 --w
 if(TCP_BENCHES AND LAUNCH)
   smoke(${LAUNCH} -n 2 --timeout 20 -- ${b}/flotilla_tcp_busbw_bench --sizes 4K,64K --repeat 1 --target 0.001)
   smoke(${LAUNCH} -n 2 --timeout 20 -- ${b}/flotilla_tcp_train_bench --synthetic 1024 --steps 3 --warmup 1 --repeat 1)
+  smoke(${LAUNCH} -n 2 --timeout 20 -- ${b}/flotilla_tcp_bandwidth_bench --mode sendrecv --max 1048576 --bytes-per-size 4194304)
 endif()

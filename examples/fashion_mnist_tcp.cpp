@@ -6,7 +6,7 @@
 //   flotilla-launch -n 3 -- ./fashion_mnist_tcp --policy async --servers 1   (2 workers, 1 server)
 // On several machines, start one process per rank by hand with FLOTILLA_RANK, FLOTILLA_WORLD_SIZE,
 // FLOTILLA_COORDINATOR=<rank 0's host>:<port> and FLOTILLA_BIND=<this host's address> (see
-// docs/concepts/transport.md). Everything else is fashion_mnist_distributed.
+// docs/transports.md). Everything else is fashion_mnist_distributed.
 #include <flotilla/transport/tcp.hpp>
 
 #include "distributed_common.hpp"

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 jobs=${JOBS:-$(nproc)}
 # The programs of the tests run below (not the header and packaging checks, which only compile).
 targets=(flotilla-launch flotilla_unit_tests flotilla_codec_native_tests flotilla_gemm_native_tests flotilla_cuda_host_tests
-         flotilla_tcp_rank flotilla_tcp_tests flotilla_tcp_bandwidth flotilla_distributed_tcp flotilla_pipeline_tests
+         flotilla_tcp_rank flotilla_tcp_tests flotilla_distributed_tcp flotilla_pipeline_tests
          flotilla_doc_examples)
 excluded='packaging|compile_fail|fuzz|mpi|accuracy|bench|gpu'
 

@@ -117,5 +117,7 @@
 // Command-line flags for training programs.
 #include "flotilla/cli/flags.hpp"
 
-// Testing helpers (finite-difference gradient checks for user-written layers and losses).
+// Testing helpers (finite-difference gradient checks for user-written layers and losses, and the
+// conformance suite for user-written transports).
 #include "flotilla/testing/gradient_check.hpp"
+#include "flotilla/testing/transport_conformance.hpp"

@@ -2,4 +2,4 @@
 # flotilla/flotilla.hpp (and so the single header) does not include them, the umbrella test does not
 # ask it to, and the header self-containment check skips them unless their option is on.
 # A regex on the path relative to include/ (e.g. "flotilla/transport/mpi.hpp").
-set(FLOTILLA_OPTIONAL_HEADER_REGEX "^flotilla/(transport/tcp[^/]*|transport/mpi[^/]*|cuda/.*)$")
+set(FLOTILLA_OPTIONAL_HEADER_REGEX "^flotilla/(transport/tcp[^/]*|transport/tcp/.*|transport/mpi[^/]*|transport/mpi/.*|cuda/.*)$")

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "flotilla/transport/tcp_launch.hpp"
+#include "flotilla/transport/tcp.hpp"
 
 namespace flotilla_test {
 

@@ -29,7 +29,6 @@
 #include "flotilla/optim/sgd.hpp"
 #include "flotilla/topology/parameter_server.hpp"
 #include "flotilla/transport/tcp.hpp"
-#include "flotilla/transport/tcp_launch.hpp"
 #include "../common/test_program.hpp"
 
 namespace flotilla_test::ps_recovery {

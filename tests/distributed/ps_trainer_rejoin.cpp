@@ -44,7 +44,6 @@
 #include "../common/recovery_job.hpp"
 #include "flotilla/flotilla.hpp"
 #include "flotilla/transport/tcp.hpp"
-#include "flotilla/transport/tcp_launch.hpp"
 #include "../common/test_program.hpp"
 
 namespace flotilla_test::ps_trainer_rejoin {

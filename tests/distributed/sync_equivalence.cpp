@@ -51,7 +51,7 @@ static std::pair<std::size_t, std::size_t> rank_and_size() {
   const auto o = backend_options();
   return {o.rank, o.world_size};
 #else
-  flotilla::transport::detail::mpi_ensure_initialized();  // as the Trainer's job would
+  flotilla::transport::mpi::detail::mpi_ensure_initialized();  // as the Trainer's job would
   int r = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   MPI_Comm_size(MPI_COMM_WORLD, &n);

@@ -1,4 +1,4 @@
-// libFuzzer harness for the TCP transport's frame decoder (transport/tcp_wire.hpp): the input is
+// libFuzzer harness for the TCP transport's frame decoder (transport/tcp/wire.hpp): the input is
 // read as a byte stream the way a rank reads a connection, frame after frame: a 48-byte header,
 // decoded and judged (magic, header CRC, type, version, the payload length against the bound for
 // its kind) before anything is allocated for the payload; then the payload, checked against its
@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "flotilla/transport/operation.hpp"
-#include "flotilla/transport/tcp_wire.hpp"
+#include "flotilla/transport/tcp/wire.hpp"
 
 namespace {
 
-namespace wire = flotilla::transport::wire;
+namespace wire = flotilla::transport::tcp::wire;
 
 /// The bound a receiver puts on data frames without a posted receive (TcpOptions::max_message_bytes
 /// is 4 GiB by default; a fuzzing run uses a smaller one, so that the check is exercised).
@@ -51,9 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const std::uint64_t n = std::min<std::uint64_t>(d.header.payload_length, in.size() - wire::header_size);
       if ((d.header.flags & wire::header_flags::payload_crc) != 0)
         wire::seal_payload(d.header, in.subspan(wire::header_size, static_cast<std::size_t>(n)));
-      const std::uint32_t magic = flotilla::transport::detail::wire_get<std::uint32_t>(in.data());
+      const std::uint32_t magic = flotilla::transport::tcp::detail::wire_get<std::uint32_t>(in.data());
       wire::encode(d.header, in.first<wire::header_size>());
-      flotilla::transport::detail::wire_put<std::uint32_t>(in.data(), magic);  // a wrong magic stays wrong
+      flotilla::transport::tcp::detail::wire_put<std::uint32_t>(in.data(), magic);  // a wrong magic stays wrong
     }
     const auto d = wire::decode(std::span<const std::byte, wire::header_size>(in.first<wire::header_size>()));
     in = in.subspan(wire::header_size);

@@ -4,7 +4,7 @@
 // the path taken on MPI libraries with a small MPI_TAG_UB.
 // Each rank runs every check; a violation throws, run() prints it naming the rank and aborts the job,
 // so the test fails with a non-zero exit status.
-#include "../transport/conformance.hpp"
+#include "flotilla/testing/transport_conformance.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   o.timeout = std::chrono::seconds(60);  // generous: 4 ranks share 2 cores in CI
   if (argc == 3) o.max_mpi_tag = 0;
   Mpi::run(o, ranks, [&](Mpi::endpoint& e) {
-    flotilla::test::transport_conformance(e);
+    flotilla::testing::transport_conformance(e);
     if (e.rank() == 0)
       std::printf("mpi conformance%s: %zu rank(s) passed\n", e.tag_upper_bound() == 0 ? " (folded tags)" : "",
                   e.size());

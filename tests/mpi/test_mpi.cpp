@@ -23,7 +23,7 @@ namespace {
 std::size_t world_size() { return Mpi::launched_ranks(); }
 
 std::size_t world_rank() {
-  transport::detail::mpi_ensure_initialized();
+  transport::mpi::detail::mpi_ensure_initialized();
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return static_cast<std::size_t>(r);

@@ -1,7 +1,7 @@
 // One rank of the TCP transport's multi-process tests, started by flotilla-launch (or launch()).
 // What it does is chosen by its first argument:
 //
-//   conformance           the transport conformance suite (tests/transport/conformance.hpp)
+//   conformance           the transport conformance suite (flotilla/testing/transport_conformance.hpp)
 //   exit K S              no transport: rank K exits with status S at once, the others sleep (the
 //                         launcher must stop them)
 //   fail K                rank K's body throws "rank K broke"; the others wait for a message from K
@@ -33,9 +33,9 @@
 #include <thread>
 #include <vector>
 
-#include "conformance.hpp"
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/collective/ring_allreduce.hpp"
+#include "flotilla/testing/transport_conformance.hpp"
 #include "flotilla/transport/tcp.hpp"
 
 namespace {
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     const TcpOptions o = TcpOptions::from_environment();
     const std::size_t rank = o.rank;
     if (mode == "conformance") {
-      Tcp::run(o, o.world_size, [](TcpEndpoint& e) { flotilla::test::transport_conformance(e); });
+      Tcp::run(o, o.world_size, [](TcpEndpoint& e) { flotilla::testing::transport_conformance(e); });
       return 0;
     }
     if (mode == "exit") {

@@ -31,7 +31,7 @@
 #include "flotilla/collective/ring_allreduce.hpp"
 #include "flotilla/core/hmac.hpp"
 #include "flotilla/transport/tcp.hpp"
-#include "flotilla/transport/tcp_launch.hpp"
+#include "../../tools/launch_command_line.hpp"
 
 using namespace flotilla;
 using transport::Tcp;
@@ -158,10 +158,10 @@ class RankThread {
 /// its own io_context, through the transport's socket helpers.
 class FakePeer {
  public:
-  using Socket = transport::detail::TcpSocket;
+  using Socket = transport::tcp::detail::TcpSocket;
   explicit FakePeer(std::uint16_t port)
       : io_(std::make_shared<boost::asio::io_context>()),
-        socket_(transport::detail::connect_to(*io_, {"127.0.0.1", port}, Clock::now() + std::chrono::seconds(5), 0,
+        socket_(transport::tcp::detail::connect_to(*io_, {"127.0.0.1", port}, Clock::now() + std::chrono::seconds(5), 0,
                                               "fake peer")) {}
   /// An accepted connection, of `io`.
   FakePeer(std::shared_ptr<boost::asio::io_context> io, Socket socket) : io_(std::move(io)), socket_(std::move(socket)) {}
@@ -172,8 +172,8 @@ class FakePeer {
       const std::size_t n = socket_.write_some(boost::asio::buffer(bytes.data(), bytes.size()), ec);
       if (!ec && n > 0) {
         bytes = bytes.subspan(n);
-      } else if (transport::detail::would_block(ec)) {
-        transport::detail::wait_ready(*io_, socket_, Socket::wait_write, Clock::now() + std::chrono::seconds(5));
+      } else if (transport::tcp::detail::would_block(ec)) {
+        transport::tcp::detail::wait_ready(*io_, socket_, Socket::wait_write, Clock::now() + std::chrono::seconds(5));
       } else {
         return;  // the other side may have closed: what the test is about
       }
@@ -212,10 +212,10 @@ class FakePeer {
   bool closed() {
     std::byte b[256];
     const auto until = Clock::now() + std::chrono::seconds(5);
-    while (transport::detail::wait_ready(*io_, socket_, Socket::wait_read, until)) {
+    while (transport::tcp::detail::wait_ready(*io_, socket_, Socket::wait_read, until)) {
       boost::system::error_code ec;
       socket_.read_some(boost::asio::buffer(b), ec);
-      if (ec && !transport::detail::would_block(ec) && ec != boost::asio::error::interrupted) return true;
+      if (ec && !transport::tcp::detail::would_block(ec) && ec != boost::asio::error::interrupted) return true;
     }
     return false;
   }
@@ -229,8 +229,8 @@ class FakePeer {
       if (!ec && r > 0) {
         p += r;
         n -= r;
-      } else if (transport::detail::would_block(ec) || ec == boost::asio::error::interrupted) {
-        if (!transport::detail::wait_ready(*io_, socket_, Socket::wait_read, until)) return false;
+      } else if (transport::tcp::detail::would_block(ec) || ec == boost::asio::error::interrupted) {
+        if (!transport::tcp::detail::wait_ready(*io_, socket_, Socket::wait_read, until)) return false;
       } else {
         return false;
       }
@@ -552,10 +552,10 @@ TEST_CASE("handshake: a protocol-version mismatch is refused with both versions,
   }
   {  // a coordinator of another version answers rank 1
     auto io = std::make_shared<boost::asio::io_context>();
-    transport::detail::Listener l = transport::detail::listen_on(*io, "127.0.0.1", 0, 0, "fake coordinator");
+    transport::tcp::detail::Listener l = transport::tcp::detail::listen_on(*io, "127.0.0.1", 0, 0, "fake coordinator");
     RankThread r1(job(1, 2, l.port), [](TcpEndpoint&) {});
-    REQUIRE(transport::detail::wait_ready(*io, l.acceptor, l.acceptor.wait_read, Clock::now() + std::chrono::seconds(5)));
-    auto accepted = transport::detail::accept_one(l.acceptor);
+    REQUIRE(transport::tcp::detail::wait_ready(*io, l.acceptor, l.acceptor.wait_read, Clock::now() + std::chrono::seconds(5)));
+    auto accepted = transport::tcp::detail::accept_one(l.acceptor);
     REQUIRE(accepted);
     FakePeer coordinator(io, std::move(*accepted));
     const auto hello = coordinator.read();
@@ -688,13 +688,13 @@ struct RegisteredFake {
     REQUIRE(table);
     REQUIRE(table->first.type == wire::FrameType::table);
     const std::size_t length = offer.size();
-    data(transport::detail::shared_memory_setup_tag, 1, std::as_bytes(std::span<const std::size_t>(&length, 1)));
-    data(transport::detail::shared_memory_setup_tag, 2, std::as_bytes(std::span<const char>(offer.data(), offer.size())));
+    data(transport::tcp::detail::shared_memory_setup_tag, 1, std::as_bytes(std::span<const std::size_t>(&length, 1)));
+    data(transport::tcp::detail::shared_memory_setup_tag, 2, std::as_bytes(std::span<const char>(offer.data(), offer.size())));
     for (int frames = 0; frames < 2;) {  // rank 0's plan, length then text; heartbeats may come between
       const auto f = peer.read();
       REQUIRE(f);
       if (f->first.type != wire::FrameType::data) continue;
-      CHECK(f->first.tag == transport::detail::shared_memory_setup_tag);
+      CHECK(f->first.tag == transport::tcp::detail::shared_memory_setup_tag);
       if (++frames == 2) plan = f->second;
     }
   }
@@ -1265,27 +1265,27 @@ TEST_CASE("launcher: restarts start the whole job again after a rank is killed")
   CHECK(contains(cap2.messages.back(), "no restarts left (1 used)"));
 
   const char* bad[] = {"flotilla-launch", "-n", "2", "--restarts", "-1", "prog"};
-  CHECK(contains(config_error([&] { (void)transport::parse_launch_args(6, bad); }),
+  CHECK(contains(config_error([&] { (void)flotilla_launch::parse_args(6, bad); }),
                  "--restarts: '-1' is not a number of restarts"));
   const char* good[] = {"flotilla-launch", "-n", "2", "--restarts=3", "prog"};
-  CHECK(transport::parse_launch_args(5, good)->restarts == 3);
+  CHECK(flotilla_launch::parse_args(5, good)->restarts == 3);
 }
 
 TEST_CASE("launcher: argument parsing") {
   const char* argv[] = {"flotilla-launch", "-n", "3", "--timeout=2.5", "--env", "A=b", "--", "prog", "--flag", "x"};
-  const auto o = transport::parse_launch_args(10, argv);
+  const auto o = flotilla_launch::parse_args(10, argv);
   REQUIRE(o);
   CHECK(o->ranks == 3);
   CHECK(o->timeout == std::chrono::milliseconds(2500));
   CHECK(o->environment == std::vector<std::string>{"A=b"});
   CHECK(o->command == std::vector<std::string>{"prog", "--flag", "x"});
   const char* bad[] = {"flotilla-launch", "-n", "2", "--timeout", "soon", "prog"};
-  CHECK(contains(config_error([&] { (void)transport::parse_launch_args(6, bad); }), "--timeout: 'soon'"));
+  CHECK(contains(config_error([&] { (void)flotilla_launch::parse_args(6, bad); }), "--timeout: 'soon'"));
   CHECK(o->stop_on_failure);
   const char* keep[] = {"flotilla-launch", "-n", "2", "--keep-going", "prog"};
-  CHECK_FALSE(transport::parse_launch_args(5, keep)->stop_on_failure);
+  CHECK_FALSE(flotilla_launch::parse_args(5, keep)->stop_on_failure);
   const char* both[] = {"flotilla-launch", "-n", "2", "--keep-going", "--restarts", "1", "prog"};
-  CHECK(contains(config_error([&] { (void)transport::parse_launch_args(7, both); }),
+  CHECK(contains(config_error([&] { (void)flotilla_launch::parse_args(7, both); }),
                  "--keep-going and --restarts do not mix"));
 }
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "../transport/conformance.hpp"
+#include "flotilla/testing/transport_conformance.hpp"
 #include "flotilla/transport/in_process.hpp"
 
 namespace unit_transport {
@@ -17,7 +17,7 @@ TEST_CASE("the in-process transport passes the conformance suite") {
   static_assert(TransportBackend<InProcess>);
   for (std::size_t ranks = 1; ranks <= 8; ++ranks) {
     CAPTURE(ranks);
-    CHECK_NOTHROW(InProcess::run({}, ranks, [](InProcess::endpoint& e) { test::transport_conformance(e); }));
+    CHECK_NOTHROW(InProcess::run({}, ranks, [](InProcess::endpoint& e) { testing::transport_conformance(e); }));
   }
   static_assert(KnowsRanksOnHost<InProcess::endpoint>);
   InProcess::run({}, 3, [](InProcess::endpoint& e) { CHECK(e.ranks_on_this_host() == 3); });

@@ -165,11 +165,16 @@ concept OperationAware = requires(E& e, Tag tag, transport::OpKind kind, std::ui
 template <class E>
 concept ContinuesWithoutLostPeers = requires(E& e, bool on) { e.continue_without_lost_peers(on); };
 
-/// Says which peers it has lost.
+/// Says whether it has lost a peer (also one lost silently, while another's message was read).
 template <class E>
 concept ReportsLostPeers = requires(const E& ce, std::size_t peer) {
-  { ce.lost_peers() } -> std::convertible_to<std::vector<std::size_t>>;
   { ce.peer_lost(peer) } -> std::convertible_to<bool>;
+};
+
+/// Lists the peers it has lost.
+template <class E>
+concept ListsLostPeers = requires(const E& ce) {
+  { ce.lost_peers() } -> std::convertible_to<std::vector<std::size_t>>;
 };
 
 /// Names a peer's host, for messages about it.
@@ -188,7 +193,7 @@ concept Rejoinable = requires(const E& ce) {
 /// Outlives lost peers, and can stop what it is doing when any is lost: what the survivors of a
 /// ring need to agree on who is left and go on (TrainerOptions::on_worker_loss).
 template <class E>
-concept SurvivableEndpoint = ContinuesWithoutLostPeers<E> && ReportsLostPeers<E> && NamesPeers<E> &&
+concept SurvivableEndpoint = ContinuesWithoutLostPeers<E> && ListsLostPeers<E> && NamesPeers<E> &&
                              requires(E& e, bool on) { e.stop_on_any_lost_peer(on); };
 
 /// What goes in Trainer<Model, Policy, Backend>: a transport *backend* that starts the ranks of a

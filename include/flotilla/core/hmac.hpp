@@ -1,6 +1,6 @@
 #pragma once
 // HMAC-SHA256 (RFC 2104, FIPS 198-1) and a constant-time comparison, for the TCP transport's
-// challenge-response authentication of peers (transport/tcp_wire.hpp). Checked against RFC 4231's
+// challenge-response authentication of peers (transport/tcp/wire.hpp). Checked against RFC 4231's
 // test vectors (tests/unit/test_data.cpp).
 #include <array>
 #include <cstddef>

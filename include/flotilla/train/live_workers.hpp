@@ -50,7 +50,7 @@ class LiveWorkers {
   /// workers (which never talk) stays lost.
   template <class E>
   void watch(E& e) {
-    if constexpr (ReportsLostPeers<E>) {
+    if constexpr (ListsLostPeers<E>) {
       for (const std::size_t p : e.lost_peers())
         if (p < workers_ && !std::exchange(watched_[p], 1)) note(e, p);
     }
@@ -59,7 +59,7 @@ class LiveWorkers {
   /// workers) are not losses to report.
   template <class E>
   void rejoined(E& e) {
-    if constexpr (ReportsLostPeers<E>) {
+    if constexpr (ListsLostPeers<E>) {
       for (const std::size_t p : e.lost_peers())
         if (p < workers_) watched_[p] = 1;
     }

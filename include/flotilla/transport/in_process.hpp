@@ -261,4 +261,8 @@ struct InProcess {
   }
 };
 
+// Threads of one process are never lost on their own: the only ability is knowing how many ranks
+// share the host (all of them).
+static_assert(Transport<InProcessEndpoint> && KnowsRanksOnHost<InProcessEndpoint>);
+
 }  // namespace flotilla::transport

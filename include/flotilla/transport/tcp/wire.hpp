@@ -55,7 +55,7 @@
 #include "flotilla/core/crc32.hpp"
 #include "flotilla/core/hmac.hpp"
 
-namespace flotilla::transport::wire {
+namespace flotilla::transport::tcp::wire {
 
 inline constexpr std::size_t header_size = 48;
 inline constexpr std::uint32_t magic = 0x544F4C46u;  // "FLOT" as little-endian bytes
@@ -116,9 +116,9 @@ struct Header {
 
 using HeaderBytes = std::array<std::byte, header_size>;
 
-}  // namespace flotilla::transport::wire
+}  // namespace flotilla::transport::tcp::wire
 
-namespace flotilla::transport::detail {
+namespace flotilla::transport::tcp::detail {
 
 template <class T>
 inline void wire_put(std::byte* p, T v) noexcept {
@@ -131,9 +131,9 @@ inline T wire_get(const std::byte* p) noexcept {
   return static_cast<T>(v);
 }
 
-}  // namespace flotilla::transport::detail
+}  // namespace flotilla::transport::tcp::detail
 
-namespace flotilla::transport::wire {
+namespace flotilla::transport::tcp::wire {
 
 /// Writes `h` into `out`, with magic and header CRC.
 inline void encode(const Header& h, std::span<std::byte, header_size> out) noexcept {
@@ -272,9 +272,9 @@ struct Table {
   friend bool operator==(const Table&, const Table&) = default;
 };
 
-}  // namespace flotilla::transport::wire
+}  // namespace flotilla::transport::tcp::wire
 
-namespace flotilla::transport::detail {
+namespace flotilla::transport::tcp::detail {
 
 struct WireWriter {
   std::vector<std::byte> out;
@@ -327,9 +327,9 @@ struct WireReader {
   }
 };
 
-}  // namespace flotilla::transport::detail
+}  // namespace flotilla::transport::tcp::detail
 
-namespace flotilla::transport::wire {
+namespace flotilla::transport::tcp::wire {
 
 inline std::vector<std::byte> encode_hello(const Hello& h) {
   detail::WireWriter w;
@@ -414,4 +414,4 @@ inline bool proof_matches(std::span<const std::byte> proof, const Sha256::Digest
                              expected);
 }
 
-}  // namespace flotilla::transport::wire
+}  // namespace flotilla::transport::tcp::wire

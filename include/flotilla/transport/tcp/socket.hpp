@@ -9,12 +9,12 @@
 // recvmsg/sendmsg each (sends with MSG_NOSIGNAL) and report error::would_block instead of waiting;
 // a header and its payload go out as one 2-buffer gather write. Waiting is the io_context's job:
 // socket.async_wait(wait_read / wait_write) arms the reactor for a socket, and run_one_until()
-// runs it up to the operation's deadline. The endpoint (tcp.hpp) keeps its waits armed across
+// runs it up to the operation's deadline. The endpoint (endpoint.hpp) keeps its waits armed across
 // iterations and operations, so that a wait costs the reactor no more system calls than poll()
 // did. Only waiting and connecting are asynchronous; no handler moves data, and everything runs
 // on the caller's thread.
 //
-// Process plumbing for the launcher (tcp_launch.hpp: pipes, pidfd) stays POSIX: Fd below.
+// Process plumbing for the launcher (launch.hpp: pipes, pidfd) stays POSIX: Fd below.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -25,7 +25,7 @@
 // class-template fallback means the same. The flotilla::tcp CMake target defines this for every
 // compiler, so that a program's .cu and .cpp files see one Asio; without CMake, define it yourself.
 #if defined(__CUDACC__) && !defined(BOOST_ASIO_DISABLE_VARIABLE_TEMPLATES)
-#error "flotilla/transport/tcp*.hpp under nvcc needs BOOST_ASIO_DISABLE_VARIABLE_TEMPLATES defined for every file of the program (the flotilla::tcp CMake target does it)"
+#error "flotilla/transport/tcp.hpp and tcp/*.hpp under nvcc needs BOOST_ASIO_DISABLE_VARIABLE_TEMPLATES defined for every file of the program (the flotilla::tcp CMake target does it)"
 #endif
 
 #include <boost/asio/error.hpp>
@@ -50,7 +50,7 @@
 
 #include "flotilla/core/error.hpp"
 
-namespace flotilla::transport::detail {
+namespace flotilla::transport::tcp::detail {
 
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
@@ -360,4 +360,4 @@ inline TcpSocket connect_to(asio::io_context& io, const HostPort& to, Clock::tim
   throw TransportError(context + ": cannot connect to " + format_host_port(to) + ": " + last);
 }
 
-}  // namespace flotilla::transport::detail
+}  // namespace flotilla::transport::tcp::detail

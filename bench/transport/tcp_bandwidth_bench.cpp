@@ -2,7 +2,7 @@
 // step does), one-way send/recv, and a plain ring allreduce built on sendrecv (for an estimate of
 // the bus bandwidth a collective can reach; flotilla's own allreduce lives elsewhere).
 //
-//   flotilla-launch -n 2 -- flotilla_tcp_bandwidth [--mode sendrecv|oneway|allreduce] [--min 4096]
+//   flotilla-launch -n 2 -- flotilla_tcp_bandwidth_bench [--mode sendrecv|oneway|allreduce] [--min 4096]
 //                     [--max 67108864] [--segment 0] [--bytes-per-size 1073741824]
 //
 // Rank 0 prints one line per size: the time of one operation and the throughput. For sendrecv
@@ -55,7 +55,7 @@ void ring_allreduce(TcpEndpoint& e, std::span<float> data, std::vector<float>& s
 int main(int argc, char** argv) {
   using namespace flotilla;
   try {
-    cli::Flags flags("flotilla_tcp_bandwidth", "throughput of the TCP transport (run under flotilla-launch)");
+    cli::Flags flags("flotilla_tcp_bandwidth_bench", "throughput of the TCP transport (run under flotilla-launch)");
     auto& mode = flags.add<std::string>("mode", "sendrecv", "sendrecv, oneway or allreduce");
     auto& min_size = flags.add<std::size_t>("min", 4096, "smallest message, bytes");
     auto& max_size = flags.add<std::size_t>("max", 64u << 20, "largest message, bytes");
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
       }
     });
   } catch (const std::exception& ex) {
-    std::fprintf(stderr, "flotilla_tcp_bandwidth: %s\n", ex.what());
+    std::fprintf(stderr, "flotilla_tcp_bandwidth_bench: %s\n", ex.what());
     return 1;
   }
   return 0;

@@ -3,10 +3,10 @@
 // transport's path for ranks on the same machine (TcpOptions::shared_memory).
 //
 // Over loopback TCP every byte is copied into the kernel by its sender and out again by its
-// receiver, and the kernel's TCP processing comes on top: a 940 KB swap of two ranks costs about
-// 0.34 ms of both cores on the 2-core machine of docs/benchmarks.md. Through a mapping that both
-// ranks share it costs about 0.05 ms: each rank copies its values in once, and reads the others'
-// straight from the segment while it adds.
+// receiver, and the kernel's TCP processing comes on top. Through a mapping that both ranks share
+// it costs a fraction of that: each rank copies its values in once, and reads the others' straight
+// from the segment while it adds (docs/benchmarks.md, "The TCP transport's shared-memory allreduce
+// against Open MPI's shared memory").
 //
 // Layout: a control block (each rank's progress counter on a cache line of its own), then two
 // sets (alternating calls) of one slot per rank of `capacity` bytes. Call c on rank r:
@@ -16,7 +16,8 @@
 //   2. two ranks: when the other's counter is >= 2c+1, adds all the other's values to its own,
 //      and the call is done. Both ranks form every element as rank 0's value plus rank 1's, so
 //      both end with the same bits. One wait per call: the least a sum can wait for. (Pieces of
-//      at most pair_piece_max_bytes; docs/benchmarks.md has the measurements.)
+//      at most pair_piece_max_bytes; docs/benchmarks.md, "Shared-memory allreduce", has the
+//      measurements.)
 //   3. more ranks: when every counter is >= 2c+1, sums chunk r, its own values plus that chunk of
 //      every other slot, into its slot and its values; counter 2c+2;
 //   4. when every counter is >= 2c+2, copies every other chunk's sum from the slot of the rank
@@ -65,9 +66,9 @@
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/thread_pool.hpp"
-#include "flotilla/transport/tcp_socket.hpp"
+#include "flotilla/transport/tcp/socket.hpp"
 
-namespace flotilla::transport::detail {
+namespace flotilla::transport::tcp::detail {
 
 /// Whether this platform has the shared-memory allreduce (Linux: it waits on futexes).
 #if defined(__linux__)
@@ -83,7 +84,7 @@ inline constexpr bool shared_memory_piece_bytes_valid(std::size_t bytes) noexcep
 }
 
 /// The tag of the setup messages (the segment's name, each rank's answer, rank 0's verdict).
-inline constexpr Tag shared_memory_setup_tag = tags::reserved_begin + 0x50;
+inline constexpr Tag shared_memory_setup_tag = flotilla::detail::reserved_tag("shared_memory_setup");
 
 class SharedMemoryAllreduce {
  public:
@@ -331,18 +332,19 @@ class SharedMemoryAllreduce {
   }
 
   // How long a wait spins before it sleeps. A sleeper must be woken and scheduled again (on a
-  // virtual machine its idle virtual CPU must be resumed by the host), and a late wake-up makes
-  // the peer wait in turn. Measured on the 2-core machine (docs/benchmarks.md, the DDP bench): a
-  // spin of 100 pause instructions gave 117-139k samples/s, spins of 3000 pauses, 200 us and 1 ms
-  // about 155k. The spin yields the core every 64 pauses, so that a thread of this rank that has
-  // work (the one computing backward while this one waits for a bucket) is not kept from it.
+  // virtual machine its idle virtual CPU must be resumed by the host), and a late wake-up makes the
+  // peer wait in turn. Measured on the 2-core machine (docs/benchmarks.md, "Stop 20: overlap only
+  // where a core is free, and a leaner shared-memory sum"): a spin of 100 pause instructions
+  // trained fewer samples a second than spins of 3000 pauses, 200 us or 1 ms, which were alike. The
+  // spin yields the core every 64 pauses, so that a thread of this rank that has work (the one
+  // computing backward while this one waits for a bucket) is not kept from it.
   static constexpr std::chrono::microseconds spin_time{200};
 
   // Two ranks sum in pieces of at most this many bytes. Measured with two ranks on the 2-core
-  // machine of docs/benchmarks.md (far phase, GB/s of bus bandwidth): the one-wait sum of pieces
-  // of 256, 384 or 512 KiB ran at 12-13 at 1 to 16 MiB and 9-10 at 64 MiB, where the two-wait
-  // split sum in pieces of 1 MiB ran at 6-7. But a one-wait call of 1 MiB ran at 5, where one of
-  // 1 MiB less 64 bytes ran at 13: a step that two processes running just the copy, the wait and
+  // machine (docs/benchmarks.md, "Stop 22: two ranks' shared-memory sum waits once"): the one-wait
+  // sum of pieces of 256, 384 or 512 KiB was well ahead of the two-wait split sum in pieces of
+  // 1 MiB from 1 to 64 MiB. But a one-wait call of 1 MiB was far slower than one of 1 MiB less
+  // 64 bytes: a step that two processes running just the copy, the wait and
   // the addition reproduce. It sits where glibc 2.36's memcpy (the copy that publishes the values)
   // stops using `rep movsb` on AMD processors: at the L2 cache's size, 1 MiB there and 512 KiB
   // on earlier models. The step's mechanism was not isolated; pieces stay below 512 KiB.
@@ -351,10 +353,9 @@ class SharedMemoryAllreduce {
   // More than two ranks: up to this many bytes a call copies the whole buffer into its slot (and
   // adds the others' chunk into the slot, then copies the sum back); above it, only the chunks
   // other ranks read, forming its own chunk from its values in one pass. Measured with two ranks
-  // (before they had a path of their own) on the 2-core machine of docs/benchmarks.md, GB/s of
-  // bus bandwidth, whole against split: 16 KiB 2.7-4.9 against 1.4-1.7, 256 KiB 22-24 against
-  // 18-19 (near phase) and 10-12 against 5.4-6 (far phase); 384 KiB 17-18 against 20-21, 1 MiB
-  // 15 against 20-22 (near) and 5.4 against 6.5 (far).
+  // taking this path on the 2-core machine (docs/benchmarks.md, "Stop 20: overlap only where a
+  // core is free, and a leaner shared-memory sum"), whole against split: the whole copy ahead up
+  // to 256 KiB, the split one from 384 KiB.
   static constexpr std::size_t whole_copy_max_bytes = std::size_t{256} << 10;
 
   static bool reached(std::uint32_t counter, std::uint32_t target) noexcept {
@@ -366,4 +367,4 @@ class SharedMemoryAllreduce {
   std::uint64_t calls_ = 0;
 };
 
-}  // namespace flotilla::transport::detail
+}  // namespace flotilla::transport::tcp::detail

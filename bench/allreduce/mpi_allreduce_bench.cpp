@@ -27,8 +27,8 @@
 #include "flotilla/transport/mpi.hpp"
 
 using flotilla::transport::Mpi;
-using flotilla::transport::detail::MpiBackoff;
-using flotilla::transport::detail::MpiWait;
+using flotilla::transport::mpi::detail::MpiBackoff;
+using flotilla::transport::mpi::detail::MpiWait;
 using Clock = std::chrono::steady_clock;
 
 namespace {

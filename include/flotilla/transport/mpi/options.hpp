@@ -1,0 +1,70 @@
+#pragma once
+// The settings of an MPI job (Options): its communicator, the timeout of every wait (with
+// FLOTILLA_TIMEOUT_MS as the default), what a failure does, and the MPI tags flotilla may use.
+#include <mpi.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "flotilla/core/error.hpp"
+
+namespace flotilla::transport::mpi {
+
+namespace detail {
+
+/// The environment variable that overrides the default timeout of every wait (milliseconds).
+inline constexpr const char* mpi_timeout_variable = "FLOTILLA_TIMEOUT_MS";
+
+/// 30 s, or FLOTILLA_TIMEOUT_MS when set. A value that is not a positive whole number is a
+/// ConfigError rather than silently the default: a typo would otherwise go unnoticed until a job hangs
+/// for the wrong length of time.
+inline std::chrono::milliseconds mpi_default_timeout() {
+  const char* text = std::getenv(mpi_timeout_variable);
+  if (text == nullptr || *text == '\0') return std::chrono::seconds(30);
+  const std::string_view s(text);
+  long long ms = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
+  if (ec != std::errc() || end != s.data() + s.size() || ms <= 0)
+    throw ConfigError(std::string(mpi_timeout_variable) + "=\"" + text +
+                      "\": expected a positive whole number of milliseconds");
+  return std::chrono::milliseconds(ms);
+}
+
+}  // namespace detail
+
+struct Options {
+  /// The longest any wait (send, receive, barrier, allreduce) may last before it fails with
+  /// TransportError. Default 30 s, or the environment variable FLOTILLA_TIMEOUT_MS when set (read
+  /// when the options are constructed; a value assigned here wins over both).
+  std::chrono::milliseconds timeout = detail::mpi_default_timeout();
+  /// The processes of the job; run() checks that it has `ranks` of them. A program that runs flotilla
+  /// on part of its processes passes a communicator of its own (MPI_Comm_split).
+  MPI_Comm communicator = MPI_COMM_WORLD;
+  /// When the body throws on one rank of a job of several: true (default) prints the error and calls
+  /// MPI_Abort, which ends every process of the job; false rethrows on this rank only and leaves the
+  /// others to time out, for programs that handle failures themselves. A job of one rank always
+  /// rethrows: there is nobody to stop. With true, an allreduce_sum that outlasts the timeout ends
+  /// the job the same way, from a watchdog thread, rather than throw; with false it throws, at the
+  /// price of a barrier per call, and a rank whose allreduce_sum timed out may let the others into
+  /// an MPI_Allreduce it never joins, where they wait unbounded (see MpiEndpoint::allreduce).
+  bool abort_on_failure = true;
+  /// The largest MPI tag flotilla uses: the smaller of this and the library's MPI_TAG_UB counts.
+  /// Flotilla tags beyond it are folded (see MpiEndpoint::route), so lowering it changes nothing but
+  /// speed; the tests lower it to 0 to exercise the folding on an MPI whose MPI_TAG_UB is large.
+  /// Every rank must use the same value.
+  std::uint32_t max_mpi_tag = 0x7fffffffu;
+  /// collective::ring_allreduce hands sums up to this many bytes to MPI_Allreduce and runs flotilla's
+  /// ring over point-to-point messages above it. Measured with Open MPI 4.1 on one host
+  /// (docs/benchmarks.md, "flotilla's MPI transport against bare MPI_Allreduce"): the ring was ahead of MPI_Allreduce
+  /// from 32 MiB up, over shared memory and over TCP, and behind it at 8 and 16 MiB over TCP. Every
+  /// rank must use the same value.
+  std::size_t native_allreduce_max_bytes = std::size_t{16} << 20;
+};
+
+}  // namespace flotilla::transport::mpi

@@ -1,0 +1,293 @@
+#pragma once
+// How an endpoint (endpoint.hpp) joins its job: connect() runs the rendezvous (rendezvous.hpp) and
+// the ranks' agreement on the shared-memory allreduce (shared_memory.hpp); accept_rejoin() lets a
+// lost rank that restarted back in.
+#include <poll.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flotilla/core/error.hpp"
+#include "flotilla/transport/tcp/endpoint.hpp"
+#include "flotilla/transport/tcp/rendezvous.hpp"
+#include "flotilla/transport/tcp/shared_memory.hpp"
+#include "flotilla/transport/tcp/wire.hpp"
+
+namespace flotilla::transport::tcp {
+
+inline Endpoint Endpoint::connect(const Options& options) {
+  detail::tcp_validate(options);
+  detail::TcpRendezvous rv(options);
+  rv.run();
+  Endpoint e(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters(), rv.listener(), rv.job_id());
+  e.ranks_on_host_ = 1 + static_cast<std::size_t>(std::count_if(e.links_.begin(), e.links_.end(), [&e](const auto& l) {
+                       return e.open_peer_link(l) && e.link_on_this_host(l);
+                     }));
+  if (options.world_size > 1 && options.rejoin.empty()) {
+    // The setup's messages are part of the rendezvous: counted as framing, like the handshake.
+    const TrafficCounters before = e.counters_;
+    e.negotiate_shared_memory();
+    const TrafficCounters setup = e.counters_ - before;
+    e.counters_ = before;
+    e.counters_.header_bytes_sent += setup.payload_bytes_sent + setup.header_bytes_sent;
+    e.counters_.header_bytes_received += setup.payload_bytes_received + setup.header_bytes_received;
+  }
+  return e;
+}
+
+inline bool Endpoint::link_on_this_host(const detail::TcpLink& l) const {
+  detail::ErrorCode e1, e2;
+  const auto remote = l.socket.remote_endpoint(e1).address();
+  const auto local = l.socket.local_endpoint(e2).address();
+  return !e1 && !e2 && (remote.is_loopback() || remote == local);
+}
+
+inline bool Endpoint::peers_on_this_host() const {
+  for (const auto& l : links_)
+    if (open_peer_link(l) && !link_on_this_host(l)) return false;
+  return true;
+}
+
+// The job's agreement on the shared-memory path, over the authenticated connections with rank 0
+// (tag shared_memory_setup_tag), in every job of more than one rank, so that ranks that were given
+// different settings find out here rather than hang in their first sum:
+//   1. each rank tells rank 0 its setting: "off|auto|on <bytes>";
+//   2. rank 0 answers each with the plan: "skip", "fail <why>", or "try <bytes> <required> <name>"
+//      after it made the segment under that name;
+//   3. each rank maps the segment and answers "" or why not;
+//   4. rank 0 removes the name (the segment lives on in the mappings only, so nothing is left
+//      behind however the job ends) and sends the verdict: "" or the first rank's reason.
+// A failed verdict ends the rendezvous when the path was required (TcpSharedMemory::on) and
+// leaves the job on its sockets otherwise.
+inline void Endpoint::negotiate_shared_memory() {
+  using detail::SharedMemoryAllreduce;
+  const Tag tag = detail::shared_memory_setup_tag;
+  const std::string context = who() + ": cannot set up the shared-memory allreduce (TcpOptions::shared_memory, FLOTILLA_SHARED_MEMORY): ";
+  auto receive_text = [&](std::size_t from) {
+    std::array<char, 512> buffer{};
+    std::size_t length = 0;
+    recv(from, tag, std::as_writable_bytes(std::span<std::size_t>(&length, 1)));
+    if (length > buffer.size())
+      throw TransportError(who() + ": shared-memory setup: rank " + std::to_string(from) + " sent " +
+                           std::to_string(length) + " bytes of text, more than " + std::to_string(buffer.size()));
+    recv(from, tag, std::as_writable_bytes(std::span<char>(buffer.data(), length)));
+    return std::string(buffer.data(), length);
+  };
+  auto send_text = [&](std::size_t to, const std::string& t) {
+    const std::size_t length = t.size();
+    send(to, tag, std::as_bytes(std::span<const std::size_t>(&length, 1)));
+    send(to, tag, std::as_bytes(std::span<const char>(t.data(), t.size())));
+  };
+  static constexpr const char* mode_names[] = {"off", "auto", "on"};
+  const auto own_mode = static_cast<std::size_t>(options_.shared_memory);
+
+  if (rank_ != 0) {
+    send_text(0, std::string(mode_names[own_mode]) + " " + std::to_string(options_.shared_memory_bytes));
+    const std::string plan = receive_text(0);
+    if (plan == "skip") return;
+    if (plan.starts_with("fail ")) throw TransportError(context + plan.substr(5));
+    std::size_t capacity = 0;
+    int required = 0, used = 0;
+    char name[256] = {};
+    if (std::sscanf(plan.c_str(), "try %zu %d %255s%n", &capacity, &required, name, &used) != 3 ||
+        static_cast<std::size_t>(used) != plan.size() || !detail::shared_memory_piece_bytes_valid(capacity))
+      throw TransportError(who() + ": shared-memory setup: rank 0 sent a malformed plan '" + plan + "'");
+    std::string answer;
+    try {
+      shared_memory_ = std::make_unique<SharedMemoryAllreduce>(SharedMemoryAllreduce::open(name, rank_, size_, capacity));
+    } catch (const TransportError& x) {
+      answer = x.what();
+    }
+    send_text(0, answer);
+    const std::string verdict = receive_text(0);
+    if (verdict.empty()) {
+      options_.shared_memory_bytes = capacity;
+      return;
+    }
+    shared_memory_.reset();
+    if (required != 0) throw TransportError(context + verdict);
+    return;
+  }
+
+  // Rank 0: gather the settings, decide, make the segment.
+  std::vector<std::size_t> modes(size_, own_mode), capacities(size_, options_.shared_memory_bytes);
+  std::string problem;
+  for (std::size_t p = 1; p < size_; ++p) {
+    const std::string offer = receive_text(p);
+    char mode[8] = {};
+    int used = 0;
+    std::size_t k = 3;  // no mode until one is recognised
+    if (std::sscanf(offer.c_str(), "%7s %zu%n", mode, &capacities[p], &used) == 2 &&
+        static_cast<std::size_t>(used) == offer.size() && detail::shared_memory_piece_bytes_valid(capacities[p]))
+      for (k = 0; k < 3 && std::strcmp(mode, mode_names[k]) != 0;) ++k;
+    if (k < 3) modes[p] = k;
+    else if (problem.empty()) problem = "rank " + std::to_string(p) + " sent a malformed setting '" + offer + "'";
+  }
+  const auto on = static_cast<std::size_t>(SharedMemory::on), off = static_cast<std::size_t>(SharedMemory::off);
+  const auto first = [&](std::size_t mode) { return std::size_t(std::find(modes.begin(), modes.end(), mode) - modes.begin()); };
+  const bool required = first(on) < size_, some_off = first(off) < size_;
+  const std::size_t capacity = required ? capacities[first(on)] : capacities[0];
+  if (problem.empty() && required && some_off)
+    problem = "rank " + std::to_string(first(on)) + " requires it (on) and rank " + std::to_string(first(off)) +
+              " has it off: give every rank the same FLOTILLA_SHARED_MEMORY";
+  for (std::size_t r = 0; r < size_ && problem.empty() && required; ++r)
+    if (modes[r] == on && capacities[r] != capacity)
+      problem = "rank " + std::to_string(first(on)) + " sums pieces of " + std::to_string(capacity) + " bytes and rank " +
+                std::to_string(r) + " of " + std::to_string(capacities[r]) + ": give every rank the same shared_memory_bytes";
+  if (problem.empty() && required && !detail::shared_memory_allreduce_available) problem = "it needs Linux";
+  const bool conflict = !problem.empty();  // the settings disagree: every rank fails, whatever the modes
+  const bool attempt = !conflict && !some_off && detail::shared_memory_allreduce_available && (required || peers_on_this_host());
+  std::string name;
+  if (attempt) {
+    name = SharedMemoryAllreduce::random_name();
+    try {
+      shared_memory_ = std::make_unique<SharedMemoryAllreduce>(SharedMemoryAllreduce::create(name, size_, capacity));
+    } catch (const TransportError& x) {
+      problem = std::string("rank 0: ") + x.what();
+    }
+  }
+  if (!shared_memory_) {
+    const bool fatal = conflict || (required && !problem.empty());
+    for (std::size_t p = 1; p < size_; ++p) send_text(p, fatal ? "fail " + problem : std::string("skip"));
+    if (fatal) throw TransportError(context + problem);
+    if (!problem.empty()) detail::tcp_log(options_, who() + ": summing over the sockets: " + problem);
+    return;
+  }
+  for (std::size_t p = 1; p < size_; ++p)
+    send_text(p, "try " + std::to_string(capacity) + " " + (required ? "1 " : "0 ") + name);
+  for (std::size_t p = 1; p < size_; ++p) {
+    const std::string answer = receive_text(p);
+    if (problem.empty() && !answer.empty()) problem = "rank " + std::to_string(p) + ": " + answer;
+  }
+  ::shm_unlink(name.c_str());  // mapped by every rank that could: the name must not outlive the job
+  for (std::size_t p = 1; p < size_; ++p) send_text(p, problem);
+  if (problem.empty()) {
+    options_.shared_memory_bytes = capacity;
+    return;
+  }
+  shared_memory_.reset();
+  if (required) throw TransportError(context + problem);
+  detail::tcp_log(options_, who() + ": summing over the sockets: " + problem);
+}
+
+inline std::optional<std::size_t> Endpoint::hung_up_peer() noexcept {
+  for (auto& l : links_) {
+    if (l.peer == rank_ || l.peer == detail::tcp_nobody) continue;
+    if (l.lost || !l.open()) return l.peer;
+    pollfd f{l.socket.native_handle(), POLLRDHUP, 0};
+    if (::poll(&f, 1, 0) > 0 && (f.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) return l.peer;
+  }
+  return std::nullopt;
+}
+
+inline void Endpoint::allreduce_sum(std::span<float> values) {
+  if (!shared_memory_)
+    throw ConfigError(who() + ": allreduce_sum needs the shared-memory allreduce, which is off (TcpOptions::shared_memory, "
+                      "FLOTILLA_SHARED_MEMORY; the ranks must be on one host) or was switched off by a lost peer");
+  begin(detail::TcpOp{"allreduce_sum"});
+  detail::SharedMemoryAllreduce::Watch w{options_.timeout, [this] { return hung_up_peer(); }, [this] { return who(); },
+                                          [this](std::size_t p) { return peer_name(p); }};
+  try {
+    shared_memory_->allreduce_sum(values, w, counters_);
+  } catch (const TransportError& x) {
+    // The ranks' calls are out of step now: later sums go through the sockets (the ring).
+    shared_memory_.reset();
+    const auto* lost = dynamic_cast<const PeerLostError*>(&x);
+    if (lost && lost->peer() < links_.size()) {
+      Link& l = links_[lost->peer()];
+      // A peer that failed because another did sent the first failure's reason (an abort frame)
+      // before it closed: read it, and fail with it, as a socket operation would have.
+      if (!survive_lost_peers_ && l.open()) {
+        try {
+          pump(l, false);
+        } catch (const PeerLostError&) {  // it closed without one: the report below stands
+        }
+      }
+      // Lost as if a socket operation had found it, so that this loss is reported once, here,
+      // and not again when the reactor reads the closed connection during a later operation.
+      mark_lost(l);
+    }
+    if (lost && survive_lost_peers_) throw;
+    broken_ = x.what();
+    culprit_ = lost ? lost->peer() : rank_;
+    throw;
+  }
+}
+
+inline void Endpoint::accept_rejoin() {
+  detail::TcpRendezvous rv(options_, reactor_, job_id_);
+  std::optional<detail::TcpRendezvous::Arrival> a;
+  try {
+    a = rv.accept_hello(
+        rejoin_listener_->listener, "accepting", 0, [&] { return rv.hello_payload(0, {}); },
+        [](const std::string&) { return std::string("no connection was waiting after all"); });
+  } catch (const TransportError& e) {
+    rv.log(std::string(e.what()) + "; going on");
+    return;
+  }
+  if (!a) return;
+  const std::size_t p = a->hello.rank;
+  std::string refusal = rv.check_world_size(a->hello, a->peer);
+  if (!refusal.empty()) {
+  } else if (p >= size_ || p == rank_) {
+    refusal = a->peer + " claims rank " + std::to_string(p) + ", which cannot rejoin " + who();
+  } else if (links_[p].goodbye && !links_[p].lost) {
+    refusal = "rank " + std::to_string(p) + " has finished (it said goodbye to " + who() + "): " + a->peer +
+              " cannot rejoin as rank " + std::to_string(p);
+  } else if (!links_[p].lost) {
+    refusal = "rank " + std::to_string(p) + " is still alive (its connection to " + who() + " is open): " + a->peer +
+              " cannot rejoin as rank " + std::to_string(p) + " (two processes given the same FLOTILLA_RANK?)";
+  }
+  if (!refusal.empty()) {
+    rv.tell_refused(a->link, refusal);
+    rv.log(who() + ": refused " + a->peer + ": " + refusal);
+    return;
+  }
+  try {
+    wire::Table welcome;
+    welcome.job_id = job_id_;
+    rv.send_frame(a->link, wire::FrameType::table, wire::encode_table(welcome), a->peer);
+  } catch (const TransportError& e) {
+    rv.log(std::string(e.what()) + "; going on without rank " + std::to_string(p));
+    return;
+  }
+  // The lost link's waits ended when it was closed; its guard is the heartbeat thread's.
+  Link& l = links_[p];
+  l.socket = std::move(a->link.socket);
+  l.send_sequence = a->link.send_sequence;
+  l.recv_sequence = a->link.recv_sequence;
+  l.read_armed = l.write_armed = l.read_fired = false;
+  l.wait_error = {};
+  l.parked = l.send_broken = l.lost = l.in_frame = l.large = l.goodbye = l.eof = false;
+  l.begin = l.end = 0;
+  l.frame = {};
+  l.frame_done = 0;
+  l.sink = Link::Sink::staging;
+  l.user = nullptr;
+  l.staging.reset();
+  l.queue.clear();
+  l.tokens.clear();
+  l.heard = Clock::now();
+  shared_memory_.reset();  // the rejoined rank has no segment: from here on the job sums over the sockets
+  addresses_[p] = detail::format_host_port(detail::remote_host_port(l.socket));
+  l.address = addresses_[p];
+  {
+    std::lock_guard lock(l.guard->m);
+    l.guard->fd = l.socket.native_handle();
+    l.guard->beating = true;
+    l.guard->mid_frame = false;
+    l.guard->beat_done = wire::header_size;
+  }
+  rv.log(who() + ": rank " + std::to_string(p) + " rejoined from " + addresses_[p]);
+}
+
+}  // namespace flotilla::transport::tcp

@@ -1,0 +1,89 @@
+#pragma once
+// The TCP settings as command-line flags (Flags): one flag per environment variable of
+// options.hpp, read through the same checks.
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "flotilla/cli/flags.hpp"
+#include "flotilla/transport/tcp/options.hpp"
+
+namespace flotilla::transport::tcp {
+
+/// The TCP settings as command-line flags of a cli::Flags, each falling back to its environment
+/// variable: --rank, --world-size, --coordinator, --bind, --timeout-ms, --connect-timeout-ms,
+/// --socket-buffer, --secret-file, --heartbeat-ms, --checksum-data, --shared-memory, --spin-us. (The secret itself has no flag:
+/// a command line is visible to every user of the machine. FLOTILLA_SECRET still applies.)
+///
+///   cli::Flags flags("train", "...");
+///   transport::TcpFlags tcp(flags);
+///   if (!flags.parse(argc, argv, std::cout)) return 0;
+///   transport::Tcp::run(tcp.options(), 4, body);
+class Flags {
+ public:
+  explicit Flags(cli::Flags& flags)
+      : rank_(flags.add<std::string>("rank", "", "this process's rank, 0 to world-size - 1", "FLOTILLA_RANK")),
+        world_size_(flags.add<std::string>("world-size", "", "the number of processes in the job (unset: 1)",
+                                           "FLOTILLA_WORLD_SIZE")),
+        coordinator_(flags.add<std::string>("coordinator", "",
+                                            "host:port where rank 0 listens for the others to register",
+                                            "FLOTILLA_COORDINATOR")),
+        bind_(flags.add<std::string>("bind", "127.0.0.1",
+                                     "the address this rank listens on (0.0.0.0: every interface)", "FLOTILLA_BIND")),
+        timeout_(flags.add<std::string>("timeout-ms", "30000", "the longest any transport wait may last, in ms",
+                                        "FLOTILLA_TIMEOUT_MS")),
+        connect_timeout_(flags.add<std::string>("connect-timeout-ms", "30000",
+                                                "how long the rendezvous of the ranks may take, in ms",
+                                                "FLOTILLA_CONNECT_TIMEOUT_MS")),
+        socket_buffer_(flags.add<std::string>("socket-buffer", "0",
+                                              "socket buffer size in bytes (0: the kernel's automatic tuning)",
+                                              "FLOTILLA_SOCKET_BUFFER")),
+        secret_file_(flags.add<std::string>("secret-file", "",
+                                            "a file holding the shared secret (readable by its owner only)",
+                                            "FLOTILLA_SECRET_FILE")),
+        heartbeat_(flags.add<std::string>("heartbeat-ms", "500", "heartbeat interval in ms; a peer silent for 6 is stalled",
+                                          "FLOTILLA_HEARTBEAT_MS")),
+        checksum_data_(flags.add<std::string>("checksum-data", "0", "1: a CRC-32 on every data frame's payload",
+                                              "FLOTILLA_CHECKSUM_DATA")),
+        shared_memory_(flags.add<std::string>("shared-memory", "auto",
+                                              "ranks on one host sum through shared memory: auto, on, off, or on with "
+                                              "pieces of this many bytes",
+                                              "FLOTILLA_SHARED_MEMORY")),
+        spin_(flags.add<std::string>("spin-us", "50",
+                                     "how long a wait retries its sockets before it sleeps, in microseconds (0: sleep at once)",
+                                     "FLOTILLA_SPIN_US")) {}
+
+  /// The options given (call after Flags::parse); ConfigError naming the flag for a bad value.
+  Options options() const {
+    auto item = [](const std::string& v, const char* flag, const char* env) {
+      detail::TcpSettingText s;
+      s.name = std::string("--") + flag + " (" + env + ")";
+      if (!v.empty()) s.text = v;
+      return s;
+    };
+    return detail::tcp_options_from({item(rank_, "rank", "FLOTILLA_RANK"),
+                                     item(world_size_, "world-size", "FLOTILLA_WORLD_SIZE"),
+                                     item(coordinator_, "coordinator", "FLOTILLA_COORDINATOR"),
+                                     item(bind_, "bind", "FLOTILLA_BIND"),
+                                     item(timeout_, "timeout-ms", "FLOTILLA_TIMEOUT_MS"),
+                                     item(connect_timeout_, "connect-timeout-ms", "FLOTILLA_CONNECT_TIMEOUT_MS"),
+                                     item(socket_buffer_, "socket-buffer", "FLOTILLA_SOCKET_BUFFER"), secret_from_env(),
+                                     item(secret_file_, "secret-file", "FLOTILLA_SECRET_FILE"),
+                                     item(heartbeat_, "heartbeat-ms", "FLOTILLA_HEARTBEAT_MS"),
+                                     item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA"),
+                                     item(shared_memory_, "shared-memory", "FLOTILLA_SHARED_MEMORY"),
+                                     item(spin_, "spin-us", "FLOTILLA_SPIN_US")});
+  }
+
+ private:
+  static detail::TcpSettingText secret_from_env() {
+    detail::TcpSettingText s;
+    s.name = "FLOTILLA_SECRET";
+    if (const char* v = std::getenv("FLOTILLA_SECRET")) s.text = std::string(v);
+    return s;
+  }
+  const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_;
+  const std::string &secret_file_, &heartbeat_, &checksum_data_, &shared_memory_, &spin_;
+};
+
+}  // namespace flotilla::transport::tcp

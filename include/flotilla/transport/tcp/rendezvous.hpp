@@ -1,0 +1,583 @@
+#pragma once
+// The rendezvous: how the ranks of a job find each other and open their connections, the
+// handshake on each (hello, and the challenge-response when the job has a secret: wire.hpp), and
+// the same handshake for a lost rank that rejoins a running job. It hands the endpoint its links.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "flotilla/core/error.hpp"
+#include "flotilla/core/hmac.hpp"
+#include "flotilla/transport/tcp/link.hpp"
+#include "flotilla/transport/tcp/options.hpp"
+#include "flotilla/transport/tcp/socket.hpp"
+#include "flotilla/transport/tcp/wire.hpp"
+
+namespace flotilla::transport::tcp {
+
+class Endpoint;  // a friend of the rendezvous: accepting a rejoining rank runs its steps
+
+// ---- rendezvous ------------------------------------------------------------------------------
+
+namespace detail {
+
+struct TcpControlFrame {
+  wire::Decoded decoded;
+  std::vector<std::byte> payload;
+  const wire::Header& header() const noexcept { return decoded.header; }
+};
+
+/// One line to TcpOptions::log, or to stderr when it is not set.
+inline void tcp_log(const Options& o, const std::string& line) {
+  if (o.log) {
+    o.log(line);
+  } else {
+    std::fprintf(stderr, "flotilla: %s\n", line.c_str());
+    std::fflush(stderr);
+  }
+}
+
+/// The handshake runs before the endpoint exists, one connection at a time, with blocking-style
+/// helpers over the non-blocking sockets (each a wait_ready() on the io_context that the endpoint
+/// then takes over, bounded by the rendezvous deadline).
+class TcpRendezvous {
+ public:
+  explicit TcpRendezvous(const Options& o)
+      : o_(o), n_(o.world_size), r_(o.rank), until_(Clock::now() + o.connect_timeout),
+        reactor_(std::make_shared<TcpReactor>()), addresses_(o.world_size) {
+    links_.reserve(n_);
+    for (std::size_t p = 0; p < n_; ++p) {
+      links_.emplace_back(reactor_);
+      links_[p].peer = p;
+    }
+  }
+
+  /// For one rejoining rank's handshake on a running endpoint's reactor (TcpEndpoint::accept_rejoin).
+  TcpRendezvous(const Options& o, std::shared_ptr<TcpReactor> reactor, std::uint64_t job_id)
+      : o_(o), n_(o.world_size), r_(o.rank), until_(Clock::now() + handshake_limit), reactor_(std::move(reactor)),
+        job_id_(job_id), addresses_(o.world_size), phase_("accepting a rejoining rank"), going_on_("going on") {}
+
+  std::shared_ptr<TcpReactor> reactor() const { return reactor_; }
+  std::uint64_t job_id() const noexcept { return job_id_; }
+  /// The listener of a rank but 0, kept to accept a lost rank that rejoins.
+  std::optional<Listener> listener() { return std::move(listener_); }
+  std::vector<TcpLink> links() { return std::move(links_); }
+  std::vector<std::string> addresses() { return std::move(addresses_); }
+  TrafficCounters counters() const { return counters_; }
+
+  void run() {
+    if (n_ == 1) {
+      addresses_[0] = "(this process)";
+      return;
+    }
+    coordinator_ = *parse_host_port(o_.coordinator);
+    addresses_[0] = format_host_port(coordinator_);
+    try {
+      if (!o_.rejoin.empty())
+        rejoin_running_job();
+      else if (r_ == 0)
+        coordinate();
+      else
+        join();
+    } catch (const TransportError& e) {
+      // The ranks already connected wait for this one: tell them why it gave up, so that they
+      // fail at once with the cause rather than with a closed connection or a timeout.
+      const std::string why = e.what();
+      const std::span<const std::byte> text(reinterpret_cast<const std::byte*>(why.data()), why.size());
+      for (auto& l : links_) {
+        if (!l.open()) continue;
+        try {
+          send_frame(l, wire::FrameType::abort, text, "a peer");
+        } catch (...) {
+        }
+      }
+      throw;
+    }
+  }
+
+ private:
+  friend class ::flotilla::transport::tcp::Endpoint;
+
+  std::string who() const { return "tcp rank " + std::to_string(r_) + " of " + std::to_string(n_); }
+  std::string connect_text() const { return std::to_string(o_.connect_timeout.count()) + " ms"; }
+  [[noreturn]] void fail(const std::string& what) const { throw TransportError(who() + ": " + phase_ + ": " + what); }
+
+  void write_all(TcpLink& l, std::span<const std::byte> a, std::span<const std::byte> b, const std::string& peer) {
+    std::size_t done = 0;
+    const std::size_t total = a.size() + b.size();
+    while (done < total) {
+      std::array<asio::const_buffer, 2> bufs;
+      std::size_t n = 0;
+      if (done < a.size()) bufs[n++] = asio::buffer(a.data() + done, a.size() - done);
+      const std::size_t off = done > a.size() ? done - a.size() : 0;
+      if (off < b.size()) bufs[n++] = asio::buffer(b.data() + off, b.size() - off);
+      ErrorCode ec;
+      const std::size_t r = l.socket.write_some(std::span<const asio::const_buffer>(bufs.data(), n), ec);
+      if (!ec && r > 0) {
+        done += r;
+        continue;
+      }
+      if (ec == asio::error::interrupted) continue;
+      if (!ec || would_block(ec)) {
+        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_write, io_until()))
+          fail("writing to " + peer + " timed out" + timed_out_text());
+        continue;
+      }
+      fail("writing to " + peer + " failed: " + ec.message());
+    }
+    counters_.header_bytes_sent += total;  // handshake frames are all framing, no payload
+  }
+
+  void send_frame(TcpLink& l, wire::FrameType type, std::span<const std::byte> payload, const std::string& peer) {
+    wire::Header h;
+    h.type = type;
+    h.sequence = l.send_sequence++;
+    h.payload_length = payload.size();
+    wire::seal_payload(h, payload);
+    const auto hdr = wire::encode(h);
+    write_all(l, hdr, payload, peer);
+  }
+
+  void read_exact(TcpLink& l, std::byte* p, std::size_t n, const std::string& peer, const std::string& waiting) {
+    while (n > 0) {
+      ErrorCode ec;
+      const std::size_t r = l.socket.read_some(asio::buffer(p, n), ec);
+      if (!ec && r > 0) {
+        p += r;
+        n -= r;
+        continue;
+      }
+      if (ec == asio::error::interrupted) continue;
+      if (!ec || would_block(ec)) {
+        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_read, io_until()))
+          fail(waiting + ": timed out" + timed_out_text());
+        continue;
+      }
+      fail(waiting + ": " + peer + (ec == asio::error::eof ? " closed the connection" : " failed: " + ec.message()));
+    }
+  }
+
+  /// Reads one control frame. Bad magic, CRC or type, or a payload larger than control frames
+  /// have, end the rendezvous here (before the payload is allocated). The version is left to the
+  /// caller, which refuses a peer of another version with both numbers.
+  TcpControlFrame read_frame(TcpLink& l, const std::string& peer, const std::string& waiting) {
+    wire::HeaderBytes hb;
+    read_exact(l, hb.data(), hb.size(), peer, waiting);
+    TcpControlFrame f;
+    f.decoded = wire::decode(hb);
+    counters_.header_bytes_received += wire::header_size;
+    if (auto problem = f.decoded.problem(); !problem.empty())
+      fail(waiting + ": " + peer + " sent a bad frame: " + problem + "; connection closed");
+    const wire::Header& h = f.header();
+    if (h.payload_length > wire::max_control_payload)
+      fail(waiting + ": " + peer + " sent a bad frame: a " + std::string(wire::type_name(h.type)) + " frame of " +
+           std::to_string(h.payload_length) + " bytes (at most " + std::to_string(wire::max_control_payload) +
+           "); connection closed");
+    if (h.version == wire::protocol_version) {
+      if (h.sequence != l.recv_sequence)
+        fail(waiting + ": " + peer + " sent a bad frame: frame number " + std::to_string(h.sequence) + " where " +
+             std::to_string(l.recv_sequence) + " was due; connection closed");
+      ++l.recv_sequence;
+    }
+    f.payload.resize(static_cast<std::size_t>(h.payload_length));
+    read_exact(l, f.payload.data(), f.payload.size(), peer, waiting);
+    counters_.header_bytes_received += f.payload.size();
+    if (auto problem = wire::payload_problem(h, f.payload); !problem.empty())
+      fail(waiting + ": " + peer + " sent a bad frame: " + problem + "; connection closed");
+    return f;
+  }
+
+  static std::string text_of(const std::vector<std::byte>& payload) {
+    return std::string(reinterpret_cast<const char*>(payload.data()), payload.size());
+  }
+
+  /// Checks a hello (or the refusal or abort in its place) from `peer`; returns it, or the reason
+  /// to refuse it. A refusal or an abort received ends the rendezvous with its reason.
+  std::optional<wire::Hello> check_hello(const TcpControlFrame& f, const std::string& peer, const std::string& waiting,
+                                         std::string& refusal) {
+    const wire::Header& h = f.header();
+    if (h.type == wire::FrameType::refuse) fail(waiting + ": " + peer + " refused this rank: " + text_of(f.payload));
+    if (h.type == wire::FrameType::abort) fail(waiting + ": " + peer + " gave up: " + text_of(f.payload));
+    if (h.version != wire::protocol_version) {
+      refusal = "protocol version mismatch: " + peer + " speaks version " + std::to_string(h.version) + ", " + who() +
+                " speaks version " + std::to_string(wire::protocol_version) + " (are all ranks the same build?)";
+      return std::nullopt;
+    }
+    if (h.type != wire::FrameType::hello) {
+      refusal = peer + " sent a " + std::string(wire::type_name(h.type)) + " frame where a hello was due";
+      return std::nullopt;
+    }
+    auto hello = wire::decode_hello(f.payload);
+    if (!hello) {
+      refusal = peer + " sent a malformed hello";
+      return std::nullopt;
+    }
+    const bool mine = !o_.secret.empty();
+    if (hello->auth != (mine ? 1 : 0)) {
+      refusal = mine ? "authentication required: " + peer + " has no shared secret, " + who() +
+                           " has one (set the same FLOTILLA_SECRET or FLOTILLA_SECRET_FILE on every rank)"
+                     : "authentication mismatch: " + peer + " has a shared secret, " + who() +
+                           " has none (set the same FLOTILLA_SECRET or FLOTILLA_SECRET_FILE on every rank)";
+      return std::nullopt;
+    }
+    return hello;
+  }
+
+  /// The world size is checked only once the peer is authenticated: a stranger's claim of another
+  /// size must not end the job.
+  std::string check_world_size(const wire::Hello& hello, const std::string& peer) const {
+    if (hello.world_size == n_) return {};
+    return "world size mismatch: " + peer + " (rank " + std::to_string(hello.rank) + ") was started with world size " +
+           std::to_string(hello.world_size) + ", " + who() + " with world size " + std::to_string(n_) +
+           " (FLOTILLA_WORLD_SIZE)";
+  }
+
+  /// Tells `l`'s peer why it is refused (best effort), and ends the rendezvous with the reason
+  /// (run() tells the ranks already connected).
+  [[noreturn]] void refuse(TcpLink& l, const std::string& reason) {
+    tell_refused(l, reason);
+    fail(reason);
+  }
+  void tell_refused(TcpLink& l, const std::string& reason) {
+    const std::span<const std::byte> text(reinterpret_cast<const std::byte*>(reason.data()), reason.size());
+    try {
+      send_frame(l, wire::FrameType::refuse, text, "the refused peer");
+    } catch (...) {
+    }
+  }
+
+  void log(const std::string& line) const { tcp_log(o_, line); }
+
+  /// A hello of this rank's for one connection: a fresh nonce each time.
+  std::vector<std::byte> hello_payload(std::uint16_t port, const std::string& host) const {
+    wire::Hello h;
+    h.world_size = static_cast<std::uint32_t>(n_);
+    h.rank = static_cast<std::uint32_t>(r_);
+    h.job_id = job_id_;
+    h.listen_port = port;
+    h.listen_host = host;
+    h.auth = o_.secret.empty() ? 0 : 1;
+    std::random_device rd;
+    for (std::size_t i = 0; i < h.nonce.size(); i += 4) {
+      const std::uint32_t v = rd();
+      for (std::size_t k = 0; k < 4; ++k) h.nonce[i + k] = static_cast<std::uint8_t>(v >> (8 * k));
+    }
+    return wire::encode_hello(h);
+  }
+
+  std::span<const std::byte> proof_bytes(const Sha256::Digest& d) const {
+    return {reinterpret_cast<const std::byte*>(d.data()), d.size()};
+  }
+
+  /// The client's side of a connection's handshake, after its hello went out: reads the server's
+  /// hello (and proof), checks it, and proves this rank's secret. Any failure ends the rendezvous.
+  wire::Hello client_handshake(TcpLink& l, std::span<const std::byte> sent, const std::string& peer,
+                               const std::string& waiting) {
+    std::string refusal;
+    const auto reply = read_frame(l, peer, waiting);
+    auto hello = check_hello(reply, peer, waiting, refusal);
+    if (hello && refusal.empty()) refusal = check_world_size(*hello, peer);
+    if (!hello || !refusal.empty()) refuse(l, refusal);
+    if (!o_.secret.empty()) {
+      const auto f = read_frame(l, peer, waiting + " (authentication)");
+      if (f.header().type == wire::FrameType::refuse) fail(waiting + ": " + peer + " refused this rank: " + text_of(f.payload));
+      if (f.header().type != wire::FrameType::auth || f.header().version != wire::protocol_version ||
+          !wire::proof_matches(f.payload, wire::auth_proof(o_.secret, wire::Role::server, sent, reply.payload)))
+        refuse(l, "authentication failed: " + peer +
+                      " does not know this job's shared secret (is FLOTILLA_SECRET the same on every rank?)");
+      send_frame(l, wire::FrameType::auth, proof_bytes(wire::auth_proof(o_.secret, wire::Role::client, sent, reply.payload)),
+                 peer);
+    }
+    return *hello;
+  }
+
+  /// A connection from a rank, accepted and authenticated during the rendezvous, with its hello.
+  struct Arrival {
+    TcpLink link;
+    std::string peer;  ///< "a connection from host:port"
+    wire::Hello hello;
+  };
+
+  /// How long one accepted connection may take to complete its handshake: a connection that says
+  /// nothing must not hold up the ranks behind it for the whole rendezvous.
+  static constexpr std::chrono::milliseconds handshake_limit{5000};
+
+  /// Waits until `until_` for the next connection on `listener`, then runs the server's side of
+  /// its handshake, answering with `reply` (this rank's hello payload: `doing` names the step in
+  /// messages: "registering", "accepting"). A connection that is malformed, of another protocol
+  /// version, unauthenticated or too slow is dropped and logged (told why, when it is a flotilla
+  /// peer), and this returns empty: the rendezvous goes on with the others. On the deadline, fails
+  /// with `timed_out(missing)`, where `missing` lists ranks 1 to `below` - 1 that have no link yet.
+  template <class Reply, class TimedOut>
+  std::optional<Arrival> accept_hello(Listener& listener, std::string_view doing, std::size_t below, Reply&& reply,
+                                      TimedOut&& timed_out) {
+    if (!wait_ready(reactor_->io, listener.acceptor, asio::socket_base::wait_read, until_)) {
+      std::string missing;
+      for (std::size_t p = 1; p < below; ++p)
+        if (!links_[p].open()) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      fail(timed_out(missing));
+    }
+    auto incoming = accept_one(listener.acceptor);
+    if (!incoming) return std::nullopt;
+    Arrival a{TcpLink(reactor_), {}, {}};
+    a.link.socket = std::move(*incoming);
+    tune_socket(a.link.socket, 0);
+    a.peer = "a connection from " + format_host_port(remote_host_port(a.link.socket));
+    const std::string waiting = std::string(doing) + " " + a.peer;
+    conn_until_ = Clock::now() + handshake_limit;
+    struct Reset {
+      Clock::time_point& t;
+      ~Reset() { t = Clock::time_point::max(); }
+    } reset{conn_until_};
+    std::string refusal;
+    try {
+      const auto f = read_frame(a.link, a.peer, waiting);
+      if (f.header().type == wire::FrameType::refuse || f.header().type == wire::FrameType::abort) {
+        refusal = a.peer + " sent a " + std::string(wire::type_name(f.header().type)) + " frame where a hello was due";
+      } else if (auto hello = check_hello(f, a.peer, waiting, refusal)) {
+        const auto answer = reply();
+        send_frame(a.link, wire::FrameType::hello, answer, a.peer);
+        if (!o_.secret.empty()) {
+          send_frame(a.link, wire::FrameType::auth,
+                     proof_bytes(wire::auth_proof(o_.secret, wire::Role::server, f.payload, answer)), a.peer);
+          const auto proof = read_frame(a.link, a.peer, waiting + " (authentication)");
+          if (proof.header().type != wire::FrameType::auth || proof.header().version != wire::protocol_version ||
+              !wire::proof_matches(proof.payload, wire::auth_proof(o_.secret, wire::Role::client, f.payload, answer)))
+            refusal = "authentication failed: " + a.peer +
+                      " does not know this job's shared secret (is FLOTILLA_SECRET the same on every rank?)";
+        }
+        if (refusal.empty()) {
+          a.hello = *hello;
+          return a;
+        }
+      }
+    } catch (const TransportError& e) {
+      // A peer that breaks the protocol is dropped, not allowed to end the job. (Its message
+      // already names this rank and the connection.)
+      log(std::string(e.what()) + "; dropped it, " + going_on_);
+      return std::nullopt;
+    }
+    tell_refused(a.link, refusal);
+    log(who() + ": " + phase_ + ": refused " + a.peer + ": " + refusal + "; dropped it, " + going_on_);
+    return std::nullopt;
+  }
+
+  // Rank 0: accepts every other rank's registration, then sends each the table.
+  void coordinate() {
+    Listener listener = listen_on(reactor_->io, coordinator_.host, coordinator_.port, o_.socket_buffer_bytes,
+                                  who() + ": cannot start the coordinator (FLOTILLA_COORDINATOR)");
+    std::random_device rd;
+    while (job_id_ == 0) job_id_ = (std::uint64_t{rd()} << 32) ^ rd();
+    wire::Table table;
+    table.job_id = job_id_;
+    table.entries.resize(n_);
+    table.entries[0] = {coordinator_.host, coordinator_.port};
+    std::size_t registered = 0;
+    while (registered < n_ - 1) {
+      auto arrival = accept_hello(
+          listener, "registering", n_, [&] { return hello_payload(coordinator_.port, coordinator_.host); },
+          [&](const std::string& missing) {
+            return "timed out after " + connect_text() + " at the coordinator " + addresses_[0] + ": rank(s) " +
+                   missing + " did not register (were they started, with FLOTILLA_COORDINATOR=" + addresses_[0] + "?)";
+          });
+      if (!arrival) continue;
+      TcpLink& c = arrival->link;
+      const std::string& peer = arrival->peer;
+      const auto& hello = arrival->hello;
+      // Authenticated (or on loopback without a secret): a disagreement now is a misconfigured
+      // job, and ends it.
+      std::string refusal = check_world_size(hello, peer);
+      if (!refusal.empty()) {
+      } else if (hello.rank == 0 || hello.rank >= n_) {
+        refusal = peer + " claims rank " + std::to_string(hello.rank) +
+                  ", but rank 0 is the coordinator and the job has ranks 0 to " + std::to_string(n_ - 1);
+      } else if (links_[hello.rank].open()) {
+        refusal = "rank " + std::to_string(hello.rank) + " registered twice (" + addresses_[hello.rank] + ", then " +
+                  peer + "): two processes were given the same FLOTILLA_RANK";
+      } else if (hello.job_id != 0) {
+        refusal = peer + " (rank " + std::to_string(hello.rank) + ") registered with a job id from another job";
+      }
+      if (!refusal.empty()) refuse(c, refusal);
+      const std::size_t k = hello.rank;
+      std::string host = hello.listen_host;
+      if (host.empty() || is_wildcard_host(host)) host = remote_host_port(c.socket).host;
+      table.entries[k] = {host, hello.listen_port};
+      addresses_[k] = format_host_port(host, hello.listen_port);
+      c.peer = k;
+      c.address = addresses_[k];
+      links_[k] = std::move(c);
+      ++registered;
+    }
+    const auto payload = wire::encode_table(table);
+    for (std::size_t k = 1; k < n_; ++k)
+      send_frame(links_[k], wire::FrameType::table, payload, "rank " + std::to_string(k) + " at " + addresses_[k]);
+  }
+
+  // Ranks 1 to n-1: register with the coordinator, get the table, connect to the higher ranks and
+  // accept the lower ones.
+  void join() {
+    listener_.emplace(listen_on(reactor_->io, o_.bind, 0, o_.socket_buffer_bytes, who() + ": cannot listen (FLOTILLA_BIND)"));
+    Listener& listener = *listener_;
+    const std::string coord = "rank 0 (the coordinator) at " + addresses_[0];
+    TcpLink& c0 = links_[0];
+    c0.socket = connect_to(reactor_->io, coordinator_, until_, o_.socket_buffer_bytes,
+                       who() + ": rendezvous: cannot reach the coordinator within " + connect_text() +
+                           " (FLOTILLA_COORDINATOR)");
+    std::string host = o_.bind;
+    if (is_wildcard_host(host)) host = local_host_port(c0.socket).host;
+    const auto registration = hello_payload(listener.port, host);
+    send_frame(c0, wire::FrameType::hello, registration, coord);
+    const auto hello = client_handshake(c0, registration, coord, "registering with " + coord);
+    if (hello.rank != 0) refuse(c0, coord + " answered as rank " + std::to_string(hello.rank));
+    const auto tf = read_frame(c0, coord, "waiting for the table of ranks from " + coord);
+    if (tf.header().type == wire::FrameType::abort)
+      fail("waiting for the table of ranks: " + coord + " gave up: " + text_of(tf.payload));
+    if (tf.header().type == wire::FrameType::refuse)
+      fail("waiting for the table of ranks: " + coord + " refused this rank: " + text_of(tf.payload));
+    auto table = tf.header().type == wire::FrameType::table ? wire::decode_table(tf.payload) : std::nullopt;
+    if (!table || table->entries.size() != n_ || table->job_id == 0)
+      fail(coord + " sent a malformed table of ranks");
+    job_id_ = table->job_id;
+    for (std::size_t p = 1; p < n_; ++p) addresses_[p] = format_host_port(table->entries[p].host, table->entries[p].port);
+    c0.address = addresses_[0];
+
+    // 1. Connect to every higher rank and say hello. Each listens already (it registered after
+    //    listening), and the kernel completes the connection before the peer accepts it, so this
+    //    waits for no peer.
+    std::vector<std::vector<std::byte>> sent(n_);
+    for (std::size_t p = r_ + 1; p < n_; ++p) {
+      const std::string peer = "rank " + std::to_string(p) + " at " + addresses_[p];
+      links_[p].socket = connect_to(reactor_->io, {table->entries[p].host, table->entries[p].port}, until_, o_.socket_buffer_bytes,
+                                who() + ": rendezvous: cannot connect to " + peer + " within " + connect_text());
+      links_[p].address = addresses_[p];
+      sent[p] = hello_payload(0, {});
+      send_frame(links_[p], wire::FrameType::hello, sent[p], peer);
+    }
+    // 2. Accept every lower rank but 0 (whose link is the registration): answer its hello, and
+    //    authenticate it. A lower rank proves its secret (step 3) once the ranks below it have
+    //    been answered, so every wait here ends.
+    for (std::size_t accepted = 0; accepted + 1 < r_;) {
+      auto arrival = accept_hello(
+          listener, "accepting", r_, [&] { return hello_payload(0, {}); },
+          [&](const std::string& missing) {
+            return "timed out after " + connect_text() + " waiting for rank(s) " + missing + " to connect to " +
+                   addresses_[r_];
+          });
+      if (!arrival) continue;
+      TcpLink& c = arrival->link;
+      const std::string& peer = arrival->peer;
+      const auto& h = arrival->hello;
+      std::string refusal = check_world_size(h, peer);
+      if (!refusal.empty()) {
+      } else if (h.job_id != job_id_) {
+        refusal = peer + " belongs to another job (its job id differs from the coordinator's)";
+      } else if (h.rank == 0 || h.rank >= r_) {
+        refusal = peer + " claims rank " + std::to_string(h.rank) + ", but only ranks 1 to " + std::to_string(r_ - 1) +
+                  " connect to rank " + std::to_string(r_);
+      } else if (links_[h.rank].open()) {
+        refusal = "rank " + std::to_string(h.rank) + " connected twice";
+      }
+      if (!refusal.empty()) refuse(c, refusal);
+      c.peer = h.rank;
+      c.address = addresses_[h.rank];
+      links_[h.rank] = std::move(c);
+      ++accepted;
+    }
+    // 3. The higher ranks' answers, and this rank's proofs.
+    for (std::size_t p = r_ + 1; p < n_; ++p) {
+      const std::string peer = "rank " + std::to_string(p) + " at " + addresses_[p];
+      const auto h = client_handshake(links_[p], sent[p], peer, "connecting to " + peer);
+      if (h.rank != p || h.job_id != job_id_) refuse(links_[p], peer + " answered as another rank or job");
+    }
+  }
+
+  // A rank that died and was started again: reconnects to the ranks FLOTILLA_REJOIN names (each
+  // answers with its rank and the job's id), and to no other.
+  void rejoin_running_job() {
+    for (const auto& text : o_.rejoin) {
+      const auto hp = *parse_host_port(text);
+      const std::string peer = "the rank at " + text;
+      TcpLink l(reactor_);
+      l.socket = connect_to(reactor_->io, hp, until_, o_.socket_buffer_bytes,
+                            who() + ": rejoining: cannot reach " + peer + " within " + connect_text() + " (FLOTILLA_REJOIN)");
+      const auto sent = hello_payload(0, {});
+      send_frame(l, wire::FrameType::hello, sent, peer);
+      const auto h = client_handshake(l, sent, peer, "rejoining through " + peer);
+      if (h.rank >= n_ || h.rank == r_)
+        refuse(l, peer + " answered as rank " + std::to_string(h.rank) + ", which this rank cannot rejoin");
+      if (links_[h.rank].open()) refuse(l, peer + " is rank " + std::to_string(h.rank) + ", which FLOTILLA_REJOIN names twice");
+      if (job_id_ != 0 && h.job_id != job_id_) refuse(l, peer + " belongs to another job than the ranks before it in FLOTILLA_REJOIN");
+      // The peer's word on the rank (it refuses one that is still alive): a table frame, empty.
+      const std::string waiting = "waiting for " + peer + " to take this rank back";
+      const auto answer = read_frame(l, peer, waiting);
+      if (answer.header().type == wire::FrameType::refuse)
+        fail(waiting + ": " + peer + " refused this rank: " + text_of(answer.payload));
+      if (answer.header().type == wire::FrameType::abort) fail(waiting + ": " + peer + " gave up: " + text_of(answer.payload));
+      const auto welcome = answer.header().type == wire::FrameType::table ? wire::decode_table(answer.payload) : std::nullopt;
+      if (!welcome || welcome->job_id != h.job_id) fail(waiting + ": " + peer + " answered with a malformed frame");
+      job_id_ = h.job_id;
+      l.peer = h.rank;
+      l.address = text;
+      addresses_[h.rank] = text;
+      links_[h.rank] = std::move(l);
+    }
+    for (auto& a : addresses_)
+      if (a.empty()) a = "(not reconnected after the rejoin)";
+  }
+
+  Clock::time_point io_until() const { return std::min(until_, conn_until_); }
+  std::string timed_out_text() const {
+    return conn_until_ < until_ ? " (a connection's handshake may take " + std::to_string(handshake_limit.count()) + " ms)"
+                                : " after " + connect_text();
+  }
+
+  const Options& o_;
+  std::size_t n_, r_;
+  Clock::time_point until_;
+  Clock::time_point conn_until_ = Clock::time_point::max();  // the accepted connection's handshake deadline
+  std::shared_ptr<TcpReactor> reactor_;  // the endpoint's, once the rendezvous is done
+  HostPort coordinator_;
+  std::uint64_t job_id_ = 0;
+  std::vector<TcpLink> links_;
+  std::vector<std::string> addresses_;
+  TrafficCounters counters_{};
+  std::optional<Listener> listener_;
+  // For messages: what this handshake is part of, and what the rank does after dropping a peer.
+  std::string phase_ = o_.rejoin.empty() ? "rendezvous" : "rejoining a running job";
+  std::string going_on_ = "still waiting for the ranks";
+};
+
+/// Under flotilla-launch (FLOTILLA_LAUNCH_REPORTS names a directory of the launcher's): records
+/// which rank's failure ended this one, its own or a peer's. The ranks that fail because another
+/// did often exit before it; this is how the launcher still names the rank that failed first.
+inline void tcp_report_failure(std::size_t rank, std::size_t culprit) noexcept {
+  try {
+    const char* dir = std::getenv("FLOTILLA_LAUNCH_REPORTS");
+    if (dir == nullptr || *dir == '\0') return;
+    const std::string path = std::string(dir) + "/rank-" + std::to_string(rank);
+    const Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!fd) return;
+    const std::string text = std::to_string(culprit) + "\n";
+    if (::write(fd.get(), text.data(), text.size()) < 0) return;
+  } catch (...) {
+  }
+}
+
+}  // namespace detail
+
+}  // namespace flotilla::transport::tcp
