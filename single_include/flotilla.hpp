@@ -11,7 +11,9 @@
 // ---- begin flotilla/flotilla.hpp ----
 // flotilla's umbrella header: `#include <flotilla/flotilla.hpp>` gives the whole library.
 //
-// It includes every public header under include/flotilla/ except the optional ones that need a
+// It includes every public header under include/flotilla/ (never one under a detail/ folder:
+// those are the library's internals, reached through the public headers that use them) except
+// the optional ones that need a
 // dependency beyond Eigen and the standard library, which you include yourself when you use them:
 //   flotilla/transport/tcp*   (sockets)
 //   flotilla/transport/mpi*   (an MPI implementation; CMake option FLOTILLA_WITH_MPI)
@@ -137,7 +139,7 @@ class Crc32 {
 // ---- begin flotilla/core/device.hpp ----
 // Where a model's arithmetic runs: the last template argument of Model<Net, Loss, Optimizer, T,
 // Device>. The same layer, loss and optimizer types serve every device; the device picks the engine
-// that runs them (train/engine.hpp), and everything above the engine (policies, transports,
+// that runs them (train/detail/engine.hpp), and everything above the engine (policies, transports,
 // checkpoints) sees the same flat host buffers whichever it is.
 namespace flotilla::device {
 
@@ -230,7 +232,7 @@ class ShapeError : public Error {
 // without touching any layer.
 //
 // Single-precision products of matrices that lie in memory (Maps, possibly transposed) go to
-// flotilla's own packed GEMM (core/sgemm.hpp) when the target has one (AVX-512 or AVX2+FMA);
+// flotilla's own packed GEMM (core/detail/sgemm.hpp) when the target has one (AVX-512 or AVX2+FMA);
 // everything else (double, other expressions, plain x86-64 builds) goes to Eigen's product.
 #include <cassert>
 #include <cstddef>
@@ -239,7 +241,7 @@ class ShapeError : public Error {
 #include <Eigen/Core>
 
 
-// ---- begin flotilla/core/sgemm.hpp ----
+// ---- begin flotilla/core/detail/sgemm.hpp ----
 // flotilla's single-precision GEMM: C = op(A) op(B) [+ bias 1^T] [+ C], column-major, in the
 // GotoBLAS/BLIS style. Double precision, and targets without AVX2+FMA, use Eigen instead.
 //
@@ -266,8 +268,8 @@ class ShapeError : public Error {
 #include <Eigen/Core>
 
 
-// ---- begin flotilla/core/sgemm_kernel.hpp ----
-// The register-blocked micro-kernels behind flotilla's single-precision GEMM (core/sgemm.hpp), and
+// ---- begin flotilla/core/detail/sgemm_kernel.hpp ----
+// The register-blocked micro-kernels behind flotilla's single-precision GEMM (core/detail/sgemm.hpp), and
 // the block sizes that go with them.
 //
 // A micro-kernel computes one MR x NR tile of C from a packed sliver of A (MR rows, kc columns)
@@ -585,7 +587,7 @@ inline void sgemm_add(float* dst, const float* src, sgemm_index n) {
 
 }  // namespace FLOTILLA_SGEMM_ISA
 }  // namespace flotilla::detail
-// ---- end flotilla/core/sgemm_kernel.hpp ----
+// ---- end flotilla/core/detail/sgemm_kernel.hpp ----
 
 // ---- begin flotilla/core/tensor.hpp ----
 // Views of batches and parameters as Eigen matrices.
@@ -916,7 +918,7 @@ inline void SgemmPackBt::operator()(float* buf, sgemm_index j0, sgemm_index nc, 
 
 }  // namespace FLOTILLA_SGEMM_ISA
 }  // namespace flotilla::detail
-// ---- end flotilla/core/sgemm.hpp ----
+// ---- end flotilla/core/detail/sgemm.hpp ----
 
 namespace flotilla::detail {
 inline namespace FLOTILLA_SGEMM_ISA {
@@ -2274,7 +2276,7 @@ struct Sigmoid {
 // im2col is a sequence of contiguous copies, and the product W (F x K*K*C) * cols (K*K*C x pixels)
 // writes the output channels-last too, with no transposition anywhere.
 //
-// In float, where flotilla has its own GEMM kernel (core/sgemm.hpp), the cols matrix is never
+// In float, where flotilla has its own GEMM kernel (core/detail/sgemm.hpp), the cols matrix is never
 // built: the GEMM's B packers copy patch values straight from the image into the packed slivers
 // (implicit im2col), both for the forward product and for the weight gradient dW = dY cols^T.
 // Building cols first and having GEMM pack it again would move every value twice more through
@@ -6185,119 +6187,6 @@ FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::p
 }  // namespace flotilla
 // ---- end flotilla/train/checkpoint_dir.hpp ----
 
-// ---- begin flotilla/train/checkpoint_saving.hpp ----
-// What a training loop does about checkpoint sets (FitOptions::checkpoints), the same for
-// flotilla::Trainer and pipeline::Trainer: preparing the directory and resuming when fit() starts,
-// the rule that says when the next set is due, and the list of saves that failed. What a set's
-// files hold, and how the newest complete set is found and old ones rotated, is
-// train/checkpoint_dir.hpp; which rank writes which file is each trainer's own.
-#include <chrono>
-#include <cstddef>
-#include <cstdint>
-#include <filesystem>
-#include <mutex>
-#include <ostream>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <utility>
-#include <vector>
-
-
-namespace flotilla::detail {
-
-/// The start of a fit() call of `epochs` epochs: refuses an unusable policy (ConfigError naming
-/// the field) and, when the policy saves sets, creates its directory and, with `resume`, calls
-/// `resume()` (the trainer's resume_from, which returns the
-/// epoch the trainer is at afterwards). Returns the epochs this call runs: with `resume`,
-/// FitOptions::epochs counts the whole run, so a restarted program trains only what is left (a
-/// part-done epoch counts as one). `caller` names the trainer in the error.
-template <class Resume>
-std::size_t prepare_checkpoint_sets(const CheckpointPolicy& cp, std::size_t epochs, std::string_view caller, Resume&& resume) {
-  cp.validate();
-  if (!cp.enabled()) return epochs;
-  std::error_code ec;
-  std::filesystem::create_directories(cp.directory, ec);
-  if (ec)
-    throw ConfigError(std::string(caller) + ": FitOptions::checkpoints.directory: cannot create " + cp.directory.string() +
-                      ": " + ec.message());
-  if (!cp.resume) return epochs;
-  const std::uint64_t epoch = std::forward<Resume>(resume)();
-  return epochs > epoch ? static_cast<std::size_t>(epochs - epoch) : 0;
-}
-
-/// When a rank's training loop saves its next set: after every `every_steps`-th update (counted
-/// from the start of the run, so every rank and a resumed run agree), when `every_seconds` have
-/// passed on this rank's clock since its last save (or since fit() began), and when fit() ends;
-/// never twice for one step. One per rank and fit() call.
-class CheckpointClock {
- public:
-  using clock = std::chrono::steady_clock;
-
-  /// `start_step`: where this fit() call starts. With `resume`, a run past step 0 starts from the
-  /// set resume_from() loaded, which needs no saving again.
-  CheckpointClock(const CheckpointPolicy& cp, std::uint64_t start_step)
-      : policy_(&cp),
-        has_saved_(cp.enabled() && cp.resume && start_step > 0),
-        saved_step_(start_step),
-        last_save_(clock::now()) {}
-
-  /// Whether the set of `step` was saved (or loaded) already.
-  bool saved(std::uint64_t step) const noexcept { return has_saved_ && saved_step_ == step; }
-  /// The steps rule: the same answer on every rank.
-  bool due_by_steps(std::uint64_t step) const noexcept {
-    return policy_->every_steps != 0 && step % policy_->every_steps == 0;
-  }
-  /// Whether the policy saves by time at all (the same on every rank, unlike due_by_time()).
-  bool timed() const noexcept { return policy_->every_seconds > 0; }
-  /// The seconds rule on this rank's clock: ranks that must save together combine their answers.
-  bool due_by_time() const {
-    return timed() && clock::now() - last_save_ >= std::chrono::duration<double>(policy_->every_seconds);
-  }
-  /// Either rule, for a rank that decides alone.
-  bool due(std::uint64_t step) const { return !saved(step) && (due_by_steps(step) || due_by_time()); }
-  /// Whether fit()'s end saves the set of `step`.
-  bool due_at_exit(std::uint64_t step) const noexcept { return policy_->at_exit && !saved(step); }
-
-  /// A set of `step` was just saved (or its save failed: the next try waits for the next rule).
-  void mark_saved(std::uint64_t step) {
-    has_saved_ = true;
-    saved_step_ = step;
-    last_save_ = clock::now();
-  }
-
- private:
-  const CheckpointPolicy* policy_;
-  // A flag and a step rather than std::optional: GCC 12 misreports the optional's value as
-  // maybe-uninitialized where the clock is inlined into the trainers' loops.
-  bool has_saved_;
-  std::uint64_t saved_step_;
-  clock::time_point last_save_;
-};
-
-/// The saves that failed during a trainer's life. A failed save does not stop training: it is
-/// written to the log when it happens and kept for checkpoint_failures(). The ranks' threads may
-/// note failures at once.
-class CheckpointFailures {
- public:
-  void note(std::string what, std::ostream* log) {
-    const std::lock_guard lock(mutex_);
-    if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
-    list_.push_back(std::move(what));
-  }
-  std::vector<std::string> list() const {
-    const std::lock_guard lock(mutex_);
-    return list_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<std::string> list_;
-};
-
-}  // namespace flotilla::detail
-// ---- end flotilla/train/checkpoint_saving.hpp ----
-
 // ---- begin flotilla/train/confusion.hpp ----
 // A confusion matrix over a fixed set of classes, mergeable across workers: each worker counts its
 // own shard of the validation set and the counts are summed, so the result does not depend on how
@@ -6566,7 +6455,7 @@ FLOTILLA_DECL void ConfusionMatrix::check_class(std::size_t c, const char* what)
 #include <optional>
 
 
-// ---- begin flotilla/train/engine.hpp ----
+// ---- begin flotilla/train/detail/engine.hpp ----
 // The compute engine of one rank: a model's flat parameter and gradient buffers, one Network
 // replica per core, and the forward/backward pass over a batch split across those cores.
 //
@@ -6594,6 +6483,49 @@ FLOTILLA_DECL void ConfusionMatrix::check_class(std::size_t c, const char* what)
 #include <type_traits>
 #include <vector>
 
+
+// ---- begin flotilla/concepts/engine.hpp ----
+// The ComputeEngine concept: one rank's compute for a Model on its device (train/engine.hpp on the CPU,
+// cuda/engine.hpp on a GPU). Everything above the engine, the trainers, the exchanges and the
+// checkpoints, is written against these members alone, so both devices train the same way.
+//
+// The engine names the types its members take (the model, its scalar, a batch, a data set), so
+// that this concept needs nothing above core/.
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+
+namespace flotilla {
+
+template <class E>
+concept ComputeEngine = requires(E& e, const E& ce, typename E::scalar_type scale, const typename E::batch_type& batch,
+                          const typename E::dataset_type& data, std::size_t n, std::uint64_t seed,
+                          ConstMatrixView<typename E::scalar_type> inputs,
+                          const typename E::model_type::optimizer& optimizer,
+                          typename E::model_type::optimizer::template state<typename E::scalar_type>& state,
+                          std::span<const TensorInfo> tensors, const StepInfo& info) {
+  typename E::model_type;
+  { E::parameter_count } -> std::convertible_to<std::size_t>;
+  // The flat buffers, as host views (a GPU engine copies them across when asked for them).
+  { e.parameters() } -> std::convertible_to<std::span<typename E::scalar_type>>;
+  { ce.parameters() } -> std::convertible_to<std::span<const typename E::scalar_type>>;
+  { e.gradients() } -> std::convertible_to<std::span<typename E::scalar_type>>;
+  // Forward and backward of a batch, its loss scaled by `scale`, gradients summed in or replaced.
+  e.compute_gradients(batch, scale, false);
+  e.apply_optimizer(optimizer, state, tensors, info);
+  // The optimizer's state: brought to the host before it is read, told when it was replaced.
+  ce.optimizer_state_to_host(state);
+  e.optimizer_state_changed();
+  e.evaluate(data, n, n);
+  e.predict(inputs);
+  { ce.seed() } -> std::convertible_to<std::uint64_t>;
+  e.set_seed(seed);
+};
+
+}  // namespace flotilla
+// ---- end flotilla/concepts/engine.hpp ----
 
 namespace flotilla {
 
@@ -6624,6 +6556,11 @@ class Engine {
  public:
   using T = typename M::scalar_type;
   using network_type = typename M::network;
+  // What the Engine concept (concepts/engine.hpp) reads its members' types from.
+  using model_type = M;
+  using scalar_type = T;
+  using batch_type = data::Batch<T>;
+  using dataset_type = data::Dataset<T>;
   static constexpr std::size_t parameter_count = M::parameter_count;
   static constexpr bool classifier = M::loss::target == TargetKind::labels;
   static constexpr std::size_t input_size = M::input_shape::size;
@@ -6915,11 +6852,12 @@ struct engine_for {
                 "Model<..., device::Cuda>: include <flotilla/cuda/engine.hpp> (from a .cu file compiled by nvcc, "
                 "linked to flotilla::cuda; see docs/gpu.md) before using a CUDA model in a Trainer");
   using type = Engine<M>;
+  static_assert(ComputeEngine<type>, "the CPU engine does not satisfy ComputeEngine (concepts/engine.hpp)");
 };
 
 }  // namespace detail
 }  // namespace flotilla
-// ---- end flotilla/train/engine.hpp ----
+// ---- end flotilla/train/detail/engine.hpp ----
 
 namespace flotilla {
 
@@ -7876,171 +7814,6 @@ FLOTILLA_DECL std::vector<std::string> MetricsLog::parse_csv_header(std::string_
 }  // namespace flotilla
 // ---- end flotilla/train/metrics_log.hpp ----
 
-// ---- begin flotilla/train/model_checkpoint.hpp ----
-// A trainer's checkpoint of a model: the model's signature (scalar type, each parameter tensor's
-// layer, name and size, so that a checkpoint is never loaded into another model), its parameters
-// and optimizer state in the unsplit model's flat layout, the step, the seed and the data
-// position. flotilla::Trainer and pipeline::Trainer both write and read it through here, so each
-// loads what the other saved.
-#include <cstddef>
-#include <cstdint>
-#include <filesystem>
-#include <span>
-#include <string>
-#include <vector>
-
-
-namespace flotilla::detail {
-
-template <ModelType M>
-std::string model_signature() {
-  using T = typename M::scalar_type;
-  std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(M::parameter_count) + ":";
-  for (const auto& t : M::network::tensors) {
-    // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
-    s += ' ';
-    s += std::to_string(t.layer);
-    s += '.';
-    s += t.layer_name;
-    s += '.';
-    s += t.name;
-    s += '[';
-    s += std::to_string(t.size);
-    s += ']';
-  }
-  return s;
-}
-
-/// Where a run stands: what a checkpoint stores besides the arrays.
-struct RunPosition {
-  std::uint64_t step = 0;
-  std::uint64_t epoch = 0;
-  std::uint64_t batch_in_epoch = 0;
-  std::uint64_t seed = 0;
-};
-
-/// The records that say which model and optimizer a checkpoint file is of (what check_checkpoint()
-/// compares): every file a trainer writes begins with them.
-template <ModelType M>
-void add_model_records(checkpoint::Writer& w) {
-  w.add_string("model", model_signature<M>());
-  w.add_string("optimizer", std::string(M::optimizer::name));
-}
-
-/// The records of where the run stood, and their reading back.
-inline void add_position_records(checkpoint::Writer& w, const RunPosition& at) {
-  w.add_u64("step", at.step);
-  w.add_u64("epoch", at.epoch);
-  w.add_u64("batch_in_epoch", at.batch_in_epoch);
-  w.add_u64("seed", at.seed);
-}
-inline RunPosition read_position(const checkpoint::Reader& r) {
-  return {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
-}
-
-/// The state of each worker's gradient exchange (StatefulExchange: error-feedback residuals), by
-/// worker, then buffer; a worker whose state is not known holds no buffers.
-template <class T>
-using ExchangeStates = std::vector<std::vector<std::vector<T>>>;
-
-/// Writes `path` atomically. `optimizer` holds the optimizer's buffers over the whole model, or
-/// is null where the state is elsewhere (parameter servers in another process); `exchange` the
-/// workers' exchange states, where the exchange keeps any.
-template <ModelType M>
-void write_checkpoint(const std::filesystem::path& path, std::span<const typename M::scalar_type> parameters,
-                      const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at,
-                      const ExchangeStates<typename M::scalar_type>* exchange = nullptr) {
-  using T = typename M::scalar_type;
-  checkpoint::Writer w;
-  add_model_records<M>(w);
-  add_position_records(w, at);
-  w.add_array<T>("parameters", parameters);
-  w.add_u64("has_optimizer_state", optimizer ? 1 : 0);
-  if (optimizer)
-    for (std::size_t i = 0; i < optimizer->size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), (*optimizer)[i]);
-  if (exchange && !exchange->empty()) {
-    w.add_u64("exchange.workers", exchange->size());
-    for (std::size_t k = 0; k < exchange->size(); ++k) {
-      const std::string prefix = "exchange." + std::to_string(k);
-      w.add_u64(prefix + ".buffers", (*exchange)[k].size());
-      for (std::size_t i = 0; i < (*exchange)[k].size(); ++i)
-        w.add_array<T>(prefix + "." + std::to_string(i), std::span<const T>((*exchange)[k][i]));
-    }
-  }
-  w.commit(path);
-}
-
-/// What read_checkpoint() found; the optimizer state is zero where none was saved.
-template <ModelType M>
-struct LoadedCheckpoint {
-  std::vector<typename M::scalar_type> parameters;
-  typename M::optimizer::template state<typename M::scalar_type> optimizer;
-  bool has_optimizer_state = true;
-  RunPosition at;
-  ExchangeStates<typename M::scalar_type> exchange;
-};
-
-/// Checks that `r` holds a checkpoint of M with M's optimizer: CheckpointError naming the file and
-/// what differs otherwise.
-template <ModelType M>
-void check_checkpoint(const checkpoint::Reader& r) {
-  const std::string model = r.string("model");
-  if (model != model_signature<M>())
-    throw CheckpointError(r.source() + ": the checkpoint is of another model.\n  checkpoint: " + model +
-                          "\n  this model: " + model_signature<M>());
-  const std::string opt = r.string("optimizer");
-  if (opt != M::optimizer::name)
-    throw CheckpointError(r.source() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
-                          std::string(M::optimizer::name));
-}
-
-/// Reads a checkpoint of M that check_checkpoint() accepted.
-template <ModelType M>
-LoadedCheckpoint<M> read_checkpoint(const checkpoint::Reader& r) {
-  using T = typename M::scalar_type;
-  check_checkpoint<M>(r);
-  LoadedCheckpoint<M> c{std::vector<T>(M::parameter_count), typename M::optimizer::template state<T>(M::parameter_count), true, {}, {}};
-  r.array_into<T>("parameters", std::span<T>(c.parameters));
-  c.has_optimizer_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
-  if (c.has_optimizer_state) {
-    auto buffers = c.optimizer.buffers();
-    for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
-  }
-  c.at = read_position(r);
-  if (r.has("exchange.workers")) {
-    // Counts come from the file: each is checked against the records there before it is used, so
-    // a damaged count is an error naming the record, never an allocation of its size.
-    auto need = [&](const std::string& name) {
-      if (!r.has(name))
-        throw CheckpointError(r.source() + ": the exchange state lacks record '" + name + "' that its counts announce");
-    };
-    const std::uint64_t workers = r.u64("exchange.workers");
-    for (std::uint64_t k = 0; k < workers; ++k) {
-      const std::string prefix = "exchange." + std::to_string(k);
-      need(prefix + ".buffers");
-      const std::uint64_t count = r.u64(prefix + ".buffers");
-      std::vector<std::vector<T>> buffers;
-      for (std::uint64_t i = 0; i < count; ++i) {
-        const std::string name = prefix + "." + std::to_string(i);
-        need(name);
-        buffers.emplace_back(r.count(name));
-        r.array_into<T>(name, std::span<T>(buffers.back()));
-      }
-      c.exchange.push_back(std::move(buffers));
-    }
-  }
-  return c;
-}
-
-/// Reads and verifies the checkpoint file `path` of M.
-template <ModelType M>
-LoadedCheckpoint<M> read_checkpoint(const std::filesystem::path& path) {
-  return read_checkpoint<M>(checkpoint::Reader(path));
-}
-
-}  // namespace flotilla::detail
-// ---- end flotilla/train/model_checkpoint.hpp ----
-
 // ---- begin flotilla/train/plot.hpp ----
 // Learning curves as a self-contained SVG: loss and accuracy against epoch, side by side. Any
 // browser shows it, it needs no library or script, and rewriting it after every epoch is cheap.
@@ -8428,6 +8201,76 @@ FLOTILLA_DECL void write_svg_plot(const std::filesystem::path& path, const Histo
 
 }  // namespace flotilla
 // ---- end flotilla/train/plot.hpp ----
+
+// ---- begin flotilla/train/overlap.hpp ----
+// Whether a worker's gradient communication overlaps its backward pass (TrainerOptions::overlap),
+// and how `automatic` decides.
+//
+// Overlap runs each bucket's allreduce (or each shard's push) on a thread of its own as soon as
+// backward has finished the bucket's layers. That hides communication only if the thread finds a
+// core nobody computes on. Where every core already runs a compute thread (two single-thread
+// ranks on a 2-core machine), the communication thread takes turns with backward on the same
+// cores: the work is not hidden, and the switches and the waits for a peer's thread, itself
+// waiting for a core, add to it. There the worker does better to finish backward first and then
+// move every bucket at once, on the training thread, with its peers doing the same.
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+
+namespace flotilla {
+
+/// When gradient communication overlaps backward (TrainerOptions::overlap).
+enum class Overlap {
+  /// Overlap when this host has a core to spare for it: when the cores this process may run on
+  /// outnumber the compute threads of the job's ranks on this host (see detail::overlap_pays).
+  /// Models on a GPU always overlap: their host threads mostly wait for the device.
+  automatic,
+  /// Always, on a thread of the worker's own, during backward.
+  always,
+  /// Never: after backward, on the training thread.
+  never,
+};
+
+/// "auto", "always" or "never" (a flag's or a setting's text); ConfigError naming `where` else.
+inline Overlap parse_overlap(std::string_view text, std::string_view where) {
+  if (text == "auto" || text == "automatic") return Overlap::automatic;
+  if (text == "always") return Overlap::always;
+  if (text == "never") return Overlap::never;
+  throw ConfigError(std::string(where) + ": '" + std::string(text) + "' is not auto, always or never");
+}
+
+namespace detail {
+
+/// The cores this process may run on: its CPU affinity mask where the platform has one (a
+/// container or `taskset` may allow fewer than the machine has), else the hardware's count.
+inline std::size_t usable_cores() noexcept {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<std::size_t>(n);
+  }
+#endif
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? n : 1;
+}
+
+/// `automatic`'s rule for a CPU model: overlap when `cores` exceed the compute threads of the
+/// `ranks_on_host` ranks sharing them, `threads` each, so that a communication thread has a core.
+inline bool overlap_pays(std::size_t cores, std::size_t ranks_on_host, std::size_t threads) noexcept {
+  return cores > ranks_on_host * threads;
+}
+
+}  // namespace detail
+}  // namespace flotilla
+// ---- end flotilla/train/overlap.hpp ----
 
 // ---- begin flotilla/train/trainer.hpp ----
 // Trainer<Model, Policy, Backend>: trains a Model on one worker or many.
@@ -8878,7 +8721,7 @@ struct Local {
 // soon as backward has finished it, with `Codec` on the wire; with error feedback, what the
 // encoding rounds away is carried into this worker's next push of the shard. The default exchange
 // of parameter-server policies; the pull of the updated parameters follows once every shard is
-// pushed (train/server_path.hpp).
+// pushed (train/detail/server_path.hpp).
 //
 // Its bucket's peers are the servers, with one member: push(shard), which sends the shard of the
 // worker's gradient buffer; a GPU engine that encodes the pushed values itself (error feedback
@@ -8888,7 +8731,7 @@ struct Local {
 #include <vector>
 
 
-// ---- begin flotilla/exchange/error_feedback_state.hpp ----
+// ---- begin flotilla/exchange/detail/residuals.hpp ----
 // The error-feedback residuals of an exchange, one per bucket (or shard) it encodes, sized by the
 // first step and saved with checkpoints (StatefulExchange).
 #include <cstddef>
@@ -9013,7 +8856,7 @@ class Residuals {
 };
 
 }  // namespace flotilla::exchange::detail
-// ---- end flotilla/exchange/error_feedback_state.hpp ----
+// ---- end flotilla/exchange/detail/residuals.hpp ----
 
 namespace flotilla::exchange {
 
@@ -9114,7 +8957,7 @@ class PushToServers {
 #include <type_traits>
 
 
-// ---- begin flotilla/collective/scratch.hpp ----
+// ---- begin flotilla/collective/detail/scratch.hpp ----
 // Message buffers of the collectives, kept by each calling thread between calls: allocating (and
 // first touching) tens of megabytes per allreduce would cost more than moving them in-process.
 #include <cstddef>
@@ -9130,7 +8973,7 @@ inline std::vector<std::byte>& collective_buffers() {
 }
 
 }  // namespace flotilla::detail
-// ---- end flotilla/collective/scratch.hpp ----
+// ---- end flotilla/collective/detail/scratch.hpp ----
 
 // ---- begin flotilla/transport/operation.hpp ----
 // What collective operation a message belongs to, as a 64-bit fingerprint that a transport can
@@ -9241,7 +9084,7 @@ void recursive_doubling_allreduce(E& e, std::span<T> data, Tag tag) {
 }  // namespace flotilla::detail
 // ---- end flotilla/collective/recursive_doubling.hpp ----
 
-// ---- begin flotilla/collective/serial_worker.hpp ----
+// ---- begin flotilla/collective/detail/serial_worker.hpp ----
 // A helper thread that runs one call's work items in the order they are posted: the arithmetic
 // half of a pipelined collective. An endpoint may be used by one thread at a time, so the calling
 // thread does all communication and hands each received segment to this thread to be reduced
@@ -9360,7 +9203,7 @@ inline SerialWorker& collective_worker() {
 }
 
 }  // namespace flotilla::detail
-// ---- end flotilla/collective/serial_worker.hpp ----
+// ---- end flotilla/collective/detail/serial_worker.hpp ----
 
 // ---- begin flotilla/collective/tags.hpp ----
 // The default message tags of flotilla's collectives.
@@ -9847,7 +9690,7 @@ struct Synchronous<topology::ParameterServer> {
 }  // namespace flotilla::policy
 // ---- end flotilla/policy/synchronous.hpp ----
 
-// ---- begin flotilla/topology/parameter_server.hpp ----
+// ---- begin flotilla/topology/detail/parameter_server.hpp ----
 // The parameter-server topology's runtime: how the flat parameter buffer is cut into shards, what
 // a server does with the pushes it receives, and the worker's side of the protocol.
 //
@@ -9896,9 +9739,9 @@ struct Synchronous<topology::ParameterServer> {
 #include <vector>
 
 
-// ---- begin flotilla/topology/ps_header.hpp ----
-// The 32-byte header that starts every parameter-server message (topology/parameter_server.hpp
-// describes the protocol; topology/ps_reduce.hpp the workers' reductions through server 0).
+// ---- begin flotilla/topology/detail/ps_header.hpp ----
+// The 32-byte header that starts every parameter-server message (topology/detail/parameter_server.hpp
+// describes the protocol; topology/detail/ps_reduce.hpp the workers' reductions through server 0).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -9948,9 +9791,9 @@ struct PsHeader {
 };
 
 }  // namespace flotilla::detail
-// ---- end flotilla/topology/ps_header.hpp ----
+// ---- end flotilla/topology/detail/ps_header.hpp ----
 
-// ---- begin flotilla/topology/ps_reduce.hpp ----
+// ---- begin flotilla/topology/detail/ps_reduce.hpp ----
 // Reductions among the workers of a parameter-server job (epoch metrics, evaluation, barriers)
 // through server 0 instead of among the workers themselves.
 //
@@ -9982,12 +9825,12 @@ struct PsHeader {
 #include <vector>
 
 
-// ---- begin flotilla/topology/ring.hpp ----
+// ---- begin flotilla/topology/detail/ring.hpp ----
 // The ring topology's plan: gradient buckets, and the tags of flotilla's protocols.
 //
 // Buckets follow the order in which backward finishes the gradients, last layer first, each at
 // least `bucket_bytes` long (large layers are cut: see make_buckets), so every worker forms the
-// same buckets. A ReadyRunner (train/ready_runner.hpp) allreduces each bucket as soon as backward
+// same buckets. A ReadyRunner (train/detail/ready_runner.hpp) allreduces each bucket as soon as backward
 // has finished it.
 #include <algorithm>
 #include <array>
@@ -10076,7 +9919,7 @@ std::vector<Range> make_buckets(const std::array<std::size_t, Depth>& offsets, c
 }
 
 }  // namespace flotilla::detail
-// ---- end flotilla/topology/ring.hpp ----
+// ---- end flotilla/topology/detail/ring.hpp ----
 
 namespace flotilla::detail {
 
@@ -10219,7 +10062,7 @@ PsReduceAnswer ps_reduce(E& e, std::size_t server0, std::uint64_t round, std::sp
 }
 
 }  // namespace flotilla::detail
-// ---- end flotilla/topology/ps_reduce.hpp ----
+// ---- end flotilla/topology/detail/ps_reduce.hpp ----
 
 namespace flotilla::detail {
 
@@ -10779,9 +10622,122 @@ class ParameterServerClient {
 };
 
 }  // namespace flotilla::detail
-// ---- end flotilla/topology/parameter_server.hpp ----
+// ---- end flotilla/topology/detail/parameter_server.hpp ----
 
-// ---- begin flotilla/train/dataset_check.hpp ----
+// ---- begin flotilla/train/detail/checkpoint_saving.hpp ----
+// What a training loop does about checkpoint sets (FitOptions::checkpoints), the same for
+// flotilla::Trainer and pipeline::Trainer: preparing the directory and resuming when fit() starts,
+// the rule that says when the next set is due, and the list of saves that failed. What a set's
+// files hold, and how the newest complete set is found and old ones rotated, is
+// train/checkpoint_dir.hpp; which rank writes which file is each trainer's own.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+/// The start of a fit() call of `epochs` epochs: refuses an unusable policy (ConfigError naming
+/// the field) and, when the policy saves sets, creates its directory and, with `resume`, calls
+/// `resume()` (the trainer's resume_from, which returns the
+/// epoch the trainer is at afterwards). Returns the epochs this call runs: with `resume`,
+/// FitOptions::epochs counts the whole run, so a restarted program trains only what is left (a
+/// part-done epoch counts as one). `caller` names the trainer in the error.
+template <class Resume>
+std::size_t prepare_checkpoint_sets(const CheckpointPolicy& cp, std::size_t epochs, std::string_view caller, Resume&& resume) {
+  cp.validate();
+  if (!cp.enabled()) return epochs;
+  std::error_code ec;
+  std::filesystem::create_directories(cp.directory, ec);
+  if (ec)
+    throw ConfigError(std::string(caller) + ": FitOptions::checkpoints.directory: cannot create " + cp.directory.string() +
+                      ": " + ec.message());
+  if (!cp.resume) return epochs;
+  const std::uint64_t epoch = std::forward<Resume>(resume)();
+  return epochs > epoch ? static_cast<std::size_t>(epochs - epoch) : 0;
+}
+
+/// When a rank's training loop saves its next set: after every `every_steps`-th update (counted
+/// from the start of the run, so every rank and a resumed run agree), when `every_seconds` have
+/// passed on this rank's clock since its last save (or since fit() began), and when fit() ends;
+/// never twice for one step. One per rank and fit() call.
+class CheckpointClock {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// `start_step`: where this fit() call starts. With `resume`, a run past step 0 starts from the
+  /// set resume_from() loaded, which needs no saving again.
+  CheckpointClock(const CheckpointPolicy& cp, std::uint64_t start_step)
+      : policy_(&cp),
+        has_saved_(cp.enabled() && cp.resume && start_step > 0),
+        saved_step_(start_step),
+        last_save_(clock::now()) {}
+
+  /// Whether the set of `step` was saved (or loaded) already.
+  bool saved(std::uint64_t step) const noexcept { return has_saved_ && saved_step_ == step; }
+  /// The steps rule: the same answer on every rank.
+  bool due_by_steps(std::uint64_t step) const noexcept {
+    return policy_->every_steps != 0 && step % policy_->every_steps == 0;
+  }
+  /// Whether the policy saves by time at all (the same on every rank, unlike due_by_time()).
+  bool timed() const noexcept { return policy_->every_seconds > 0; }
+  /// The seconds rule on this rank's clock: ranks that must save together combine their answers.
+  bool due_by_time() const {
+    return timed() && clock::now() - last_save_ >= std::chrono::duration<double>(policy_->every_seconds);
+  }
+  /// Either rule, for a rank that decides alone.
+  bool due(std::uint64_t step) const { return !saved(step) && (due_by_steps(step) || due_by_time()); }
+  /// Whether fit()'s end saves the set of `step`.
+  bool due_at_exit(std::uint64_t step) const noexcept { return policy_->at_exit && !saved(step); }
+
+  /// A set of `step` was just saved (or its save failed: the next try waits for the next rule).
+  void mark_saved(std::uint64_t step) {
+    has_saved_ = true;
+    saved_step_ = step;
+    last_save_ = clock::now();
+  }
+
+ private:
+  const CheckpointPolicy* policy_;
+  // A flag and a step rather than std::optional: GCC 12 misreports the optional's value as
+  // maybe-uninitialized where the clock is inlined into the trainers' loops.
+  bool has_saved_;
+  std::uint64_t saved_step_;
+  clock::time_point last_save_;
+};
+
+/// The saves that failed during a trainer's life. A failed save does not stop training: it is
+/// written to the log when it happens and kept for checkpoint_failures(). The ranks' threads may
+/// note failures at once.
+class CheckpointFailures {
+ public:
+  void note(std::string what, std::ostream* log) {
+    const std::lock_guard lock(mutex_);
+    if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
+    list_.push_back(std::move(what));
+  }
+  std::vector<std::string> list() const {
+    const std::lock_guard lock(mutex_);
+    return list_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> list_;
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/detail/checkpoint_saving.hpp ----
+
+// ---- begin flotilla/train/detail/dataset_check.hpp ----
 // Whether a data set fits a model (features, labels or targets, classes), checked before training
 // or evaluating starts, with a message that names the data set, the caller and both sizes.
 #include <cstddef>
@@ -10814,9 +10770,9 @@ void check_dataset(const data::Dataset<typename M::scalar_type>& d, std::string_
 }
 
 }  // namespace flotilla::detail
-// ---- end flotilla/train/dataset_check.hpp ----
+// ---- end flotilla/train/detail/dataset_check.hpp ----
 
-// ---- begin flotilla/train/hosted_servers.hpp ----
+// ---- begin flotilla/train/detail/hosted_servers.hpp ----
 // The parameter servers a Trainer's process hosts: each holds a shard of the parameters and its
 // optimizer state, made from worker 0's state when first asked for (or from the shard file of the
 // checkpoint set being resumed), kept across fit() calls, and saved as that set's shard files.
@@ -10829,6 +10785,171 @@ void check_dataset(const data::Dataset<typename M::scalar_type>& d, std::string_
 #include <string>
 #include <vector>
 
+
+// ---- begin flotilla/train/detail/model_checkpoint.hpp ----
+// A trainer's checkpoint of a model: the model's signature (scalar type, each parameter tensor's
+// layer, name and size, so that a checkpoint is never loaded into another model), its parameters
+// and optimizer state in the unsplit model's flat layout, the step, the seed and the data
+// position. flotilla::Trainer and pipeline::Trainer both write and read it through here, so each
+// loads what the other saved.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+template <ModelType M>
+std::string model_signature() {
+  using T = typename M::scalar_type;
+  std::string s = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + std::to_string(M::parameter_count) + ":";
+  for (const auto& t : M::network::tensors) {
+    // Appended piece by piece: GCC 12 misreports chains of operator+ on temporaries (-Wrestrict).
+    s += ' ';
+    s += std::to_string(t.layer);
+    s += '.';
+    s += t.layer_name;
+    s += '.';
+    s += t.name;
+    s += '[';
+    s += std::to_string(t.size);
+    s += ']';
+  }
+  return s;
+}
+
+/// Where a run stands: what a checkpoint stores besides the arrays.
+struct RunPosition {
+  std::uint64_t step = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t batch_in_epoch = 0;
+  std::uint64_t seed = 0;
+};
+
+/// The records that say which model and optimizer a checkpoint file is of (what check_checkpoint()
+/// compares): every file a trainer writes begins with them.
+template <ModelType M>
+void add_model_records(checkpoint::Writer& w) {
+  w.add_string("model", model_signature<M>());
+  w.add_string("optimizer", std::string(M::optimizer::name));
+}
+
+/// The records of where the run stood, and their reading back.
+inline void add_position_records(checkpoint::Writer& w, const RunPosition& at) {
+  w.add_u64("step", at.step);
+  w.add_u64("epoch", at.epoch);
+  w.add_u64("batch_in_epoch", at.batch_in_epoch);
+  w.add_u64("seed", at.seed);
+}
+inline RunPosition read_position(const checkpoint::Reader& r) {
+  return {r.u64("step"), r.u64("epoch"), r.u64("batch_in_epoch"), r.u64("seed")};
+}
+
+/// The state of each worker's gradient exchange (StatefulExchange: error-feedback residuals), by
+/// worker, then buffer; a worker whose state is not known holds no buffers.
+template <class T>
+using ExchangeStates = std::vector<std::vector<std::vector<T>>>;
+
+/// Writes `path` atomically. `optimizer` holds the optimizer's buffers over the whole model, or
+/// is null where the state is elsewhere (parameter servers in another process); `exchange` the
+/// workers' exchange states, where the exchange keeps any.
+template <ModelType M>
+void write_checkpoint(const std::filesystem::path& path, std::span<const typename M::scalar_type> parameters,
+                      const std::vector<std::span<const typename M::scalar_type>>* optimizer, const RunPosition& at,
+                      const ExchangeStates<typename M::scalar_type>* exchange = nullptr) {
+  using T = typename M::scalar_type;
+  checkpoint::Writer w;
+  add_model_records<M>(w);
+  add_position_records(w, at);
+  w.add_array<T>("parameters", parameters);
+  w.add_u64("has_optimizer_state", optimizer ? 1 : 0);
+  if (optimizer)
+    for (std::size_t i = 0; i < optimizer->size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), (*optimizer)[i]);
+  if (exchange && !exchange->empty()) {
+    w.add_u64("exchange.workers", exchange->size());
+    for (std::size_t k = 0; k < exchange->size(); ++k) {
+      const std::string prefix = "exchange." + std::to_string(k);
+      w.add_u64(prefix + ".buffers", (*exchange)[k].size());
+      for (std::size_t i = 0; i < (*exchange)[k].size(); ++i)
+        w.add_array<T>(prefix + "." + std::to_string(i), std::span<const T>((*exchange)[k][i]));
+    }
+  }
+  w.commit(path);
+}
+
+/// What read_checkpoint() found; the optimizer state is zero where none was saved.
+template <ModelType M>
+struct LoadedCheckpoint {
+  std::vector<typename M::scalar_type> parameters;
+  typename M::optimizer::template state<typename M::scalar_type> optimizer;
+  bool has_optimizer_state = true;
+  RunPosition at;
+  ExchangeStates<typename M::scalar_type> exchange;
+};
+
+/// Checks that `r` holds a checkpoint of M with M's optimizer: CheckpointError naming the file and
+/// what differs otherwise.
+template <ModelType M>
+void check_checkpoint(const checkpoint::Reader& r) {
+  const std::string model = r.string("model");
+  if (model != model_signature<M>())
+    throw CheckpointError(r.source() + ": the checkpoint is of another model.\n  checkpoint: " + model +
+                          "\n  this model: " + model_signature<M>());
+  const std::string opt = r.string("optimizer");
+  if (opt != M::optimizer::name)
+    throw CheckpointError(r.source() + ": the checkpoint's optimizer is " + opt + ", this trainer uses " +
+                          std::string(M::optimizer::name));
+}
+
+/// Reads a checkpoint of M that check_checkpoint() accepted.
+template <ModelType M>
+LoadedCheckpoint<M> read_checkpoint(const checkpoint::Reader& r) {
+  using T = typename M::scalar_type;
+  check_checkpoint<M>(r);
+  LoadedCheckpoint<M> c{std::vector<T>(M::parameter_count), typename M::optimizer::template state<T>(M::parameter_count), true, {}, {}};
+  r.array_into<T>("parameters", std::span<T>(c.parameters));
+  c.has_optimizer_state = !r.has("has_optimizer_state") || r.u64("has_optimizer_state") != 0;
+  if (c.has_optimizer_state) {
+    auto buffers = c.optimizer.buffers();
+    for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<T>("optimizer." + std::to_string(i), buffers[i]);
+  }
+  c.at = read_position(r);
+  if (r.has("exchange.workers")) {
+    // Counts come from the file: each is checked against the records there before it is used, so
+    // a damaged count is an error naming the record, never an allocation of its size.
+    auto need = [&](const std::string& name) {
+      if (!r.has(name))
+        throw CheckpointError(r.source() + ": the exchange state lacks record '" + name + "' that its counts announce");
+    };
+    const std::uint64_t workers = r.u64("exchange.workers");
+    for (std::uint64_t k = 0; k < workers; ++k) {
+      const std::string prefix = "exchange." + std::to_string(k);
+      need(prefix + ".buffers");
+      const std::uint64_t count = r.u64(prefix + ".buffers");
+      std::vector<std::vector<T>> buffers;
+      for (std::uint64_t i = 0; i < count; ++i) {
+        const std::string name = prefix + "." + std::to_string(i);
+        need(name);
+        buffers.emplace_back(r.count(name));
+        r.array_into<T>(name, std::span<T>(buffers.back()));
+      }
+      c.exchange.push_back(std::move(buffers));
+    }
+  }
+  return c;
+}
+
+/// Reads and verifies the checkpoint file `path` of M.
+template <ModelType M>
+LoadedCheckpoint<M> read_checkpoint(const std::filesystem::path& path) {
+  return read_checkpoint<M>(checkpoint::Reader(path));
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/detail/model_checkpoint.hpp ----
 
 namespace flotilla::detail {
 
@@ -10948,7 +11069,7 @@ class HostedServers {
 };
 
 }  // namespace flotilla::detail
-// ---- end flotilla/train/hosted_servers.hpp ----
+// ---- end flotilla/train/detail/hosted_servers.hpp ----
 
 // ---- begin flotilla/train/timeline.hpp ----
 // Per-step counters of one rank, and a timeline of what each rank did when, written in the Chrome
@@ -11199,76 +11320,6 @@ FLOTILLA_DECL std::string Timeline::host_name() {
 #include <limits>
 
 
-// ---- begin flotilla/train/overlap.hpp ----
-// Whether a worker's gradient communication overlaps its backward pass (TrainerOptions::overlap),
-// and how `automatic` decides.
-//
-// Overlap runs each bucket's allreduce (or each shard's push) on a thread of its own as soon as
-// backward has finished the bucket's layers. That hides communication only if the thread finds a
-// core nobody computes on. Where every core already runs a compute thread (two single-thread
-// ranks on a 2-core machine), the communication thread takes turns with backward on the same
-// cores: the work is not hidden, and the switches and the waits for a peer's thread, itself
-// waiting for a core, add to it. There the worker does better to finish backward first and then
-// move every bucket at once, on the training thread, with its peers doing the same.
-#include <cstddef>
-#include <string>
-#include <string_view>
-#include <thread>
-
-#if defined(__linux__)
-#include <sched.h>
-#endif
-
-
-namespace flotilla {
-
-/// When gradient communication overlaps backward (TrainerOptions::overlap).
-enum class Overlap {
-  /// Overlap when this host has a core to spare for it: when the cores this process may run on
-  /// outnumber the compute threads of the job's ranks on this host (see detail::overlap_pays).
-  /// Models on a GPU always overlap: their host threads mostly wait for the device.
-  automatic,
-  /// Always, on a thread of the worker's own, during backward.
-  always,
-  /// Never: after backward, on the training thread.
-  never,
-};
-
-/// "auto", "always" or "never" (a flag's or a setting's text); ConfigError naming `where` else.
-inline Overlap parse_overlap(std::string_view text, std::string_view where) {
-  if (text == "auto" || text == "automatic") return Overlap::automatic;
-  if (text == "always") return Overlap::always;
-  if (text == "never") return Overlap::never;
-  throw ConfigError(std::string(where) + ": '" + std::string(text) + "' is not auto, always or never");
-}
-
-namespace detail {
-
-/// The cores this process may run on: its CPU affinity mask where the platform has one (a
-/// container or `taskset` may allow fewer than the machine has), else the hardware's count.
-inline std::size_t usable_cores() noexcept {
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return static_cast<std::size_t>(n);
-  }
-#endif
-  const unsigned n = std::thread::hardware_concurrency();
-  return n > 0 ? n : 1;
-}
-
-/// `automatic`'s rule for a CPU model: overlap when `cores` exceed the compute threads of the
-/// `ranks_on_host` ranks sharing them, `threads` each, so that a communication thread has a core.
-inline bool overlap_pays(std::size_t cores, std::size_t ranks_on_host, std::size_t threads) noexcept {
-  return cores > ranks_on_host * threads;
-}
-
-}  // namespace detail
-}  // namespace flotilla
-// ---- end flotilla/train/overlap.hpp ----
-
 // ---- begin flotilla/train/training_options.hpp ----
 // What every trainer is set up with (the data-parallel Trainer and pipeline::Trainer alike): the
 // optimizer and its schedule, the batch, the seed and the data order. Each trainer's options
@@ -11317,8 +11368,8 @@ struct TrainingOptions {
 // transport can go on without a peer; over MPI (without ULFM) and in-process the job stops.
 //
 // How each topology goes on is its own business: parameter-server workers learn the live set from
-// server 0 (train/live_workers.hpp); ring workers agree on it among themselves and re-form the
-// ring (train/ring_recovery.hpp). docs/reliability.md, "Recovery", has the whole story.
+// server 0 (train/detail/live_workers.hpp); ring workers agree on it among themselves and re-form the
+// ring (train/detail/ring_recovery.hpp). docs/reliability.md, "Recovery", has the whole story.
 namespace flotilla {
 
 enum class WorkerLoss {
@@ -11389,12 +11440,12 @@ struct TrainerOptions : TrainingOptions<M> {
 }  // namespace flotilla
 // ---- end flotilla/train/trainer_options.hpp ----
 
-// ---- begin flotilla/train/worker_loop.hpp ----
+// ---- begin flotilla/train/detail/worker_loop.hpp ----
 // One worker rank's part of Trainer::fit(): its epochs and steps, the epoch's metrics and
 // evaluation, checkpoint sets, and, when a peer is lost, going on with the survivors.
 //
-// A step goes one way through the worker's gradient path (train/peer_path.hpp on a ring,
-// train/server_path.hpp to parameter servers):
+// A step goes one way through the worker's gradient path (train/detail/peer_path.hpp on a ring,
+// train/detail/server_path.hpp to parameter servers):
 //
 //   engine: forward, backward ──(a bucket is final)──> ReadyRunner ──> the policy's exchange
 //   after backward: the path's update ──> policy.step(ctx) and the optimizer (ring), or the pull
@@ -11574,11 +11625,11 @@ void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
 }  // namespace flotilla::collective
 // ---- end flotilla/collective/broadcast.hpp ----
 
-// ---- begin flotilla/train/epoch_metrics.hpp ----
+// ---- begin flotilla/train/detail/epoch_metrics.hpp ----
 // What a data-parallel worker measured over an epoch, by name, and how the workers' measurements
 // combine: counts, losses, times and traffic add up; the epoch's wall time and the parameter
 // servers' staleness take the largest. The collectives move them as two arrays of doubles (sums,
-// maxima), whose order the field lists below fix once.
+// maxima), whose order the field lists fix once (ReducedMetrics, which pipeline stages use too).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -11591,7 +11642,46 @@ void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
 
 namespace flotilla::detail {
 
-struct EpochMetrics {
+/// What two collectives (a sum, a max) carry of a struct of named measurements: Derived lists
+/// its fields in `summed_fields` and `maximised_fields` (member pointers to double), and may add
+/// an array of further summed values (`summed_array()`), so the order on the wire is written once.
+template <class Derived>
+struct ReducedMetrics {
+  std::vector<double> sums() const {
+    const Derived& d = static_cast<const Derived&>(*this);
+    std::vector<double> v;
+    for (auto f : Derived::summed_fields) v.push_back(d.*f);
+    if constexpr (requires { d.summed_array(); })
+      for (const double x : d.summed_array()) v.push_back(x);
+    return v;
+  }
+  std::vector<double> maxima() const {
+    const Derived& d = static_cast<const Derived&>(*this);
+    std::vector<double> v;
+    for (auto f : Derived::maximised_fields) v.push_back(d.*f);
+    return v;
+  }
+  /// Takes the reduced arrays back (as sums() and maxima() laid them out).
+  void assign(std::span<const double> sums, std::span<const double> maxima) {
+    Derived& d = static_cast<Derived&>(*this);
+    for (std::size_t i = 0; i < Derived::summed_fields.size(); ++i) d.*Derived::summed_fields[i] = sums[i];
+    if constexpr (requires { d.summed_array(); }) {
+      std::size_t i = Derived::summed_fields.size();
+      for (double& x : d.summed_array()) x = sums[i++];
+    }
+    for (std::size_t i = 0; i < Derived::maximised_fields.size(); ++i) d.*Derived::maximised_fields[i] = maxima[i];
+  }
+  /// Sums and maximises over the ranks through `reduce(sums, maxima)` (collectives, or the
+  /// parameter servers' reduction).
+  template <class Reduce>
+  void reduce(Reduce&& reduce) {
+    std::vector<double> s = sums(), x = maxima();
+    reduce(std::span<double>(s), std::span<double>(x));
+    assign(s, x);
+  }
+};
+
+struct EpochMetrics : ReducedMetrics<EpochMetrics> {
   // Summed over the workers.
   double loss_sum = 0;  ///< per-sample losses
   double correct = 0;   ///< samples classified right
@@ -11629,32 +11719,8 @@ struct EpochMetrics {
     return m;
   }
 
-  std::vector<double> sums() const {
-    std::vector<double> v;
-    for (auto f : summed_fields) v.push_back(this->*f);
-    v.insert(v.end(), traffic.begin(), traffic.end());
-    return v;
-  }
-  std::vector<double> maxima() const {
-    std::vector<double> v;
-    for (auto f : maximised_fields) v.push_back(this->*f);
-    return v;
-  }
-  /// Takes the reduced arrays back (as sums() and maxima() laid them out).
-  void assign(std::span<const double> sums, std::span<const double> maxima) {
-    for (std::size_t i = 0; i < summed_fields.size(); ++i) this->*summed_fields[i] = sums[i];
-    for (std::size_t i = 0; i < traffic.size(); ++i) traffic[i] = sums[summed_fields.size() + i];
-    for (std::size_t i = 0; i < maximised_fields.size(); ++i) this->*maximised_fields[i] = maxima[i];
-  }
-
-  /// Sums and maximises over the workers through `reduce(sums, maxima)` (a collective, or the
-  /// parameter servers' reduction).
-  template <class Reduce>
-  void reduce(Reduce&& reduce) {
-    std::vector<double> s = sums(), x = maxima();
-    reduce(std::span<double>(s), std::span<double>(x));
-    assign(s, x);
-  }
+  std::span<double> summed_array() { return traffic; }
+  std::span<const double> summed_array() const { return traffic; }
 
   /// The training half of an epoch's record (validation is the trainer's), with the per-step
   /// means and maxima as `extra` columns; `workers` is how many contributed.
@@ -11677,15 +11743,15 @@ struct EpochMetrics {
 };
 
 }  // namespace flotilla::detail
-// ---- end flotilla/train/epoch_metrics.hpp ----
+// ---- end flotilla/train/detail/epoch_metrics.hpp ----
 
-// ---- begin flotilla/train/live_workers.hpp ----
+// ---- begin flotilla/train/detail/live_workers.hpp ----
 // How the workers of a parameter-server job that lose one of theirs agree on who is left
 // (TrainerOptions::on_worker_loss, train/worker_loss.hpp; docs/reliability.md, "Recovery").
 //
-// The servers drop a lost worker (topology/parameter_server.hpp). The workers never talk to one
+// The servers drop a lost worker (topology/detail/parameter_server.hpp). The workers never talk to one
 // another: their epoch-end reductions (metrics, evaluation, barriers) go through server 0
-// (topology/ps_reduce.hpp), whose answers list the workers that took part, the same list on
+// (topology/detail/ps_reduce.hpp), whose answers list the workers that took part, the same list on
 // each of them. That list is the live set: evaluation is split over it, and the metrics are those
 // of the workers in it. The transport may notice a death earlier (a closed connection): that is
 // logged at once, so that the log says when it happened, not only at the end of the epoch.
@@ -11829,9 +11895,9 @@ void barrier_through_server(E& e, Client& client, LiveWorkers& live) {
 
 }  // namespace detail
 }  // namespace flotilla
-// ---- end flotilla/train/live_workers.hpp ----
+// ---- end flotilla/train/detail/live_workers.hpp ----
 
-// ---- begin flotilla/train/peer_path.hpp ----
+// ---- begin flotilla/train/detail/peer_path.hpp ----
 // A worker's gradient path on a ring of peers (peer-to-peer policies): each bucket backward
 // finishes goes to the policy's exchange (an allreduce, by default), then the policy's step()
 // updates, through a context that offers the workers' collectives and the optimizer.
@@ -11846,7 +11912,7 @@ void barrier_through_server(E& e, Client& client, LiveWorkers& live) {
 #include <string>
 
 
-// ---- begin flotilla/train/ready_runner.hpp ----
+// ---- begin flotilla/train/detail/ready_runner.hpp ----
 // Runs an action on each range of a buffer as soon as backward has made it final, on a thread of
 // its own: the mechanism behind overlapping communication with backward. The ring topology's
 // action allreduces a gradient bucket; the parameter-server topology's pushes a shard.
@@ -11983,7 +12049,7 @@ class ReadyRunner {
 };
 
 }  // namespace flotilla::detail
-// ---- end flotilla/train/ready_runner.hpp ----
+// ---- end flotilla/train/detail/ready_runner.hpp ----
 
 namespace flotilla::detail {
 
@@ -12087,9 +12153,9 @@ class PeerPath {
 };
 
 }  // namespace flotilla::detail
-// ---- end flotilla/train/peer_path.hpp ----
+// ---- end flotilla/train/detail/peer_path.hpp ----
 
-// ---- begin flotilla/train/ring_recovery.hpp ----
+// ---- begin flotilla/train/detail/ring_recovery.hpp ----
 // What synchronous ring training does when a worker is lost (TrainerOptions::on_worker_loss,
 // train/worker_loss.hpp), and the survivors' agreement on who is left (docs/reliability.md,
 // "Continuing with the survivors").
@@ -12639,9 +12705,9 @@ inline EpochRecord record_from_bytes(std::span<const std::byte> in) {
 
 }  // namespace detail
 }  // namespace flotilla
-// ---- end flotilla/train/ring_recovery.hpp ----
+// ---- end flotilla/train/detail/ring_recovery.hpp ----
 
-// ---- begin flotilla/train/server_path.hpp ----
+// ---- begin flotilla/train/detail/server_path.hpp ----
 // A worker's gradient path to parameter servers: each shard's gradient goes to the policy's
 // exchange (a push to its server, by default) as soon as backward has finished it; once every
 // shard is pushed, the worker pulls the updated parameters of each, which a server answers after
@@ -12788,11 +12854,11 @@ class ServerPath {
 };
 
 }  // namespace flotilla::detail
-// ---- end flotilla/train/server_path.hpp ----
+// ---- end flotilla/train/detail/server_path.hpp ----
 
-// ---- begin flotilla/train/survivors.hpp ----
+// ---- begin flotilla/train/detail/survivors.hpp ----
 // Going on without a lost worker on a ring (TrainerOptions::on_worker_loss =
-// continue_with_survivors): the survivors agree on who is left (train/ring_recovery.hpp), re-form
+// continue_with_survivors): the survivors agree on who is left (train/detail/ring_recovery.hpp), re-form
 // their group, and take the state of the survivor that got furthest, so that they continue as one.
 #include <algorithm>
 #include <cstddef>
@@ -12884,7 +12950,7 @@ std::optional<SurvivorPosition> survive_loss(E& e, G& group, R& recovery, State&
 }
 
 }  // namespace flotilla::detail
-// ---- end flotilla/train/survivors.hpp ----
+// ---- end flotilla/train/detail/survivors.hpp ----
 
 namespace flotilla::detail {
 
@@ -13446,9 +13512,9 @@ class WorkerLoop {
 };
 
 }  // namespace flotilla::detail
-// ---- end flotilla/train/worker_loop.hpp ----
+// ---- end flotilla/train/detail/worker_loop.hpp ----
 
-// ---- begin flotilla/train/worker_state.hpp ----
+// ---- begin flotilla/train/detail/worker_state.hpp ----
 // Everything one worker rank of the data-parallel Trainer owns and keeps from one fit() call to
 // the next: its engine (parameters, gradients, the replicas of its cores), its optimizer state,
 // the updates it has taken part in, and its gradient exchange (with any state that carries from
@@ -13514,7 +13580,7 @@ struct WorkerState {
 };
 
 }  // namespace flotilla::detail
-// ---- end flotilla/train/worker_state.hpp ----
+// ---- end flotilla/train/detail/worker_state.hpp ----
 
 // ---- begin flotilla/transport/in_process.hpp ----
 // The in-process transport: every rank is a thread of this process, and messages are copied
@@ -14427,7 +14493,7 @@ static_assert(Codec<Bf16, float> && Codec<Bf16Truncate, float>);
 
 // The kernels and the codec live in an inline namespace named after the path, so translation
 // units built with different flags get distinct symbols rather than one (ODR-violating) definition
-// that the linker picks for all of them (as core/sgemm_kernel.hpp does).
+// that the linker picks for all of them (as core/detail/sgemm_kernel.hpp does).
 #if !defined(FLOTILLA_NO_CODEC_SIMD) && defined(__AVX512F__)
 #define FLOTILLA_FP16_ISA fp16_avx512
 #elif !defined(FLOTILLA_NO_CODEC_SIMD) && defined(__AVX__) && defined(__F16C__)
@@ -16123,6 +16189,7 @@ std::vector<std::uint64_t> measure_layer_costs(std::size_t batch, std::size_t re
 // flotilla::Trainer<Model>::save() would, and load() reads one that it wrote. Checkpoint sets
 // (FitOptions::checkpoints) need no gathering: each stage's rank of replica 0 writes its slice.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -16149,6 +16216,25 @@ struct TrainerOptions : flotilla::TrainingOptions<M> {
   /// backends than in-process take the job from the launcher; it must have that many ranks.
   std::size_t replicas = 1;
 };
+
+namespace detail {
+
+/// What one rank of a pipeline measured over an epoch, by name: the loss and counts (on the last
+/// stages, where they are known), steps and times add up over the job; the wall time and the
+/// activation memory take the largest.
+struct EpochMetrics : flotilla::detail::ReducedMetrics<EpochMetrics> {
+  double loss_sum = 0, correct = 0, samples = 0, steps = 0;
+  double compute_seconds = 0, wait_seconds = 0, send_seconds = 0, allreduce_seconds = 0, update_seconds = 0;
+  double seconds = 0, peak_activation_bytes = 0;
+  static constexpr std::array<double EpochMetrics::*, 9> summed_fields{
+      &EpochMetrics::loss_sum,       &EpochMetrics::correct,           &EpochMetrics::samples,
+      &EpochMetrics::steps,          &EpochMetrics::compute_seconds,   &EpochMetrics::wait_seconds,
+      &EpochMetrics::send_seconds,   &EpochMetrics::allreduce_seconds, &EpochMetrics::update_seconds};
+  static constexpr std::array<double EpochMetrics::*, 2> maximised_fields{&EpochMetrics::seconds,
+                                                                          &EpochMetrics::peak_activation_bytes};
+};
+
+}  // namespace detail
 
 template <class M, class Backend = transport::InProcess>
 class Trainer {
@@ -16639,41 +16725,45 @@ class Trainer {
                            double seconds, std::uint64_t step, const data::Dataset<T>* validation) {
     const StageStats& st = runner.stats();
     const bool counts = runner.last_stage();
-    std::vector<double> sums = {counts ? loss_sum : 0.0,
-                                counts ? static_cast<double>(correct) : 0.0,
-                                counts ? static_cast<double>(seen) : 0.0,
-                                static_cast<double>(st.steps),
-                                st.compute_seconds,
-                                st.wait_seconds,
-                                st.send_seconds,
-                                st.allreduce_seconds,
-                                st.update_seconds};
-    std::vector<double> maxima = {seconds, static_cast<double>(st.peak_activation_bytes)};
-    collective::allreduce_sum(e, std::span<double>(sums), default_tags::trainer_metrics);
-    collective::allreduce_max(e, std::span<double>(maxima), default_tags::trainer_metrics);
+    detail::EpochMetrics m;
+    m.loss_sum = counts ? loss_sum : 0.0;
+    m.correct = counts ? static_cast<double>(correct) : 0.0;
+    m.samples = counts ? static_cast<double>(seen) : 0.0;
+    m.steps = static_cast<double>(st.steps);
+    m.compute_seconds = st.compute_seconds;
+    m.wait_seconds = st.wait_seconds;
+    m.send_seconds = st.send_seconds;
+    m.allreduce_seconds = st.allreduce_seconds;
+    m.update_seconds = st.update_seconds;
+    m.seconds = seconds;
+    m.peak_activation_bytes = static_cast<double>(st.peak_activation_bytes);
+    m.reduce([&](std::span<double> sums, std::span<double> maxima) {
+      collective::allreduce_sum(e, sums, default_tags::trainer_metrics);
+      collective::allreduce_max(e, maxima, default_tags::trainer_metrics);
+    });
     EpochRecord rec;
     rec.step = step;
-    const double samples = std::max(sums[2], 1.0);
-    rec.train_loss = sums[0] / samples;
-    rec.train_accuracy = classifier ? sums[1] / samples : std::numeric_limits<double>::quiet_NaN();
-    rec.seconds = maxima[0];
-    rec.samples_per_second = sums[2] / std::max(maxima[0], 1e-9);
+    const double samples = std::max(m.samples, 1.0);
+    rec.train_loss = m.loss_sum / samples;
+    rec.train_accuracy = classifier ? m.correct / samples : std::numeric_limits<double>::quiet_NaN();
+    rec.seconds = m.seconds;
+    rec.samples_per_second = m.samples / std::max(m.seconds, 1e-9);
     rec.learning_rate = options_.learning_rate(step);
     if (validation) {
       const Evaluation ev = flotilla::detail::to_evaluation<M>(evaluate_share(e, runner, *validation));
       rec.val_loss = ev.loss;
       if (classifier) rec.val_accuracy = ev.accuracy;
     }
-    const double rank_steps = std::max(sums[3], 1.0);
+    const double rank_steps = std::max(m.steps, 1.0);
     rec.extra = {{"stages", static_cast<double>(runner.stages())},
                  {"replicas", static_cast<double>(runner.replicas())},
                  {"micro_batches", static_cast<double>(options_.micro_batches)},
-                 {"compute_ms_per_step", 1e3 * sums[4] / rank_steps},
-                 {"wait_ms_per_step", 1e3 * sums[5] / rank_steps},
-                 {"send_ms_per_step", 1e3 * sums[6] / rank_steps},
-                 {"allreduce_ms_per_step", 1e3 * sums[7] / rank_steps},
-                 {"update_ms_per_step", 1e3 * sums[8] / rank_steps},
-                 {"peak_activation_bytes", maxima[1]}};
+                 {"compute_ms_per_step", 1e3 * m.compute_seconds / rank_steps},
+                 {"wait_ms_per_step", 1e3 * m.wait_seconds / rank_steps},
+                 {"send_ms_per_step", 1e3 * m.send_seconds / rank_steps},
+                 {"allreduce_ms_per_step", 1e3 * m.allreduce_seconds / rank_steps},
+                 {"update_ms_per_step", 1e3 * m.update_seconds / rank_steps},
+                 {"peak_activation_bytes", m.peak_activation_bytes}};
     return rec;
   }
 
@@ -16874,8 +16964,137 @@ class Flags {
 }  // namespace flotilla::cli
 // ---- end flotilla/cli/flags.hpp ----
 
-// Testing helpers (finite-difference gradient checks for user-written layers and losses, and the
-// conformance suite for user-written transports).
+// Testing kits for user-written types: finite-difference gradient checks for layers and losses,
+// the contract checks of codecs and update policies, the conformance suite for transports.
+
+// ---- begin flotilla/testing/codec_check.hpp ----
+// Checks of a codec's contract, for flotilla's tests and for users' own codecs:
+//
+//   auto r = flotilla::testing::check_codec<MyCodec, float>();
+//   CHECK(r.passed());   // or print r.report()
+//
+// The Codec concept checks the signatures; this checks what a compiler cannot
+// (docs/concepts/codec.md, "What the compiler cannot check"): encoding is total (infinities and
+// NaN stay non-finite, finite values stay finite), deterministic, `decode_add` is `+= decode` value for
+// value, `lossless` tells the truth, and a sub-range of any length encodes and decodes on its own.
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::testing {
+
+struct CodecCheckResult {
+  std::string codec;
+  std::vector<std::string> failures;
+  std::size_t checks = 0;
+  bool passed() const noexcept { return failures.empty() && checks > 0; }
+  std::string report() const {
+    std::ostringstream out;
+    out << "codec " << codec << ": " << checks << " checks, " << failures.size() << " failed";
+    for (const auto& f : failures) out << "\n  " << f;
+    return out.str();
+  }
+};
+
+struct CodecCheckOptions {
+  std::uint64_t seed = 1;
+  /// Values per test buffer; sub-ranges of every length up to 17 are checked besides.
+  std::size_t values = 1000;
+};
+
+template <class C, class T>
+  requires Codec<C, T>
+CodecCheckResult check_codec(const CodecCheckOptions& o = {}) {
+  CodecCheckResult r;
+  r.codec = std::string(C::name);
+  auto expect = [&](bool ok, const std::string& what) {
+    ++r.checks;
+    if (!ok) r.failures.push_back(what);
+  };
+  auto encode = [](std::span<const T> values) {
+    std::vector<std::byte> bytes(C::encoded_size(values.size()));
+    C::encode(values, std::span<std::byte>(bytes));
+    return bytes;
+  };
+  auto decode = [](const std::vector<std::byte>& bytes, std::size_t n) {
+    std::vector<T> out(n);
+    C::decode(std::span<const std::byte>(bytes), std::span<T>(out));
+    return out;
+  };
+  auto same_bits = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; };
+
+  // Values of every kind a gradient holds: ordinary, tiny, huge, zero of both signs.
+  Generator g(o.seed);
+  std::vector<T> values(o.values);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double scale = std::pow(10.0, static_cast<double>(static_cast<int>(g.below(13)) - 8));  // 1e-8 .. 1e4
+    values[i] = static_cast<T>(g.normal<double>() * scale);
+  }
+  values[0] = T(0);
+  values[1] = -T(0);
+  values[2] = std::numeric_limits<T>::max();
+  values[3] = std::numeric_limits<T>::lowest();
+  values[4] = std::numeric_limits<T>::min();  // the smallest normal
+  values[5] = std::numeric_limits<T>::denorm_min();
+
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, values.size()})
+    expect(C::encoded_size(n) == C::encoded_size(n), "encoded_size(" + std::to_string(n) + ") is not a function of n alone");
+
+  // Deterministic: the same values, the same bytes.
+  const auto bytes = encode(values);
+  expect(bytes == encode(values), "encoding the same values twice gave different bytes");
+
+  // Total, and finite values stay finite (saturating rather than overflowing).
+  const auto back = decode(bytes, values.size());
+  std::size_t infinite = 0, wrong = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    infinite += std::isfinite(back[i]) ? 0 : 1;
+    if (C::lossless && !same_bits(back[i], values[i])) ++wrong;
+  }
+  expect(infinite == 0, std::to_string(infinite) + " finite values decoded as infinite or NaN (encoding must saturate)");
+  if (C::lossless) expect(wrong == 0, std::to_string(wrong) + " values changed, but the codec says it is lossless");
+
+  // Infinities and NaN stay non-finite, so a diverging run is still seen to diverge (a narrow
+  // format may decode an infinity as NaN, but not as the other infinity).
+  const std::vector<T> special = {std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity(),
+                                  std::numeric_limits<T>::quiet_NaN()};
+  const auto special_back = decode(encode(special), special.size());
+  expect(!std::isfinite(special_back[0]) && !(special_back[0] < 0), "+inf did not decode as +inf or NaN");
+  expect(!std::isfinite(special_back[1]) && !(special_back[1] > 0), "-inf did not decode as -inf or NaN");
+  expect(std::isnan(special_back[2]), "NaN did not decode as NaN");
+
+  // decode_add(b, v) is v += decode(b), value for value.
+  std::vector<T> sum(values.size());
+  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = static_cast<T>(g.normal<double>());
+  std::vector<T> want = sum;
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = want[i] + back[i];
+  C::decode_add(std::span<const std::byte>(bytes), std::span<T>(sum));
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < sum.size(); ++i) differ += same_bits(sum[i], want[i]) ? 0 : 1;
+  expect(differ == 0, "decode_add differs from adding decode's values at " + std::to_string(differ) + " values");
+
+  // Each message stands alone: sub-ranges of any length, at any offset, encode to encoded_size
+  // bytes and decode to finite values (exactly, for a lossless codec).
+  for (std::size_t n = 1; n <= 17 && n + 7 <= values.size(); ++n) {
+    const std::span<const T> part = std::span<const T>(values).subspan(7, n);
+    const auto part_bytes = encode(part);
+    const auto part_back = decode(part_bytes, n);
+    bool ok = part_bytes.size() == C::encoded_size(n);
+    for (std::size_t i = 0; i < n; ++i)
+      ok = ok && std::isfinite(part_back[i]) && (!C::lossless || same_bits(part_back[i], part[i]));
+    expect(ok, "a sub-range of " + std::to_string(n) + " values did not encode and decode on its own");
+  }
+  return r;
+}
+
+}  // namespace flotilla::testing
+// ---- end flotilla/testing/codec_check.hpp ----
 
 // ---- begin flotilla/testing/gradient_check.hpp ----
 // Finite-difference checks of layers and losses, for flotilla's tests and for users' own layers:
@@ -17093,6 +17312,142 @@ GradientCheckResult check_loss(std::size_t outputs = 5, const GradientCheckOptio
 
 }  // namespace flotilla::testing
 // ---- end flotilla/testing/gradient_check.hpp ----
+
+// ---- begin flotilla/testing/policy_check.hpp ----
+// Checks of an update policy (and the gradient exchange it names), for flotilla's tests and for
+// users' own policies:
+//
+//   auto r = flotilla::testing::check_policy<MyPolicy>();
+//   CHECK(r.passed());   // or print r.report()
+//
+// The UpdatePolicy and GradientExchange concepts check the signatures; this trains a small
+// classifier with the policy on in-process workers and checks what a compiler cannot
+// (docs/concepts/update_policy.md, docs/concepts/gradient_exchange.md): every worker makes the
+// same collective calls (a mismatch ends in an error or a timeout, reported here), every worker
+// ends with the same parameters, the loss falls, and a second run from the same seed ends on the
+// same bits. Asynchronous policies with several workers are not repeatable by design (which
+// push arrives first decides), and are not held to the last check.
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <exception>
+#include <sstream>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::testing {
+
+struct PolicyCheckResult {
+  std::string policy;
+  std::vector<std::string> failures;
+  std::size_t checks = 0;
+  bool passed() const noexcept { return failures.empty() && checks > 0; }
+  std::string report() const {
+    std::ostringstream out;
+    out << "policy " << policy << ": " << checks << " checks, " << failures.size() << " failed";
+    for (const auto& f : failures) out << "\n  " << f;
+    return out.str();
+  }
+};
+
+struct PolicyCheckOptions {
+  std::uint64_t seed = 1;
+  std::size_t epochs = 6;
+  /// Worker counts to train with, each a job of its own.
+  std::vector<std::size_t> workers = {2, 3};
+  /// Parameter-server policies: servers per job.
+  std::size_t servers = 2;
+  /// How far the last epoch's training loss must fall below the first's (a fraction of it).
+  double loss_drop = 0.2;
+  /// Whether every worker must end with the same parameters (a policy that lets them differ on
+  /// purpose, between its averaging steps, sets false). Not asked of asynchronous servers, whose
+  /// workers each take the servers' parameters when they finish.
+  bool workers_end_equal = true;
+};
+
+namespace detail {
+
+/// Four classes in 8 inputs: the signs of the first two, under noise. Fixed by the seed.
+inline data::Dataset<float> policy_check_data(std::uint64_t seed) {
+  data::Dataset<float> d;
+  d.name = "quadrants";
+  d.classes = 4;
+  d.inputs.resize(8, 480);
+  d.labels.resize(480);
+  Generator g(seed);
+  for (Eigen::Index s = 0; s < 480; ++s) {
+    for (Eigen::Index i = 0; i < 8; ++i) d.inputs(i, s) = g.normal<float>();
+    d.labels[static_cast<std::size_t>(s)] = (d.inputs(0, s) > 0 ? 1 : 0) + (d.inputs(1, s) > 0 ? 2 : 0);
+  }
+  return d;
+}
+
+}  // namespace detail
+
+template <class Policy>
+PolicyCheckResult check_policy(const PolicyCheckOptions& o = {}, Policy policy = {}) {
+  static_assert(UpdatePolicy<Policy>, "check_policy<P>: P is not an update policy (see docs/concepts/update_policy.md)");
+  using Net = Sequential<Input<8>, Dense<16>, Tanh, Dense<4>>;
+  using M = Model<Net, SoftmaxCrossEntropy, optim::Momentum>;
+  constexpr bool repeatable = !ParameterServerPolicy<Policy> || [] {
+    if constexpr (ParameterServerPolicy<Policy>) return Policy::aggregate; else return true;
+  }();
+
+  PolicyCheckResult r;
+  r.policy = std::string(Policy::name);
+  auto expect = [&](bool ok, const std::string& what) {
+    ++r.checks;
+    if (!ok) r.failures.push_back(what);
+  };
+  const auto data = detail::policy_check_data(o.seed);
+  for (const std::size_t workers : o.workers) {
+    const std::string job = std::to_string(workers) + " workers: ";
+    TrainerOptions<M> options;
+    options.optimizer.learning_rate = 0.05;
+    options.batch_size = 8;
+    options.seed = o.seed;
+    options.workers = workers;
+    options.servers = o.servers;
+    FitOptions fit;
+    fit.epochs = o.epochs;
+    fit.log = nullptr;
+    auto parameters_of = [](const Trainer<M, Policy>& t, std::size_t w) {
+      const auto* e = t.engine(w);
+      return e ? std::vector<float>(e->parameters().begin(), e->parameters().end()) : std::vector<float>{};
+    };
+    std::vector<float> first_run;
+    for (int run = 0; run < (repeatable ? 2 : 1); ++run) {
+      try {
+        Trainer<M, Policy> t(options, policy);
+        const History h = t.fit(data, nullptr, fit);
+        if (run == 1) {
+          expect(parameters_of(t, 0) == first_run, job + "a second run from the same seed ended on other parameters");
+          continue;
+        }
+        expect(h.size() == o.epochs, job + "fit() returned " + std::to_string(h.size()) + " epoch records, not " +
+                                         std::to_string(o.epochs));
+        if (h.size() != o.epochs || h.empty()) continue;
+        const double first = h.front().train_loss, last = h.back().train_loss;
+        expect(std::isfinite(last) && last <= (1 - o.loss_drop) * first,
+               job + "the training loss went from " + std::to_string(first) + " to " + std::to_string(last) +
+                   "; it should fall by " + std::to_string(100 * o.loss_drop) + "%");
+        first_run = parameters_of(t, 0);
+        if (!o.workers_end_equal || !repeatable) continue;
+        bool equal = true;
+        for (std::size_t w = 1; w < workers; ++w) equal = equal && parameters_of(t, w) == first_run;
+        expect(equal, job + "the workers ended with different parameters (every worker must apply the same update, "
+                            "adding contributions in an order that does not depend on the worker)");
+      } catch (const std::exception& e) {
+        expect(false, job + "training failed: " + e.what());
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace flotilla::testing
+// ---- end flotilla/testing/policy_check.hpp ----
 
 // ---- begin flotilla/testing/transport_conformance.hpp ----
 // The semantics every Transport must have (docs/concepts/transport.md, "What the compiler cannot

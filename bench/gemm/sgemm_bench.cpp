@@ -1,4 +1,4 @@
-// Micro-benchmark of flotilla's single-precision GEMM (core/sgemm.hpp) against Eigen's product on
+// Micro-benchmark of flotilla's single-precision GEMM (core/detail/sgemm.hpp) against Eigen's product on
 // the shapes flotilla's MLP and CNN examples run, plus a large square. See README.md.
 //
 //   sgemm_bench [--cpu] [--reps N] [filter]
@@ -25,7 +25,7 @@
 #include <Eigen/Core>
 
 #include "flotilla/core/random.hpp"
-#include "flotilla/core/sgemm.hpp"
+#include "flotilla/core/detail/sgemm.hpp"
 
 namespace {
 

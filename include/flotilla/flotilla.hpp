@@ -1,7 +1,9 @@
 #pragma once
 // flotilla's umbrella header: `#include <flotilla/flotilla.hpp>` gives the whole library.
 //
-// It includes every public header under include/flotilla/ except the optional ones that need a
+// It includes every public header under include/flotilla/ (never one under a detail/ folder:
+// those are the library's internals, reached through the public headers that use them) except
+// the optional ones that need a
 // dependency beyond Eigen and the standard library, which you include yourself when you use them:
 //   flotilla/transport/tcp*   (sockets)
 //   flotilla/transport/mpi*   (an MPI implementation; CMake option FLOTILLA_WITH_MPI)
@@ -23,7 +25,6 @@
 #include "flotilla/core/hmac.hpp"
 #include "flotilla/core/linkage.hpp"
 #include "flotilla/core/random.hpp"
-#include "flotilla/core/sgemm.hpp"
 #include "flotilla/core/sha256.hpp"
 #include "flotilla/core/shape.hpp"
 #include "flotilla/core/tensor.hpp"
@@ -71,20 +72,19 @@
 #include "flotilla/model.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
-#include "flotilla/train/checkpoint_saving.hpp"
 #include "flotilla/train/confusion.hpp"
 #include "flotilla/train/evaluation.hpp"
 #include "flotilla/train/fit_options.hpp"
 #include "flotilla/train/history.hpp"
 #include "flotilla/train/metrics_log.hpp"
-#include "flotilla/train/model_checkpoint.hpp"
 #include "flotilla/train/plot.hpp"
 #include "flotilla/train/progress.hpp"
+#include "flotilla/train/overlap.hpp"
 #include "flotilla/train/trainer.hpp"
+#include "flotilla/train/trainer_options.hpp"
+#include "flotilla/train/training_options.hpp"
+#include "flotilla/train/worker_loss.hpp"
 
-#include "flotilla/train/dataset_check.hpp"
-#include "flotilla/train/engine.hpp"
-#include "flotilla/train/ready_runner.hpp"
 #include "flotilla/train/timeline.hpp"
 
 // Distributed training. Transports between ranks (TCP and MPI need their own includes:
@@ -103,8 +103,11 @@
 #include "flotilla/codec/error_feedback.hpp"
 #include "flotilla/codec/fp16.hpp"
 #include "flotilla/codec/fp32.hpp"
-#include "flotilla/topology/parameter_server.hpp"
-#include "flotilla/topology/ring.hpp"
+#include "flotilla/concepts/gradient_exchange.hpp"
+#include "flotilla/exchange/local.hpp"
+#include "flotilla/exchange/policy_exchange.hpp"
+#include "flotilla/exchange/push_to_servers.hpp"
+#include "flotilla/exchange/ring_allreduce.hpp"
 #include "flotilla/core/topology.hpp"
 #include "flotilla/policy/accumulate.hpp"
 #include "flotilla/policy/asynchronous.hpp"
@@ -117,7 +120,9 @@
 // Command-line flags for training programs.
 #include "flotilla/cli/flags.hpp"
 
-// Testing helpers (finite-difference gradient checks for user-written layers and losses, and the
-// conformance suite for user-written transports).
+// Testing kits for user-written types: finite-difference gradient checks for layers and losses,
+// the contract checks of codecs and update policies, the conformance suite for transports.
+#include "flotilla/testing/codec_check.hpp"
 #include "flotilla/testing/gradient_check.hpp"
+#include "flotilla/testing/policy_check.hpp"
 #include "flotilla/testing/transport_conformance.hpp"

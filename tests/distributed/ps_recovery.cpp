@@ -27,7 +27,7 @@
 #include "../common/recovery_job.hpp"
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/optim/sgd.hpp"
-#include "flotilla/topology/parameter_server.hpp"
+#include "flotilla/topology/detail/parameter_server.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "../common/test_program.hpp"
 

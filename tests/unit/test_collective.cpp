@@ -21,7 +21,7 @@
 #include "flotilla/collective/allreduce_small.hpp"
 #include "flotilla/collective/broadcast.hpp"
 #include "flotilla/collective/ring_allreduce.hpp"
-#include "flotilla/collective/serial_worker.hpp"
+#include "flotilla/collective/detail/serial_worker.hpp"
 #include "flotilla/transport/in_process.hpp"
 
 namespace unit_collective {

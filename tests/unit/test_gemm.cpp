@@ -1,4 +1,4 @@
-// flotilla's single-precision GEMM (core/sgemm.hpp) against a naive product accumulated in
+// flotilla's single-precision GEMM (core/detail/sgemm.hpp) against a naive product accumulated in
 // double, and the layers' float fast paths (Conv2D's implicit im2col, the bias folded into the
 // product) against the same layers in double.
 //
@@ -27,7 +27,7 @@
 
 #include "flotilla/core/gemm.hpp"
 #include "flotilla/core/random.hpp"
-#include "flotilla/core/sgemm.hpp"
+#include "flotilla/core/detail/sgemm.hpp"
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/dense.hpp"
 

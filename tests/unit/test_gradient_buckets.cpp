@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "flotilla/flotilla.hpp"
-#include "flotilla/train/ready_runner.hpp"
+#include "flotilla/train/detail/ready_runner.hpp"
 
 namespace unit_streaming {
 

@@ -1,5 +1,5 @@
 // The worker's side of the parameter-server protocol with its traffic already encoded, as a GPU
-// engine hands it over (topology/parameter_server.hpp: push_encoded, pull_encoded): the same bytes
+// engine hands it over (topology/detail/parameter_server.hpp: push_encoded, pull_encoded): the same bytes
 // on the wire as the host's encode, each shard's codes taken from the right place, and codes that
 // do not cover a shard refused with an error naming it. Over the in-process transport, with the
 // servers' side written out here.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "flotilla/codec/fp16.hpp"
-#include "flotilla/topology/parameter_server.hpp"
+#include "flotilla/topology/detail/parameter_server.hpp"
 #include "flotilla/transport/in_process.hpp"
 
 namespace unit_ps_client {

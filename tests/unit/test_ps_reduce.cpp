@@ -1,4 +1,4 @@
-// The workers' reductions through parameter server 0 (topology/ps_reduce.hpp), over the in-process
+// The workers' reductions through parameter server 0 (topology/detail/ps_reduce.hpp), over the in-process
 // transport: sums in worker order and maxima, the contributor list that tells the workers who is
 // left, a round that completes without a worker that is gone, and a malformed announcement refused
 // with an error naming the worker. The server side runs a minimal loop here, not
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "flotilla/topology/ps_reduce.hpp"
+#include "flotilla/topology/detail/ps_reduce.hpp"
 #include "flotilla/transport/in_process.hpp"
 
 namespace unit_ps_reduce {

@@ -1,4 +1,4 @@
-// Parameter server 0 re-admitting a lost worker that restarted (topology/parameter_server.hpp),
+// Parameter server 0 re-admitting a lost worker that restarted (topology/detail/parameter_server.hpp),
 // driven by a scripted endpoint: the messages a server receives, and the loss of a worker, in a
 // chosen order; what it sends is recorded. Checks the clean round boundary: a rejoiner is
 // admitted at once when every live worker is mid-epoch and no reduction round is open, is held
@@ -19,7 +19,7 @@
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/optim/sgd.hpp"
-#include "flotilla/topology/parameter_server.hpp"
+#include "flotilla/topology/detail/parameter_server.hpp"
 
 namespace unit_ps_rejoin {
 

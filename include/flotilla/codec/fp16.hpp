@@ -27,7 +27,7 @@
 
 // The kernels and the codec live in an inline namespace named after the path, so translation
 // units built with different flags get distinct symbols rather than one (ODR-violating) definition
-// that the linker picks for all of them (as core/sgemm_kernel.hpp does).
+// that the linker picks for all of them (as core/detail/sgemm_kernel.hpp does).
 #if !defined(FLOTILLA_NO_CODEC_SIMD) && defined(__AVX512F__)
 #define FLOTILLA_FP16_ISA fp16_avx512
 #elif !defined(FLOTILLA_NO_CODEC_SIMD) && defined(__AVX__) && defined(__F16C__)

@@ -22,7 +22,7 @@
 #include <type_traits>
 
 #include "flotilla/codec/fp32.hpp"
-#include "flotilla/collective/scratch.hpp"
+#include "flotilla/collective/detail/scratch.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/transport/operation.hpp"
 

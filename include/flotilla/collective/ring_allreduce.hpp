@@ -26,8 +26,8 @@
 
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/collective/recursive_doubling.hpp"
-#include "flotilla/collective/scratch.hpp"
-#include "flotilla/collective/serial_worker.hpp"
+#include "flotilla/collective/detail/scratch.hpp"
+#include "flotilla/collective/detail/serial_worker.hpp"
 #include "flotilla/collective/tags.hpp"
 #include "flotilla/concepts/codec.hpp"
 #include "flotilla/concepts/transport.hpp"

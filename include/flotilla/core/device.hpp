@@ -1,7 +1,7 @@
 #pragma once
 // Where a model's arithmetic runs: the last template argument of Model<Net, Loss, Optimizer, T,
 // Device>. The same layer, loss and optimizer types serve every device; the device picks the engine
-// that runs them (train/engine.hpp), and everything above the engine (policies, transports,
+// that runs them (train/detail/engine.hpp), and everything above the engine (policies, transports,
 // checkpoints) sees the same flat host buffers whichever it is.
 namespace flotilla::device {
 

@@ -4,7 +4,7 @@
 // without touching any layer.
 //
 // Single-precision products of matrices that lie in memory (Maps, possibly transposed) go to
-// flotilla's own packed GEMM (core/sgemm.hpp) when the target has one (AVX-512 or AVX2+FMA);
+// flotilla's own packed GEMM (core/detail/sgemm.hpp) when the target has one (AVX-512 or AVX2+FMA);
 // everything else (double, other expressions, plain x86-64 builds) goes to Eigen's product.
 #include <cassert>
 #include <cstddef>
@@ -12,7 +12,7 @@
 
 #include <Eigen/Core>
 
-#include "flotilla/core/sgemm.hpp"
+#include "flotilla/core/detail/sgemm.hpp"
 
 namespace flotilla::detail {
 inline namespace FLOTILLA_SGEMM_ISA {

@@ -1,6 +1,6 @@
 #pragma once
 // cuda::Engine<M>: one rank's compute on a GPU, for Model<Net, Loss, Optimizer, float, device::Cuda>.
-// It has train/engine.hpp's interface, and detail::engine_for picks it, so Trainer, the policies,
+// It has train/detail/engine.hpp's interface, and detail::engine_for picks it, so Trainer, the policies,
 // the transports and checkpoints work unchanged.
 //
 // The flat parameter and gradient buffers live in device memory, with page-locked host mirrors
@@ -26,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "flotilla/concepts/engine.hpp"
 #include "flotilla/core/device.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/cuda/buffer.hpp"
@@ -36,7 +37,7 @@
 #include "flotilla/cuda/optimizers.hpp"
 #include "flotilla/loss/mse.hpp"
 #include "flotilla/loss/softmax_cross_entropy.hpp"
-#include "flotilla/train/engine.hpp"
+#include "flotilla/train/detail/engine.hpp"
 
 namespace flotilla::cuda {
 
@@ -49,6 +50,11 @@ class Engine {
  public:
   using T = float;
   using network_type = Network<typename M::architecture>;
+  // What the Engine concept (concepts/engine.hpp) reads its members' types from.
+  using model_type = M;
+  using scalar_type = T;
+  using batch_type = data::Batch<T>;
+  using dataset_type = data::Dataset<T>;
   static constexpr std::size_t parameter_count = M::parameter_count;
   static constexpr bool classifier = M::loss::target == TargetKind::labels;
   static constexpr std::size_t input_size = M::input_shape::size;
@@ -468,5 +474,6 @@ namespace flotilla::detail {
 template <class M>
 struct engine_for<M, device::Cuda> {
   using type = cuda::Engine<M>;
+  static_assert(ComputeEngine<type>, "cuda::Engine does not satisfy ComputeEngine (concepts/engine.hpp)");
 };
 }  // namespace flotilla::detail

@@ -3,7 +3,7 @@
 // soon as backward has finished it, with `Codec` on the wire; with error feedback, what the
 // encoding rounds away is carried into this worker's next push of the shard. The default exchange
 // of parameter-server policies; the pull of the updated parameters follows once every shard is
-// pushed (train/server_path.hpp).
+// pushed (train/detail/server_path.hpp).
 //
 // Its bucket's peers are the servers, with one member: push(shard), which sends the shard of the
 // worker's gradient buffer; a GPU engine that encodes the pushed values itself (error feedback
@@ -15,7 +15,7 @@
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/concepts/codec.hpp"
 #include "flotilla/concepts/gradient_exchange.hpp"
-#include "flotilla/exchange/error_feedback_state.hpp"
+#include "flotilla/exchange/detail/residuals.hpp"
 
 namespace flotilla::exchange {
 

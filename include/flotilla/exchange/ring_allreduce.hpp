@@ -11,7 +11,7 @@
 #include "flotilla/collective/ring_allreduce.hpp"
 #include "flotilla/concepts/codec.hpp"
 #include "flotilla/concepts/gradient_exchange.hpp"
-#include "flotilla/exchange/error_feedback_state.hpp"
+#include "flotilla/exchange/detail/residuals.hpp"
 
 namespace flotilla::exchange {
 

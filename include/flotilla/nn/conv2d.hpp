@@ -6,7 +6,7 @@
 // im2col is a sequence of contiguous copies, and the product W (F x K*K*C) * cols (K*K*C x pixels)
 // writes the output channels-last too, with no transposition anywhere.
 //
-// In float, where flotilla has its own GEMM kernel (core/sgemm.hpp), the cols matrix is never
+// In float, where flotilla has its own GEMM kernel (core/detail/sgemm.hpp), the cols matrix is never
 // built: the GEMM's B packers copy patch values straight from the image into the packed slivers
 // (implicit im2col), both for the forward product and for the weight gradient dW = dY cols^T.
 // Building cols first and having GEMM pack it again would move every value twice more through
@@ -28,7 +28,7 @@
 
 #include "flotilla/concepts/initializer.hpp"
 #include "flotilla/core/gemm.hpp"
-#include "flotilla/core/sgemm.hpp"
+#include "flotilla/core/detail/sgemm.hpp"
 #include "flotilla/core/shape.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/nn/init.hpp"

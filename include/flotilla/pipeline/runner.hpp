@@ -50,7 +50,7 @@
 #include "flotilla/pipeline/plan.hpp"
 #include "flotilla/pipeline/schedule.hpp"
 #include "flotilla/pipeline/stage_network.hpp"
-#include "flotilla/train/engine.hpp"
+#include "flotilla/train/detail/engine.hpp"
 #include "flotilla/train/timeline.hpp"
 #include "flotilla/transport/group.hpp"
 

@@ -24,6 +24,7 @@
 // flotilla::Trainer<Model>::save() would, and load() reads one that it wrote. Checkpoint sets
 // (FitOptions::checkpoints) need no gathering: each stage's rank of replica 0 writes its slice.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -51,13 +52,14 @@
 #include "flotilla/pipeline/schedule.hpp"
 #include "flotilla/pipeline/stage_network.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
-#include "flotilla/train/checkpoint_saving.hpp"
-#include "flotilla/train/dataset_check.hpp"
+#include "flotilla/train/detail/checkpoint_saving.hpp"
+#include "flotilla/train/detail/dataset_check.hpp"
+#include "flotilla/train/detail/epoch_metrics.hpp"
 #include "flotilla/train/evaluation.hpp"
 #include "flotilla/train/fit_options.hpp"
 #include "flotilla/train/history.hpp"
 #include "flotilla/train/metrics_log.hpp"
-#include "flotilla/train/model_checkpoint.hpp"
+#include "flotilla/train/detail/model_checkpoint.hpp"
 #include "flotilla/train/plot.hpp"
 #include "flotilla/train/progress.hpp"
 #include "flotilla/train/timeline.hpp"
@@ -76,6 +78,25 @@ struct TrainerOptions : flotilla::TrainingOptions<M> {
   /// backends than in-process take the job from the launcher; it must have that many ranks.
   std::size_t replicas = 1;
 };
+
+namespace detail {
+
+/// What one rank of a pipeline measured over an epoch, by name: the loss and counts (on the last
+/// stages, where they are known), steps and times add up over the job; the wall time and the
+/// activation memory take the largest.
+struct EpochMetrics : flotilla::detail::ReducedMetrics<EpochMetrics> {
+  double loss_sum = 0, correct = 0, samples = 0, steps = 0;
+  double compute_seconds = 0, wait_seconds = 0, send_seconds = 0, allreduce_seconds = 0, update_seconds = 0;
+  double seconds = 0, peak_activation_bytes = 0;
+  static constexpr std::array<double EpochMetrics::*, 9> summed_fields{
+      &EpochMetrics::loss_sum,       &EpochMetrics::correct,           &EpochMetrics::samples,
+      &EpochMetrics::steps,          &EpochMetrics::compute_seconds,   &EpochMetrics::wait_seconds,
+      &EpochMetrics::send_seconds,   &EpochMetrics::allreduce_seconds, &EpochMetrics::update_seconds};
+  static constexpr std::array<double EpochMetrics::*, 2> maximised_fields{&EpochMetrics::seconds,
+                                                                          &EpochMetrics::peak_activation_bytes};
+};
+
+}  // namespace detail
 
 template <class M, class Backend = transport::InProcess>
 class Trainer {
@@ -566,41 +587,45 @@ class Trainer {
                            double seconds, std::uint64_t step, const data::Dataset<T>* validation) {
     const StageStats& st = runner.stats();
     const bool counts = runner.last_stage();
-    std::vector<double> sums = {counts ? loss_sum : 0.0,
-                                counts ? static_cast<double>(correct) : 0.0,
-                                counts ? static_cast<double>(seen) : 0.0,
-                                static_cast<double>(st.steps),
-                                st.compute_seconds,
-                                st.wait_seconds,
-                                st.send_seconds,
-                                st.allreduce_seconds,
-                                st.update_seconds};
-    std::vector<double> maxima = {seconds, static_cast<double>(st.peak_activation_bytes)};
-    collective::allreduce_sum(e, std::span<double>(sums), default_tags::trainer_metrics);
-    collective::allreduce_max(e, std::span<double>(maxima), default_tags::trainer_metrics);
+    detail::EpochMetrics m;
+    m.loss_sum = counts ? loss_sum : 0.0;
+    m.correct = counts ? static_cast<double>(correct) : 0.0;
+    m.samples = counts ? static_cast<double>(seen) : 0.0;
+    m.steps = static_cast<double>(st.steps);
+    m.compute_seconds = st.compute_seconds;
+    m.wait_seconds = st.wait_seconds;
+    m.send_seconds = st.send_seconds;
+    m.allreduce_seconds = st.allreduce_seconds;
+    m.update_seconds = st.update_seconds;
+    m.seconds = seconds;
+    m.peak_activation_bytes = static_cast<double>(st.peak_activation_bytes);
+    m.reduce([&](std::span<double> sums, std::span<double> maxima) {
+      collective::allreduce_sum(e, sums, default_tags::trainer_metrics);
+      collective::allreduce_max(e, maxima, default_tags::trainer_metrics);
+    });
     EpochRecord rec;
     rec.step = step;
-    const double samples = std::max(sums[2], 1.0);
-    rec.train_loss = sums[0] / samples;
-    rec.train_accuracy = classifier ? sums[1] / samples : std::numeric_limits<double>::quiet_NaN();
-    rec.seconds = maxima[0];
-    rec.samples_per_second = sums[2] / std::max(maxima[0], 1e-9);
+    const double samples = std::max(m.samples, 1.0);
+    rec.train_loss = m.loss_sum / samples;
+    rec.train_accuracy = classifier ? m.correct / samples : std::numeric_limits<double>::quiet_NaN();
+    rec.seconds = m.seconds;
+    rec.samples_per_second = m.samples / std::max(m.seconds, 1e-9);
     rec.learning_rate = options_.learning_rate(step);
     if (validation) {
       const Evaluation ev = flotilla::detail::to_evaluation<M>(evaluate_share(e, runner, *validation));
       rec.val_loss = ev.loss;
       if (classifier) rec.val_accuracy = ev.accuracy;
     }
-    const double rank_steps = std::max(sums[3], 1.0);
+    const double rank_steps = std::max(m.steps, 1.0);
     rec.extra = {{"stages", static_cast<double>(runner.stages())},
                  {"replicas", static_cast<double>(runner.replicas())},
                  {"micro_batches", static_cast<double>(options_.micro_batches)},
-                 {"compute_ms_per_step", 1e3 * sums[4] / rank_steps},
-                 {"wait_ms_per_step", 1e3 * sums[5] / rank_steps},
-                 {"send_ms_per_step", 1e3 * sums[6] / rank_steps},
-                 {"allreduce_ms_per_step", 1e3 * sums[7] / rank_steps},
-                 {"update_ms_per_step", 1e3 * sums[8] / rank_steps},
-                 {"peak_activation_bytes", maxima[1]}};
+                 {"compute_ms_per_step", 1e3 * m.compute_seconds / rank_steps},
+                 {"wait_ms_per_step", 1e3 * m.wait_seconds / rank_steps},
+                 {"send_ms_per_step", 1e3 * m.send_seconds / rank_steps},
+                 {"allreduce_ms_per_step", 1e3 * m.allreduce_seconds / rank_steps},
+                 {"update_ms_per_step", 1e3 * m.update_seconds / rank_steps},
+                 {"peak_activation_bytes", m.peak_activation_bytes}};
     return rec;
   }
 

@@ -9,7 +9,7 @@
 
 #include "flotilla/model.hpp"
 #include "flotilla/train/confusion.hpp"
-#include "flotilla/train/engine.hpp"
+#include "flotilla/train/detail/engine.hpp"
 
 namespace flotilla {
 

@@ -3,8 +3,8 @@
 // transport can go on without a peer; over MPI (without ULFM) and in-process the job stops.
 //
 // How each topology goes on is its own business: parameter-server workers learn the live set from
-// server 0 (train/live_workers.hpp); ring workers agree on it among themselves and re-form the
-// ring (train/ring_recovery.hpp). docs/reliability.md, "Recovery", has the whole story.
+// server 0 (train/detail/live_workers.hpp); ring workers agree on it among themselves and re-form the
+// ring (train/detail/ring_recovery.hpp). docs/reliability.md, "Recovery", has the whole story.
 namespace flotilla {
 
 enum class WorkerLoss {

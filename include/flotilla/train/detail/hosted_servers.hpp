@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "flotilla/core/error.hpp"
-#include "flotilla/topology/parameter_server.hpp"
+#include "flotilla/topology/detail/parameter_server.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
-#include "flotilla/train/checkpoint_saving.hpp"
+#include "flotilla/train/detail/checkpoint_saving.hpp"
 #include "flotilla/train/fit_options.hpp"
-#include "flotilla/train/model_checkpoint.hpp"
+#include "flotilla/train/detail/model_checkpoint.hpp"
 
 namespace flotilla::detail {
 

@@ -17,9 +17,9 @@
 
 #include "flotilla/concepts/gradient_exchange.hpp"
 #include "flotilla/concepts/update_policy.hpp"
-#include "flotilla/topology/parameter_server.hpp"
-#include "flotilla/train/live_workers.hpp"
-#include "flotilla/train/ready_runner.hpp"
+#include "flotilla/topology/detail/parameter_server.hpp"
+#include "flotilla/train/detail/live_workers.hpp"
+#include "flotilla/train/detail/ready_runner.hpp"
 #include "flotilla/train/timeline.hpp"
 #include "flotilla/train/trainer_options.hpp"
 #include "flotilla/train/worker_loss.hpp"

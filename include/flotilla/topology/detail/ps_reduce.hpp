@@ -31,8 +31,8 @@
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
-#include "flotilla/topology/ps_header.hpp"
-#include "flotilla/topology/ring.hpp"
+#include "flotilla/topology/detail/ps_header.hpp"
+#include "flotilla/topology/detail/ring.hpp"
 
 namespace flotilla::detail {
 

@@ -3,7 +3,7 @@
 //
 // Buckets follow the order in which backward finishes the gradients, last layer first, each at
 // least `bucket_bytes` long (large layers are cut: see make_buckets), so every worker forms the
-// same buckets. A ReadyRunner (train/ready_runner.hpp) allreduces each bucket as soon as backward
+// same buckets. A ReadyRunner (train/detail/ready_runner.hpp) allreduces each bucket as soon as backward
 // has finished it.
 #include <algorithm>
 #include <array>

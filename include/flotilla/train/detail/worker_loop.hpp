@@ -2,8 +2,8 @@
 // One worker rank's part of Trainer::fit(): its epochs and steps, the epoch's metrics and
 // evaluation, checkpoint sets, and, when a peer is lost, going on with the survivors.
 //
-// A step goes one way through the worker's gradient path (train/peer_path.hpp on a ring,
-// train/server_path.hpp to parameter servers):
+// A step goes one way through the worker's gradient path (train/detail/peer_path.hpp on a ring,
+// train/detail/server_path.hpp to parameter servers):
 //
 //   engine: forward, backward ──(a bucket is final)──> ReadyRunner ──> the policy's exchange
 //   after backward: the path's update ──> policy.step(ctx) and the optimizer (ring), or the pull
@@ -33,21 +33,21 @@
 #include "flotilla/data/loader.hpp"
 #include "flotilla/model.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
-#include "flotilla/train/checkpoint_saving.hpp"
-#include "flotilla/train/epoch_metrics.hpp"
+#include "flotilla/train/detail/checkpoint_saving.hpp"
+#include "flotilla/train/detail/epoch_metrics.hpp"
 #include "flotilla/train/evaluation.hpp"
 #include "flotilla/train/fit_options.hpp"
 #include "flotilla/train/history.hpp"
-#include "flotilla/train/live_workers.hpp"
+#include "flotilla/train/detail/live_workers.hpp"
 #include "flotilla/train/metrics_log.hpp"
-#include "flotilla/train/model_checkpoint.hpp"
+#include "flotilla/train/detail/model_checkpoint.hpp"
 #include "flotilla/train/overlap.hpp"
-#include "flotilla/train/peer_path.hpp"
+#include "flotilla/train/detail/peer_path.hpp"
 #include "flotilla/train/plot.hpp"
 #include "flotilla/train/progress.hpp"
-#include "flotilla/train/ring_recovery.hpp"
-#include "flotilla/train/server_path.hpp"
-#include "flotilla/train/survivors.hpp"
+#include "flotilla/train/detail/ring_recovery.hpp"
+#include "flotilla/train/detail/server_path.hpp"
+#include "flotilla/train/detail/survivors.hpp"
 #include "flotilla/train/timeline.hpp"
 #include "flotilla/train/trainer_options.hpp"
 

@@ -2,7 +2,7 @@
 // What a data-parallel worker measured over an epoch, by name, and how the workers' measurements
 // combine: counts, losses, times and traffic add up; the epoch's wall time and the parameter
 // servers' staleness take the largest. The collectives move them as two arrays of doubles (sums,
-// maxima), whose order the field lists below fix once.
+// maxima), whose order the field lists fix once (ReducedMetrics, which pipeline stages use too).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -18,7 +18,46 @@
 
 namespace flotilla::detail {
 
-struct EpochMetrics {
+/// What two collectives (a sum, a max) carry of a struct of named measurements: Derived lists
+/// its fields in `summed_fields` and `maximised_fields` (member pointers to double), and may add
+/// an array of further summed values (`summed_array()`), so the order on the wire is written once.
+template <class Derived>
+struct ReducedMetrics {
+  std::vector<double> sums() const {
+    const Derived& d = static_cast<const Derived&>(*this);
+    std::vector<double> v;
+    for (auto f : Derived::summed_fields) v.push_back(d.*f);
+    if constexpr (requires { d.summed_array(); })
+      for (const double x : d.summed_array()) v.push_back(x);
+    return v;
+  }
+  std::vector<double> maxima() const {
+    const Derived& d = static_cast<const Derived&>(*this);
+    std::vector<double> v;
+    for (auto f : Derived::maximised_fields) v.push_back(d.*f);
+    return v;
+  }
+  /// Takes the reduced arrays back (as sums() and maxima() laid them out).
+  void assign(std::span<const double> sums, std::span<const double> maxima) {
+    Derived& d = static_cast<Derived&>(*this);
+    for (std::size_t i = 0; i < Derived::summed_fields.size(); ++i) d.*Derived::summed_fields[i] = sums[i];
+    if constexpr (requires { d.summed_array(); }) {
+      std::size_t i = Derived::summed_fields.size();
+      for (double& x : d.summed_array()) x = sums[i++];
+    }
+    for (std::size_t i = 0; i < Derived::maximised_fields.size(); ++i) d.*Derived::maximised_fields[i] = maxima[i];
+  }
+  /// Sums and maximises over the ranks through `reduce(sums, maxima)` (collectives, or the
+  /// parameter servers' reduction).
+  template <class Reduce>
+  void reduce(Reduce&& reduce) {
+    std::vector<double> s = sums(), x = maxima();
+    reduce(std::span<double>(s), std::span<double>(x));
+    assign(s, x);
+  }
+};
+
+struct EpochMetrics : ReducedMetrics<EpochMetrics> {
   // Summed over the workers.
   double loss_sum = 0;  ///< per-sample losses
   double correct = 0;   ///< samples classified right
@@ -56,32 +95,8 @@ struct EpochMetrics {
     return m;
   }
 
-  std::vector<double> sums() const {
-    std::vector<double> v;
-    for (auto f : summed_fields) v.push_back(this->*f);
-    v.insert(v.end(), traffic.begin(), traffic.end());
-    return v;
-  }
-  std::vector<double> maxima() const {
-    std::vector<double> v;
-    for (auto f : maximised_fields) v.push_back(this->*f);
-    return v;
-  }
-  /// Takes the reduced arrays back (as sums() and maxima() laid them out).
-  void assign(std::span<const double> sums, std::span<const double> maxima) {
-    for (std::size_t i = 0; i < summed_fields.size(); ++i) this->*summed_fields[i] = sums[i];
-    for (std::size_t i = 0; i < traffic.size(); ++i) traffic[i] = sums[summed_fields.size() + i];
-    for (std::size_t i = 0; i < maximised_fields.size(); ++i) this->*maximised_fields[i] = maxima[i];
-  }
-
-  /// Sums and maximises over the workers through `reduce(sums, maxima)` (a collective, or the
-  /// parameter servers' reduction).
-  template <class Reduce>
-  void reduce(Reduce&& reduce) {
-    std::vector<double> s = sums(), x = maxima();
-    reduce(std::span<double>(s), std::span<double>(x));
-    assign(s, x);
-  }
+  std::span<double> summed_array() { return traffic; }
+  std::span<const double> summed_array() const { return traffic; }
 
   /// The training half of an epoch's record (validation is the trainer's), with the per-step
   /// means and maxima as `extra` columns; `workers` is how many contributed.

@@ -1,5 +1,5 @@
 #pragma once
-// The register-blocked micro-kernels behind flotilla's single-precision GEMM (core/sgemm.hpp), and
+// The register-blocked micro-kernels behind flotilla's single-precision GEMM (core/detail/sgemm.hpp), and
 // the block sizes that go with them.
 //
 // A micro-kernel computes one MR x NR tile of C from a packed sliver of A (MR rows, kc columns)

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "flotilla/topology/ring.hpp"
+#include "flotilla/topology/detail/ring.hpp"
 
 namespace flotilla::detail {
 

@@ -1,6 +1,6 @@
 #pragma once
-// The 32-byte header that starts every parameter-server message (topology/parameter_server.hpp
-// describes the protocol; topology/ps_reduce.hpp the workers' reductions through server 0).
+// The 32-byte header that starts every parameter-server message (topology/detail/parameter_server.hpp
+// describes the protocol; topology/detail/ps_reduce.hpp the workers' reductions through server 0).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

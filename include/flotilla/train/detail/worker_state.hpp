@@ -11,7 +11,7 @@
 
 #include "flotilla/concepts/gradient_exchange.hpp"
 #include "flotilla/model.hpp"
-#include "flotilla/train/engine.hpp"
+#include "flotilla/train/detail/engine.hpp"
 #include "flotilla/train/trainer_options.hpp"
 
 namespace flotilla::detail {

@@ -53,9 +53,9 @@
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/core/layer_args.hpp"
 #include "flotilla/optim/schedule.hpp"
-#include "flotilla/topology/ps_header.hpp"
-#include "flotilla/topology/ps_reduce.hpp"
-#include "flotilla/topology/ring.hpp"
+#include "flotilla/topology/detail/ps_header.hpp"
+#include "flotilla/topology/detail/ps_reduce.hpp"
+#include "flotilla/topology/detail/ring.hpp"
 
 namespace flotilla::detail {
 

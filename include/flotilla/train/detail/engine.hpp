@@ -26,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "flotilla/concepts/engine.hpp"
 #include "flotilla/concepts/optimizer.hpp"
 #include "flotilla/core/device.hpp"
 #include "flotilla/core/tensor.hpp"
@@ -65,6 +66,11 @@ class Engine {
  public:
   using T = typename M::scalar_type;
   using network_type = typename M::network;
+  // What the Engine concept (concepts/engine.hpp) reads its members' types from.
+  using model_type = M;
+  using scalar_type = T;
+  using batch_type = data::Batch<T>;
+  using dataset_type = data::Dataset<T>;
   static constexpr std::size_t parameter_count = M::parameter_count;
   static constexpr bool classifier = M::loss::target == TargetKind::labels;
   static constexpr std::size_t input_size = M::input_shape::size;
@@ -356,6 +362,7 @@ struct engine_for {
                 "Model<..., device::Cuda>: include <flotilla/cuda/engine.hpp> (from a .cu file compiled by nvcc, "
                 "linked to flotilla::cuda; see docs/gpu.md) before using a CUDA model in a Trainer");
   using type = Engine<M>;
+  static_assert(ComputeEngine<type>, "the CPU engine does not satisfy ComputeEngine (concepts/engine.hpp)");
 };
 
 }  // namespace detail

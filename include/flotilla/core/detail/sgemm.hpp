@@ -24,7 +24,7 @@
 
 #include <Eigen/Core>
 
-#include "flotilla/core/sgemm_kernel.hpp"
+#include "flotilla/core/detail/sgemm_kernel.hpp"
 #include "flotilla/core/tensor.hpp"
 
 namespace flotilla::detail {

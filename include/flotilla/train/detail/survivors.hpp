@@ -1,6 +1,6 @@
 #pragma once
 // Going on without a lost worker on a ring (TrainerOptions::on_worker_loss =
-// continue_with_survivors): the survivors agree on who is left (train/ring_recovery.hpp), re-form
+// continue_with_survivors): the survivors agree on who is left (train/detail/ring_recovery.hpp), re-form
 // their group, and take the state of the survivor that got furthest, so that they continue as one.
 #include <algorithm>
 #include <cstddef>
@@ -13,9 +13,9 @@
 
 #include "flotilla/collective/broadcast.hpp"
 #include "flotilla/core/error.hpp"
-#include "flotilla/topology/ring.hpp"
+#include "flotilla/topology/detail/ring.hpp"
 #include "flotilla/train/history.hpp"
-#include "flotilla/train/ring_recovery.hpp"
+#include "flotilla/train/detail/ring_recovery.hpp"
 
 namespace flotilla::detail {
 

@@ -2,9 +2,9 @@
 // How the workers of a parameter-server job that lose one of theirs agree on who is left
 // (TrainerOptions::on_worker_loss, train/worker_loss.hpp; docs/reliability.md, "Recovery").
 //
-// The servers drop a lost worker (topology/parameter_server.hpp). The workers never talk to one
+// The servers drop a lost worker (topology/detail/parameter_server.hpp). The workers never talk to one
 // another: their epoch-end reductions (metrics, evaluation, barriers) go through server 0
-// (topology/ps_reduce.hpp), whose answers list the workers that took part, the same list on
+// (topology/detail/ps_reduce.hpp), whose answers list the workers that took part, the same list on
 // each of them. That list is the live set: evaluation is split over it, and the metrics are those
 // of the workers in it. The transport may notice a death earlier (a closed connection): that is
 // logged at once, so that the log says when it happened, not only at the end of the epoch.
@@ -19,7 +19,7 @@
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/thread_pool.hpp"
-#include "flotilla/train/engine.hpp"
+#include "flotilla/train/detail/engine.hpp"
 #include "flotilla/train/worker_loss.hpp"
 
 namespace flotilla {

@@ -16,8 +16,8 @@
 #include "flotilla/collective/ring_allreduce.hpp"
 #include "flotilla/concepts/gradient_exchange.hpp"
 #include "flotilla/core/error.hpp"
-#include "flotilla/topology/ring.hpp"
-#include "flotilla/train/ready_runner.hpp"
+#include "flotilla/topology/detail/ring.hpp"
+#include "flotilla/train/detail/ready_runner.hpp"
 #include "flotilla/train/timeline.hpp"
 #include "flotilla/train/trainer_options.hpp"
 
