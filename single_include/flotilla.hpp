@@ -18,6 +18,8 @@
 //   flotilla/transport/tcp*   (sockets)
 //   flotilla/transport/mpi*   (an MPI implementation; CMake option FLOTILLA_WITH_MPI)
 //   flotilla/cuda/*           (the CUDA toolkit; CMake option FLOTILLA_WITH_CUDA)
+// and the testing kits, flotilla/testing/* (checks of users' own layers, losses, codecs, policies
+// and transports), which a test includes by name: a training program does not parse them.
 // The pattern list lives in tests/cmake/optional_headers.cmake.
 //
 // Keep this list complete when you add a header: the `umbrella_header_complete` test fails while a
@@ -8855,29 +8857,15 @@ class Residuals {
   std::vector<codec::ErrorFeedback<T>> feedback_;
 };
 
-}  // namespace flotilla::exchange::detail
-// ---- end flotilla/exchange/detail/residuals.hpp ----
-
-namespace flotilla::exchange {
-
-template <class T, class Codec = codec::Fp32, bool ErrorFeedback = false>
-class PushToServers {
-  static_assert(flotilla::Codec<Codec, T>, "exchange::PushToServers<T, Codec>: Codec cannot encode T");
+/// What an exchange with `Codec` on the wire keeps for error feedback: nothing for a lossless
+/// codec or without feedback; else a residual per bucket, offered to checkpoints (StatefulExchange).
+template <class T, class Codec, bool ErrorFeedback>
+class FeedbackState {
+ protected:
   static constexpr bool feeds_back = ErrorFeedback && !Codec::lossless;
+  Residuals<T> residuals_;
 
  public:
-  static constexpr std::string_view name = "push-to-servers";
-
-  /// `bucket.index` is the shard's (and its server's) index.
-  template <class Servers>
-  void exchange(GradientBucket<T, Servers>& bucket) {
-    if constexpr (feeds_back && !Servers::encodes_on_device) {
-      // Send the gradient plus what rounding dropped last step; keep what it drops now.
-      residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
-    }
-    bucket.peers.push(bucket.index);
-  }
-
   std::vector<std::span<const T>> state() const
     requires feeds_back
   {
@@ -8888,9 +8876,30 @@ class PushToServers {
   {
     residuals_.restore(saved);
   }
+};
 
- private:
-  detail::Residuals<T> residuals_;
+}  // namespace flotilla::exchange::detail
+// ---- end flotilla/exchange/detail/residuals.hpp ----
+
+namespace flotilla::exchange {
+
+template <class T, class Codec = codec::Fp32, bool ErrorFeedback = false>
+class PushToServers : public detail::FeedbackState<T, Codec, ErrorFeedback> {
+  using Feedback = detail::FeedbackState<T, Codec, ErrorFeedback>;
+  static_assert(flotilla::Codec<Codec, T>, "exchange::PushToServers<T, Codec>: Codec cannot encode T");
+
+ public:
+  static constexpr std::string_view name = "push-to-servers";
+
+  /// `bucket.index` is the shard's (and its server's) index.
+  template <class Servers>
+  void exchange(GradientBucket<T, Servers>& bucket) {
+    if constexpr (Feedback::feeds_back && !Servers::encodes_on_device) {
+      // Send the gradient plus what rounding dropped last step; keep what it drops now.
+      this->residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
+    }
+    bucket.peers.push(bucket.index);
+  }
 };
 
 }  // namespace flotilla::exchange
@@ -9563,10 +9572,9 @@ void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
 namespace flotilla::exchange {
 
 template <class T, class Codec = codec::Fp32, bool ErrorFeedback = false>
-class RingAllreduce {
+class RingAllreduce : public detail::FeedbackState<T, Codec, ErrorFeedback> {
+  using Feedback = detail::FeedbackState<T, Codec, ErrorFeedback>;
   static_assert(flotilla::Codec<Codec, T>, "exchange::RingAllreduce<T, Codec>: Codec cannot encode T");
-  // Feedback corrects rounding; a lossless codec has none, and keeps no residual.
-  static constexpr bool feeds_back = ErrorFeedback && !Codec::lossless;
 
  public:
   static constexpr std::string_view name = "ring-allreduce";
@@ -9575,25 +9583,11 @@ class RingAllreduce {
   void exchange(GradientBucket<T, Peers>& bucket) {
     // This worker's contribution is rounded once on its way out; the ring's first encoding of
     // the rounded values is then exact, so the residual covers all this worker loses.
-    if constexpr (feeds_back) residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
+    if constexpr (Feedback::feeds_back) this->residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
     collective::RingOptions o;
     o.tag = bucket.tag;
     collective::ring_allreduce<Codec>(bucket.peers, bucket.gradients, o);
   }
-
-  std::vector<std::span<const T>> state() const
-    requires feeds_back
-  {
-    return residuals_.state();
-  }
-  void restore(const std::vector<std::vector<T>>& saved)
-    requires feeds_back
-  {
-    residuals_.restore(saved);
-  }
-
- private:
-  detail::Residuals<T> residuals_;
 };
 
 }  // namespace flotilla::exchange
@@ -16964,653 +16958,4 @@ class Flags {
 }  // namespace flotilla::cli
 // ---- end flotilla/cli/flags.hpp ----
 
-// Testing kits for user-written types: finite-difference gradient checks for layers and losses,
-// the contract checks of codecs and update policies, the conformance suite for transports.
-
-// ---- begin flotilla/testing/codec_check.hpp ----
-// Checks of a codec's contract, for flotilla's tests and for users' own codecs:
-//
-//   auto r = flotilla::testing::check_codec<MyCodec, float>();
-//   CHECK(r.passed());   // or print r.report()
-//
-// The Codec concept checks the signatures; this checks what a compiler cannot
-// (docs/concepts/codec.md, "What the compiler cannot check"): encoding is total (infinities and
-// NaN stay non-finite, finite values stay finite), deterministic, `decode_add` is `+= decode` value for
-// value, `lossless` tells the truth, and a sub-range of any length encodes and decodes on its own.
-#include <cmath>
-#include <cstddef>
-#include <cstring>
-#include <limits>
-#include <span>
-#include <sstream>
-#include <string>
-#include <vector>
-
-
-namespace flotilla::testing {
-
-struct CodecCheckResult {
-  std::string codec;
-  std::vector<std::string> failures;
-  std::size_t checks = 0;
-  bool passed() const noexcept { return failures.empty() && checks > 0; }
-  std::string report() const {
-    std::ostringstream out;
-    out << "codec " << codec << ": " << checks << " checks, " << failures.size() << " failed";
-    for (const auto& f : failures) out << "\n  " << f;
-    return out.str();
-  }
-};
-
-struct CodecCheckOptions {
-  std::uint64_t seed = 1;
-  /// Values per test buffer; sub-ranges of every length up to 17 are checked besides.
-  std::size_t values = 1000;
-};
-
-template <class C, class T>
-  requires Codec<C, T>
-CodecCheckResult check_codec(const CodecCheckOptions& o = {}) {
-  CodecCheckResult r;
-  r.codec = std::string(C::name);
-  auto expect = [&](bool ok, const std::string& what) {
-    ++r.checks;
-    if (!ok) r.failures.push_back(what);
-  };
-  auto encode = [](std::span<const T> values) {
-    std::vector<std::byte> bytes(C::encoded_size(values.size()));
-    C::encode(values, std::span<std::byte>(bytes));
-    return bytes;
-  };
-  auto decode = [](const std::vector<std::byte>& bytes, std::size_t n) {
-    std::vector<T> out(n);
-    C::decode(std::span<const std::byte>(bytes), std::span<T>(out));
-    return out;
-  };
-  auto same_bits = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; };
-
-  // Values of every kind a gradient holds: ordinary, tiny, huge, zero of both signs.
-  Generator g(o.seed);
-  std::vector<T> values(o.values);
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const double scale = std::pow(10.0, static_cast<double>(static_cast<int>(g.below(13)) - 8));  // 1e-8 .. 1e4
-    values[i] = static_cast<T>(g.normal<double>() * scale);
-  }
-  values[0] = T(0);
-  values[1] = -T(0);
-  values[2] = std::numeric_limits<T>::max();
-  values[3] = std::numeric_limits<T>::lowest();
-  values[4] = std::numeric_limits<T>::min();  // the smallest normal
-  values[5] = std::numeric_limits<T>::denorm_min();
-
-  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, values.size()})
-    expect(C::encoded_size(n) == C::encoded_size(n), "encoded_size(" + std::to_string(n) + ") is not a function of n alone");
-
-  // Deterministic: the same values, the same bytes.
-  const auto bytes = encode(values);
-  expect(bytes == encode(values), "encoding the same values twice gave different bytes");
-
-  // Total, and finite values stay finite (saturating rather than overflowing).
-  const auto back = decode(bytes, values.size());
-  std::size_t infinite = 0, wrong = 0;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    infinite += std::isfinite(back[i]) ? 0 : 1;
-    if (C::lossless && !same_bits(back[i], values[i])) ++wrong;
-  }
-  expect(infinite == 0, std::to_string(infinite) + " finite values decoded as infinite or NaN (encoding must saturate)");
-  if (C::lossless) expect(wrong == 0, std::to_string(wrong) + " values changed, but the codec says it is lossless");
-
-  // Infinities and NaN stay non-finite, so a diverging run is still seen to diverge (a narrow
-  // format may decode an infinity as NaN, but not as the other infinity).
-  const std::vector<T> special = {std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity(),
-                                  std::numeric_limits<T>::quiet_NaN()};
-  const auto special_back = decode(encode(special), special.size());
-  expect(!std::isfinite(special_back[0]) && !(special_back[0] < 0), "+inf did not decode as +inf or NaN");
-  expect(!std::isfinite(special_back[1]) && !(special_back[1] > 0), "-inf did not decode as -inf or NaN");
-  expect(std::isnan(special_back[2]), "NaN did not decode as NaN");
-
-  // decode_add(b, v) is v += decode(b), value for value.
-  std::vector<T> sum(values.size());
-  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = static_cast<T>(g.normal<double>());
-  std::vector<T> want = sum;
-  for (std::size_t i = 0; i < want.size(); ++i) want[i] = want[i] + back[i];
-  C::decode_add(std::span<const std::byte>(bytes), std::span<T>(sum));
-  std::size_t differ = 0;
-  for (std::size_t i = 0; i < sum.size(); ++i) differ += same_bits(sum[i], want[i]) ? 0 : 1;
-  expect(differ == 0, "decode_add differs from adding decode's values at " + std::to_string(differ) + " values");
-
-  // Each message stands alone: sub-ranges of any length, at any offset, encode to encoded_size
-  // bytes and decode to finite values (exactly, for a lossless codec).
-  for (std::size_t n = 1; n <= 17 && n + 7 <= values.size(); ++n) {
-    const std::span<const T> part = std::span<const T>(values).subspan(7, n);
-    const auto part_bytes = encode(part);
-    const auto part_back = decode(part_bytes, n);
-    bool ok = part_bytes.size() == C::encoded_size(n);
-    for (std::size_t i = 0; i < n; ++i)
-      ok = ok && std::isfinite(part_back[i]) && (!C::lossless || same_bits(part_back[i], part[i]));
-    expect(ok, "a sub-range of " + std::to_string(n) + " values did not encode and decode on its own");
-  }
-  return r;
-}
-
-}  // namespace flotilla::testing
-// ---- end flotilla/testing/codec_check.hpp ----
-
-// ---- begin flotilla/testing/gradient_check.hpp ----
-// Finite-difference checks of layers and losses, for flotilla's tests and for users' own layers:
-//
-//   auto r = flotilla::testing::check_layer<MyLayer, flotilla::Shape<3, 8, 8>>();
-//   CHECK(r.passed());   // or print r.report()
-//
-// A layer is checked on the scalar loss L = sum(R .* layer(x)) for a random R: the analytic
-// gradients from backward(), with output_grad = R, are compared with central differences
-// (L(v + h) - L(v - h)) / 2h of every parameter and every input value. The error of a tensor is
-// |analytic - numeric| / max(|analytic|, |numeric|) in the Euclidean norm, which stays meaningful
-// when single entries are near zero. Run it in double.
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <iomanip>
-#include <span>
-#include <sstream>
-#include <string>
-#include <utility>
-#include <vector>
-
-
-namespace flotilla::testing {
-
-/// One compared tensor (a parameter tensor, the input, or a loss's output gradient).
-struct TensorCheck {
-  std::string name;
-  double relative_error = 0;
-  double max_abs_error = 0;
-};
-
-struct GradientCheckResult {
-  std::vector<TensorCheck> tensors;
-  double tolerance = 1e-6;
-
-  double max_relative_error() const {
-    double m = 0;
-    for (const auto& t : tensors) m = std::max(m, t.relative_error);
-    return m;
-  }
-  bool passed() const { return max_relative_error() < tolerance; }
-  std::string report() const {
-    std::ostringstream s;
-    s << std::scientific << std::setprecision(2);
-    for (const auto& t : tensors)
-      s << t.name << ": relative error " << t.relative_error << ", max abs error " << t.max_abs_error
-        << (t.relative_error < tolerance ? "" : "  <-- above tolerance") << "\n";
-    return s.str();
-  }
-};
-
-struct GradientCheckOptions {
-  std::size_t batch = 3;
-  std::uint64_t seed = 1;
-  double step = 1e-6;       ///< h of the central difference
-  double tolerance = 1e-6;  ///< bound on each tensor's relative error
-  Mode mode = Mode::train;
-};
-
-namespace detail {
-inline TensorCheck compare(std::string name, std::span<const double> analytic, std::span<const double> numeric) {
-  double diff = 0, na = 0, nn = 0, max_abs = 0;
-  for (std::size_t i = 0; i < analytic.size(); ++i) {
-    const double d = analytic[i] - numeric[i];
-    diff += d * d;
-    na += analytic[i] * analytic[i];
-    nn += numeric[i] * numeric[i];
-    max_abs = std::max(max_abs, std::abs(d));
-  }
-  const double denom = std::max(std::sqrt(std::max(na, nn)), 1e-300);
-  return {std::move(name), diff == 0 ? 0.0 : std::sqrt(diff) / denom, max_abs};
-}
-}  // namespace detail
-
-/// Checks the gradients of the layer that `Spec` binds to for input shape `In`, in scalar type T.
-template <class Spec, class In, class T = double>
-GradientCheckResult check_layer(const GradientCheckOptions& o = {}) {
-  static_assert(flotilla::detail::check_layer_spec<Spec, In, T>());
-  using L = typename Spec::template layer<In, T>;
-  constexpr auto in_size = static_cast<Eigen::Index>(In::size);
-  constexpr auto out_size = static_cast<Eigen::Index>(L::output_shape::size);
-  const auto batch = static_cast<Eigen::Index>(o.batch);
-
-  Generator g(o.seed);
-  L layer{};
-  Matrix<T> x(in_size, batch), r(out_size, batch), y(out_size, batch), dx(in_size, batch);
-  for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = g.normal<T>();
-  for (Eigen::Index i = 0; i < r.size(); ++i) r.data()[i] = g.normal<T>();
-  std::vector<T> params(L::parameter_count), grads(L::parameter_count, T(0));
-  if constexpr (L::parameter_count > 0) {
-    Generator init = g.fork(1);
-    layer.initialize(std::span<T>(params), init);
-    // Non-zero biases too, so that their effect on the output is exercised.
-    for (auto& p : params) p += static_cast<T>(0.1) * g.normal<T>();
-  }
-  std::vector<std::uint64_t> ids(o.batch);
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = 1000 + i;
-  const std::uint64_t key = g();
-
-  auto loss_at = [&](const Matrix<T>& input, const std::vector<T>& p) {
-    Matrix<T> out(out_size, batch);
-    L fresh = layer;
-    fresh.forward(ForwardArgs<T>{ConstMatrixView<T>(input.data(), in_size, batch), MatrixView<T>(out.data(), out_size, batch),
-                                 std::span<const T>(p), o.mode, ids, key});
-    return static_cast<double>((out.array() * r.array()).sum());
-  };
-
-  layer.forward(ForwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), MatrixView<T>(y.data(), out_size, batch),
-                               std::span<const T>(params), o.mode, ids, key});
-  [[maybe_unused]] const L after_forward = layer;  // for the streaming backward, below
-  // Backward's arguments, with output_grad = R, writing into `into` and `d`.
-  auto backward_args = [&](std::vector<T>& into, Matrix<T>& d) {
-    return BackwardArgs<T>{ConstMatrixView<T>(x.data(), in_size, batch), ConstMatrixView<T>(y.data(), out_size, batch),
-                           ConstMatrixView<T>(r.data(), out_size, batch), MatrixView<T>(d.data(), in_size, batch),
-                           std::span<const T>(params), std::span<T>(into)};
-  };
-  layer.backward(backward_args(grads, dx));
-
-  GradientCheckResult result;
-  result.tolerance = o.tolerance;
-  const T h = static_cast<T>(o.step);
-  if constexpr (L::parameter_count > 0) {
-    std::size_t offset = 0;
-    for (const auto& t : L::tensors) {
-      std::vector<double> analytic(t.size), numeric(t.size);
-      for (std::size_t i = 0; i < t.size; ++i) {
-        auto p = params;
-        p[offset + i] = params[offset + i] + h;
-        const double up = loss_at(x, p);
-        p[offset + i] = params[offset + i] - h;
-        const double down = loss_at(x, p);
-        numeric[i] = (up - down) / (2 * static_cast<double>(h));
-        analytic[i] = static_cast<double>(grads[offset + i]);
-      }
-      result.tensors.push_back(detail::compare(std::string(L::name) + "." + std::string(t.name), analytic, numeric));
-      offset += t.size;
-    }
-  }
-  std::vector<double> analytic(static_cast<std::size_t>(x.size())), numeric(analytic.size());
-  for (Eigen::Index i = 0; i < x.size(); ++i) {
-    Matrix<T> xp = x;
-    xp.data()[i] = x.data()[i] + h;
-    const double up = loss_at(xp, params);
-    xp.data()[i] = x.data()[i] - h;
-    const double down = loss_at(xp, params);
-    numeric[static_cast<std::size_t>(i)] = (up - down) / (2 * static_cast<double>(h));
-    analytic[static_cast<std::size_t>(i)] = static_cast<double>(dx.data()[i]);
-  }
-  result.tensors.push_back(detail::compare(std::string(L::name) + ".input", analytic, numeric));
-
-  if constexpr (L::parameter_count > 0 && StreamsGradients<L>) {
-    // The streaming backward must give backward()'s gradients, and never change what it has
-    // already reported final.
-    L streaming = after_forward;
-    std::vector<T> sgrads(L::parameter_count, T(0));
-    Matrix<T> sdx(in_size, batch);
-    std::vector<std::pair<std::size_t, std::vector<T>>> reports;
-    auto record = [&](std::size_t offset) {
-      const std::size_t from = std::min(offset, sgrads.size());
-      reports.emplace_back(offset, std::vector<T>(sgrads.begin() + static_cast<std::ptrdiff_t>(from), sgrads.end()));
-    };
-    streaming.backward(backward_args(sgrads, sdx), GradientProgress(record));
-    auto as_double = [](const auto& v) { return std::vector<double>(v.begin(), v.end()); };
-    const auto streamed = as_double(sgrads), plain = as_double(grads);
-    result.tensors.push_back(detail::compare(std::string(L::name) + ".params, streamed backward against backward", streamed, plain));
-    const std::vector<double> sdx_values(sdx.data(), sdx.data() + sdx.size()), dx_values(dx.data(), dx.data() + dx.size());
-    result.tensors.push_back(detail::compare(std::string(L::name) + ".input, streamed backward against backward", sdx_values, dx_values));
-    std::size_t bad = 0;  // reports out of range, not decreasing, or changed afterwards
-    for (std::size_t i = 0; i < reports.size(); ++i) {
-      const auto& [offset, tail] = reports[i];
-      const bool changed = offset > sgrads.size() || !std::equal(tail.begin(), tail.end(), sgrads.end() - static_cast<std::ptrdiff_t>(tail.size()));
-      if (changed || (i > 0 && offset >= reports[i - 1].first)) ++bad;
-    }
-    result.tensors.push_back({std::string(L::name) + ": streamed reports that were out of range, not decreasing, or changed later (" +
-                                  std::to_string(bad) + " of " + std::to_string(reports.size()) + ")",
-                              bad == 0 ? 0.0 : 1.0, static_cast<double>(bad)});
-  }
-  return result;
-}
-
-/// Checks a loss's gradient with respect to the network output, on random outputs and targets.
-/// `outputs` is the number of outputs per sample (classes, for a classification loss).
-template <class LossT, class T = double>
-GradientCheckResult check_loss(std::size_t outputs = 5, const GradientCheckOptions& o = {}) {
-  static_assert(Loss<LossT, T>, "check_loss: the type is not a Loss (see docs/concepts/loss.md)");
-  const auto rows = static_cast<Eigen::Index>(outputs);
-  const auto batch = static_cast<Eigen::Index>(o.batch);
-  Generator g(o.seed);
-  Matrix<T> z(rows, batch), values(rows, batch), grad(rows, batch);
-  for (Eigen::Index i = 0; i < z.size(); ++i) z.data()[i] = static_cast<T>(3) * g.normal<T>();
-  for (Eigen::Index i = 0; i < values.size(); ++i) values.data()[i] = g.normal<T>();
-  std::vector<std::int32_t> labels(o.batch);
-  for (auto& l : labels) l = static_cast<std::int32_t>(g.below(outputs));
-  Targets<T> t{labels, ConstMatrixView<T>(values.data(), rows, batch)};
-  const T scale = T(1) / static_cast<T>(batch);
-  LossT::value_and_gradient(ConstMatrixView<T>(z.data(), rows, batch), t, MatrixView<T>(grad.data(), rows, batch), scale);
-  std::vector<double> analytic(static_cast<std::size_t>(z.size())), numeric(analytic.size());
-  const T h = static_cast<T>(o.step);
-  for (Eigen::Index i = 0; i < z.size(); ++i) {
-    Matrix<T> zp = z;
-    zp.data()[i] = z.data()[i] + h;
-    const double up = static_cast<double>(LossT::value(ConstMatrixView<T>(zp.data(), rows, batch), t));
-    zp.data()[i] = z.data()[i] - h;
-    const double down = static_cast<double>(LossT::value(ConstMatrixView<T>(zp.data(), rows, batch), t));
-    numeric[static_cast<std::size_t>(i)] = static_cast<double>(scale) * (up - down) / (2 * static_cast<double>(h));
-    analytic[static_cast<std::size_t>(i)] = static_cast<double>(grad.data()[i]);
-  }
-  GradientCheckResult result;
-  result.tolerance = o.tolerance;
-  result.tensors.push_back(detail::compare(std::string(LossT::name) + ".output", analytic, numeric));
-  return result;
-}
-
-}  // namespace flotilla::testing
-// ---- end flotilla/testing/gradient_check.hpp ----
-
-// ---- begin flotilla/testing/policy_check.hpp ----
-// Checks of an update policy (and the gradient exchange it names), for flotilla's tests and for
-// users' own policies:
-//
-//   auto r = flotilla::testing::check_policy<MyPolicy>();
-//   CHECK(r.passed());   // or print r.report()
-//
-// The UpdatePolicy and GradientExchange concepts check the signatures; this trains a small
-// classifier with the policy on in-process workers and checks what a compiler cannot
-// (docs/concepts/update_policy.md, docs/concepts/gradient_exchange.md): every worker makes the
-// same collective calls (a mismatch ends in an error or a timeout, reported here), every worker
-// ends with the same parameters, the loss falls, and a second run from the same seed ends on the
-// same bits. Asynchronous policies with several workers are not repeatable by design (which
-// push arrives first decides), and are not held to the last check.
-#include <cmath>
-#include <cstddef>
-#include <cstring>
-#include <exception>
-#include <sstream>
-#include <string>
-#include <vector>
-
-
-namespace flotilla::testing {
-
-struct PolicyCheckResult {
-  std::string policy;
-  std::vector<std::string> failures;
-  std::size_t checks = 0;
-  bool passed() const noexcept { return failures.empty() && checks > 0; }
-  std::string report() const {
-    std::ostringstream out;
-    out << "policy " << policy << ": " << checks << " checks, " << failures.size() << " failed";
-    for (const auto& f : failures) out << "\n  " << f;
-    return out.str();
-  }
-};
-
-struct PolicyCheckOptions {
-  std::uint64_t seed = 1;
-  std::size_t epochs = 6;
-  /// Worker counts to train with, each a job of its own.
-  std::vector<std::size_t> workers = {2, 3};
-  /// Parameter-server policies: servers per job.
-  std::size_t servers = 2;
-  /// How far the last epoch's training loss must fall below the first's (a fraction of it).
-  double loss_drop = 0.2;
-  /// Whether every worker must end with the same parameters (a policy that lets them differ on
-  /// purpose, between its averaging steps, sets false). Not asked of asynchronous servers, whose
-  /// workers each take the servers' parameters when they finish.
-  bool workers_end_equal = true;
-};
-
-namespace detail {
-
-/// Four classes in 8 inputs: the signs of the first two, under noise. Fixed by the seed.
-inline data::Dataset<float> policy_check_data(std::uint64_t seed) {
-  data::Dataset<float> d;
-  d.name = "quadrants";
-  d.classes = 4;
-  d.inputs.resize(8, 480);
-  d.labels.resize(480);
-  Generator g(seed);
-  for (Eigen::Index s = 0; s < 480; ++s) {
-    for (Eigen::Index i = 0; i < 8; ++i) d.inputs(i, s) = g.normal<float>();
-    d.labels[static_cast<std::size_t>(s)] = (d.inputs(0, s) > 0 ? 1 : 0) + (d.inputs(1, s) > 0 ? 2 : 0);
-  }
-  return d;
-}
-
-}  // namespace detail
-
-template <class Policy>
-PolicyCheckResult check_policy(const PolicyCheckOptions& o = {}, Policy policy = {}) {
-  static_assert(UpdatePolicy<Policy>, "check_policy<P>: P is not an update policy (see docs/concepts/update_policy.md)");
-  using Net = Sequential<Input<8>, Dense<16>, Tanh, Dense<4>>;
-  using M = Model<Net, SoftmaxCrossEntropy, optim::Momentum>;
-  constexpr bool repeatable = !ParameterServerPolicy<Policy> || [] {
-    if constexpr (ParameterServerPolicy<Policy>) return Policy::aggregate; else return true;
-  }();
-
-  PolicyCheckResult r;
-  r.policy = std::string(Policy::name);
-  auto expect = [&](bool ok, const std::string& what) {
-    ++r.checks;
-    if (!ok) r.failures.push_back(what);
-  };
-  const auto data = detail::policy_check_data(o.seed);
-  for (const std::size_t workers : o.workers) {
-    const std::string job = std::to_string(workers) + " workers: ";
-    TrainerOptions<M> options;
-    options.optimizer.learning_rate = 0.05;
-    options.batch_size = 8;
-    options.seed = o.seed;
-    options.workers = workers;
-    options.servers = o.servers;
-    FitOptions fit;
-    fit.epochs = o.epochs;
-    fit.log = nullptr;
-    auto parameters_of = [](const Trainer<M, Policy>& t, std::size_t w) {
-      const auto* e = t.engine(w);
-      return e ? std::vector<float>(e->parameters().begin(), e->parameters().end()) : std::vector<float>{};
-    };
-    std::vector<float> first_run;
-    for (int run = 0; run < (repeatable ? 2 : 1); ++run) {
-      try {
-        Trainer<M, Policy> t(options, policy);
-        const History h = t.fit(data, nullptr, fit);
-        if (run == 1) {
-          expect(parameters_of(t, 0) == first_run, job + "a second run from the same seed ended on other parameters");
-          continue;
-        }
-        expect(h.size() == o.epochs, job + "fit() returned " + std::to_string(h.size()) + " epoch records, not " +
-                                         std::to_string(o.epochs));
-        if (h.size() != o.epochs || h.empty()) continue;
-        const double first = h.front().train_loss, last = h.back().train_loss;
-        expect(std::isfinite(last) && last <= (1 - o.loss_drop) * first,
-               job + "the training loss went from " + std::to_string(first) + " to " + std::to_string(last) +
-                   "; it should fall by " + std::to_string(100 * o.loss_drop) + "%");
-        first_run = parameters_of(t, 0);
-        if (!o.workers_end_equal || !repeatable) continue;
-        bool equal = true;
-        for (std::size_t w = 1; w < workers; ++w) equal = equal && parameters_of(t, w) == first_run;
-        expect(equal, job + "the workers ended with different parameters (every worker must apply the same update, "
-                            "adding contributions in an order that does not depend on the worker)");
-      } catch (const std::exception& e) {
-        expect(false, job + "training failed: " + e.what());
-      }
-    }
-  }
-  return r;
-}
-
-}  // namespace flotilla::testing
-// ---- end flotilla/testing/policy_check.hpp ----
-
-// ---- begin flotilla/testing/transport_conformance.hpp ----
-// The semantics every Transport must have (docs/concepts/transport.md, "What the compiler cannot
-// check"), as one function that each rank of a job runs:
-//
-//   flotilla::testing::transport_conformance(endpoint);
-//
-// It throws std::runtime_error naming the failed check (and rank) on the first violation. flotilla
-// runs it over its in-process transport, over TCP processes started by the local launcher and
-// under mpirun, so all transports are held to one standard; run it over a transport of your own
-// the same way, on every rank of jobs of one to a few ranks. It uses tags below
-// tags::reserved_begin, sends messages of up to 8 MiB, and needs the endpoint to itself.
-
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <set>
-#include <span>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-
-namespace flotilla::testing {
-
-namespace detail {
-
-inline std::vector<std::byte> conformance_pattern(std::size_t from, std::size_t to, std::size_t seq, std::size_t n) {
-  std::vector<std::byte> v(n);
-  std::uint64_t x = 0x9e3779b97f4a7c15ULL * (from + 1) ^ (to + 7) * 0xbf58476d1ce4e5b9ULL ^ seq * 0x94d049bb133111ebULL;
-  for (auto& b : v) {
-    x ^= x >> 31;
-    x *= 0xd6e8feb86659fd93ULL;
-    b = static_cast<std::byte>(x >> 56);
-  }
-  return v;
-}
-
-[[noreturn]] inline void conformance_fail(std::size_t rank, const std::string& what) {
-  throw std::runtime_error("transport conformance, rank " + std::to_string(rank) + ": " + what);
-}
-
-inline void conformance_expect(bool ok, std::size_t rank, const std::string& what) {
-  if (!ok) conformance_fail(rank, what);
-}
-
-}  // namespace detail
-
-/// Runs every check; all ranks of the job must call it. Uses tags below tags::reserved_begin.
-template <Transport E>
-void transport_conformance(E& e) {
-  const std::size_t rank = e.rank(), n = e.size();
-  detail::conformance_expect(n >= 1 && rank < n,
-                             rank, "rank " + std::to_string(rank) + " not within size " + std::to_string(n));
-  const std::size_t right = (rank + 1) % n, left = (rank + n - 1) % n;
-  const TrafficCounters start = e.counters();
-  std::uint64_t sent = 0, received = 0;
-
-  e.barrier();
-
-  // 1. A ring exchange of many sizes with sendrecv, including empty messages and sizes that do
-  //    not fit a socket buffer (both neighbours send at once: must not deadlock).
-  const std::size_t sizes[] = {0, 1, 7, 4096, 65537, 1u << 20, 8u << 20};
-  for (std::size_t i = 0; i < std::size(sizes); ++i) {
-    const auto out = detail::conformance_pattern(rank, right, i, sizes[i]);
-    std::vector<std::byte> in(sizes[i]);
-    e.sendrecv(right, 1, out, left, in);
-    detail::conformance_expect(in == detail::conformance_pattern(left, rank, i, sizes[i]),
-                               rank, "sendrecv of " + std::to_string(sizes[i]) + " bytes corrupted");
-    sent += sizes[i];
-    received += sizes[i];
-  }
-
-  if (n >= 2) {
-    // 2. Messages with one tag between two ranks arrive in the order sent.
-    if (rank == 0) {
-      for (std::size_t i = 0; i < 20; ++i) {
-        e.send(1, 2, detail::conformance_pattern(0, 1, 100 + i, 100 + i));
-        sent += 100 + i;
-      }
-    } else if (rank == 1) {
-      for (std::size_t i = 0; i < 20; ++i) {
-        std::vector<std::byte> in(100 + i);
-        e.recv(0, 2, in);
-        detail::conformance_expect(in == detail::conformance_pattern(0, 1, 100 + i, 100 + i),
-                                   rank, "message " + std::to_string(i) + " out of order or corrupted");
-        received += 100 + i;
-      }
-    }
-
-    // 3. Receives match by tag: a later tag can be received first.
-    if (rank == 0) {
-      e.send(1, 3, detail::conformance_pattern(0, 1, 300, 64));
-      e.send(1, 4, detail::conformance_pattern(0, 1, 400, 32));
-      sent += 96;
-    } else if (rank == 1) {
-      std::vector<std::byte> b4(32), b3(64);
-      e.recv(0, 4, b4);
-      e.recv(0, 3, b3);
-      detail::conformance_expect(
-          b4 == detail::conformance_pattern(0, 1, 400, 32) && b3 == detail::conformance_pattern(0, 1, 300, 64), rank,
-          "receive by tag mixed up messages");
-      received += 96;
-    }
-
-    // 4. recv_any collects one message from every other rank.
-    if (rank == 0) {
-      std::set<std::size_t> peers;
-      for (std::size_t i = 1; i < n; ++i) {
-        std::vector<std::byte> in(16);
-        const std::size_t from = e.recv_any(5, in);
-        detail::conformance_expect(from >= 1 && from < n, rank, "recv_any returned rank " + std::to_string(from));
-        detail::conformance_expect(in == detail::conformance_pattern(from, 0, 500, 16),
-                                   rank, "recv_any delivered the wrong bytes for rank " + std::to_string(from));
-        peers.insert(from);
-        received += 16;
-      }
-      detail::conformance_expect(peers.size() == n - 1, rank, "recv_any did not see every rank exactly once");
-    } else {
-      e.send(0, 5, detail::conformance_pattern(rank, 0, 500, 16));
-      sent += 16;
-    }
-
-    // 5. A message of the wrong size is an error that names both sizes, and the message is
-    //    consumed: the next message on the same link arrives intact.
-    if (rank == 0) {
-      e.send(1, 6, detail::conformance_pattern(0, 1, 600, 8));
-      e.send(1, 6, detail::conformance_pattern(0, 1, 601, 24));
-      sent += 32;
-    } else if (rank == 1) {
-      std::vector<std::byte> wrong(16);
-      bool threw = false;
-      try {
-        e.recv(0, 6, wrong);
-      } catch (const TransportError& err) {
-        const std::string msg = err.what();
-        threw = msg.find("16") != std::string::npos && msg.find('8') != std::string::npos;
-      }
-      detail::conformance_expect(threw,
-                                 rank,
-                                 "a message of the wrong size was not reported as a TransportError naming both sizes");
-      std::vector<std::byte> right_size(24);
-      e.recv(0, 6, right_size);
-      detail::conformance_expect(right_size == detail::conformance_pattern(0, 1, 601, 24),
-                                 rank, "the message after a wrong-sized one was lost or corrupted");
-      received += 8 + 24;  // the refused message was read off the wire too
-    }
-  }
-
-  // 6. Barriers can follow each other at once.
-  for (int i = 0; i < 5; ++i) e.barrier();
-
-  // 7. Payload counters count exactly the bytes above (framing is counted apart).
-  const TrafficCounters used = e.counters() - start;
-  detail::conformance_expect(used.payload_bytes_sent == sent, rank,
-         "payload_bytes_sent is " + std::to_string(used.payload_bytes_sent) + ", expected " + std::to_string(sent));
-  detail::conformance_expect(used.payload_bytes_received == received, rank,
-         "payload_bytes_received is " + std::to_string(used.payload_bytes_received) + ", expected " +
-             std::to_string(received));
-  e.barrier();
-}
-
-}  // namespace flotilla::testing
-// ---- end flotilla/testing/transport_conformance.hpp ----
 // ---- end flotilla/flotilla.hpp ----

@@ -7,6 +7,7 @@
 # BEFORE and AFTER are git revisions (AFTER: the working tree when left out or given as "."); RUNS
 # defaults to 3. The units' sources are those of the working tree, compiled against each
 # revision's include/ and single_include/. Prints one line per compile and a table of the means.
+# UNITS (a space-separated list of the names below) compiles only those.
 # Needs g++ and Eigen (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,14 +35,25 @@ printf '#include <flotilla/flotilla.hpp>\n' > "$work/umbrella.cpp"
 printf '#include <flotilla/nn/dense.hpp>\n#include <flotilla/nn/dense.hpp>\n' > "$work/dense_check.cpp"
 
 common=(-std=gnu++20 -isystem /usr/include/eigen3 -DNDEBUG)
-names=(umbrella_syntax_O1 dense_header_check_O1 consumer_main_O0_g mlp_O1_separate mlp_O3_native_separate)
+names=(umbrella_syntax_O1 dense_header_check_O1 consumer_main_O0_g mlp_O1_separate mlp_O3_native_separate
+       cnn_single_header_O1 cnn_O3_native_separate)
 flags=(
   "-O1 -fsyntax-only $work/umbrella.cpp"
   "-O1 -c $work/dense_check.cpp -o $work/unit.o"
   "-O0 -g -c tests/consumers/main.cpp -o $work/unit.o"
   "-O1 -DFLOTILLA_SEPARATE_COMPILATION -c examples/fashion_mnist_mlp.cpp -o $work/unit.o"
   "-O3 -march=native -DFLOTILLA_SEPARATE_COMPILATION -c examples/fashion_mnist_mlp.cpp -o $work/unit.o"
+  "-O1 -c bench/compile/single_header_cnn.cpp -o $work/unit.o"
+  "-O3 -march=native -DFLOTILLA_SEPARATE_COMPILATION -c examples/fashion_mnist_cnn.cpp -o $work/unit.o"
 )
+# UNITS="name ..." compiles those units alone.
+if [ -n "${UNITS:-}" ]; then
+  keep_names=() keep_flags=()
+  for i in "${!names[@]}"; do
+    case " $UNITS " in *" ${names[$i]} "*) keep_names+=("${names[$i]}"); keep_flags+=("${flags[$i]}") ;; esac
+  done
+  names=("${keep_names[@]}") flags=("${keep_flags[@]}")
+fi
 
 results=$work/results.txt
 for i in "${!names[@]}"; do

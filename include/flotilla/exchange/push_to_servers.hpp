@@ -20,9 +20,9 @@
 namespace flotilla::exchange {
 
 template <class T, class Codec = codec::Fp32, bool ErrorFeedback = false>
-class PushToServers {
+class PushToServers : public detail::FeedbackState<T, Codec, ErrorFeedback> {
+  using Feedback = detail::FeedbackState<T, Codec, ErrorFeedback>;
   static_assert(flotilla::Codec<Codec, T>, "exchange::PushToServers<T, Codec>: Codec cannot encode T");
-  static constexpr bool feeds_back = ErrorFeedback && !Codec::lossless;
 
  public:
   static constexpr std::string_view name = "push-to-servers";
@@ -30,26 +30,12 @@ class PushToServers {
   /// `bucket.index` is the shard's (and its server's) index.
   template <class Servers>
   void exchange(GradientBucket<T, Servers>& bucket) {
-    if constexpr (feeds_back && !Servers::encodes_on_device) {
+    if constexpr (Feedback::feeds_back && !Servers::encodes_on_device) {
       // Send the gradient plus what rounding dropped last step; keep what it drops now.
-      residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
+      this->residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
     }
     bucket.peers.push(bucket.index);
   }
-
-  std::vector<std::span<const T>> state() const
-    requires feeds_back
-  {
-    return residuals_.state();
-  }
-  void restore(const std::vector<std::vector<T>>& saved)
-    requires feeds_back
-  {
-    residuals_.restore(saved);
-  }
-
- private:
-  detail::Residuals<T> residuals_;
 };
 
 }  // namespace flotilla::exchange

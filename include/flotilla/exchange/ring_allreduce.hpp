@@ -16,10 +16,9 @@
 namespace flotilla::exchange {
 
 template <class T, class Codec = codec::Fp32, bool ErrorFeedback = false>
-class RingAllreduce {
+class RingAllreduce : public detail::FeedbackState<T, Codec, ErrorFeedback> {
+  using Feedback = detail::FeedbackState<T, Codec, ErrorFeedback>;
   static_assert(flotilla::Codec<Codec, T>, "exchange::RingAllreduce<T, Codec>: Codec cannot encode T");
-  // Feedback corrects rounding; a lossless codec has none, and keeps no residual.
-  static constexpr bool feeds_back = ErrorFeedback && !Codec::lossless;
 
  public:
   static constexpr std::string_view name = "ring-allreduce";
@@ -28,25 +27,11 @@ class RingAllreduce {
   void exchange(GradientBucket<T, Peers>& bucket) {
     // This worker's contribution is rounded once on its way out; the ring's first encoding of
     // the rounded values is then exact, so the residual covers all this worker loses.
-    if constexpr (feeds_back) residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
+    if constexpr (Feedback::feeds_back) this->residuals_[bucket.index].round_trip(Codec{}, bucket.gradients);
     collective::RingOptions o;
     o.tag = bucket.tag;
     collective::ring_allreduce<Codec>(bucket.peers, bucket.gradients, o);
   }
-
-  std::vector<std::span<const T>> state() const
-    requires feeds_back
-  {
-    return residuals_.state();
-  }
-  void restore(const std::vector<std::vector<T>>& saved)
-    requires feeds_back
-  {
-    residuals_.restore(saved);
-  }
-
- private:
-  detail::Residuals<T> residuals_;
 };
 
 }  // namespace flotilla::exchange

@@ -31,4 +31,25 @@ class Residuals {
   std::vector<codec::ErrorFeedback<T>> feedback_;
 };
 
+/// What an exchange with `Codec` on the wire keeps for error feedback: nothing for a lossless
+/// codec or without feedback; else a residual per bucket, offered to checkpoints (StatefulExchange).
+template <class T, class Codec, bool ErrorFeedback>
+class FeedbackState {
+ protected:
+  static constexpr bool feeds_back = ErrorFeedback && !Codec::lossless;
+  Residuals<T> residuals_;
+
+ public:
+  std::vector<std::span<const T>> state() const
+    requires feeds_back
+  {
+    return residuals_.state();
+  }
+  void restore(const std::vector<std::vector<T>>& saved)
+    requires feeds_back
+  {
+    residuals_.restore(saved);
+  }
+};
+
 }  // namespace flotilla::exchange::detail
