@@ -48,8 +48,8 @@ inline constexpr std::size_t tcp_send_quantum = 256 * 1024;
 /// 64 KiB segments; a read of one segment copies it while it is still in cache and frees it at
 /// once, where a read of all that has arrived (up to the several MiB of the socket's buffer) leaves
 /// the later segments cold and the sender's window closed for longer. Measured between 2 ranks on
-/// loopback against reads of everything (docs/benchmarks.md, "Stop 17: the sockets read 64 KiB at
-/// a time and keep spinning while bytes move"); 16 and 32 KiB were slower than 64, 128 KiB no better than all.
+/// loopback against reads of everything, and against 16 to 128 KiB (docs/benchmarks.md, "TCP
+/// transport: waiting and reading").
 inline constexpr std::size_t tcp_read_quantum = 64 * 1024;
 
 /// A message that arrived before its receive: held until a recv with its tag takes it.

@@ -5,8 +5,7 @@
 // Over loopback TCP every byte is copied into the kernel by its sender and out again by its
 // receiver, and the kernel's TCP processing comes on top. Through a mapping that both ranks share
 // it costs a fraction of that: each rank copies its values in once, and reads the others' straight
-// from the segment while it adds (docs/benchmarks.md, "The TCP transport's shared-memory allreduce
-// against Open MPI's shared memory").
+// from the segment while it adds (docs/benchmarks.md, "Shared-memory allreduce").
 //
 // Layout: a control block (each rank's progress counter on a cache line of its own), then two
 // sets (alternating calls) of one slot per rank of `capacity` bytes. Call c on rank r:
@@ -333,17 +332,14 @@ class SharedMemoryAllreduce {
 
   // How long a wait spins before it sleeps. A sleeper must be woken and scheduled again (on a
   // virtual machine its idle virtual CPU must be resumed by the host), and a late wake-up makes the
-  // peer wait in turn. Measured on the 2-core machine (docs/benchmarks.md, "Stop 20: overlap only
-  // where a core is free, and a leaner shared-memory sum"): a spin of 100 pause instructions
-  // trained fewer samples a second than spins of 3000 pauses, 200 us or 1 ms, which were alike. The
-  // spin yields the core every 64 pauses, so that a thread of this rank that has work (the one
+  // peer wait in turn. On the 2-core machine a spin of 100 pause instructions trained fewer
+  // samples a second than spins of 3000 pauses, 200 us or 1 ms, which were alike. The spin yields the core every 64 pauses, so that a thread of this rank that has work (the one
   // computing backward while this one waits for a bucket) is not kept from it.
   static constexpr std::chrono::microseconds spin_time{200};
 
-  // Two ranks sum in pieces of at most this many bytes. Measured with two ranks on the 2-core
-  // machine (docs/benchmarks.md, "Stop 22: two ranks' shared-memory sum waits once"): the one-wait
-  // sum of pieces of 256, 384 or 512 KiB was well ahead of the two-wait split sum in pieces of
-  // 1 MiB from 1 to 64 MiB. But a one-wait call of 1 MiB was far slower than one of 1 MiB less
+  // Two ranks sum in pieces of at most this many bytes (docs/benchmarks.md, "Shared-memory
+  // allreduce"): the one-wait sum of pieces of 256, 384 or 512 KiB is well ahead of a two-wait
+  // split sum in pieces of 1 MiB from 1 to 64 MiB. But a one-wait call of 1 MiB was far slower than one of 1 MiB less
   // 64 bytes: a step that two processes running just the copy, the wait and
   // the addition reproduce. It sits where glibc 2.36's memcpy (the copy that publishes the values)
   // stops using `rep movsb` on AMD processors: at the L2 cache's size, 1 MiB there and 512 KiB
@@ -353,9 +349,8 @@ class SharedMemoryAllreduce {
   // More than two ranks: up to this many bytes a call copies the whole buffer into its slot (and
   // adds the others' chunk into the slot, then copies the sum back); above it, only the chunks
   // other ranks read, forming its own chunk from its values in one pass. Measured with two ranks
-  // taking this path on the 2-core machine (docs/benchmarks.md, "Stop 20: overlap only where a
-  // core is free, and a leaner shared-memory sum"), whole against split: the whole copy ahead up
-  // to 256 KiB, the split one from 384 KiB.
+  // taking this path on the 2-core machine, whole against split: the whole copy ahead up to
+  // 256 KiB, the split one from 384 KiB (docs/benchmarks.md, "Shared-memory allreduce").
   static constexpr std::size_t whole_copy_max_bytes = std::size_t{256} << 10;
 
   static bool reached(std::uint32_t counter, std::uint32_t target) noexcept {
