@@ -26,7 +26,7 @@
 //
 // The pieces, in namespace transport::mpi (internals in transport::mpi::detail), one concept each:
 //   mpi/options.hpp   Options: communicator, timeout, failure handling, tags
-//   mpi/session.hpp   MPI's initialisation and finalisation
+//   mpi/environment.hpp   MPI's initialisation and finalisation
 //   mpi/messages.hpp  how messages are described to MPI (long runs of bytes, folded tags)
 //   mpi/waiting.hpp   polling with backoff, and the watchdog of blocking calls
 //   mpi/endpoint.hpp  Endpoint: one rank's operations

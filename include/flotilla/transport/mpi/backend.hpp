@@ -13,7 +13,7 @@
 #include "flotilla/core/error.hpp"
 #include "flotilla/transport/mpi/endpoint.hpp"
 #include "flotilla/transport/mpi/options.hpp"
-#include "flotilla/transport/mpi/session.hpp"
+#include "flotilla/transport/mpi/environment.hpp"
 
 namespace flotilla::transport::mpi {
 

@@ -22,7 +22,7 @@
 #include "flotilla/core/error.hpp"
 #include "flotilla/transport/mpi/messages.hpp"
 #include "flotilla/transport/mpi/options.hpp"
-#include "flotilla/transport/mpi/session.hpp"
+#include "flotilla/transport/mpi/environment.hpp"
 #include "flotilla/transport/mpi/waiting.hpp"
 
 namespace flotilla::transport::mpi {

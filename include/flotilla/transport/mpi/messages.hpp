@@ -10,7 +10,7 @@
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
-#include "flotilla/transport/mpi/session.hpp"
+#include "flotilla/transport/mpi/environment.hpp"
 
 namespace flotilla::transport::mpi {
 
