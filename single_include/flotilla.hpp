@@ -8728,9 +8728,7 @@ struct Local {
 // Its bucket's peers are the servers, with one member: push(shard), which sends the shard of the
 // worker's gradient buffer; a GPU engine that encodes the pushed values itself (error feedback
 // included, on the device) says so by `encodes_on_device`.
-#include <span>
 #include <string_view>
-#include <vector>
 
 
 // ---- begin flotilla/exchange/detail/residuals.hpp ----
@@ -8910,9 +8908,7 @@ class PushToServers : public detail::FeedbackState<T, Codec, ErrorFeedback> {
 // `Codec` on the wire; with error feedback, what this worker's encoding rounds away is carried
 // into its next step's value of the same bucket. The default exchange of peer-to-peer policies
 // that reduce in backward (policy::Synchronous<>, and policy::Compressed over it).
-#include <span>
 #include <string_view>
-#include <vector>
 
 
 // ---- begin flotilla/collective/ring_allreduce.hpp ----
@@ -10954,10 +10950,11 @@ class HostedServers {
   using shard_type = ParameterServerShard<T, typename M::optimizer, Codec>;
 
   /// Server `s` of `servers`, made when missing (or when the shard layout changed, or a checkpoint
-  /// was loaded since) from `parameters` and `optimizer_buffers` (the whole model's: worker 0's),
-  /// unless resume_from() left a shard file for it.
-  shard_type& get(std::size_t s, std::size_t servers, std::span<const T> parameters,
-                  const std::vector<std::span<const T>>& optimizer_buffers) {
+  /// was loaded since) from `parameters` and `optimizer_buffers()` (the whole model's: worker 0's,
+  /// asked for only then: a GPU engine copies them to the host), unless resume_from() left a shard
+  /// file for it.
+  template <class OptimizerBuffers>
+  shard_type& get(std::size_t s, std::size_t servers, std::span<const T> parameters, OptimizerBuffers&& optimizer_buffers) {
     const std::lock_guard lock(mutex_);
     if (rebuild_ || shards_.size() != servers) {
       shards_.clear();
@@ -10978,8 +10975,9 @@ class HostedServers {
         shards_[s]->set_updates(f.u64("updates"));
       } else {
         // A restored single-file checkpoint's optimizer state belongs on the shards that serve it.
+        const std::vector<std::span<const T>> src = optimizer_buffers();
         for (std::size_t i = 0; i < dst.size(); ++i)
-          std::copy_n(optimizer_buffers[i].begin() + static_cast<std::ptrdiff_t>(r.begin), r.size(), dst[i].begin());
+          std::copy_n(src[i].begin() + static_cast<std::ptrdiff_t>(r.begin), r.size(), dst[i].begin());
       }
     }
     return *shards_[s];
@@ -13889,7 +13887,7 @@ class Trainer {
       write_worker_file(path, epoch, batch, with_optimizer, states);
     };
     ledger_.save = [this](const std::filesystem::path& path, const detail::ExchangeStates<T>& states) {
-      write_worker_file(path, ledger_.epoch, ledger_.batch_in_epoch, !parameter_server || !servers_.empty(), states);
+      save_with(path, states);
     };
   }
   // The ledger's writers refer to this trainer.
@@ -13976,7 +13974,7 @@ class Trainer {
       const std::lock_guard lock(states_mutex_);
       for (const auto& w : workers_) states.push_back(w ? w->exchange_state() : std::vector<std::vector<T>>{});
     }
-    write_worker_file(path, ledger_.epoch, ledger_.batch_in_epoch, !parameter_server || !servers_.empty(), states);
+    save_with(path, states);
   }
 
   /// Restores what save() wrote, seed included. The checkpoint must come from the same model and
@@ -14093,6 +14091,12 @@ class Trainer {
     ledger_.loaded_exchange = std::move(c.exchange);
   }
 
+  /// save() with the workers' exchange states given: the position reached, and the optimizer's
+  /// state where this process has all of it (no servers, or the servers hosted here).
+  void save_with(const std::filesystem::path& path, const detail::ExchangeStates<T>& states) const {
+    write_worker_file(path, ledger_.epoch, ledger_.batch_in_epoch, !parameter_server || !servers_.empty(), states);
+  }
+
   void write_worker_file(const std::filesystem::path& path, std::uint64_t epoch, std::uint64_t batch,
                          bool with_optimizer_state, const detail::ExchangeStates<T>& states) const {
     const State& s = local();
@@ -14134,7 +14138,8 @@ class Trainer {
   template <class E>
   void run_server(E& e, std::size_t workers, std::size_t index, const FitOptions& fit) {
     if constexpr (parameter_server) {
-      auto& shard = servers_.get(index, options_.servers, local().engine.parameters(), local().optimizer_buffers());
+      auto& shard = servers_.get(index, options_.servers, local().engine.parameters(),
+                                 [this] { return local().optimizer_buffers(); });
       shard.continue_without_lost_workers(detail::continues_without_lost_workers(options_.on_worker_loss, Policy::aggregate));
       shard.serve(e, workers, Policy::aggregate, Policy::staleness_bound, options_.optimizer, options_.schedule,
                   [&](std::uint64_t step) { return Servers::save(shard, index, options_.servers, step, fit, ledger_.failures); });

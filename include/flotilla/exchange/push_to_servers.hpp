@@ -8,9 +8,7 @@
 // Its bucket's peers are the servers, with one member: push(shard), which sends the shard of the
 // worker's gradient buffer; a GPU engine that encodes the pushed values itself (error feedback
 // included, on the device) says so by `encodes_on_device`.
-#include <span>
 #include <string_view>
-#include <vector>
 
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/concepts/codec.hpp"

@@ -3,9 +3,7 @@
 // `Codec` on the wire; with error feedback, what this worker's encoding rounds away is carried
 // into its next step's value of the same bucket. The default exchange of peer-to-peer policies
 // that reduce in backward (policy::Synchronous<>, and policy::Compressed over it).
-#include <span>
 #include <string_view>
-#include <vector>
 
 #include "flotilla/codec/fp32.hpp"
 #include "flotilla/collective/ring_allreduce.hpp"

@@ -91,7 +91,7 @@ class Trainer {
       write_worker_file(path, epoch, batch, with_optimizer, states);
     };
     ledger_.save = [this](const std::filesystem::path& path, const detail::ExchangeStates<T>& states) {
-      write_worker_file(path, ledger_.epoch, ledger_.batch_in_epoch, !parameter_server || !servers_.empty(), states);
+      save_with(path, states);
     };
   }
   // The ledger's writers refer to this trainer.
@@ -178,7 +178,7 @@ class Trainer {
       const std::lock_guard lock(states_mutex_);
       for (const auto& w : workers_) states.push_back(w ? w->exchange_state() : std::vector<std::vector<T>>{});
     }
-    write_worker_file(path, ledger_.epoch, ledger_.batch_in_epoch, !parameter_server || !servers_.empty(), states);
+    save_with(path, states);
   }
 
   /// Restores what save() wrote, seed included. The checkpoint must come from the same model and
@@ -295,6 +295,12 @@ class Trainer {
     ledger_.loaded_exchange = std::move(c.exchange);
   }
 
+  /// save() with the workers' exchange states given: the position reached, and the optimizer's
+  /// state where this process has all of it (no servers, or the servers hosted here).
+  void save_with(const std::filesystem::path& path, const detail::ExchangeStates<T>& states) const {
+    write_worker_file(path, ledger_.epoch, ledger_.batch_in_epoch, !parameter_server || !servers_.empty(), states);
+  }
+
   void write_worker_file(const std::filesystem::path& path, std::uint64_t epoch, std::uint64_t batch,
                          bool with_optimizer_state, const detail::ExchangeStates<T>& states) const {
     const State& s = local();
@@ -336,7 +342,8 @@ class Trainer {
   template <class E>
   void run_server(E& e, std::size_t workers, std::size_t index, const FitOptions& fit) {
     if constexpr (parameter_server) {
-      auto& shard = servers_.get(index, options_.servers, local().engine.parameters(), local().optimizer_buffers());
+      auto& shard = servers_.get(index, options_.servers, local().engine.parameters(),
+                                 [this] { return local().optimizer_buffers(); });
       shard.continue_without_lost_workers(detail::continues_without_lost_workers(options_.on_worker_loss, Policy::aggregate));
       shard.serve(e, workers, Policy::aggregate, Policy::staleness_bound, options_.optimizer, options_.schedule,
                   [&](std::uint64_t step) { return Servers::save(shard, index, options_.servers, step, fit, ledger_.failures); });

@@ -28,10 +28,11 @@ class HostedServers {
   using shard_type = ParameterServerShard<T, typename M::optimizer, Codec>;
 
   /// Server `s` of `servers`, made when missing (or when the shard layout changed, or a checkpoint
-  /// was loaded since) from `parameters` and `optimizer_buffers` (the whole model's: worker 0's),
-  /// unless resume_from() left a shard file for it.
-  shard_type& get(std::size_t s, std::size_t servers, std::span<const T> parameters,
-                  const std::vector<std::span<const T>>& optimizer_buffers) {
+  /// was loaded since) from `parameters` and `optimizer_buffers()` (the whole model's: worker 0's,
+  /// asked for only then: a GPU engine copies them to the host), unless resume_from() left a shard
+  /// file for it.
+  template <class OptimizerBuffers>
+  shard_type& get(std::size_t s, std::size_t servers, std::span<const T> parameters, OptimizerBuffers&& optimizer_buffers) {
     const std::lock_guard lock(mutex_);
     if (rebuild_ || shards_.size() != servers) {
       shards_.clear();
@@ -52,8 +53,9 @@ class HostedServers {
         shards_[s]->set_updates(f.u64("updates"));
       } else {
         // A restored single-file checkpoint's optimizer state belongs on the shards that serve it.
+        const std::vector<std::span<const T>> src = optimizer_buffers();
         for (std::size_t i = 0; i < dst.size(); ++i)
-          std::copy_n(optimizer_buffers[i].begin() + static_cast<std::ptrdiff_t>(r.begin), r.size(), dst[i].begin());
+          std::copy_n(src[i].begin() + static_cast<std::ptrdiff_t>(r.begin), r.size(), dst[i].begin());
       }
     }
     return *shards_[s];

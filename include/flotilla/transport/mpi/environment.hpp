@@ -37,9 +37,9 @@ inline const char* mpi_thread_level_name(int level) {
 /// Owns MPI's initialisation when flotilla was first to use MPI, and finalises at process exit.
 /// Finalising at exit rather than when run() returns lets a program call run() more than once: MPI
 /// cannot be initialised again once finalised.
-class MpiSession {
+class MpiEnvironment {
  public:
-  MpiSession() {
+  MpiEnvironment() {
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -71,13 +71,13 @@ class MpiSession {
                         "MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) instead of MPI_Init");
     }
   }
-  ~MpiSession() {
+  ~MpiEnvironment() {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (owned_ && !finalized) MPI_Finalize();
   }
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
+  MpiEnvironment(const MpiEnvironment&) = delete;
+  MpiEnvironment& operator=(const MpiEnvironment&) = delete;
 
  private:
   bool owned_ = false;
@@ -85,8 +85,8 @@ class MpiSession {
 
 /// Initialises MPI once per process (if the program has not), checking the thread level either way.
 inline void mpi_ensure_initialized() {
-  static MpiSession session;  // destroyed at exit: MPI_Finalize, if flotilla called MPI_Init_thread
-  (void)session;
+  static MpiEnvironment environment;  // destroyed at exit: MPI_Finalize, if flotilla called MPI_Init_thread
+  (void)environment;
 }
 
 }  // namespace detail
