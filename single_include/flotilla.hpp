@@ -155,6 +155,162 @@ struct Cuda {};
 }  // namespace flotilla::device
 // ---- end flotilla/core/device.hpp ----
 
+// ---- begin flotilla/core/element_math.hpp ----
+// The arithmetic of element-wise rules (optimizer updates, activations, losses), for bodies written
+// once and run by both engines. Each function takes either one scalar (a GPU thread's element, or
+// the host's scalar loops) or an Eigen array expression (the CPU engine's vectorised path) and
+// returns the same kind: a scalar or a lazy expression.
+//
+// For an array the function is Eigen's own (x.sqrt(), x.square(), ...), so a rule written with
+// these is evaluated on the CPU exactly as the hand-written Eigen expression would be. For a scalar
+// it is the C library's function on the host and CUDA's on the device; the two libraries round
+// transcendental functions differently, so the engines agree to float rounding, not bit for bit.
+#include <cmath>
+#include <type_traits>
+
+
+// ---- begin flotilla/core/host_device.hpp ----
+// FLOTILLA_HOST_DEVICE marks a function that both engines run: the CPU engine calls it from host
+// code, the CUDA engine from its kernels. Under nvcc it expands to __host__ __device__; under any
+// other compiler to nothing, so the same header builds without CUDA.
+//
+// FLOTILLA_HOST_DEVICE_TEMPLATE goes before such a function template that is also instantiated
+// with host-only types (Eigen arrays on the CPU path): it tells nvcc that only the instantiations
+// a kernel calls need to be device code.
+#if defined(__CUDACC__)
+#define FLOTILLA_HOST_DEVICE __host__ __device__
+#define FLOTILLA_HOST_DEVICE_TEMPLATE _Pragma("nv_exec_check_disable")
+#else
+#define FLOTILLA_HOST_DEVICE
+#define FLOTILLA_HOST_DEVICE_TEMPLATE
+#endif
+// ---- end flotilla/core/host_device.hpp ----
+
+namespace flotilla::element {
+
+namespace detail {
+template <class X>
+struct scalar_of {
+  using type = typename X::Scalar;
+};
+template <class X>
+  requires std::is_arithmetic_v<X>
+struct scalar_of<X> {
+  using type = X;
+};
+}  // namespace detail
+
+/// The element type of X: X itself for a scalar, X::Scalar for an Eigen expression.
+template <class X>
+using scalar_t = typename detail::scalar_of<std::remove_cvref_t<X>>::type;
+
+template <class X>
+inline constexpr bool is_scalar = std::is_arithmetic_v<std::remove_cvref_t<X>>;
+
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X>
+FLOTILLA_HOST_DEVICE auto square(const X& x) {
+  if constexpr (is_scalar<X>) {
+    return x * x;
+  } else {
+    return x.square();
+  }
+}
+
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X>
+FLOTILLA_HOST_DEVICE auto sqrt(const X& x) {
+  if constexpr (is_scalar<X>) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<X, float>) return ::sqrtf(x); else return ::sqrt(x);
+#else
+    return std::sqrt(x);
+#endif
+  } else {
+    return x.sqrt();
+  }
+}
+
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X>
+FLOTILLA_HOST_DEVICE auto exp(const X& x) {
+  if constexpr (is_scalar<X>) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<X, float>) return ::expf(x); else return ::exp(x);
+#else
+    return std::exp(x);
+#endif
+  } else {
+    return x.exp();
+  }
+}
+
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X>
+FLOTILLA_HOST_DEVICE auto log(const X& x) {
+  if constexpr (is_scalar<X>) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<X, float>) return ::logf(x); else return ::log(x);
+#else
+    return std::log(x);
+#endif
+  } else {
+    return x.log();
+  }
+}
+
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X>
+FLOTILLA_HOST_DEVICE auto tanh(const X& x) {
+  if constexpr (is_scalar<X>) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<X, float>) return ::tanhf(x); else return ::tanh(x);
+#else
+    return std::tanh(x);
+#endif
+  } else {
+    return x.tanh();
+  }
+}
+
+/// max(x, floor) element by element.
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X>
+FLOTILLA_HOST_DEVICE auto max(const X& x, scalar_t<X> floor) {
+  if constexpr (is_scalar<X>) {
+    return x > floor ? x : floor;
+  } else {
+    return x.cwiseMax(floor);
+  }
+}
+
+/// `value` where `test` > 0, else 0, element by element (a select, not a multiply by a mask).
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X, class Y>
+FLOTILLA_HOST_DEVICE auto where_positive(const X& test, const Y& value) {
+  using S = scalar_t<X>;
+  if constexpr (is_scalar<X>) {
+    return test > S(0) ? value : S(0);
+  } else {
+    return (test > S(0)).select(value, S(0));
+  }
+}
+
+/// -1, 0 or +1 by the sign of x.
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X>
+FLOTILLA_HOST_DEVICE auto sign(const X& x) {
+  using S = scalar_t<X>;
+  if constexpr (is_scalar<X>) {
+    return x > S(0) ? S(1) : x < S(0) ? S(-1) : S(0);
+  } else {
+    return x.sign();
+  }
+}
+
+}  // namespace flotilla::element
+// ---- end flotilla/core/element_math.hpp ----
+
 // ---- begin flotilla/core/error.hpp ----
 // The exceptions flotilla throws. Every message names the problem and the place (file and offset,
 // layer, peer, flag) so that a user can act on it without a debugger.
@@ -1801,6 +1957,9 @@ concept Loss = requires(ConstMatrixView<T> out, const Targets<T>& t, MatrixView<
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 
 namespace flotilla {
@@ -1838,6 +1997,40 @@ concept Optimizer =
 /// outside its per-element buffers.
 template <class O>
 inline constexpr bool elementwise_optimizer = requires { requires O::elementwise; };
+
+namespace detail {
+template <std::size_t, class X>
+using repeated = X;
+template <class R, class T, std::size_t... I>
+constexpr bool rule_takes_elements(std::index_sequence<I...>) {
+  return std::is_invocable_v<const R&, bool, T&, const T&, repeated<I, T&>...>;
+}
+}  // namespace detail
+
+/// Optional: an element-wise optimizer may also write its update once as an element rule, which
+/// both engines run: `o.element_rule<T>(info)` returns a copyable object `r` (the step's
+/// constants) with
+///  - `r.decays(tensor)`, a flag computed per tensor on the host (whether weight decay applies);
+///  - `r(flag, p, g, s...)`, one state argument per buffer of `state<T>` (a fixed-size `buffers()`
+///    such as `std::array`), marked FLOTILLA_HOST_DEVICE (core/host_device.hpp). The CPU engine
+///    calls it with Eigen arrays over a tensor; the CUDA engine with one element's values, one GPU
+///    thread each. Write it with operators and `flotilla::element` functions
+///    (core/element_math.hpp) so that it compiles for both.
+/// With it, cuda::Engine updates the parameters on the GPU (without, on the host copies).
+template <class O, class T>
+concept ElementRuleOptimizer =
+    Optimizer<O, T> && elementwise_optimizer<O> &&
+    requires(const O& o, const StepInfo& info, const TensorInfo& t, typename O::template state<T>& s) {
+      { o.template element_rule<T>(info).decays(t) } -> std::convertible_to<bool>;
+      std::tuple_size<std::remove_cvref_t<decltype(s.buffers())>>::value;
+    } &&
+    detail::rule_takes_elements<decltype(std::declval<const O&>().template element_rule<T>(StepInfo{})), T>(
+        std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<decltype(std::declval<typename O::template state<T>&>().buffers())>>>{});
+
+/// The number of per-parameter buffers of an ElementRuleOptimizer's state.
+template <class O, class T>
+inline constexpr std::size_t state_buffer_count =
+    std::tuple_size_v<std::remove_cvref_t<decltype(std::declval<typename O::template state<T>&>().buffers())>>;
 
 }  // namespace flotilla
 // ---- end flotilla/concepts/optimizer.hpp ----
@@ -2180,7 +2373,9 @@ concept TransportBackend =
 // ---- begin flotilla/nn/activation.hpp ----
 // Element-wise activations: ReLU, Tanh, Sigmoid. The output keeps the input's shape. Backward uses
 // the saved output (each derivative is a function of y), so nothing extra is stored.
-// Each function type supplies forward(x) and backward(y, dy, dx).
+// Each function type supplies forward(x) and backward(y, dy) as FLOTILLA_HOST_DEVICE functions of
+// either one element or an Eigen array (core/element_math.hpp): the CPU layer applies them to whole
+// arrays, the CUDA engine to one element per thread (cuda/layers.hpp).
 #include <cstddef>
 #include <span>
 #include <string_view>
@@ -2189,7 +2384,7 @@ concept TransportBackend =
 namespace flotilla {
 namespace detail {
 
-/// Shared shape of the element-wise layers; `F` supplies forward(x) and backward(y, dy, dx).
+/// Shared shape of the element-wise layers; `F` supplies forward(x) and backward(y, dy).
 template <class F, class In, class T>
 struct ElementwiseLayer {
   static_assert(AnyShape<In>, "activation: input_shape must be a flotilla::Shape");
@@ -2201,49 +2396,52 @@ struct ElementwiseLayer {
 
   void forward(const ForwardArgs<T>& a) { a.output = F::forward(a.input.array()).matrix(); }
   void backward(const BackwardArgs<T>& a) {
-    if (a.wants_input_grad()) F::backward(a.output.array(), a.output_grad.array(), a.input_grad.array());
+    if (a.wants_input_grad()) a.input_grad.array() = F::backward(a.output.array(), a.output_grad.array());
   }
 };
 
 struct ReluFn {
   static constexpr std::string_view name = "ReLU";
+  FLOTILLA_HOST_DEVICE_TEMPLATE
   template <class X>
-  static auto forward(const X& x) {
-    return x.cwiseMax(typename X::Scalar(0));
+  FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
+    return element::max(x, element::scalar_t<X>(0));
   }
   // A select, not a multiply by a 0/1 mask: one vector blend per packet instead of a compare,
   // a conversion and a multiply.
-  template <class Y, class DY, class DX>
-  static void backward(const Y& y, const DY& dy, DX&& dx) {
-    using S = typename Y::Scalar;
-    dx = (y > S(0)).select(dy, S(0));
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class Y, class DY>
+  FLOTILLA_HOST_DEVICE static auto backward(const Y& y, const DY& dy) {
+    return element::where_positive(y, dy);
   }
 };
 
 struct TanhFn {
   static constexpr std::string_view name = "Tanh";
+  FLOTILLA_HOST_DEVICE_TEMPLATE
   template <class X>
-  static auto forward(const X& x) {
-    return x.tanh();
+  FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
+    return element::tanh(x);
   }
-  template <class Y, class DY, class DX>
-  static void backward(const Y& y, const DY& dy, DX&& dx) {
-    using S = typename Y::Scalar;
-    dx = dy * (S(1) - y.square());
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class Y, class DY>
+  FLOTILLA_HOST_DEVICE static auto backward(const Y& y, const DY& dy) {
+    return dy * (element::scalar_t<Y>(1) - element::square(y));
   }
 };
 
 struct SigmoidFn {
   static constexpr std::string_view name = "Sigmoid";
+  FLOTILLA_HOST_DEVICE_TEMPLATE
   template <class X>
-  static auto forward(const X& x) {
-    using S = typename X::Scalar;
-    return S(1) / (S(1) + (-x).exp());
+  FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
+    using S = element::scalar_t<X>;
+    return S(1) / (S(1) + element::exp(-x));
   }
-  template <class Y, class DY, class DX>
-  static void backward(const Y& y, const DY& dy, DX&& dx) {
-    using S = typename Y::Scalar;
-    dx = dy * y * (S(1) - y);
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class Y, class DY>
+  FLOTILLA_HOST_DEVICE static auto backward(const Y& y, const DY& dy) {
+    return dy * y * (element::scalar_t<Y>(1) - y);
   }
 };
 
@@ -3367,7 +3565,8 @@ class Network {
 // Losses.
 
 // ---- begin flotilla/loss/mse.hpp ----
-// Mean squared error: per sample, the mean over outputs of (y - target)^2.
+// Mean squared error: per sample, the mean over outputs of (y - target)^2. The per-sample body is
+// one function for the CPU and the GPU (cuda/loss.hpp).
 #include <string>
 #include <string_view>
 
@@ -3381,17 +3580,40 @@ struct MSE {
   template <class T>
   static T value(ConstMatrixView<T> y, const Targets<T>& t) {
     check(y, t);
-    return static_cast<T>((y - t.values).squaredNorm() / static_cast<double>(y.rows()));
+    return run<T>(y, t, nullptr, T(0));
   }
 
   template <class T>
   static T value_and_gradient(ConstMatrixView<T> y, const Targets<T>& t, MatrixView<T> grad, T scale) {
     check(y, t);
-    grad = (y - t.values) * (T(2) * scale / static_cast<T>(y.rows()));
-    return static_cast<T>((y - t.values).squaredNorm() / static_cast<double>(y.rows()));
+    return run(y, t, grad.data(), T(2) * scale / static_cast<T>(y.rows()));
+  }
+
+  /// One sample of `outputs` values y and targets t: mean (y - t)^2, summed in double; when `grad`
+  /// is not null, grad = (y - t) * factor. Both engines run this, once per sample.
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class T, class Index>
+  FLOTILLA_HOST_DEVICE static T sample(const T* y, const T* t, Index outputs, T* grad, T factor) {
+    double sum = 0;
+    for (Index j = 0; j < outputs; ++j) {
+      const T d = y[j] - t[j];
+      sum += static_cast<double>(d) * static_cast<double>(d);
+      if (grad) grad[j] = d * factor;
+    }
+    return static_cast<T>(sum / static_cast<double>(outputs));
   }
 
  private:
+  template <class T>
+  static T run(ConstMatrixView<T> y, const Targets<T>& t, T* grad, T factor) {
+    const Eigen::Index outputs = y.rows();
+    double total = 0;
+    for (Eigen::Index s = 0; s < y.cols(); ++s)
+      total += static_cast<double>(sample<T, Eigen::Index>(y.data() + s * outputs, t.values.data() + s * outputs, outputs,
+                                                           grad ? grad + s * outputs : nullptr, factor));
+    return static_cast<T>(total);
+  }
+
   template <class T>
   static void check(ConstMatrixView<T> y, const Targets<T>& t) {
     if (y.rows() != t.values.rows() || y.cols() != t.values.cols())
@@ -3407,8 +3629,8 @@ struct MSE {
 // ---- begin flotilla/loss/softmax_cross_entropy.hpp ----
 // Softmax followed by cross-entropy, fused: the gradient is softmax(z) - onehot(label), computed
 // from logits shifted by their maximum so that exp() never overflows, and the loss is
-// logsumexp(z) - z[label], which stays finite for any finite logits.
-#include <cmath>
+// logsumexp(z) - z[label], which stays finite for any finite logits. The per-sample body is one
+// function for the CPU and the GPU (cuda/loss.hpp).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -3427,12 +3649,37 @@ struct SoftmaxCrossEntropy {
 
   template <class T>
   static T value_and_gradient(ConstMatrixView<T> logits, const Targets<T>& t, MatrixView<T> grad, T scale) {
-    return run(logits, t, &grad, scale);
+    return run(logits, t, grad.data(), scale);
+  }
+
+  /// One sample: the loss from its `classes` logits z, and, when `grad` is not null, grad =
+  /// scale * (softmax(z) - onehot(label)); when `predicted` is not null, the first arg-max of z.
+  /// `label` must be in [0, classes). Both engines run this: the CPU once per column, the GPU once
+  /// per thread.
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class T, class Index>
+  FLOTILLA_HOST_DEVICE static T sample(const T* z, Index classes, Index label, T* grad, T scale, Index* predicted) {
+    T m = z[0];
+    Index best = 0;
+    for (Index j = 1; j < classes; ++j)
+      if (z[j] > m) m = z[j], best = j;
+    if (predicted) *predicted = best;
+    T sum = 0;
+    if (grad) {
+      // exp(z - m) is computed once: kept in the gradient, then normalised.
+      for (Index j = 0; j < classes; ++j) sum += (grad[j] = element::exp(z[j] - m));
+      const T f = scale / sum;
+      for (Index j = 0; j < classes; ++j) grad[j] *= f;
+      grad[label] -= scale;
+    } else {
+      for (Index j = 0; j < classes; ++j) sum += element::exp(z[j] - m);
+    }
+    return element::log(sum) + m - z[label];
   }
 
  private:
   template <class T>
-  static T run(ConstMatrixView<T> logits, const Targets<T>& t, MatrixView<T>* grad, T scale) {
+  static T run(ConstMatrixView<T> logits, const Targets<T>& t, T* grad, T scale) {
     const auto classes = logits.rows();
     if (static_cast<std::size_t>(logits.cols()) != t.labels.size())
       throw ShapeError("SoftmaxCrossEntropy: " + std::to_string(logits.cols()) + " outputs but " +
@@ -3443,19 +3690,8 @@ struct SoftmaxCrossEntropy {
       if (label < 0 || label >= classes)
         throw ShapeError("SoftmaxCrossEntropy: label " + std::to_string(label) + " of sample " + std::to_string(s) +
                          " is outside [0, " + std::to_string(classes) + ")");
-      const auto z = logits.col(s);
-      const T m = z.maxCoeff();
-      T sum = 0;
-      if (grad) {
-        // exp(z - m) is computed once: kept in the gradient column, then normalised.
-        auto g = grad->col(s);
-        for (Eigen::Index j = 0; j < classes; ++j) sum += (g(j) = std::exp(z(j) - m));
-        g *= scale / sum;
-        g(label) -= scale;
-      } else {
-        for (Eigen::Index j = 0; j < classes; ++j) sum += std::exp(z(j) - m);
-      }
-      total += static_cast<double>(std::log(sum) + m - z(label));
+      total += static_cast<double>(sample<T, Eigen::Index>(logits.data() + s * classes, classes, label,
+                                                           grad ? grad + s * classes : nullptr, scale, nullptr));
     }
     return static_cast<T>(total);
   }
@@ -3468,7 +3704,8 @@ struct SoftmaxCrossEntropy {
 
 // ---- begin flotilla/optim/adam.hpp ----
 // Adam (Kingma & Ba, 2015) and AdamW (Loshchilov & Hutter, 2019). Adam's weight decay is an L2
-// term added to the gradient; AdamW's is decoupled: p -= lr * wd * p before the Adam step.
+// term added to the gradient; AdamW's is decoupled: p -= lr * wd * p before the Adam step. As in
+// optim/sgd.hpp, the update is one element rule for both engines.
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -3476,22 +3713,30 @@ struct SoftmaxCrossEntropy {
 #include <string_view>
 
 
-// ---- begin flotilla/optim/sgd.hpp ----
-// Stochastic gradient descent, plain and with momentum (heavy-ball or Nesterov), with PyTorch's
-// conventions: the velocity starts at zero and accumulates v = mu * v + g, and weight decay adds
-// wd * p to the gradient.
+// ---- begin flotilla/optim/detail/element_rule.hpp ----
+// The CPU side of the built-in optimizers' element rules (see concepts/optimizer.hpp,
+// ElementRuleOptimizer): each rule is applied to a tensor at a time as Eigen arrays, so the update
+// is vectorised; the CUDA engine applies the same rule to one element per GPU thread
+// (cuda/optimizers.hpp).
 #include <array>
 #include <cstddef>
 #include <span>
-#include <string_view>
 #include <type_traits>
+#include <utility>
 
 
-namespace flotilla::optim {
+namespace flotilla::optim::detail {
 
-namespace detail {
 /// Weight decay applies to a tensor unless it is a bias and biases are excluded.
 inline bool decays(const TensorInfo& t, bool decay_biases) { return decay_biases || t.role != TensorRole::bias; }
+
+/// Which tensors a rule decays: all, all but the biases, or none (no weight decay). Rules inherit it
+/// as their `decays(tensor)`.
+struct DecayChoice {
+  bool any = false;
+  bool biases = true;
+  bool decays(const TensorInfo& t) const { return any && detail::decays(t, biases); }
+};
 
 /// A tensor's segment of a flat span, as an Eigen array (read-only when the span is).
 template <class T>
@@ -3500,84 +3745,23 @@ auto segment(std::span<T> s, const TensorInfo& t) {
   using Mapped = std::conditional_t<std::is_const_v<T>, const Array, Array>;
   return Eigen::Map<Mapped>(s.data() + t.offset, static_cast<Eigen::Index>(t.size));
 }
-}  // namespace detail
 
-/// p -= lr * (g + wd * p).
-struct SGD {
-  static constexpr std::string_view name = "SGD";
-  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
-  double learning_rate = 0.01;
-  double weight_decay = 0;
-  bool decay_biases = true;
+template <class Rule, class T, std::size_t K, std::size_t... I>
+void apply_rule(const Rule& rule, std::span<T> params, std::span<const T> grads, const std::array<std::span<T>, K>& state,
+                std::span<const TensorInfo> tensors, std::index_sequence<I...>) {
+  for (const auto& t : tensors) rule(rule.decays(t), segment(params, t), segment(grads, t), segment(state[I], t)...);
+}
 
-  template <class T>
-  struct state {
-    explicit state(std::size_t) {}
-    std::array<std::span<T>, 0> buffers() { return {}; }
-  };
+/// Applies `rule` to each of `tensors`: rule(decays, p, g, state...) with every argument an Eigen
+/// array over that tensor's segment of the spans.
+template <class Rule, class T, std::size_t K>
+void apply_rule(const Rule& rule, std::span<T> params, std::span<const T> grads, const std::array<std::span<T>, K>& state,
+                std::span<const TensorInfo> tensors) {
+  apply_rule(rule, params, grads, state, tensors, std::make_index_sequence<K>{});
+}
 
-  template <class T>
-  void update(std::span<T> params, std::span<const T> grads, state<T>&, std::span<const TensorInfo> tensors,
-              const StepInfo& info) const {
-    const T lr = static_cast<T>(info.learning_rate);
-    for (const auto& t : tensors) {
-      auto p = detail::segment(params, t);
-      const auto g = detail::segment(grads, t);
-      if (weight_decay != 0 && detail::decays(t, decay_biases)) {
-        p -= lr * (g + static_cast<T>(weight_decay) * p);
-      } else {
-        p -= lr * g;
-      }
-    }
-  }
-};
-
-/// v = mu * v + (g + wd * p); p -= lr * v, or with Nesterov p -= lr * (g + mu * v).
-struct Momentum {
-  static constexpr std::string_view name = "Momentum";
-  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
-  double learning_rate = 0.01;
-  double momentum = 0.9;
-  bool nesterov = false;
-  double weight_decay = 0;
-  bool decay_biases = true;
-
-  template <class T>
-  struct state {
-    explicit state(std::size_t n) : velocity(n, T(0)) {}
-    Buffer<T> velocity;
-    std::array<std::span<T>, 1> buffers() { return {std::span<T>(velocity)}; }
-  };
-
-  template <class T>
-  void update(std::span<T> params, std::span<const T> grads, state<T>& s, std::span<const TensorInfo> tensors,
-              const StepInfo& info) const {
-    const T lr = static_cast<T>(info.learning_rate), mu = static_cast<T>(momentum);
-    for (const auto& t : tensors) {
-      auto p = detail::segment(params, t);
-      auto v = detail::segment(std::span<T>(s.velocity), t);
-      const auto g = detail::segment(grads, t);
-      if (weight_decay != 0 && detail::decays(t, decay_biases)) {
-        v = mu * v + g + static_cast<T>(weight_decay) * p;
-        if (nesterov) {
-          p -= lr * (g + static_cast<T>(weight_decay) * p + mu * v);
-        } else {
-          p -= lr * v;
-        }
-      } else {
-        v = mu * v + g;
-        if (nesterov) {
-          p -= lr * (g + mu * v);
-        } else {
-          p -= lr * v;
-        }
-      }
-    }
-  }
-};
-
-}  // namespace flotilla::optim
-// ---- end flotilla/optim/sgd.hpp ----
+}  // namespace flotilla::optim::detail
+// ---- end flotilla/optim/detail/element_rule.hpp ----
 
 namespace flotilla::optim {
 
@@ -3599,36 +3783,44 @@ struct AdamState {
   std::array<std::span<T>, 2> buffers() { return {std::span<T>(m), std::span<T>(v)}; }
 };
 
+/// One Adam (or, Decoupled, AdamW) step of an element or an array, with the step's constants.
 template <bool Decoupled, class T>
-void adam_update(const AdamConfig& c, std::span<T> params, std::span<const T> grads, AdamState<T>& s,
-                 std::span<const TensorInfo> tensors, const StepInfo& info) {
-  const double t = static_cast<double>(info.step);
-  const T b1 = static_cast<T>(c.beta1), b2 = static_cast<T>(c.beta2);
-  const T step_size = static_cast<T>(info.learning_rate / (1 - std::pow(c.beta1, t)));
-  const T root_correction = static_cast<T>(std::sqrt(1 - std::pow(c.beta2, t)));
-  const T eps = static_cast<T>(c.epsilon), wd = static_cast<T>(c.weight_decay), lr = static_cast<T>(info.learning_rate);
-  for (const auto& ti : tensors) {
-    auto p = segment(params, ti);
-    auto m = segment(std::span<T>(s.m), ti);
-    auto v = segment(std::span<T>(s.v), ti);
-    const auto g0 = segment(grads, ti);
-    const bool decay = c.weight_decay != 0 && decays(ti, c.decay_biases);
+struct AdamRule : DecayChoice {
+  T lr, b1, b2, step_size, root_correction, eps, wd;
+
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class P, class G, class M, class V>
+  FLOTILLA_HOST_DEVICE void operator()(bool decay, P&& p, const G& g, M&& m, V&& v) const {
     if constexpr (Decoupled) {
       if (decay) p *= T(1) - lr * wd;
-      m = b1 * m + (T(1) - b1) * g0;
-      v = b2 * v + (T(1) - b2) * g0.square();
+      m = b1 * m + (T(1) - b1) * g;
+      v = b2 * v + (T(1) - b2) * element::square(g);
     } else {
       if (decay) {
-        m = b1 * m + (T(1) - b1) * (g0 + wd * p);
-        v = b2 * v + (T(1) - b2) * (g0 + wd * p).square();
+        m = b1 * m + (T(1) - b1) * (g + wd * p);
+        v = b2 * v + (T(1) - b2) * element::square(g + wd * p);
       } else {
-        m = b1 * m + (T(1) - b1) * g0;
-        v = b2 * v + (T(1) - b2) * g0.square();
+        m = b1 * m + (T(1) - b1) * g;
+        v = b2 * v + (T(1) - b2) * element::square(g);
       }
     }
     // PyTorch's form: p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
-    p -= step_size * m / (v.sqrt() / root_correction + eps);
+    p -= step_size * m / (element::sqrt(v) / root_correction + eps);
   }
+};
+
+/// The rule's constants for step `info`, computed in double as PyTorch does, then rounded to T.
+template <bool Decoupled, class T>
+AdamRule<Decoupled, T> adam_rule(const AdamConfig& c, const StepInfo& info) {
+  const double t = static_cast<double>(info.step);
+  return {{c.weight_decay != 0, c.decay_biases},
+          static_cast<T>(info.learning_rate),
+          static_cast<T>(c.beta1),
+          static_cast<T>(c.beta2),
+          static_cast<T>(info.learning_rate / (1 - std::pow(c.beta1, t))),
+          static_cast<T>(std::sqrt(1 - std::pow(c.beta2, t))),
+          static_cast<T>(c.epsilon),
+          static_cast<T>(c.weight_decay)};
 }
 }  // namespace detail
 
@@ -3638,9 +3830,13 @@ struct Adam : detail::AdamConfig {
   template <class T>
   using state = detail::AdamState<T>;
   template <class T>
+  detail::AdamRule<false, T> element_rule(const StepInfo& info) const {
+    return detail::adam_rule<false, T>(*this, info);
+  }
+  template <class T>
   void update(std::span<T> params, std::span<const T> grads, state<T>& s, std::span<const TensorInfo> tensors,
               const StepInfo& info) const {
-    detail::adam_update<false>(*this, params, grads, s, tensors, info);
+    detail::apply_rule(element_rule<T>(info), params, grads, s.buffers(), tensors);
   }
 };
 
@@ -3651,9 +3847,13 @@ struct AdamW : detail::AdamConfig {
   template <class T>
   using state = detail::AdamState<T>;
   template <class T>
+  detail::AdamRule<true, T> element_rule(const StepInfo& info) const {
+    return detail::adam_rule<true, T>(*this, info);
+  }
+  template <class T>
   void update(std::span<T> params, std::span<const T> grads, state<T>& s, std::span<const TensorInfo> tensors,
               const StepInfo& info) const {
-    detail::adam_update<true>(*this, params, grads, s, tensors, info);
+    detail::apply_rule(element_rule<T>(info), params, grads, s.buffers(), tensors);
   }
 };
 
@@ -3713,6 +3913,120 @@ StepInfo scheduled_step(const Optimizer& optimizer, const Schedule& schedule, st
 
 }  // namespace flotilla
 // ---- end flotilla/optim/schedule.hpp ----
+
+// ---- begin flotilla/optim/sgd.hpp ----
+// Stochastic gradient descent, plain and with momentum (heavy-ball or Nesterov), with PyTorch's
+// conventions: the velocity starts at zero and accumulates v = mu * v + g, and weight decay adds
+// wd * p to the gradient. Each update is written once, as an element rule that the CPU engine
+// applies to Eigen arrays and the CUDA engine to one element per thread.
+#include <array>
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+
+namespace flotilla::optim {
+
+/// p -= lr * (g + wd * p).
+struct SGD {
+  static constexpr std::string_view name = "SGD";
+  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
+  double learning_rate = 0.01;
+  double weight_decay = 0;
+  bool decay_biases = true;
+
+  template <class T>
+  struct state {
+    explicit state(std::size_t) {}
+    std::array<std::span<T>, 0> buffers() { return {}; }
+  };
+
+  template <class T>
+  struct rule : detail::DecayChoice {
+    T lr, wd;
+    FLOTILLA_HOST_DEVICE_TEMPLATE
+    template <class P, class G>
+    FLOTILLA_HOST_DEVICE void operator()(bool decay, P&& p, const G& g) const {
+      if (decay) {
+        p -= lr * (g + wd * p);
+      } else {
+        p -= lr * g;
+      }
+    }
+  };
+
+  template <class T>
+  rule<T> element_rule(const StepInfo& info) const {
+    return {{weight_decay != 0, decay_biases}, static_cast<T>(info.learning_rate), static_cast<T>(weight_decay)};
+  }
+
+  template <class T>
+  void update(std::span<T> params, std::span<const T> grads, state<T>& s, std::span<const TensorInfo> tensors,
+              const StepInfo& info) const {
+    detail::apply_rule(element_rule<T>(info), params, grads, s.buffers(), tensors);
+  }
+};
+
+/// v = mu * v + (g + wd * p); p -= lr * v, or with Nesterov p -= lr * (g + wd * p + mu * v).
+struct Momentum {
+  static constexpr std::string_view name = "Momentum";
+  static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
+  double learning_rate = 0.01;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0;
+  bool decay_biases = true;
+
+  template <class T>
+  struct state {
+    explicit state(std::size_t n) : velocity(n, T(0)) {}
+    Buffer<T> velocity;
+    std::array<std::span<T>, 1> buffers() { return {std::span<T>(velocity)}; }
+  };
+
+  template <class T>
+  struct rule : detail::DecayChoice {
+    T lr, mu, wd;
+    bool nesterov;
+    FLOTILLA_HOST_DEVICE_TEMPLATE
+    template <class P, class G, class V>
+    FLOTILLA_HOST_DEVICE void operator()(bool decay, P&& p, const G& g, V&& v) const {
+      if (decay) {
+        v = mu * v + g + wd * p;
+        if (nesterov) {
+          p -= lr * (g + wd * p + mu * v);
+        } else {
+          p -= lr * v;
+        }
+      } else {
+        v = mu * v + g;
+        if (nesterov) {
+          p -= lr * (g + mu * v);
+        } else {
+          p -= lr * v;
+        }
+      }
+    }
+  };
+
+  template <class T>
+  rule<T> element_rule(const StepInfo& info) const {
+    return {{weight_decay != 0, decay_biases},
+            static_cast<T>(info.learning_rate),
+            static_cast<T>(momentum),
+            static_cast<T>(weight_decay),
+            nesterov};
+  }
+
+  template <class T>
+  void update(std::span<T> params, std::span<const T> grads, state<T>& s, std::span<const TensorInfo> tensors,
+              const StepInfo& info) const {
+    detail::apply_rule(element_rule<T>(info), params, grads, s.buffers(), tensors);
+  }
+};
+
+}  // namespace flotilla::optim
+// ---- end flotilla/optim/sgd.hpp ----
 
 // Data sets and their file formats.
 

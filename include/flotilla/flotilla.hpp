@@ -22,9 +22,11 @@
 // Core: shapes, tensor views, random numbers, errors, threads.
 #include "flotilla/core/crc32.hpp"
 #include "flotilla/core/device.hpp"
+#include "flotilla/core/element_math.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/gemm.hpp"
 #include "flotilla/core/hmac.hpp"
+#include "flotilla/core/host_device.hpp"
 #include "flotilla/core/linkage.hpp"
 #include "flotilla/core/random.hpp"
 #include "flotilla/core/sha256.hpp"

@@ -30,6 +30,30 @@ TEST_CASE("Dense gradients") {
   CHECK_GRADIENTS((check_layer<Dense<1>, Shape<1>>()));
 }
 
+namespace {
+/// F's element functions called with one float at a time (as the CUDA engine's kernels call them)
+/// against the same functions over an Eigen array (as the CPU layer calls them).
+template <class F>
+void check_elements_match_arrays() {
+  Eigen::ArrayXf x(9), dy(9);
+  x << -3.0f, -1.0f, -0.25f, -1e-3f, 0.0f, 1e-3f, 0.5f, 2.0f, 6.0f;
+  dy << 0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 1.5f, -2.0f, 0.1f, 1.0f;
+  const Eigen::ArrayXf y = F::forward(x);
+  const Eigen::ArrayXf dx = F::backward(y, dy);
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    CAPTURE(x(i));
+    CHECK(F::forward(x(i)) == doctest::Approx(y(i)).epsilon(1e-6));
+    CHECK(F::backward(y(i), dy(i)) == doctest::Approx(dx(i)).epsilon(1e-6));
+  }
+}
+}  // namespace
+
+TEST_CASE("activation element functions give the same values on one element as on arrays") {
+  check_elements_match_arrays<flotilla::detail::ReluFn>();
+  check_elements_match_arrays<flotilla::detail::TanhFn>();
+  check_elements_match_arrays<flotilla::detail::SigmoidFn>();
+}
+
 TEST_CASE("activation gradients") {
   CHECK_GRADIENTS((check_layer<ReLU, Shape<11>>()));
   CHECK_GRADIENTS((check_layer<Tanh, Shape<11>>()));

@@ -2,7 +2,11 @@
 // (PyTorch's conventions), and each schedule's factors.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
+#include <span>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "flotilla/optim/adam.hpp"
@@ -113,6 +117,80 @@ TEST_CASE("optimizer state is exposed for checkpoints") {
   optim::Momentum::state<float> m(4);
   CHECK(m.buffers()[0].size() == 4);
   CHECK(optim::SGD::state<float>(4).buffers().empty());
+}
+
+namespace {
+/// Three steps of o in float through update() (Eigen arrays, per tensor) and through its element
+/// rule called once per element with scalars, as the CUDA engine's kernel calls it.
+template <class O>
+void check_rule_matches_update(const O& o) {
+  static_assert(ElementRuleOptimizer<O, float>);
+  constexpr std::size_t K = state_buffer_count<O, float>;
+  std::vector<float> p_arrays(p0.begin(), p0.end()), p_elements = p_arrays;
+  typename O::template state<float> s_arrays(p0.size()), s_elements(p0.size());
+  for (std::size_t t = 0; t < grads.size(); ++t) {
+    const std::vector<float> g(grads[t].begin(), grads[t].end());
+    const StepInfo info{t + 1, 0.1};
+    o.update(std::span<float>(p_arrays), std::span<const float>(g), s_arrays, tensors, info);
+    const auto rule = o.template element_rule<float>(info);
+    auto state = s_elements.buffers();
+    for (const auto& tensor : tensors)
+      for (std::size_t i = tensor.offset; i < tensor.offset + tensor.size; ++i)
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          rule(rule.decays(tensor), p_elements[i], g[i], state[I][i]...);
+        }(std::make_index_sequence<K>{});
+  }
+  for (std::size_t i = 0; i < p0.size(); ++i) {
+    CAPTURE(i);
+    CHECK(p_elements[i] != doctest::Approx(p0[i]).epsilon(1e-9));  // the steps moved every parameter
+    CHECK(p_elements[i] == doctest::Approx(p_arrays[i]).epsilon(1e-6));
+  }
+  for (std::size_t k = 0; k < K; ++k)
+    for (std::size_t i = 0; i < p0.size(); ++i) CHECK(s_elements.buffers()[k][i] == doctest::Approx(s_arrays.buffers()[k][i]).epsilon(1e-6));
+}
+
+struct NoRule {
+  static constexpr std::string_view name = "NoRule";
+  static constexpr bool elementwise = true;
+  double learning_rate = 0.1;
+  template <class T>
+  struct state {
+    explicit state(std::size_t) {}
+    std::array<std::span<T>, 0> buffers() { return {}; }
+  };
+  template <class T>
+  void update(std::span<T>, std::span<const T>, state<T>&, std::span<const TensorInfo>, const StepInfo&) const {}
+};
+}  // namespace
+
+TEST_CASE("each optimizer's element rule, one element at a time, gives its update on arrays") {
+  for (bool decay_biases : {true, false}) {
+    CAPTURE(decay_biases);
+    for (double wd : {0.0, 0.05}) {
+      CAPTURE(wd);
+      optim::SGD sgd;
+      sgd.weight_decay = wd;
+      sgd.decay_biases = decay_biases;
+      check_rule_matches_update(sgd);
+      for (bool nesterov : {false, true}) {
+        optim::Momentum momentum;
+        momentum.weight_decay = wd;
+        momentum.decay_biases = decay_biases;
+        momentum.nesterov = nesterov;
+        check_rule_matches_update(momentum);
+      }
+      optim::Adam adam;
+      adam.weight_decay = wd;
+      adam.decay_biases = decay_biases;
+      check_rule_matches_update(adam);
+      optim::AdamW adamw;
+      adamw.weight_decay = wd;
+      adamw.decay_biases = decay_biases;
+      check_rule_matches_update(adamw);
+    }
+  }
+  // An optimizer without an element rule is still an Optimizer; the CUDA engine runs it on the host.
+  static_assert(Optimizer<NoRule, float> && !ElementRuleOptimizer<NoRule, float>);
 }
 
 TEST_CASE("learning-rate schedules") {

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "flotilla/core/layer_args.hpp"
 
@@ -43,5 +46,39 @@ concept Optimizer =
 /// outside its per-element buffers.
 template <class O>
 inline constexpr bool elementwise_optimizer = requires { requires O::elementwise; };
+
+namespace detail {
+template <std::size_t, class X>
+using repeated = X;
+template <class R, class T, std::size_t... I>
+constexpr bool rule_takes_elements(std::index_sequence<I...>) {
+  return std::is_invocable_v<const R&, bool, T&, const T&, repeated<I, T&>...>;
+}
+}  // namespace detail
+
+/// Optional: an element-wise optimizer may also write its update once as an element rule, which
+/// both engines run: `o.element_rule<T>(info)` returns a copyable object `r` (the step's
+/// constants) with
+///  - `r.decays(tensor)`, a flag computed per tensor on the host (whether weight decay applies);
+///  - `r(flag, p, g, s...)`, one state argument per buffer of `state<T>` (a fixed-size `buffers()`
+///    such as `std::array`), marked FLOTILLA_HOST_DEVICE (core/host_device.hpp). The CPU engine
+///    calls it with Eigen arrays over a tensor; the CUDA engine with one element's values, one GPU
+///    thread each. Write it with operators and `flotilla::element` functions
+///    (core/element_math.hpp) so that it compiles for both.
+/// With it, cuda::Engine updates the parameters on the GPU (without, on the host copies).
+template <class O, class T>
+concept ElementRuleOptimizer =
+    Optimizer<O, T> && elementwise_optimizer<O> &&
+    requires(const O& o, const StepInfo& info, const TensorInfo& t, typename O::template state<T>& s) {
+      { o.template element_rule<T>(info).decays(t) } -> std::convertible_to<bool>;
+      std::tuple_size<std::remove_cvref_t<decltype(s.buffers())>>::value;
+    } &&
+    detail::rule_takes_elements<decltype(std::declval<const O&>().template element_rule<T>(StepInfo{})), T>(
+        std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<decltype(std::declval<typename O::template state<T>&>().buffers())>>>{});
+
+/// The number of per-parameter buffers of an ElementRuleOptimizer's state.
+template <class O, class T>
+inline constexpr std::size_t state_buffer_count =
+    std::tuple_size_v<std::remove_cvref_t<decltype(std::declval<typename O::template state<T>&>().buffers())>>;
 
 }  // namespace flotilla

@@ -1,6 +1,7 @@
 #pragma once
-// Element-wise kernels: activations forward and backward, the bias of a (rows x cols) output,
-// dropout's mask, products, sums and fills. Each is a host function that launches on a stream.
+// Element-wise kernels: the bias of a (rows x cols) output, dropout's mask, products, sums and
+// fills; the activations run the CPU layers' own element functions (cuda/layers.hpp). Each is a
+// host function that launches on a stream.
 #include <cstddef>
 #include <cstdint>
 
@@ -8,38 +9,6 @@
 #include "flotilla/cuda/launch.hpp"
 
 namespace flotilla::cuda::detail {
-
-enum class Activation { relu, tanh, sigmoid };
-
-/// y = f(x), n values.
-inline void activation_forward(cudaStream_t s, Activation a, const float* x, float* y, std::size_t n) {
-  switch (a) {
-    case Activation::relu:
-      for_each_index(s, n, "relu_forward", [=] __device__(index_t i) { y[i] = fmaxf(x[i], 0.0f); });
-      break;
-    case Activation::tanh:
-      for_each_index(s, n, "tanh_forward", [=] __device__(index_t i) { y[i] = tanhf(x[i]); });
-      break;
-    case Activation::sigmoid:
-      for_each_index(s, n, "sigmoid_forward", [=] __device__(index_t i) { y[i] = 1.0f / (1.0f + expf(-x[i])); });
-      break;
-  }
-}
-
-/// dx = f'(x) dy, from the saved output y (as the CPU layers do).
-inline void activation_backward(cudaStream_t s, Activation a, const float* y, const float* dy, float* dx, std::size_t n) {
-  switch (a) {
-    case Activation::relu:
-      for_each_index(s, n, "relu_backward", [=] __device__(index_t i) { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; });
-      break;
-    case Activation::tanh:
-      for_each_index(s, n, "tanh_backward", [=] __device__(index_t i) { dx[i] = dy[i] * (1.0f - y[i] * y[i]); });
-      break;
-    case Activation::sigmoid:
-      for_each_index(s, n, "sigmoid_backward", [=] __device__(index_t i) { dx[i] = dy[i] * y[i] * (1.0f - y[i]); });
-      break;
-  }
-}
 
 /// y(r, c) += b(r) for a column-major (rows x cols) y.
 inline void add_bias(cudaStream_t s, float* y, const float* b, std::size_t rows, std::size_t cols) {

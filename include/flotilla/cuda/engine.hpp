@@ -13,10 +13,11 @@
 //     reports the layer ready once its copy has landed, so the ring allreduce of the last layers
 //     runs while the GPU still differentiates the first ones. The summed gradients go back up
 //     before the optimizer step.
-// The optimizer state of the built-in optimizers lives on the GPU too (cuda/optimizers.hpp); the
+// The optimizer state of an ElementRuleOptimizer lives on the GPU too (cuda/optimizers.hpp); the
 // trainer asks for it (optimizer_state_to_host) before it saves or broadcasts it. Any other
 // optimizer runs on the host copies.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -160,7 +161,7 @@ class Engine {
   /// The trainer replaced or overwrote its host state: the next step reads it from there.
   void optimizer_state_changed() noexcept { state_on_device_ = false; }
 
-  /// One optimizer step. The built-in optimizers run on the GPU; any other on the host copies.
+  /// One optimizer step. An ElementRuleOptimizer runs on the GPU; any other on the host copies.
   template <class O, class State>
   void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> tensors, const StepInfo& info) {
     ctx_.activate();
@@ -176,9 +177,10 @@ class Engine {
         }
         state_on_device_ = true;
       }
-      float* state_ptrs[2] = {nullptr, nullptr};
-      for (std::size_t k = 0; k < device_state_.size() && k < 2; ++k) state_ptrs[k] = device_state_[k].data();
-      device_update(ctx_.compute(), optimizer, params_.data(), grads_.data(), state_ptrs, tensors, info);
+      std::array<float*, device_state_buffers<O> + 1> state_ptrs{};
+      for (std::size_t k = 0; k < device_state_.size() && k < device_state_buffers<O>; ++k)
+        state_ptrs[k] = device_state_[k].data();
+      device_update(ctx_.compute(), optimizer, params_.data(), grads_.data(), state_ptrs.data(), tensors, info);
       params_where_ = Where::device;
       state_host_current_ = false;
     } else {

@@ -10,13 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "flotilla/core/host_device.hpp"
 #include "flotilla/core/random.hpp"
-
-#if defined(__CUDACC__)
-#define FLOTILLA_HOST_DEVICE __host__ __device__
-#else
-#define FLOTILLA_HOST_DEVICE
-#endif
 
 namespace flotilla::cuda {
 

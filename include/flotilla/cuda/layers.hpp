@@ -200,28 +200,23 @@ struct DeviceLayer<L, Dropout<Num, Den>> {
 
 // ---- activations ------------------------------------------------------------------------------
 
-namespace detail {
-template <class F>
-inline constexpr Activation activation_of = std::is_same_v<F, flotilla::detail::ReluFn>   ? Activation::relu
-                                            : std::is_same_v<F, flotilla::detail::TanhFn> ? Activation::tanh
-                                                                                          : Activation::sigmoid;
-template <class F>
-inline constexpr bool known_activation = std::is_same_v<F, flotilla::detail::ReluFn> ||
-                                         std::is_same_v<F, flotilla::detail::TanhFn> ||
-                                         std::is_same_v<F, flotilla::detail::SigmoidFn>;
-}  // namespace detail
-
+// The CPU layer's own element functions (nn/activation.hpp), one element per thread.
 template <class F, class In>
-  requires detail::known_activation<F>
 struct DeviceLayer<flotilla::detail::ElementwiseLayer<F, In, float>, void> {
   static constexpr std::size_t size = In::size;
   void forward(const DeviceForwardArgs& a) {
-    detail::activation_forward(a.ctx.compute(), detail::activation_of<F>, a.input, a.output, size * a.batch);
+    const float* x = a.input;
+    float* y = a.output;
+    detail::for_each_index(a.ctx.compute(), size * a.batch, "activation_forward",
+                           [=] __device__(index_t i) { y[i] = F::forward(x[i]); });
   }
   void backward(const DeviceBackwardArgs& a) {
-    if (a.input_grad)
-      detail::activation_backward(a.ctx.compute(), detail::activation_of<F>, a.output, a.output_grad, a.input_grad,
-                                  size * a.batch);
+    if (!a.input_grad) return;
+    const float* y = a.output;
+    const float* dy = a.output_grad;
+    float* dx = a.input_grad;
+    detail::for_each_index(a.ctx.compute(), size * a.batch, "activation_backward",
+                           [=] __device__(index_t i) { dx[i] = F::backward(y[i], dy[i]); });
   }
 };
 

@@ -1,46 +1,73 @@
 #pragma once
-// The built-in optimizers' updates on the GPU, over the flat device buffers: optim::SGD,
-// optim::Momentum (heavy-ball and Nesterov), optim::Adam and optim::AdamW, each element computed
-// exactly as optim/sgd.hpp and optim/adam.hpp compute it (the same float operations; nvcc may fuse
-// a multiply and an add, so results agree to float rounding). Per-tensor behaviour (no weight decay
-// on biases when decay_biases is false) is kept by launching once per run of consecutive tensors
-// that decay alike: one launch for the whole buffer in the usual cases.
-#include <cmath>
+// Optimizer updates on the GPU, over the flat device buffers. Any ElementRuleOptimizer
+// (concepts/optimizer.hpp) runs here: its element rule, the same function the CPU engine applies
+// to Eigen arrays, is applied to one element per thread. Per-tensor behaviour (no weight decay on
+// biases when the rule says so) is kept by launching once per run of consecutive tensors with the
+// same flag: one launch for the whole buffer in the usual cases.
+#include <array>
 #include <cstddef>
 #include <span>
 #include <type_traits>
+#include <utility>
 
-#include "flotilla/cuda/launch.hpp"
+#include "flotilla/concepts/optimizer.hpp"
 #include "flotilla/core/layer_args.hpp"
-#include "flotilla/optim/adam.hpp"
-#include "flotilla/optim/sgd.hpp"
+#include "flotilla/cuda/launch.hpp"
 
 namespace flotilla::cuda {
 
-/// Whether optimizer O has a GPU update here (any other runs on the host: cuda::Engine copies).
+/// Whether optimizer O has a GPU update (any other runs on the host: cuda::Engine copies).
 template <class O>
-inline constexpr bool has_device_update = std::is_same_v<O, optim::SGD> || std::is_same_v<O, optim::Momentum> ||
-                                          std::is_same_v<O, optim::Adam> || std::is_same_v<O, optim::AdamW>;
+inline constexpr bool has_device_update = ElementRuleOptimizer<O, float>;
 
-/// How many state buffers (each one value per parameter) O keeps: SGD 0, Momentum 1, Adam(W) 2.
+/// How many state buffers (each one value per parameter) O keeps on the GPU.
 template <class O>
-inline constexpr std::size_t device_state_buffers = std::is_same_v<O, optim::SGD> ? 0 : std::is_same_v<O, optim::Momentum> ? 1 : 2;
+inline constexpr std::size_t device_state_buffers = state_buffer_count<O, float>;
 
 namespace detail {
 
-/// Calls f(begin, count, decay) for each maximal run of consecutive tensors that decay alike.
-template <class F>
-void for_each_decay_run(std::span<const TensorInfo> tensors, double weight_decay, bool decay_biases, F&& f) {
+/// Calls f(begin, count, flag) for each maximal run of consecutive tensors with the same flag.
+template <class Rule, class F>
+void for_each_flag_run(std::span<const TensorInfo> tensors, const Rule& rule, F&& f) {
   std::size_t i = 0;
   while (i < tensors.size()) {
-    const bool decay = weight_decay != 0 && optim::detail::decays(tensors[i], decay_biases);
+    const bool flag = rule.decays(tensors[i]);
     std::size_t j = i + 1;
-    while (j < tensors.size() && (weight_decay != 0 && optim::detail::decays(tensors[j], decay_biases)) == decay &&
-           tensors[j].offset == tensors[j - 1].offset + tensors[j - 1].size)
+    while (j < tensors.size() && rule.decays(tensors[j]) == flag && tensors[j].offset == tensors[j - 1].offset + tensors[j - 1].size)
       ++j;
-    f(tensors[i].offset, tensors[j - 1].offset + tensors[j - 1].size - tensors[i].offset, decay);
+    f(tensors[i].offset, tensors[j - 1].offset + tensors[j - 1].size - tensors[i].offset, flag);
     i = j;
   }
+}
+
+/// The kernel body: one element's update. Each element is loaded into registers, updated by the
+/// rule and stored once (the rule takes references, and through global memory the compiler could
+/// not keep its values in registers).
+template <class Rule, std::size_t K>
+struct ApplyRule {
+  Rule rule;
+  bool flag;
+  float* p;
+  const float* g;
+  float* state[K > 0 ? K : 1];
+
+  __device__ void operator()(index_t i) const { apply(i, std::make_index_sequence<K>{}); }
+
+  template <std::size_t... I>
+  __device__ void apply(index_t i, std::index_sequence<I...>) const {
+    float pi = p[i];
+    float si[K > 0 ? K : 1] = {state[I][i]...};
+    rule(flag, pi, g[i], si[I]...);
+    p[i] = pi;
+    ((state[I][i] = si[I]), ...);
+  }
+};
+
+/// Applies `rule` (with `flag`) to elements [at, at + n) of p, g and the K buffers of `buffers`.
+template <class Rule, std::size_t K, std::size_t... I>
+void launch_rule(cudaStream_t s, const Rule& rule, bool flag, float* p, const float* g, float* const* buffers,
+                 std::size_t at, std::size_t n, std::index_sequence<I...>) {
+  for_each_index(s, n, "optimizer_update", ApplyRule<Rule, K>{rule, flag, p + at, g + at, {(buffers[I] + at)...}});
 }
 
 }  // namespace detail
@@ -50,62 +77,13 @@ void for_each_decay_run(std::span<const TensorInfo> tensors, double weight_decay
 template <class O>
 void device_update(cudaStream_t s, const O& o, float* p, const float* g, float* const* state,
                    std::span<const TensorInfo> tensors, const StepInfo& info) {
-  static_assert(has_device_update<O>, "cuda::device_update: no GPU update for this optimizer");
-  const float lr = static_cast<float>(info.learning_rate);
-  if constexpr (std::is_same_v<O, optim::SGD>) {
-    const float wd = static_cast<float>(o.weight_decay);
-    detail::for_each_decay_run(tensors, o.weight_decay, o.decay_biases, [&](std::size_t at, std::size_t n, bool decay) {
-      float* pp = p + at;
-      const float* gg = g + at;
-      if (decay) {
-        detail::for_each_index(s, n, "sgd_update", [=] __device__(index_t i) { pp[i] -= lr * (gg[i] + wd * pp[i]); });
-      } else {
-        detail::for_each_index(s, n, "sgd_update", [=] __device__(index_t i) { pp[i] -= lr * gg[i]; });
-      }
-    });
-  } else if constexpr (std::is_same_v<O, optim::Momentum>) {
-    const float mu = static_cast<float>(o.momentum), wd = static_cast<float>(o.weight_decay);
-    const bool nesterov = o.nesterov;
-    detail::for_each_decay_run(tensors, o.weight_decay, o.decay_biases, [&](std::size_t at, std::size_t n, bool decay) {
-      float* pp = p + at;
-      float* vv = state[0] + at;
-      const float* gg = g + at;
-      const float w = decay ? wd : 0.0f;
-      detail::for_each_index(s, n, "momentum_update", [=] __device__(index_t i) {
-        const float gi = w != 0.0f ? gg[i] + w * pp[i] : gg[i];
-        const float v = mu * vv[i] + gi;
-        vv[i] = v;
-        pp[i] -= nesterov ? lr * (gi + mu * v) : lr * v;
-      });
-    });
-  } else {
-    constexpr bool decoupled = std::is_same_v<O, optim::AdamW>;
-    const double t = static_cast<double>(info.step);
-    // The same float constants as optim/adam.hpp, computed in double on the host as it does.
-    const float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2);
-    const float step_size = static_cast<float>(info.learning_rate / (1 - std::pow(o.beta1, t)));
-    const float root_correction = static_cast<float>(std::sqrt(1 - std::pow(o.beta2, t)));
-    const float eps = static_cast<float>(o.epsilon), wd = static_cast<float>(o.weight_decay);
-    detail::for_each_decay_run(tensors, o.weight_decay, o.decay_biases, [&](std::size_t at, std::size_t n, bool decay) {
-      float* pp = p + at;
-      float* mm = state[0] + at;
-      float* vv = state[1] + at;
-      const float* gg = g + at;
-      detail::for_each_index(s, n, decoupled ? "adamw_update" : "adam_update", [=] __device__(index_t i) {
-        float pi = pp[i], gi = gg[i];
-        if (decoupled) {
-          if (decay) pi *= 1.0f - lr * wd;
-        } else if (decay) {
-          gi = gi + wd * pi;
-        }
-        const float m = b1 * mm[i] + (1.0f - b1) * gi;
-        const float v = b2 * vv[i] + (1.0f - b2) * (gi * gi);
-        mm[i] = m;
-        vv[i] = v;
-        pp[i] = pi - step_size * m / (sqrtf(v) / root_correction + eps);
-      });
-    });
-  }
+  static_assert(has_device_update<O>,
+                "cuda::device_update: the optimizer has no element rule (see ElementRuleOptimizer in concepts/optimizer.hpp)");
+  constexpr std::size_t K = device_state_buffers<O>;
+  const auto rule = o.template element_rule<float>(info);
+  detail::for_each_flag_run(tensors, rule, [&](std::size_t at, std::size_t n, bool flag) {
+    detail::launch_rule<std::remove_const_t<decltype(rule)>, K>(s, rule, flag, p, g, state, at, n, std::make_index_sequence<K>{});
+  });
 }
 
 }  // namespace flotilla::cuda

@@ -1,11 +1,15 @@
 #pragma once
 // Element-wise activations: ReLU, Tanh, Sigmoid. The output keeps the input's shape. Backward uses
 // the saved output (each derivative is a function of y), so nothing extra is stored.
-// Each function type supplies forward(x) and backward(y, dy, dx).
+// Each function type supplies forward(x) and backward(y, dy) as FLOTILLA_HOST_DEVICE functions of
+// either one element or an Eigen array (core/element_math.hpp): the CPU layer applies them to whole
+// arrays, the CUDA engine to one element per thread (cuda/layers.hpp).
 #include <cstddef>
 #include <span>
 #include <string_view>
 
+#include "flotilla/core/element_math.hpp"
+#include "flotilla/core/host_device.hpp"
 #include "flotilla/core/shape.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/core/layer_args.hpp"
@@ -13,7 +17,7 @@
 namespace flotilla {
 namespace detail {
 
-/// Shared shape of the element-wise layers; `F` supplies forward(x) and backward(y, dy, dx).
+/// Shared shape of the element-wise layers; `F` supplies forward(x) and backward(y, dy).
 template <class F, class In, class T>
 struct ElementwiseLayer {
   static_assert(AnyShape<In>, "activation: input_shape must be a flotilla::Shape");
@@ -25,49 +29,52 @@ struct ElementwiseLayer {
 
   void forward(const ForwardArgs<T>& a) { a.output = F::forward(a.input.array()).matrix(); }
   void backward(const BackwardArgs<T>& a) {
-    if (a.wants_input_grad()) F::backward(a.output.array(), a.output_grad.array(), a.input_grad.array());
+    if (a.wants_input_grad()) a.input_grad.array() = F::backward(a.output.array(), a.output_grad.array());
   }
 };
 
 struct ReluFn {
   static constexpr std::string_view name = "ReLU";
+  FLOTILLA_HOST_DEVICE_TEMPLATE
   template <class X>
-  static auto forward(const X& x) {
-    return x.cwiseMax(typename X::Scalar(0));
+  FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
+    return element::max(x, element::scalar_t<X>(0));
   }
   // A select, not a multiply by a 0/1 mask: one vector blend per packet instead of a compare,
   // a conversion and a multiply.
-  template <class Y, class DY, class DX>
-  static void backward(const Y& y, const DY& dy, DX&& dx) {
-    using S = typename Y::Scalar;
-    dx = (y > S(0)).select(dy, S(0));
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class Y, class DY>
+  FLOTILLA_HOST_DEVICE static auto backward(const Y& y, const DY& dy) {
+    return element::where_positive(y, dy);
   }
 };
 
 struct TanhFn {
   static constexpr std::string_view name = "Tanh";
+  FLOTILLA_HOST_DEVICE_TEMPLATE
   template <class X>
-  static auto forward(const X& x) {
-    return x.tanh();
+  FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
+    return element::tanh(x);
   }
-  template <class Y, class DY, class DX>
-  static void backward(const Y& y, const DY& dy, DX&& dx) {
-    using S = typename Y::Scalar;
-    dx = dy * (S(1) - y.square());
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class Y, class DY>
+  FLOTILLA_HOST_DEVICE static auto backward(const Y& y, const DY& dy) {
+    return dy * (element::scalar_t<Y>(1) - element::square(y));
   }
 };
 
 struct SigmoidFn {
   static constexpr std::string_view name = "Sigmoid";
+  FLOTILLA_HOST_DEVICE_TEMPLATE
   template <class X>
-  static auto forward(const X& x) {
-    using S = typename X::Scalar;
-    return S(1) / (S(1) + (-x).exp());
+  FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
+    using S = element::scalar_t<X>;
+    return S(1) / (S(1) + element::exp(-x));
   }
-  template <class Y, class DY, class DX>
-  static void backward(const Y& y, const DY& dy, DX&& dx) {
-    using S = typename Y::Scalar;
-    dx = dy * y * (S(1) - y);
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class Y, class DY>
+  FLOTILLA_HOST_DEVICE static auto backward(const Y& y, const DY& dy) {
+    return dy * y * (element::scalar_t<Y>(1) - y);
   }
 };
 

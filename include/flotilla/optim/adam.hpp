@@ -1,6 +1,7 @@
 #pragma once
 // Adam (Kingma & Ba, 2015) and AdamW (Loshchilov & Hutter, 2019). Adam's weight decay is an L2
-// term added to the gradient; AdamW's is decoupled: p -= lr * wd * p before the Adam step.
+// term added to the gradient; AdamW's is decoupled: p -= lr * wd * p before the Adam step. As in
+// optim/sgd.hpp, the update is one element rule for both engines.
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -8,9 +9,11 @@
 #include <string_view>
 
 #include "flotilla/concepts/optimizer.hpp"
-#include "flotilla/core/tensor.hpp"
+#include "flotilla/core/element_math.hpp"
+#include "flotilla/core/host_device.hpp"
 #include "flotilla/core/layer_args.hpp"
-#include "flotilla/optim/sgd.hpp"
+#include "flotilla/core/tensor.hpp"
+#include "flotilla/optim/detail/element_rule.hpp"
 
 namespace flotilla::optim {
 
@@ -32,36 +35,44 @@ struct AdamState {
   std::array<std::span<T>, 2> buffers() { return {std::span<T>(m), std::span<T>(v)}; }
 };
 
+/// One Adam (or, Decoupled, AdamW) step of an element or an array, with the step's constants.
 template <bool Decoupled, class T>
-void adam_update(const AdamConfig& c, std::span<T> params, std::span<const T> grads, AdamState<T>& s,
-                 std::span<const TensorInfo> tensors, const StepInfo& info) {
-  const double t = static_cast<double>(info.step);
-  const T b1 = static_cast<T>(c.beta1), b2 = static_cast<T>(c.beta2);
-  const T step_size = static_cast<T>(info.learning_rate / (1 - std::pow(c.beta1, t)));
-  const T root_correction = static_cast<T>(std::sqrt(1 - std::pow(c.beta2, t)));
-  const T eps = static_cast<T>(c.epsilon), wd = static_cast<T>(c.weight_decay), lr = static_cast<T>(info.learning_rate);
-  for (const auto& ti : tensors) {
-    auto p = segment(params, ti);
-    auto m = segment(std::span<T>(s.m), ti);
-    auto v = segment(std::span<T>(s.v), ti);
-    const auto g0 = segment(grads, ti);
-    const bool decay = c.weight_decay != 0 && decays(ti, c.decay_biases);
+struct AdamRule : DecayChoice {
+  T lr, b1, b2, step_size, root_correction, eps, wd;
+
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class P, class G, class M, class V>
+  FLOTILLA_HOST_DEVICE void operator()(bool decay, P&& p, const G& g, M&& m, V&& v) const {
     if constexpr (Decoupled) {
       if (decay) p *= T(1) - lr * wd;
-      m = b1 * m + (T(1) - b1) * g0;
-      v = b2 * v + (T(1) - b2) * g0.square();
+      m = b1 * m + (T(1) - b1) * g;
+      v = b2 * v + (T(1) - b2) * element::square(g);
     } else {
       if (decay) {
-        m = b1 * m + (T(1) - b1) * (g0 + wd * p);
-        v = b2 * v + (T(1) - b2) * (g0 + wd * p).square();
+        m = b1 * m + (T(1) - b1) * (g + wd * p);
+        v = b2 * v + (T(1) - b2) * element::square(g + wd * p);
       } else {
-        m = b1 * m + (T(1) - b1) * g0;
-        v = b2 * v + (T(1) - b2) * g0.square();
+        m = b1 * m + (T(1) - b1) * g;
+        v = b2 * v + (T(1) - b2) * element::square(g);
       }
     }
     // PyTorch's form: p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
-    p -= step_size * m / (v.sqrt() / root_correction + eps);
+    p -= step_size * m / (element::sqrt(v) / root_correction + eps);
   }
+};
+
+/// The rule's constants for step `info`, computed in double as PyTorch does, then rounded to T.
+template <bool Decoupled, class T>
+AdamRule<Decoupled, T> adam_rule(const AdamConfig& c, const StepInfo& info) {
+  const double t = static_cast<double>(info.step);
+  return {{c.weight_decay != 0, c.decay_biases},
+          static_cast<T>(info.learning_rate),
+          static_cast<T>(c.beta1),
+          static_cast<T>(c.beta2),
+          static_cast<T>(info.learning_rate / (1 - std::pow(c.beta1, t))),
+          static_cast<T>(std::sqrt(1 - std::pow(c.beta2, t))),
+          static_cast<T>(c.epsilon),
+          static_cast<T>(c.weight_decay)};
 }
 }  // namespace detail
 
@@ -71,9 +82,13 @@ struct Adam : detail::AdamConfig {
   template <class T>
   using state = detail::AdamState<T>;
   template <class T>
+  detail::AdamRule<false, T> element_rule(const StepInfo& info) const {
+    return detail::adam_rule<false, T>(*this, info);
+  }
+  template <class T>
   void update(std::span<T> params, std::span<const T> grads, state<T>& s, std::span<const TensorInfo> tensors,
               const StepInfo& info) const {
-    detail::adam_update<false>(*this, params, grads, s, tensors, info);
+    detail::apply_rule(element_rule<T>(info), params, grads, s.buffers(), tensors);
   }
 };
 
@@ -84,9 +99,13 @@ struct AdamW : detail::AdamConfig {
   template <class T>
   using state = detail::AdamState<T>;
   template <class T>
+  detail::AdamRule<true, T> element_rule(const StepInfo& info) const {
+    return detail::adam_rule<true, T>(*this, info);
+  }
+  template <class T>
   void update(std::span<T> params, std::span<const T> grads, state<T>& s, std::span<const TensorInfo> tensors,
               const StepInfo& info) const {
-    detail::adam_update<true>(*this, params, grads, s, tensors, info);
+    detail::apply_rule(element_rule<T>(info), params, grads, s.buffers(), tensors);
   }
 };
 

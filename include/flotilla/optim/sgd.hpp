@@ -1,31 +1,20 @@
 #pragma once
 // Stochastic gradient descent, plain and with momentum (heavy-ball or Nesterov), with PyTorch's
 // conventions: the velocity starts at zero and accumulates v = mu * v + g, and weight decay adds
-// wd * p to the gradient.
+// wd * p to the gradient. Each update is written once, as an element rule that the CPU engine
+// applies to Eigen arrays and the CUDA engine to one element per thread.
 #include <array>
 #include <cstddef>
 #include <span>
 #include <string_view>
-#include <type_traits>
 
 #include "flotilla/concepts/optimizer.hpp"
-#include "flotilla/core/tensor.hpp"
+#include "flotilla/core/host_device.hpp"
 #include "flotilla/core/layer_args.hpp"
+#include "flotilla/core/tensor.hpp"
+#include "flotilla/optim/detail/element_rule.hpp"
 
 namespace flotilla::optim {
-
-namespace detail {
-/// Weight decay applies to a tensor unless it is a bias and biases are excluded.
-inline bool decays(const TensorInfo& t, bool decay_biases) { return decay_biases || t.role != TensorRole::bias; }
-
-/// A tensor's segment of a flat span, as an Eigen array (read-only when the span is).
-template <class T>
-auto segment(std::span<T> s, const TensorInfo& t) {
-  using Array = Eigen::Array<std::remove_const_t<T>, Eigen::Dynamic, 1>;
-  using Mapped = std::conditional_t<std::is_const_v<T>, const Array, Array>;
-  return Eigen::Map<Mapped>(s.data() + t.offset, static_cast<Eigen::Index>(t.size));
-}
-}  // namespace detail
 
 /// p -= lr * (g + wd * p).
 struct SGD {
@@ -42,22 +31,32 @@ struct SGD {
   };
 
   template <class T>
-  void update(std::span<T> params, std::span<const T> grads, state<T>&, std::span<const TensorInfo> tensors,
-              const StepInfo& info) const {
-    const T lr = static_cast<T>(info.learning_rate);
-    for (const auto& t : tensors) {
-      auto p = detail::segment(params, t);
-      const auto g = detail::segment(grads, t);
-      if (weight_decay != 0 && detail::decays(t, decay_biases)) {
-        p -= lr * (g + static_cast<T>(weight_decay) * p);
+  struct rule : detail::DecayChoice {
+    T lr, wd;
+    FLOTILLA_HOST_DEVICE_TEMPLATE
+    template <class P, class G>
+    FLOTILLA_HOST_DEVICE void operator()(bool decay, P&& p, const G& g) const {
+      if (decay) {
+        p -= lr * (g + wd * p);
       } else {
         p -= lr * g;
       }
     }
+  };
+
+  template <class T>
+  rule<T> element_rule(const StepInfo& info) const {
+    return {{weight_decay != 0, decay_biases}, static_cast<T>(info.learning_rate), static_cast<T>(weight_decay)};
+  }
+
+  template <class T>
+  void update(std::span<T> params, std::span<const T> grads, state<T>& s, std::span<const TensorInfo> tensors,
+              const StepInfo& info) const {
+    detail::apply_rule(element_rule<T>(info), params, grads, s.buffers(), tensors);
   }
 };
 
-/// v = mu * v + (g + wd * p); p -= lr * v, or with Nesterov p -= lr * (g + mu * v).
+/// v = mu * v + (g + wd * p); p -= lr * v, or with Nesterov p -= lr * (g + wd * p + mu * v).
 struct Momentum {
   static constexpr std::string_view name = "Momentum";
   static constexpr bool elementwise = true;  // see concepts/optimizer.hpp
@@ -75,17 +74,16 @@ struct Momentum {
   };
 
   template <class T>
-  void update(std::span<T> params, std::span<const T> grads, state<T>& s, std::span<const TensorInfo> tensors,
-              const StepInfo& info) const {
-    const T lr = static_cast<T>(info.learning_rate), mu = static_cast<T>(momentum);
-    for (const auto& t : tensors) {
-      auto p = detail::segment(params, t);
-      auto v = detail::segment(std::span<T>(s.velocity), t);
-      const auto g = detail::segment(grads, t);
-      if (weight_decay != 0 && detail::decays(t, decay_biases)) {
-        v = mu * v + g + static_cast<T>(weight_decay) * p;
+  struct rule : detail::DecayChoice {
+    T lr, mu, wd;
+    bool nesterov;
+    FLOTILLA_HOST_DEVICE_TEMPLATE
+    template <class P, class G, class V>
+    FLOTILLA_HOST_DEVICE void operator()(bool decay, P&& p, const G& g, V&& v) const {
+      if (decay) {
+        v = mu * v + g + wd * p;
         if (nesterov) {
-          p -= lr * (g + static_cast<T>(weight_decay) * p + mu * v);
+          p -= lr * (g + wd * p + mu * v);
         } else {
           p -= lr * v;
         }
@@ -98,6 +96,21 @@ struct Momentum {
         }
       }
     }
+  };
+
+  template <class T>
+  rule<T> element_rule(const StepInfo& info) const {
+    return {{weight_decay != 0, decay_biases},
+            static_cast<T>(info.learning_rate),
+            static_cast<T>(momentum),
+            static_cast<T>(weight_decay),
+            nesterov};
+  }
+
+  template <class T>
+  void update(std::span<T> params, std::span<const T> grads, state<T>& s, std::span<const TensorInfo> tensors,
+              const StepInfo& info) const {
+    detail::apply_rule(element_rule<T>(info), params, grads, s.buffers(), tensors);
   }
 };
 
