@@ -41,6 +41,14 @@ inline std::size_t launched_ranks() {
   return 1;
 }
 
+/// This process's rank in an out-of-process job, from the same environment; 0 for a process
+/// started by hand (a job of one).
+inline std::size_t launched_rank() {
+  for (const char* name : {"FLOTILLA_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(name)) return static_cast<std::size_t>(std::strtoull(v, nullptr, 10));
+  return 0;
+}
+
 template <class Backend, class Policy, class M>
 int run(const Settings& s, const typename Backend::options& transport, const flotilla::data::Dataset<float>& train,
         const flotilla::data::Dataset<float>& test) {
@@ -91,9 +99,7 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   if (history.empty()) return 0;  // a parameter server: the workers report
   const auto& last = history.back();
   const auto workers = static_cast<std::size_t>(last.extra.front().second);
-  if (!Backend::in_process && (std::getenv("FLOTILLA_RANK") == nullptr || std::string(std::getenv("FLOTILLA_RANK")) != "0") &&
-      (std::getenv("OMPI_COMM_WORLD_RANK") == nullptr || std::string(std::getenv("OMPI_COMM_WORLD_RANK")) != "0"))
-    return 0;  // every worker has the same history; one report is enough
+  if (!Backend::in_process && launched_rank() != 0) return 0;  // every worker has the same history; rank 0 reports
 
   double rate = 0;
   for (const auto& r : history) rate += r.samples_per_second / static_cast<double>(history.size());
@@ -130,10 +136,10 @@ int run_example(int argc, char** argv, const char* program, typename Backend::op
     auto& plot = flags.add<std::filesystem::path>("plot", "distributed_curves.svg", "loss and accuracy curves (SVG)");
     auto& trace = flags.add<std::filesystem::path>("trace", "", "Chrome-trace timeline of every worker (JSON)");
     const CheckpointFlags checkpoint_flags = add_checkpoint_flags(flags, "worker 0's file and each server's");
+    flags.at_least("workers", 1).at_least("servers", 1).at_least("epochs", 1).at_least("batch", 1).above("lr", 0);
     if (!flags.parse(argc, argv, std::cout)) return 0;
     Settings s{workers, servers, epochs, batch, baseline, lr, policy, flotilla::parse_overlap(overlap, "--overlap"),
                data, metrics, plot, trace, {}};
-    if (s.workers == 0) throw flotilla::ConfigError("--workers must be at least 1");
     s.checkpoints = checkpoint_flags.policy();
 
     auto train = fm::load<float>(fm::Split::train, s.data);

@@ -43,6 +43,7 @@ inline bool parse_flags(int argc, char** argv, const char* name, const char* wha
   auto& resume = flags.add<std::filesystem::path>("resume", s.resume, "checkpoint to resume from");
   auto& schedule = flags.add<std::string>("schedule", s.schedule,
                                           "learning-rate schedule: cosine (from --lr down to 0 over the run) or constant");
+  flags.at_least("epochs", 1).at_least("batch", 1).above("lr", 0).at_least("momentum", 0).at_least("threads", 1);
   if (!flags.parse(argc, argv, std::cout)) return false;
   if (schedule != "cosine" && schedule != "constant")
     throw flotilla::ConfigError("--schedule: expected cosine or constant, not '" + schedule + "'");

@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
     auto& step_log = flags.add<std::filesystem::path>("step-log", "", "per-rank, per-step times and bytes (JSON lines)");
     auto& max_steps = flags.add<std::size_t>("max-steps", 0, "stop after this many updates (0: run every epoch)");
     const example::CheckpointFlags checkpoint_flags = example::add_checkpoint_flags(flags, "a file per stage");
+    flags.at_least("stages", 1).at_least("replicas", 1).at_least("micro-batches", 1).at_least("epochs", 1);
+    flags.at_least("batch", 1).above("lr", 0);
     if (!flags.parse(argc, argv, std::cout)) return 0;
     const flotilla::CheckpointPolicy checkpoints = checkpoint_flags.policy();
     if (schedule_name != "1f1b" && schedule_name != "gpipe")

@@ -375,6 +375,18 @@ class PeerLostError : public TransportError {
   std::size_t peer_;
 };
 
+/// Training diverged: the loss of a batch is not a finite number (NaN or infinite), so every
+/// update from there on would be too. what() names the worker, the update, the epoch and the batch.
+class DivergenceError : public Error {
+ public:
+  DivergenceError(const std::string& what, std::uint64_t step) : Error(what), step_(step) {}
+  /// The update whose batch gave the non-finite loss (1 first).
+  std::uint64_t step() const noexcept { return step_; }
+
+ private:
+  std::uint64_t step_;
+};
+
 /// Tensors passed to a layer, loss or optimizer disagree in shape.
 class ShapeError : public Error {
  public:
@@ -7212,11 +7224,15 @@ Evaluation to_evaluation(const EvaluationPart& part) {
 // ---- begin flotilla/train/fit_options.hpp ----
 // FitOptions: what one call of a trainer's fit() does besides training (epochs, metrics, plots,
 // checkpoints, logs, progress). The data-parallel Trainer and pipeline::Trainer take the same.
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <system_error>
 
 
 // ---- begin flotilla/train/progress.hpp ----
@@ -7589,6 +7605,36 @@ struct FitOptions {
 };
 
 namespace detail {
+
+/// Throws ConfigError naming `field`, the path and the system's reason when `path` cannot be
+/// written (a missing or read-only directory, a file without write permission), so that a run
+/// learns it before its first step rather than after its last. Leaves an existing file as it was
+/// and creates none.
+inline void check_writable(const std::filesystem::path& path, const char* field) {
+  if (path.empty()) return;
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "ab");
+  if (!f) {
+    const int err = errno;
+    throw ConfigError(std::string("FitOptions::") + field + ": cannot write '" + path.string() +
+                      "': " + (err ? std::strerror(err) : "the file cannot be opened"));
+  }
+  std::fclose(f);
+  if (!existed) std::filesystem::remove(path, ec);
+}
+
+/// Checks the output files that this process writes during fit(): the reporter's (worker 0's or
+/// stage 0's) metrics, plot and checkpoint, and every worker's trace (at its rank's path).
+inline void check_fit_outputs(const FitOptions& fit, bool reporter, const std::filesystem::path& trace) {
+  if (reporter) {
+    check_writable(fit.metrics_file, "metrics_file");
+    check_writable(fit.plot_file, "plot_file");
+    check_writable(fit.checkpoint_file, "checkpoint_file");
+  }
+  check_writable(trace, "trace_file");
+}
 
 /// Where a run is in its data: the epoch it is in and the batch that epoch continues from, so that
 /// fit() after a fit() stopped by max_steps goes on where it stopped.
@@ -11630,6 +11676,7 @@ FLOTILLA_DECL std::string Timeline::host_name() {
 // What every trainer is set up with (the data-parallel Trainer and pipeline::Trainer alike): the
 // optimizer and its schedule, the batch, the seed and the data order. Each trainer's options
 // extend these with what only it has.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -11659,8 +11706,13 @@ struct TrainingOptions {
   /// The learning rate of update `step`.
   double learning_rate(std::uint64_t step) const { return step_info(step).learning_rate; }
 
-  /// Throws ConfigError naming the field (as `options` names the struct) when a size is 0.
+  /// Throws ConfigError naming the field (as `options` names the struct) when a size is 0 or the
+  /// learning rate is negative or not a number.
   void validate(const std::string& options) const {
+    const double lr = optimizer.learning_rate;
+    if (!(lr >= 0) || !std::isfinite(lr))
+      throw ConfigError(options + "::optimizer.learning_rate is " + std::to_string(lr) +
+                        "; it must be a finite number >= 0");
     if (batch_size == 0) throw ConfigError(options + "::batch_size must be > 0");
     if (eval_batch_size == 0) throw ConfigError(options + "::eval_batch_size must be > 0");
   }
@@ -11760,6 +11812,7 @@ struct TrainerOptions : TrainingOptions<M> {
 // data order from the seed, so W workers of batch B see the samples one worker of batch W*B would.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -11930,6 +11983,32 @@ void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
 
 }  // namespace flotilla::collective
 // ---- end flotilla/collective/broadcast.hpp ----
+
+// ---- begin flotilla/train/detail/divergence.hpp ----
+// The error a trainer raises when a batch's loss is not a finite number: training has diverged,
+// and every update from there on would carry the NaN or infinity into the parameters.
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+
+namespace flotilla::detail {
+
+/// DivergenceError for `who` (e.g. "worker 0", "stage 2 of replica 0") at update `update` (1
+/// first), batch `batch` (0 first) of `batches` in epoch `epoch` (0 first), whose rate was `rate`.
+inline DivergenceError divergence(const std::string& who, double loss, std::uint64_t update, std::uint64_t epoch,
+                                  std::uint64_t batch, std::uint64_t batches, double rate) {
+  std::ostringstream m;
+  m << who << ": the loss is " << (std::isnan(loss) ? "NaN" : loss > 0 ? "+inf" : "-inf") << " at update " << update
+    << " (epoch " << epoch + 1 << ", batch " << batch + 1 << " of " << batches << "): training has diverged. "
+    << "The learning rate of that update was " << rate
+    << "; a lower one, or inputs scaled to a smaller range, usually avoids this";
+  return DivergenceError(m.str(), update);
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/detail/divergence.hpp ----
 
 // ---- begin flotilla/train/detail/epoch_metrics.hpp ----
 // What a data-parallel worker measured over an epoch, by name, and how the workers' measurements
@@ -13318,6 +13397,9 @@ class WorkerLoop {
   void run() {
     if (!InProcess) shared_.worker_rank = w_;
     if (!start()) return;
+    // In-process, worker 0 writes the one trace; over processes, each worker its rank's.
+    const bool writes_trace = !fit_.trace_file.empty() && (!InProcess || reporter_);
+    check_fit_outputs(fit_, reporter_, writes_trace ? per_rank_file(fit_.trace_file, InProcess ? 0 : w_) : std::filesystem::path{});
     if (reporter_ && !fit_.metrics_file.empty())
       metrics_.emplace(fit_.metrics_file, MetricsLog::Format::from_extension,
                        s_.step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
@@ -13433,6 +13515,7 @@ class WorkerLoop {
       const std::size_t group_size = std::min(micro_batches, remaining);
       const bool last = micro + 1 == group_size;
       StepResult r;
+      const std::uint64_t update = s_.step + 1;  // the update this batch is part of
       try {
         r = step(*batch, micro, group_size, last, counters);
       } catch (const PeerLostError& x) {
@@ -13452,6 +13535,11 @@ class WorkerLoop {
         if (stop_) break;
         continue;
       }
+      // Every worker of a synchronous job sees a non-finite loss by the next update: the exchanged
+      // gradients carry it to all.
+      if (!std::isfinite(r.loss))
+        throw divergence("worker " + std::to_string(w_), r.loss, update, at_.epoch, position,
+                         loader_->batches_per_epoch(), options_.learning_rate(update - 1));
       loss_sum += r.loss * static_cast<double>(r.samples);
       correct += r.correct;
       seen += r.samples;
@@ -16504,6 +16592,7 @@ std::vector<std::uint64_t> measure_layer_costs(std::size_t batch, std::size_t re
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -16827,6 +16916,10 @@ class Trainer {
     lo.shard_count = runner.replicas();
     data::Loader<T> loader(train, lo);
 
+    const bool writes_trace = !fit.trace_file.empty() && (!Backend::in_process || reporter);
+    flotilla::detail::check_fit_outputs(
+        fit, reporter,
+        writes_trace ? flotilla::detail::per_rank_file(fit.trace_file, Backend::in_process ? 0 : e.rank()) : std::filesystem::path{});
     std::optional<MetricsLog> metrics;
     if (reporter && !fit.metrics_file.empty())
       metrics.emplace(fit.metrics_file, MetricsLog::Format::from_extension,
@@ -16862,6 +16955,13 @@ class Trainer {
         const StageStats stats_before = runner.stats();
         const TrafficCounters traffic_before = e.counters();
         const StepResult r = runner.compute_gradients(*batch);
+        // Only the last stages have a loss (samples > 0); a NaN there stops the job, and the other
+        // stages with it (the transport ends a job one of whose ranks failed).
+        if (r.samples > 0 && !std::isfinite(r.loss))
+          throw flotilla::detail::divergence("stage " + std::to_string(runner.stage()) + " of replica " +
+                                                 std::to_string(runner.replica()),
+                                             r.loss, step + 1, at.epoch, position, loader.batches_per_epoch(),
+                                             options_.learning_rate(step));
         runner.update(options_.optimizer, state,
                       options_.step_info(step));
         ++step;
@@ -17100,15 +17200,17 @@ class Trainer {
 
 // ---- begin flotilla/cli/flags.hpp ----
 // A small command-line parser for flotilla's programs: `--name value` or `--name=value`, with
-// typed values, defaults, an environment-variable fallback per flag, and --help. Every bad input
-// (unknown flag, missing value, unparsable or out-of-range number) raises ConfigError naming the
-// flag and the text it was given.
+// typed values, defaults, an environment-variable fallback per flag, lower bounds, and --help.
+// Every bad input (unknown flag, missing value, unparsable, non-finite or out-of-range number, a
+// value below the flag's bound) raises ConfigError naming the flag and the text it was given.
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -17152,6 +17254,7 @@ T parse_value(std::string_view flag, std::string_view text) {
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec == std::errc::result_out_of_range) throw fail("is out of range");
     if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) throw fail("is not a number");
+    if (!std::isfinite(v)) throw fail("is not a finite number");
     return v;
   }
 }
@@ -17193,6 +17296,11 @@ class Flags {
     flags_.push_back(std::move(holder));
     return ref;
   }
+
+  /// Refuses values of the numeric flag --name below `least`.
+  Flags& at_least(std::string_view name, double least) { return bound(name, least, false); }
+  /// Refuses values of the numeric flag --name at or below `floor`.
+  Flags& above(std::string_view name, double floor) { return bound(name, floor, true); }
 
   /// Parses argv. Returns false when --help was asked for (the help text has been written to
   /// `out`); the caller should then exit successfully.
@@ -17243,7 +17351,9 @@ class Flags {
     std::ostringstream s;
     s << program_ << ": " << description_ << "\n\nflags:\n";
     for (const auto& f : flags_) {
-      s << "  --" << f->name << " (default " << f->default_text << ")";
+      s << "  --" << f->name << " (default " << f->default_text;
+      if (f->minimum) s << "; " << (f->minimum_exclusive ? "> " : ">= ") << detail::show(*f->minimum);
+      s << ")";
       if (!f->env.empty()) s << " [env " << f->env << "]";
       s << "\n      " << f->help << "\n";
     }
@@ -17253,6 +17363,8 @@ class Flags {
  private:
   struct FlagBase {
     std::string name, help, env, default_text;
+    std::optional<double> minimum;
+    bool minimum_exclusive = false;
     virtual ~FlagBase() = default;
     virtual void set(std::string_view text) = 0;
     virtual bool is_bool() const = 0;
@@ -17260,9 +17372,27 @@ class Flags {
   template <class T>
   struct Holder final : FlagBase {
     T value{};
-    void set(std::string_view text) override { value = detail::parse_value<T>(name, text); }
+    void set(std::string_view text) override {
+      value = detail::parse_value<T>(name, text);
+      if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+        if (minimum) {
+          const auto v = static_cast<double>(value);
+          if (minimum_exclusive ? !(v > *minimum) : !(v >= *minimum))
+            throw ConfigError("--" + name + ": '" + std::string(text) + "' must be " +
+                              (minimum_exclusive ? "above " : "at least ") + detail::show(*minimum));
+        }
+      }
+    }
     bool is_bool() const override { return std::is_same_v<T, bool>; }
   };
+
+  Flags& bound(std::string_view name, double minimum, bool exclusive) {
+    FlagBase* f = find(name);
+    if (!f) throw ConfigError(program_ + ": no flag --" + std::string(name) + " to bound");
+    f->minimum = minimum;
+    f->minimum_exclusive = exclusive;
+    return *this;
+  }
 
   FlagBase* find(std::string_view name) {
     for (auto& f : flags_)

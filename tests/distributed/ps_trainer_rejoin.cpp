@@ -155,7 +155,7 @@ int drive(const Program& self, const std::string& what) {
     if (!rejoin_started && contains(out[workers], "dropped worker 2") && contains(out[workers + 1], "dropped worker 2")) {
       rejoin_started = true;
       rejoin_start = Clock::now();
-      impostor_thread = std::thread([&, c = extra_command(victim, rejoin, "another-secret")] { impostor = run_extra(c); });
+      impostor_thread = std::thread([&, c = extra_command(victim, rejoin, "another-secret-entirely")] { impostor = run_extra(c); });
       rejoin_thread = std::thread([&, c = extra_command(victim, rejoin, secret)] { rejoined = run_extra(c); });
     }
   };

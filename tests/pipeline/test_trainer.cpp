@@ -106,6 +106,23 @@ void check_same_history(const History& got, const History& want) {
 
 }  // namespace
 
+TEST_CASE("pipeline::Trainer: a loss that is not a finite number stops every stage with an error naming the update") {
+  // A schedule whose second update's rate is NaN: the parameters are NaN after it, and the loss of
+  // the third batch is too.
+  auto o = pipeline_options(2, pl::Schedule::one_forward_one_backward, 1, batch);
+  o.schedule = [](std::uint64_t k) { return k == 0 ? 1.0 : std::nan(""); };
+  pl::Trainer<M> t(pl::Plan::automatic<Net, double>(2), o);
+  try {
+    t.fit(train_set(), nullptr, quiet(1));
+    FAIL("training went on with a non-finite loss");
+  } catch (const DivergenceError& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(e.step() == 3);
+    CHECK(what.find("stage 1 of replica 0: the loss is NaN at update 3 (epoch 1, batch 3 of 8)") != std::string::npos);
+  }
+}
+
 TEST_CASE("pipeline::Trainer: fit over P = 2 and 3, both schedules, takes one worker's steps and reports its History") {
   const Reference want = reference(1, batch, 2);
   // The reference moved: a test that compares with the initial parameters could not pass.

@@ -1352,7 +1352,7 @@ TEST_CASE("auth: the secret from a file only its owner can read; required off lo
   {
     std::FILE* f = std::fopen(path.c_str(), "w");
     REQUIRE(f);
-    std::fputs("s3cret\n", f);
+    std::fputs("a-secret-of-some-length\n", f);
     std::fclose(f);
   }
   ::chmod(path.c_str(), 0644);
@@ -1366,7 +1366,7 @@ TEST_CASE("auth: the secret from a file only its owner can read; required off lo
   ::chmod(path.c_str(), 0600);
   {
     ScopedEnv env({{"FLOTILLA_SECRET_FILE", path.c_str()}});
-    CHECK(TcpOptions::from_environment().secret == "s3cret");  // without the newline
+    CHECK(TcpOptions::from_environment().secret == "a-secret-of-some-length");  // without the newline
   }
   {
     ScopedEnv env({{"FLOTILLA_SECRET_FILE", path.c_str()}, {"FLOTILLA_SECRET", "x"}});
@@ -1397,6 +1397,16 @@ TEST_CASE("auth: the secret from a file only its owner can read; required off lo
   auto c = job(0, 2, 29500);
   c.coordinator = "0.0.0.0:29500";
   CHECK(contains(config_error([&] { Tcp::run(c, 2, [](TcpEndpoint&) {}); }), "coordinator address 0.0.0.0:29500"));
+  // A secret of one character authenticates nothing: refused, with its length and the minimum.
+  {
+    ScopedEnv env({{"FLOTILLA_SECRET", "x"}});
+    auto s = TcpOptions::from_environment();
+    s.world_size = 2;
+    s.coordinator = "127.0.0.1:29500";
+    const std::string short_secret = config_error([&] { Tcp::run(s, 2, [](TcpEndpoint&) {}); });
+    CHECK(contains(short_secret, "is 1 bytes; it must be at least 16"));
+    CHECK(contains(short_secret, "FLOTILLA_SECRET"));
+  }
 }
 
 namespace {
@@ -1517,7 +1527,7 @@ TEST_CASE("hostile: with a secret, strangers (no secret, a wrong one, garbage) a
   const auto port = transport::pick_free_port();
   auto o0 = job(0, 2, port), o1 = job(1, 2, port);
   o0.secret = secret;
-  o1.secret = "another";
+  o1.secret = "another secret, not the job's";
   o0.connect_timeout = std::chrono::milliseconds(1500);
   o0.log = [](const std::string&) {};
   RankThread r0(o0, [](TcpEndpoint&) {});
@@ -1551,7 +1561,7 @@ TEST_CASE("hostile: 1000 bad connections to a live coordinator: each dropped, th
         for (std::size_t k = 0; k < 1000; ++k) attack_once(port, k, rng);
         after = rss_kib();
       },
-      log, "s");
+      log, "a secret of the job's own");
   MESSAGE("RSS before " << before << " KiB, after 1000 bad connections " << after << " KiB");
   CHECK(log.count() == 1140);  // every one of them logged
   CHECK(before > 0);

@@ -1,10 +1,13 @@
 // Trainer: determinism, thread-count independence, checkpoints, and errors for mismatched input.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "../common/quiet_fit.hpp"
@@ -190,6 +193,72 @@ TEST_CASE("data that does not fit the model is refused with a clear message") {
   TrainerOptions<SmallModel> zero;
   zero.batch_size = 0;
   CHECK_THROWS_AS(Trainer<SmallModel>{zero}, ConfigError);
+}
+
+TEST_CASE("a learning rate that is negative or not a number is refused before training") {
+  for (double lr : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    CAPTURE(lr);
+    auto o = options<SmallModel>(1);
+    o.optimizer.learning_rate = lr;
+    CHECK_THROWS_WITH_AS(Trainer<SmallModel>{o}, doctest::Contains("TrainerOptions::optimizer.learning_rate is"), ConfigError);
+  }
+}
+
+TEST_CASE("a loss that is not a finite number stops training with an error naming the update") {
+  // A rate so large that the first update sends the parameters to infinity: the loss of the
+  // second batch is not finite, on one worker and on two (where every worker sees it).
+  for (std::size_t workers : {1u, 2u}) {
+    CAPTURE(workers);
+    auto o = options<SmallModel>(1);
+    o.optimizer.learning_rate = 1e30;
+    o.workers = workers;
+    Trainer<SmallModel> t(o);
+    const auto data = stripes(200, 4);
+    try {
+      t.fit(data, nullptr, quiet(2));
+      FAIL("training went on with a non-finite loss");
+    } catch (const DivergenceError& e) {
+      const std::string what = e.what();
+      CAPTURE(what);
+      CHECK(e.step() >= 2);
+      CHECK(e.step() <= 3);
+      CHECK(what.find("at update " + std::to_string(e.step()) + " (epoch 1, batch " + std::to_string(e.step()) + " of ") !=
+            std::string::npos);
+      CHECK(what.find("training has diverged") != std::string::npos);
+      CHECK(what.find("learning rate of that update was 1e+30") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("an output file that cannot be written is refused before the first step") {
+  const auto missing = std::filesystem::temp_directory_path() / "flotilla-no-such-directory" / "out";
+  const auto kept = temp_path("kept_metrics.jsonl");
+  {
+    std::ofstream(kept) << "{\"epoch\":1}\n";
+  }
+  for (const char* field : {"plot_file", "trace_file", "metrics_file", "checkpoint_file"}) {
+    CAPTURE(field);
+    for (std::size_t workers : {1u, 2u}) {
+      auto o = options<SmallModel>(1);
+      o.workers = workers;
+      Trainer<SmallModel> t(o);
+      FitOptions f = quiet(1);
+      if (std::string(field) != "metrics_file") f.metrics_file = kept;
+      (std::string(field) == "plot_file"         ? f.plot_file
+       : std::string(field) == "trace_file"      ? f.trace_file
+       : std::string(field) == "metrics_file"    ? f.metrics_file
+                                                 : f.checkpoint_file) = missing;
+      const std::string expected =
+          "FitOptions::" + std::string(field) + ": cannot write '" + missing.string() + "': No such file or directory";
+      CHECK_THROWS_WITH_AS(t.fit(stripes(100, 4), nullptr, f), doctest::Contains(expected.c_str()), ConfigError);
+      CHECK(t.step() == 0);  // nothing trained
+    }
+  }
+  // The existing metrics file was neither truncated nor appended to.
+  std::ifstream in(kept);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(all == "{\"epoch\":1}\n");
+  std::filesystem::remove(kept);
 }
 
 TEST_CASE("going on without a lost worker is refused where it cannot work") {

@@ -1,14 +1,16 @@
 #pragma once
 // A small command-line parser for flotilla's programs: `--name value` or `--name=value`, with
-// typed values, defaults, an environment-variable fallback per flag, and --help. Every bad input
-// (unknown flag, missing value, unparsable or out-of-range number) raises ConfigError naming the
-// flag and the text it was given.
+// typed values, defaults, an environment-variable fallback per flag, lower bounds, and --help.
+// Every bad input (unknown flag, missing value, unparsable, non-finite or out-of-range number, a
+// value below the flag's bound) raises ConfigError naming the flag and the text it was given.
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -53,6 +55,7 @@ T parse_value(std::string_view flag, std::string_view text) {
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec == std::errc::result_out_of_range) throw fail("is out of range");
     if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) throw fail("is not a number");
+    if (!std::isfinite(v)) throw fail("is not a finite number");
     return v;
   }
 }
@@ -94,6 +97,11 @@ class Flags {
     flags_.push_back(std::move(holder));
     return ref;
   }
+
+  /// Refuses values of the numeric flag --name below `least`.
+  Flags& at_least(std::string_view name, double least) { return bound(name, least, false); }
+  /// Refuses values of the numeric flag --name at or below `floor`.
+  Flags& above(std::string_view name, double floor) { return bound(name, floor, true); }
 
   /// Parses argv. Returns false when --help was asked for (the help text has been written to
   /// `out`); the caller should then exit successfully.
@@ -144,7 +152,9 @@ class Flags {
     std::ostringstream s;
     s << program_ << ": " << description_ << "\n\nflags:\n";
     for (const auto& f : flags_) {
-      s << "  --" << f->name << " (default " << f->default_text << ")";
+      s << "  --" << f->name << " (default " << f->default_text;
+      if (f->minimum) s << "; " << (f->minimum_exclusive ? "> " : ">= ") << detail::show(*f->minimum);
+      s << ")";
       if (!f->env.empty()) s << " [env " << f->env << "]";
       s << "\n      " << f->help << "\n";
     }
@@ -154,6 +164,8 @@ class Flags {
  private:
   struct FlagBase {
     std::string name, help, env, default_text;
+    std::optional<double> minimum;
+    bool minimum_exclusive = false;
     virtual ~FlagBase() = default;
     virtual void set(std::string_view text) = 0;
     virtual bool is_bool() const = 0;
@@ -161,9 +173,27 @@ class Flags {
   template <class T>
   struct Holder final : FlagBase {
     T value{};
-    void set(std::string_view text) override { value = detail::parse_value<T>(name, text); }
+    void set(std::string_view text) override {
+      value = detail::parse_value<T>(name, text);
+      if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+        if (minimum) {
+          const auto v = static_cast<double>(value);
+          if (minimum_exclusive ? !(v > *minimum) : !(v >= *minimum))
+            throw ConfigError("--" + name + ": '" + std::string(text) + "' must be " +
+                              (minimum_exclusive ? "above " : "at least ") + detail::show(*minimum));
+        }
+      }
+    }
     bool is_bool() const override { return std::is_same_v<T, bool>; }
   };
+
+  Flags& bound(std::string_view name, double minimum, bool exclusive) {
+    FlagBase* f = find(name);
+    if (!f) throw ConfigError(program_ + ": no flag --" + std::string(name) + " to bound");
+    f->minimum = minimum;
+    f->minimum_exclusive = exclusive;
+    return *this;
+  }
 
   FlagBase* find(std::string_view name) {
     for (auto& f : flags_)

@@ -62,6 +62,18 @@ class PeerLostError : public TransportError {
   std::size_t peer_;
 };
 
+/// Training diverged: the loss of a batch is not a finite number (NaN or infinite), so every
+/// update from there on would be too. what() names the worker, the update, the epoch and the batch.
+class DivergenceError : public Error {
+ public:
+  DivergenceError(const std::string& what, std::uint64_t step) : Error(what), step_(step) {}
+  /// The update whose batch gave the non-finite loss (1 first).
+  std::uint64_t step() const noexcept { return step_; }
+
+ private:
+  std::uint64_t step_;
+};
+
 /// Tensors passed to a layer, loss or optimizer disagree in shape.
 class ShapeError : public Error {
  public:

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -54,6 +55,7 @@
 #include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/detail/checkpoint_saving.hpp"
 #include "flotilla/train/detail/dataset_check.hpp"
+#include "flotilla/train/detail/divergence.hpp"
 #include "flotilla/train/detail/epoch_metrics.hpp"
 #include "flotilla/train/evaluation.hpp"
 #include "flotilla/train/fit_options.hpp"
@@ -376,6 +378,10 @@ class Trainer {
     lo.shard_count = runner.replicas();
     data::Loader<T> loader(train, lo);
 
+    const bool writes_trace = !fit.trace_file.empty() && (!Backend::in_process || reporter);
+    flotilla::detail::check_fit_outputs(
+        fit, reporter,
+        writes_trace ? flotilla::detail::per_rank_file(fit.trace_file, Backend::in_process ? 0 : e.rank()) : std::filesystem::path{});
     std::optional<MetricsLog> metrics;
     if (reporter && !fit.metrics_file.empty())
       metrics.emplace(fit.metrics_file, MetricsLog::Format::from_extension,
@@ -411,6 +417,13 @@ class Trainer {
         const StageStats stats_before = runner.stats();
         const TrafficCounters traffic_before = e.counters();
         const StepResult r = runner.compute_gradients(*batch);
+        // Only the last stages have a loss (samples > 0); a NaN there stops the job, and the other
+        // stages with it (the transport ends a job one of whose ranks failed).
+        if (r.samples > 0 && !std::isfinite(r.loss))
+          throw flotilla::detail::divergence("stage " + std::to_string(runner.stage()) + " of replica " +
+                                                 std::to_string(runner.replica()),
+                                             r.loss, step + 1, at.epoch, position, loader.batches_per_epoch(),
+                                             options_.learning_rate(step));
         runner.update(options_.optimizer, state,
                       options_.step_info(step));
         ++step;

@@ -1,12 +1,17 @@
 #pragma once
 // FitOptions: what one call of a trainer's fit() does besides training (epochs, metrics, plots,
 // checkpoints, logs, progress). The data-parallel Trainer and pipeline::Trainer take the same.
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <system_error>
 
+#include "flotilla/core/error.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/progress.hpp"
 
@@ -45,6 +50,36 @@ struct FitOptions {
 };
 
 namespace detail {
+
+/// Throws ConfigError naming `field`, the path and the system's reason when `path` cannot be
+/// written (a missing or read-only directory, a file without write permission), so that a run
+/// learns it before its first step rather than after its last. Leaves an existing file as it was
+/// and creates none.
+inline void check_writable(const std::filesystem::path& path, const char* field) {
+  if (path.empty()) return;
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "ab");
+  if (!f) {
+    const int err = errno;
+    throw ConfigError(std::string("FitOptions::") + field + ": cannot write '" + path.string() +
+                      "': " + (err ? std::strerror(err) : "the file cannot be opened"));
+  }
+  std::fclose(f);
+  if (!existed) std::filesystem::remove(path, ec);
+}
+
+/// Checks the output files that this process writes during fit(): the reporter's (worker 0's or
+/// stage 0's) metrics, plot and checkpoint, and every worker's trace (at its rank's path).
+inline void check_fit_outputs(const FitOptions& fit, bool reporter, const std::filesystem::path& trace) {
+  if (reporter) {
+    check_writable(fit.metrics_file, "metrics_file");
+    check_writable(fit.plot_file, "plot_file");
+    check_writable(fit.checkpoint_file, "checkpoint_file");
+  }
+  check_writable(trace, "trace_file");
+}
 
 /// Where a run is in its data: the epoch it is in and the batch that epoch continues from, so that
 /// fit() after a fit() stopped by max_steps goes on where it stopped.

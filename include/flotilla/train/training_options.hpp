@@ -2,6 +2,7 @@
 // What every trainer is set up with (the data-parallel Trainer and pipeline::Trainer alike): the
 // optimizer and its schedule, the batch, the seed and the data order. Each trainer's options
 // extend these with what only it has.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -34,8 +35,13 @@ struct TrainingOptions {
   /// The learning rate of update `step`.
   double learning_rate(std::uint64_t step) const { return step_info(step).learning_rate; }
 
-  /// Throws ConfigError naming the field (as `options` names the struct) when a size is 0.
+  /// Throws ConfigError naming the field (as `options` names the struct) when a size is 0 or the
+  /// learning rate is negative or not a number.
   void validate(const std::string& options) const {
+    const double lr = optimizer.learning_rate;
+    if (!(lr >= 0) || !std::isfinite(lr))
+      throw ConfigError(options + "::optimizer.learning_rate is " + std::to_string(lr) +
+                        "; it must be a finite number >= 0");
     if (batch_size == 0) throw ConfigError(options + "::batch_size must be > 0");
     if (eval_batch_size == 0) throw ConfigError(options + "::eval_batch_size must be > 0");
   }

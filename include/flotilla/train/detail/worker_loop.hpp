@@ -12,6 +12,7 @@
 // data order from the seed, so W workers of batch B see the samples one worker of batch W*B would.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -34,6 +35,7 @@
 #include "flotilla/model.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/detail/checkpoint_saving.hpp"
+#include "flotilla/train/detail/divergence.hpp"
 #include "flotilla/train/detail/epoch_metrics.hpp"
 #include "flotilla/train/evaluation.hpp"
 #include "flotilla/train/fit_options.hpp"
@@ -111,6 +113,9 @@ class WorkerLoop {
   void run() {
     if (!InProcess) shared_.worker_rank = w_;
     if (!start()) return;
+    // In-process, worker 0 writes the one trace; over processes, each worker its rank's.
+    const bool writes_trace = !fit_.trace_file.empty() && (!InProcess || reporter_);
+    check_fit_outputs(fit_, reporter_, writes_trace ? per_rank_file(fit_.trace_file, InProcess ? 0 : w_) : std::filesystem::path{});
     if (reporter_ && !fit_.metrics_file.empty())
       metrics_.emplace(fit_.metrics_file, MetricsLog::Format::from_extension,
                        s_.step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
@@ -226,6 +231,7 @@ class WorkerLoop {
       const std::size_t group_size = std::min(micro_batches, remaining);
       const bool last = micro + 1 == group_size;
       StepResult r;
+      const std::uint64_t update = s_.step + 1;  // the update this batch is part of
       try {
         r = step(*batch, micro, group_size, last, counters);
       } catch (const PeerLostError& x) {
@@ -245,6 +251,11 @@ class WorkerLoop {
         if (stop_) break;
         continue;
       }
+      // Every worker of a synchronous job sees a non-finite loss by the next update: the exchanged
+      // gradients carry it to all.
+      if (!std::isfinite(r.loss))
+        throw divergence("worker " + std::to_string(w_), r.loss, update, at_.epoch, position,
+                         loader_->batches_per_epoch(), options_.learning_rate(update - 1));
       loss_sum += r.loss * static_cast<double>(r.samples);
       correct += r.correct;
       seen += r.samples;

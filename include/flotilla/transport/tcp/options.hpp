@@ -191,6 +191,9 @@ inline std::uint64_t tcp_parse_number(const TcpSettingText& s, const char* what,
   return v;
 }
 
+/// The shortest secret accepted: a guessable one would authenticate nothing.
+inline constexpr std::size_t min_secret_bytes = 16;
+
 inline void tcp_validate(const Options& o) {
   if (o.world_size == 0) throw ConfigError("tcp: the world size (FLOTILLA_WORLD_SIZE) must be at least 1");
   if (o.rank >= o.world_size)
@@ -217,6 +220,10 @@ inline void tcp_validate(const Options& o) {
     if (!detail::wire_host_valid(o.bind))
       throw ConfigError("tcp: the bind address (FLOTILLA_BIND) '" + o.bind +
                         "' is not up to 255 printable ASCII characters without spaces");
+    if (!o.secret.empty() && o.secret.size() < min_secret_bytes)
+      throw ConfigError("tcp: the shared secret (FLOTILLA_SECRET or FLOTILLA_SECRET_FILE) is " +
+                        std::to_string(o.secret.size()) + " bytes; it must be at least " + std::to_string(min_secret_bytes) +
+                        " (for example: head -c 24 /dev/urandom | base64 > secret; chmod 600 secret)");
     if (o.secret.empty()) {
       // Anyone who can reach a listening port could otherwise join the job, or feed it data.
       if (!is_loopback_host(o.bind))
