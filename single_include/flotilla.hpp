@@ -3739,15 +3739,12 @@ struct SoftmaxCrossEntropy {
 
 namespace flotilla::optim::detail {
 
-/// Weight decay applies to a tensor unless it is a bias and biases are excluded.
-inline bool decays(const TensorInfo& t, bool decay_biases) { return decay_biases || t.role != TensorRole::bias; }
-
 /// Which tensors a rule decays: all, all but the biases, or none (no weight decay). Rules inherit it
 /// as their `decays(tensor)`.
 struct DecayChoice {
   bool any = false;
   bool biases = true;
-  bool decays(const TensorInfo& t) const { return any && detail::decays(t, biases); }
+  bool decays(const TensorInfo& t) const { return any && (biases || t.role != TensorRole::bias); }
 };
 
 /// A tensor's segment of a flat span, as an Eigen array (read-only when the span is).
@@ -7625,8 +7622,8 @@ inline void check_writable(const std::filesystem::path& path, const char* field)
   if (!existed) std::filesystem::remove(path, ec);
 }
 
-/// Checks the output files that this process writes during fit(): the reporter's (worker 0's or
-/// stage 0's) metrics, plot and checkpoint, and every worker's trace (at its rank's path).
+/// Checks the output files that this rank writes during fit(): the reporter's (worker 0's or the
+/// last stage's) metrics, plot and checkpoint, and its trace (`trace`: fit_trace_file(), or empty).
 inline void check_fit_outputs(const FitOptions& fit, bool reporter, const std::filesystem::path& trace) {
   if (reporter) {
     check_writable(fit.metrics_file, "metrics_file");
@@ -11598,16 +11595,21 @@ class StepLog {
   std::mutex mutex_;
 };
 
+/// The trace file of fit() that rank `rank` writes: in-process one file for all ranks, written by
+/// the reporter; over processes each rank's own. Empty where the rank writes none.
+inline std::filesystem::path fit_trace_file(const std::filesystem::path& path, bool in_process, std::size_t rank,
+                                            bool reporter) {
+  if (path.empty() || (in_process && !reporter)) return {};
+  return in_process ? path : per_rank_file(path, rank);
+}
+
 /// Writes fit()'s timeline, when it recorded one: in-process every rank's events to `path`; over
 /// processes this process's to the file of `rank` (none: a process that records no events, such as
 /// a parameter server's).
 inline void write_fit_trace(const Timeline& timeline, const std::filesystem::path& path, bool in_process,
                             std::optional<std::size_t> rank) {
-  if (!timeline.enabled()) return;
-  if (in_process)
-    timeline.write(path);
-  else if (rank)
-    timeline.write(per_rank_file(path, *rank));
+  if (!timeline.enabled() || (!in_process && !rank)) return;
+  timeline.write(fit_trace_file(path, in_process, rank.value_or(0), true));
 }
 
 }  // namespace detail
@@ -13397,9 +13399,7 @@ class WorkerLoop {
   void run() {
     if (!InProcess) shared_.worker_rank = w_;
     if (!start()) return;
-    // In-process, worker 0 writes the one trace; over processes, each worker its rank's.
-    const bool writes_trace = !fit_.trace_file.empty() && (!InProcess || reporter_);
-    check_fit_outputs(fit_, reporter_, writes_trace ? per_rank_file(fit_.trace_file, InProcess ? 0 : w_) : std::filesystem::path{});
+    check_fit_outputs(fit_, reporter_, fit_trace_file(fit_.trace_file, InProcess, w_, reporter_));
     if (reporter_ && !fit_.metrics_file.empty())
       metrics_.emplace(fit_.metrics_file, MetricsLog::Format::from_extension,
                        s_.step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
@@ -16916,10 +16916,8 @@ class Trainer {
     lo.shard_count = runner.replicas();
     data::Loader<T> loader(train, lo);
 
-    const bool writes_trace = !fit.trace_file.empty() && (!Backend::in_process || reporter);
     flotilla::detail::check_fit_outputs(
-        fit, reporter,
-        writes_trace ? flotilla::detail::per_rank_file(fit.trace_file, Backend::in_process ? 0 : e.rank()) : std::filesystem::path{});
+        fit, reporter, flotilla::detail::fit_trace_file(fit.trace_file, Backend::in_process, e.rank(), reporter));
     std::optional<MetricsLog> metrics;
     if (reporter && !fit.metrics_file.empty())
       metrics.emplace(fit.metrics_file, MetricsLog::Format::from_extension,

@@ -378,10 +378,8 @@ class Trainer {
     lo.shard_count = runner.replicas();
     data::Loader<T> loader(train, lo);
 
-    const bool writes_trace = !fit.trace_file.empty() && (!Backend::in_process || reporter);
     flotilla::detail::check_fit_outputs(
-        fit, reporter,
-        writes_trace ? flotilla::detail::per_rank_file(fit.trace_file, Backend::in_process ? 0 : e.rank()) : std::filesystem::path{});
+        fit, reporter, flotilla::detail::fit_trace_file(fit.trace_file, Backend::in_process, e.rank(), reporter));
     std::optional<MetricsLog> metrics;
     if (reporter && !fit.metrics_file.empty())
       metrics.emplace(fit.metrics_file, MetricsLog::Format::from_extension,

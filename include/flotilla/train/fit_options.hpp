@@ -70,8 +70,8 @@ inline void check_writable(const std::filesystem::path& path, const char* field)
   if (!existed) std::filesystem::remove(path, ec);
 }
 
-/// Checks the output files that this process writes during fit(): the reporter's (worker 0's or
-/// stage 0's) metrics, plot and checkpoint, and every worker's trace (at its rank's path).
+/// Checks the output files that this rank writes during fit(): the reporter's (worker 0's or the
+/// last stage's) metrics, plot and checkpoint, and its trace (`trace`: fit_trace_file(), or empty).
 inline void check_fit_outputs(const FitOptions& fit, bool reporter, const std::filesystem::path& trace) {
   if (reporter) {
     check_writable(fit.metrics_file, "metrics_file");

@@ -177,16 +177,21 @@ class StepLog {
   std::mutex mutex_;
 };
 
+/// The trace file of fit() that rank `rank` writes: in-process one file for all ranks, written by
+/// the reporter; over processes each rank's own. Empty where the rank writes none.
+inline std::filesystem::path fit_trace_file(const std::filesystem::path& path, bool in_process, std::size_t rank,
+                                            bool reporter) {
+  if (path.empty() || (in_process && !reporter)) return {};
+  return in_process ? path : per_rank_file(path, rank);
+}
+
 /// Writes fit()'s timeline, when it recorded one: in-process every rank's events to `path`; over
 /// processes this process's to the file of `rank` (none: a process that records no events, such as
 /// a parameter server's).
 inline void write_fit_trace(const Timeline& timeline, const std::filesystem::path& path, bool in_process,
                             std::optional<std::size_t> rank) {
-  if (!timeline.enabled()) return;
-  if (in_process)
-    timeline.write(path);
-  else if (rank)
-    timeline.write(per_rank_file(path, *rank));
+  if (!timeline.enabled() || (!in_process && !rank)) return;
+  timeline.write(fit_trace_file(path, in_process, rank.value_or(0), true));
 }
 
 }  // namespace detail

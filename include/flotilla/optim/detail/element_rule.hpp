@@ -14,15 +14,12 @@
 
 namespace flotilla::optim::detail {
 
-/// Weight decay applies to a tensor unless it is a bias and biases are excluded.
-inline bool decays(const TensorInfo& t, bool decay_biases) { return decay_biases || t.role != TensorRole::bias; }
-
 /// Which tensors a rule decays: all, all but the biases, or none (no weight decay). Rules inherit it
 /// as their `decays(tensor)`.
 struct DecayChoice {
   bool any = false;
   bool biases = true;
-  bool decays(const TensorInfo& t) const { return any && detail::decays(t, biases); }
+  bool decays(const TensorInfo& t) const { return any && (biases || t.role != TensorRole::bias); }
 };
 
 /// A tensor's segment of a flat span, as an Eigen array (read-only when the span is).

@@ -113,9 +113,7 @@ class WorkerLoop {
   void run() {
     if (!InProcess) shared_.worker_rank = w_;
     if (!start()) return;
-    // In-process, worker 0 writes the one trace; over processes, each worker its rank's.
-    const bool writes_trace = !fit_.trace_file.empty() && (!InProcess || reporter_);
-    check_fit_outputs(fit_, reporter_, writes_trace ? per_rank_file(fit_.trace_file, InProcess ? 0 : w_) : std::filesystem::path{});
+    check_fit_outputs(fit_, reporter_, fit_trace_file(fit_.trace_file, InProcess, w_, reporter_));
     if (reporter_ && !fit_.metrics_file.empty())
       metrics_.emplace(fit_.metrics_file, MetricsLog::Format::from_extension,
                        s_.step > 0 ? MetricsLog::OpenMode::append : MetricsLog::OpenMode::truncate);
