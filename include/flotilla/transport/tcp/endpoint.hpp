@@ -31,6 +31,7 @@
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/transport/operation.hpp"
+#include "flotilla/transport/tcp/launch_reports.hpp"
 #include "flotilla/transport/tcp/link.hpp"
 #include "flotilla/transport/tcp/options.hpp"
 #include "flotilla/transport/tcp/shared_memory.hpp"
@@ -234,6 +235,7 @@ class Endpoint {
   /// Closes `l` and records its peer as lost. The ranks' shared-memory calls would no longer
   /// match: from here on this rank sums through the sockets.
   void mark_lost(Link& l) {
+    if (!l.lost) detail::tcp_report_lost_peer(rank_, l.peer);  // a stalled rank never exits: the launcher ends it
     l.close();
     l.lost = true;
     shared_memory_.reset();
@@ -426,6 +428,10 @@ class Endpoint {
   /// address); false when the addresses cannot be read.
   bool link_on_this_host(const detail::TcpLink& l) const;
   std::optional<std::size_t> hung_up_peer() noexcept;
+  /// The shared-memory sum's watch on the peer it waits for: PeerLostError when it closed its
+  /// connection or has been silent for the stall limit since `since` (its last frame, if later).
+  void check_alive_during_shared_memory(std::size_t peer, Clock::time_point since);
+  Clock::time_point next_heartbeat_read_{};
 };
 
 }  // namespace flotilla::transport::tcp

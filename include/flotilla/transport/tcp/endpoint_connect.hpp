@@ -189,18 +189,58 @@ inline std::optional<std::size_t> Endpoint::hung_up_peer() noexcept {
   return std::nullopt;
 }
 
+inline void Endpoint::check_alive_during_shared_memory(std::size_t peer, Clock::time_point since) {
+  // A shared-memory sum waits on counters, not sockets, so nothing reads the heartbeats that
+  // arrive meanwhile. Read every link once per half interval: a peer's `heard` then lags its last
+  // heartbeat by at most that, and the stall is named within the socket path's bound. Reading
+  // also takes in an abort frame from a rank that named a failure first (fail_link rethrows it,
+  // with its culprit), and notices a connection that closed.
+  const auto now = Clock::now();
+  if (now >= next_heartbeat_read_) {
+    next_heartbeat_read_ = now + options_.heartbeat_interval / 2;
+    for (auto& l : links_)
+      if (open_peer_link(l) && !l.eof) pump(l, false);
+  }
+  Link& l = links_[peer];
+  if (l.lost || !l.open())
+    throw PeerLostError(who() + ": " + describe_op() + " failed: " + peer_name(peer) +
+                            " closed its connection during a shared-memory allreduce (its process ended)",
+                        peer);
+  const auto limit = options_.stall_limit();
+  if (Clock::now() - std::max(l.heard, since) <= limit) return;
+  pump(l, false);  // the last look: a heartbeat may have arrived since the read above
+  if (Clock::now() - std::max(l.heard, since) <= limit) return;
+  throw PeerLostError(who() + ": " + describe_op() + " failed: " + peer_name(peer) + " has sent nothing, not even a " +
+                          "heartbeat, for " + std::to_string(limit.count()) + " ms (heartbeats every " +
+                          std::to_string(options_.heartbeat_interval.count()) + " ms) and has not reached this " +
+                          "shared-memory allreduce: it is stalled (stopped, hung, or its machine unreachable)",
+                      peer);
+}
+
 inline void Endpoint::allreduce_sum(std::span<float> values) {
   if (!shared_memory_)
     throw ConfigError(who() + ": allreduce_sum needs the shared-memory allreduce, which is off (TcpOptions::shared_memory, "
                       "FLOTILLA_SHARED_MEMORY; the ranks must be on one host) or was switched off by a lost peer");
   begin(detail::TcpOp{"allreduce_sum"});
   detail::SharedMemoryAllreduce::Watch w{options_.timeout, [this] { return hung_up_peer(); }, [this] { return who(); },
-                                          [this](std::size_t p) { return peer_name(p); }};
+                                          [this](std::size_t p) { return peer_name(p); },
+                                          [this](std::size_t p, Clock::time_point since) {
+                                            check_alive_during_shared_memory(p, since);
+                                          }};
+  // mark_lost() drops shared_memory_ (the ranks' calls no longer match once a peer is lost), and
+  // the watch may call it: the segment is held here while it runs, and put back only when no
+  // peer was lost during the call.
+  const auto lost_links = [this] {
+    return std::count_if(links_.begin(), links_.end(), [](const Link& l) { return l.lost; });
+  };
+  const auto lost_before = lost_links();
+  auto segment = std::move(shared_memory_);
   try {
-    shared_memory_->allreduce_sum(values, w, counters_);
+    segment->allreduce_sum(values, w, counters_);
+    if (lost_links() == lost_before) shared_memory_ = std::move(segment);
   } catch (const TransportError& x) {
     // The ranks' calls are out of step now: later sums go through the sockets (the ring).
-    shared_memory_.reset();
+    segment.reset();
     const auto* lost = dynamic_cast<const PeerLostError*>(&x);
     if (lost && lost->peer() < links_.size()) {
       Link& l = links_[lost->peer()];
@@ -217,8 +257,12 @@ inline void Endpoint::allreduce_sum(std::span<float> values) {
       mark_lost(l);
     }
     if (lost && survive_lost_peers_) throw;
-    broken_ = x.what();
-    culprit_ = lost ? lost->peer() : rank_;
+    // An abort frame read during the wait has set the cause already, with the rank that failed
+    // first: keep it.
+    if (broken_.empty()) {
+      broken_ = x.what();
+      culprit_ = lost ? lost->peer() : rank_;
+    }
     throw;
   }
 }

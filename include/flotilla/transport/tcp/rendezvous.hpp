@@ -562,22 +562,6 @@ class TcpRendezvous {
   std::string going_on_ = "still waiting for the ranks";
 };
 
-/// Under flotilla-launch (FLOTILLA_LAUNCH_REPORTS names a directory of the launcher's): records
-/// which rank's failure ended this one, its own or a peer's. The ranks that fail because another
-/// did often exit before it; this is how the launcher still names the rank that failed first.
-inline void tcp_report_failure(std::size_t rank, std::size_t culprit) noexcept {
-  try {
-    const char* dir = std::getenv("FLOTILLA_LAUNCH_REPORTS");
-    if (dir == nullptr || *dir == '\0') return;
-    const std::string path = std::string(dir) + "/rank-" + std::to_string(rank);
-    const Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!fd) return;
-    const std::string text = std::to_string(culprit) + "\n";
-    if (::write(fd.get(), text.data(), text.size()) < 0) return;
-  } catch (...) {
-  }
-}
-
 }  // namespace detail
 
 }  // namespace flotilla::transport::tcp
