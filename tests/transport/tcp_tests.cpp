@@ -17,7 +17,9 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -1698,6 +1700,173 @@ TEST_CASE("hostile: 1000 bad connections to a live coordinator: each dropped, th
 #else
   CHECK(after - before < 2048);
 #endif
+}
+
+namespace {
+
+/// Connections to `port` that say nothing, and others that send one byte of a hello a second,
+/// held open (the tricklers writing) until the object goes.
+class IdleClients {
+ public:
+  IdleClients(std::uint16_t port, std::size_t silent, std::size_t trickling) {
+    for (std::size_t k = 0; k < silent; ++k) silent_.push_back(std::make_unique<FakePeer>(port));
+    for (std::size_t k = 0; k < trickling; ++k) trickling_.push_back(std::make_unique<FakePeer>(port));
+    if (trickling > 0)
+      writer_ = std::thread([this] {
+        wire::Header h;
+        h.type = wire::FrameType::hello;
+        h.payload_length = 300;
+        const auto bytes = wire::encode(h);
+        for (std::size_t i = 0; i < bytes.size() && !stop_; ++i) {
+          for (auto& p : trickling_) p->write(std::span<const std::byte>(&bytes[i], 1));
+          for (int t = 0; t < 10 && !stop_; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      });
+  }
+  ~IdleClients() {
+    stop_ = true;
+    if (writer_.joinable()) writer_.join();
+  }
+
+ private:
+  std::vector<std::unique_ptr<FakePeer>> silent_, trickling_;
+  std::atomic<bool> stop_{false};
+  std::thread writer_;
+};
+
+}  // namespace
+
+TEST_CASE("hostile: silent connections to the coordinator do not keep the job from forming") {
+  // 50 connections that never speak and 3 that trickle a byte a second reach rank 0 before the
+  // ranks do. Each may take up to 5 s to finish a handshake; the ranks must not wait behind them.
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 3, port), o1 = job(1, 3, port), o2 = job(2, 3, port);
+  Log log;
+  o0.log = log.sink();
+  for (auto* o : {&o0, &o1, &o2}) o->connect_timeout = std::chrono::seconds(20);
+  auto body = [](TcpEndpoint& e) {
+    std::vector<float> v(1000, static_cast<float>(e.rank() + 1));
+    collective::ring_allreduce(e, std::span<float>(v));
+    if (v[0] != 6.0f || v[999] != 6.0f) throw std::runtime_error("wrong sum");
+  };
+  RankThread r0(o0, body);
+  IdleClients idle(port, 50, 3);
+  const auto t0 = Clock::now();
+  RankThread r1(o1, body);
+  RankThread r2(o2, body);
+  const std::string e0 = r0.error(), e1 = r1.error(), e2 = r2.error();
+  const auto took = ms_since(t0);
+  CAPTURE(e0);
+  CAPTURE(e1);
+  CAPTURE(e2);
+  CAPTURE(log.text());
+  CHECK(e0 == "");
+  CHECK(e1 == "");
+  CHECK(e2 == "");
+  MESSAGE("the job formed and summed in " << took << " ms beside 53 idle connections");
+  CHECK(took < 5000);  // one idle connection served at a time would take 5 s each
+}
+
+TEST_CASE("hostile: beyond 64 idle connections at once the oldest are dropped, and the job still forms") {
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+  Log log;
+  o0.log = log.sink();
+  o0.connect_timeout = o1.connect_timeout = std::chrono::seconds(20);
+  RankThread r0(o0, [](TcpEndpoint& e) { e.barrier(); });
+  IdleClients idle(port, 100, 0);
+  const auto t0 = Clock::now();
+  RankThread r1(o1, [](TcpEndpoint& e) { e.barrier(); });
+  const std::string e0 = r0.error(), e1 = r1.error();
+  const auto took = ms_since(t0);
+  CAPTURE(e0);
+  CAPTURE(e1);
+  CAPTURE(log.text());
+  CHECK(e0 == "");
+  CHECK(e1 == "");
+  CHECK(took < 5000);
+  CHECK(log.count() >= 36);  // 100 accepted, at most 64 kept
+  CHECK(log.has("the oldest of 64 connections in the middle of their handshake (at most 64 at once)"));
+}
+
+TEST_CASE("hostile: a rendezvous that times out beside idle connections names the missing rank, counts the rest") {
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 3, port), o1 = job(1, 3, port);
+  Log log;
+  o0.log = log.sink();
+  o0.connect_timeout = std::chrono::milliseconds(2000);
+  o1.connect_timeout = std::chrono::milliseconds(2000);
+  RankThread r0(o0, [](TcpEndpoint&) {});
+  IdleClients idle(port, 10, 0);
+  {
+    FakePeer garbage(port);
+    garbage.write(bytes_of("GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curious\r\n\r\n"));
+    CHECK(garbage.closed());
+  }
+  {
+    FakePeer boastful(port);  // a hello far larger than any hello is
+    wire::Header h;
+    h.type = wire::FrameType::hello;
+    h.payload_length = 5000;
+    boastful.write(wire::encode(h));
+    CHECK(boastful.closed());
+  }
+  RankThread r1(o1, [](TcpEndpoint&) {});  // rank 2 never comes
+  const std::string e0 = r0.error();
+  CAPTURE(e0);
+  CAPTURE(log.text());
+  CHECK(contains(e0, "timed out after 2000 ms"));
+  CHECK(contains(e0, "rank(s) 2 did not register"));  // rank 1 did: it is not blamed
+  CHECK(contains(e0, "2 other connections were dropped"));
+  CHECK(contains(e0, "10 were still open without a complete handshake"));
+  CHECK(log.has("bad magic number"));
+  CHECK(log.has("a hello frame of 5000 bytes (at most 4096)"));
+}
+
+TEST_CASE("hostile: silent connections to a rank's rejoin port do not hold up its operations") {
+  // Rank 1 accepts rejoining ranks (as a parameter server does) while it receives a message every
+  // 100 ms from rank 0; eight connections to its rejoin port say nothing. Its receives must go on
+  // as before, and each connection is dropped when its handshake limit (5 s) passes.
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+  o1.connect_timeout = std::chrono::seconds(30);  // the rendezvous' limit, not a handshake's
+  Log log;
+  o1.log = log.sink();
+  constexpr int messages = 75;  // 7.5 s: past the 5 s after which each silent one is dropped
+  std::promise<std::string> rejoin_address;
+  long long longest_wait = 0;
+  RankThread r1(o1, [&](TcpEndpoint& e) {
+    e.accept_rejoins(true);
+    rejoin_address.set_value(e.rejoin_address());
+    std::int32_t m = 0;
+    e.recv(0, 1, std::as_writable_bytes(std::span<std::int32_t>(&m, 1)));  // the first, before the silent ones
+    for (int k = 1; k < messages; ++k) {
+      const auto t = Clock::now();
+      e.recv(0, 1, std::as_writable_bytes(std::span<std::int32_t>(&m, 1)));
+      longest_wait = std::max(longest_wait, ms_since(t));
+      if (m != k) throw std::runtime_error("message " + std::to_string(m) + " where " + std::to_string(k) + " was due");
+    }
+  });
+  RankThread r0(o0, [&](TcpEndpoint& e) {
+    for (std::int32_t k = 0; k < messages; ++k) {
+      e.send(1, 1, std::as_bytes(std::span<const std::int32_t>(&k, 1)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  const auto at = transport::tcp::detail::parse_host_port(rejoin_address.get_future().get());
+  REQUIRE(at);
+  IdleClients idle(at->port, 8, 0);
+  const std::string e0 = r0.error(), e1 = r1.error();
+  CAPTURE(e0);
+  CAPTURE(e1);
+  CAPTURE(log.text());
+  CHECK(e0 == "");
+  CHECK(e1 == "");
+  MESSAGE("the longest receive beside 8 silent connections to the rejoin port took " << longest_wait << " ms");
+  CHECK(longest_wait < 1000);
+  CHECK(log.count() == 8);  // each dropped, after 5 s, and said so with the limit that applied
+  CHECK(log.has("5000 ms"));
+  CHECK(!log.has("30000 ms"));
 }
 
 TEST_CASE("hostile: a malformed shared-memory setting fails the rendezvous, naming the peer") {

@@ -1,6 +1,6 @@
 #pragma once
 // How an endpoint (endpoint.hpp) joins its job: connect() runs the rendezvous (rendezvous.hpp) and
-// the ranks' agreement on the shared-memory allreduce (shared_memory.hpp); accept_rejoin() lets a
+// the ranks' agreement on the shared-memory allreduce (shared_memory.hpp); serve_rejoins() lets a
 // lost rank that restarted back in.
 #include <poll.h>
 #include <sys/mman.h>
@@ -267,48 +267,56 @@ inline void Endpoint::allreduce_sum(std::span<float> values) {
   }
 }
 
-inline void Endpoint::accept_rejoin() {
-  detail::TcpRendezvous rv(options_, reactor_, job_id_);
-  std::optional<detail::TcpRendezvous::Arrival> a;
+inline void Endpoint::serve_rejoins(bool listener_ready) {
+  if (!rejoin_handshakes_) rejoin_handshakes_ = std::make_unique<detail::TcpRendezvous>(options_, reactor_, job_id_);
+  detail::TcpRendezvous& rv = *rejoin_handshakes_;
   try {
-    a = rv.accept_hello(
-        rejoin_listener_->listener, "accepting", 0, [&] { return rv.hello_payload(0, {}); },
-        [](const std::string&) { return std::string("no connection was waiting after all"); });
-  } catch (const TransportError& e) {
+    rv.serve_handshakes(rejoin_listener_->listener, listener_ready, "accepting",
+                        [&rv] { return rv.hello_payload(0, {}); });
+  } catch (const TransportError& e) {  // accepting failed (out of descriptors): the next connection may do
     rv.log(std::string(e.what()) + "; going on");
-    return;
   }
-  if (!a) return;
-  const std::size_t p = a->hello.rank;
-  std::string refusal = rv.check_world_size(a->hello, a->peer);
+  while (!rv.arrived_.empty()) {
+    auto a = std::move(rv.arrived_.front());
+    rv.arrived_.pop_front();
+    admit_rejoiner(rv, std::move(a));
+  }
+}
+
+inline void Endpoint::admit_rejoiner(detail::TcpRendezvous& rv, detail::TcpRendezvous::Arrival a) {
+  const std::size_t p = a.hello.rank;
+  std::string refusal = rv.check_world_size(a.hello, a.peer);
   if (!refusal.empty()) {
   } else if (p >= size_ || p == rank_) {
-    refusal = a->peer + " claims rank " + std::to_string(p) + ", which cannot rejoin " + who();
+    refusal = a.peer + " claims rank " + std::to_string(p) + ", which cannot rejoin " + who();
   } else if (links_[p].goodbye && !links_[p].lost) {
-    refusal = "rank " + std::to_string(p) + " has finished (it said goodbye to " + who() + "): " + a->peer +
+    refusal = "rank " + std::to_string(p) + " has finished (it said goodbye to " + who() + "): " + a.peer +
               " cannot rejoin as rank " + std::to_string(p);
   } else if (!links_[p].lost) {
-    refusal = "rank " + std::to_string(p) + " is still alive (its connection to " + who() + " is open): " + a->peer +
+    refusal = "rank " + std::to_string(p) + " is still alive (its connection to " + who() + " is open): " + a.peer +
               " cannot rejoin as rank " + std::to_string(p) + " (two processes given the same FLOTILLA_RANK?)";
   }
+  // The answer is a small frame on a fresh connection: the socket takes it at once, and a peer
+  // that does not read it costs at most the handshake limit.
+  rv.restart_deadline();
   if (!refusal.empty()) {
-    rv.tell_refused(a->link, refusal);
-    rv.log(who() + ": refused " + a->peer + ": " + refusal);
+    rv.tell_refused(a.link, refusal);
+    rv.log(who() + ": refused " + a.peer + ": " + refusal);
     return;
   }
   try {
     wire::Table welcome;
     welcome.job_id = job_id_;
-    rv.send_frame(a->link, wire::FrameType::table, wire::encode_table(welcome), a->peer);
+    rv.send_frame(a.link, wire::FrameType::table, wire::encode_table(welcome), a.peer);
   } catch (const TransportError& e) {
     rv.log(std::string(e.what()) + "; going on without rank " + std::to_string(p));
     return;
   }
   // The lost link's waits ended when it was closed; its guard is the heartbeat thread's.
   Link& l = links_[p];
-  l.socket = std::move(a->link.socket);
-  l.send_sequence = a->link.send_sequence;
-  l.recv_sequence = a->link.recv_sequence;
+  l.socket = std::move(a.link.socket);
+  l.send_sequence = a.link.send_sequence;
+  l.recv_sequence = a.link.recv_sequence;
   l.read_armed = l.write_armed = l.read_fired = false;
   l.wait_error = {};
   l.parked = l.send_broken = l.lost = l.in_frame = l.large = l.goodbye = l.eof = false;
