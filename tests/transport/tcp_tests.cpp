@@ -70,7 +70,7 @@ class ScopedEnv {
                                           "FLOTILLA_BIND",         "FLOTILLA_TIMEOUT_MS",   "FLOTILLA_CONNECT_TIMEOUT_MS",
                                           "FLOTILLA_SOCKET_BUFFER", "FLOTILLA_SECRET",      "FLOTILLA_SECRET_FILE",
                                           "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA", "FLOTILLA_SHARED_MEMORY",
-                                          "FLOTILLA_SPIN_US"};
+                                          "FLOTILLA_SPIN_US",      "FLOTILLA_REJOIN"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -373,6 +373,35 @@ TEST_CASE("options: as command-line flags, with the environment as fallback") {
     const std::string msg = config_error([&] { (void)tcp.options(); });
     CHECK(contains(msg, "--rank (FLOTILLA_RANK)"));
     CHECK(contains(msg, "'x'"));
+  }
+}
+
+TEST_CASE("options: --rejoin names the ranks to reconnect to, FLOTILLA_REJOIN as fallback") {
+  const char* base[] = {"prog", "--rank", "2", "--world-size", "4", "--coordinator", "127.0.0.1:4000"};
+  auto parsed = [&](std::vector<const char*> extra) {
+    cli::Flags flags("prog", "test");
+    transport::TcpFlags tcp(flags);
+    std::vector<const char*> argv(std::begin(base), std::end(base));
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    REQUIRE(flags.parse(static_cast<int>(argv.size()), argv.data(), std::cout));
+    CHECK(contains(flags.help(), "--rejoin"));
+    return tcp.options();
+  };
+  {
+    ScopedEnv env({{"FLOTILLA_REJOIN", "127.0.0.1:9"}});
+    CHECK(parsed({"--rejoin", "127.0.0.1:36123,,127.0.0.1:46743"}).rejoin ==
+          std::vector<std::string>{"127.0.0.1:36123", "127.0.0.1:46743"});
+    CHECK(parsed({}).rejoin == std::vector<std::string>{"127.0.0.1:9"});
+  }
+  {
+    ScopedEnv env({});
+    CHECK(parsed({}).rejoin.empty());
+    const std::string msg = config_error([&] { (void)parsed({"--rejoin", "127.0.0.1:36123,server3"}); });
+    CHECK(contains(msg, "--rejoin (FLOTILLA_REJOIN): 'server3' is not host:port"));
+  }
+  {
+    ScopedEnv env({{"FLOTILLA_REJOIN", "127.0.0.1:0"}});
+    CHECK(contains(config_error([] { (void)TcpOptions::from_environment(); }), "FLOTILLA_REJOIN: '127.0.0.1:0'"));
   }
 }
 
