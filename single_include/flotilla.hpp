@@ -11674,6 +11674,29 @@ FLOTILLA_DECL std::string Timeline::host_name() {
 #include <limits>
 
 
+// ---- begin flotilla/train/non_finite_loss.hpp ----
+// TrainerOptions::on_non_finite_loss: what the workers do when an update's gradient, or a batch's
+// loss, is not a finite number (a batch with a corrupt sample, an overflow in one step, or
+// training that has diverged for good).
+namespace flotilla {
+
+enum class NonFiniteLoss {
+  /// Training stops with DivergenceError naming the worker, the update, the epoch and batch, and
+  /// the learning rate. Every update after it would carry the NaN or infinity into the parameters.
+  stop,
+  /// The update whose gradient (as exchanged: the same on every worker) is not finite is skipped:
+  /// parameters and optimizer state stay as they were, the update's number is spent (the schedule
+  /// moves on), and training goes on with the next batch. Each skip is logged and counted
+  /// (Trainer::skipped_updates(), "skipped_updates" in each epoch's record); a batch whose loss is
+  /// not finite is left out of the epoch's loss and accuracy. After
+  /// TrainerOptions::max_consecutive_skips skipped updates in a row, training stops with
+  /// DivergenceError as with `stop`: nothing finite is coming back.
+  skip_update,
+};
+
+}  // namespace flotilla
+// ---- end flotilla/train/non_finite_loss.hpp ----
+
 // ---- begin flotilla/train/training_options.hpp ----
 // What every trainer is set up with (the data-parallel Trainer and pipeline::Trainer alike): the
 // optimizer and its schedule, the batch, the seed and the data order. Each trainer's options
@@ -11795,6 +11818,13 @@ struct TrainerOptions : TrainingOptions<M> {
   /// bounded-staleness training go on without it, synchronous training stops with an error naming
   /// it; continue_with_survivors makes synchronous training go on too (transport::Tcp only).
   WorkerLoss on_worker_loss = WorkerLoss::by_policy;
+  /// When an update's gradient or a batch's loss is not a finite number (train/non_finite_loss.hpp):
+  /// stop with DivergenceError (the default), or skip that update and go on. Skipping needs the
+  /// workers to see one gradient: peer-to-peer policies that allreduce it in backward
+  /// (policy::Synchronous<>, Accumulate, Compressed), or one worker.
+  NonFiniteLoss on_non_finite_loss = NonFiniteLoss::stop;
+  /// With NonFiniteLoss::skip_update: this many skipped updates in a row stop training.
+  std::size_t max_consecutive_skips = 10;
 };
 
 }  // namespace flotilla
@@ -11990,7 +12020,9 @@ void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
 // The error a trainer raises when a batch's loss is not a finite number: training has diverged,
 // and every update from there on would carry the NaN or infinity into the parameters.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <sstream>
 #include <string>
 
@@ -12005,6 +12037,26 @@ inline DivergenceError divergence(const std::string& who, double loss, std::uint
   m << who << ": the loss is " << (std::isnan(loss) ? "NaN" : loss > 0 ? "+inf" : "-inf") << " at update " << update
     << " (epoch " << epoch + 1 << ", batch " << batch + 1 << " of " << batches << "): training has diverged. "
     << "The learning rate of that update was " << rate
+    << "; a lower one, or inputs scaled to a smaller range, usually avoids this";
+  return DivergenceError(m.str(), update);
+}
+
+/// Whether every value of `values` is a finite number.
+template <class T>
+bool all_finite(std::span<const T> values) noexcept {
+  for (const T v : values)
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+/// DivergenceError for `who` when `skipped` updates in a row, the last `update`, had gradients that
+/// were not finite (NonFiniteLoss::skip_update).
+inline DivergenceError divergence_after_skips(const std::string& who, std::size_t skipped, std::uint64_t update,
+                                              std::uint64_t epoch, double rate) {
+  std::ostringstream m;
+  m << who << ": " << skipped << " updates in a row, the last update " << update << " (epoch " << epoch + 1
+    << "), were skipped because their gradient was not finite (TrainerOptions::max_consecutive_skips is " << skipped
+    << "): training has diverged. The learning rate of the last was " << rate
     << "; a lower one, or inputs scaled to a smaller range, usually avoids this";
   return DivergenceError(m.str(), update);
 }
@@ -12297,6 +12349,7 @@ void barrier_through_server(E& e, Client& client, LiveWorkers& live) {
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 
 // ---- begin flotilla/train/detail/ready_runner.hpp ----
@@ -12502,11 +12555,22 @@ class PeerPath {
 
   /// What hands finished buckets on (null: nothing to exchange during backward).
   ReadyRunner* runner() const noexcept { return runner_.get(); }
+  /// Whether the last update() skipped its step (its gradient was not finite).
+  bool skipped() const noexcept { return skipped_; }
 
   /// After every bucket is exchanged: the policy's step. Returns the seconds it took.
+  /// With NonFiniteLoss::skip_update, an exchanged gradient that is not finite skips the step
+  /// (skipped() says so) and spends the update's number. The exchanged gradient is the same bits on
+  /// every worker (the ring forms each chunk once), so every worker skips the same updates.
   double update() {
     PeerContext<M, Codec, G, State> ctx(options_, group_, s_);
     const auto t0 = Timeline::clock::now();
+    skipped_ = options_.on_non_finite_loss == NonFiniteLoss::skip_update &&
+               !all_finite(std::span<const T>(std::as_const(s_.engine).gradients()));
+    if (skipped_) {
+      ++s_.step;
+      return 0;
+    }
     policy_.step(ctx);
     const auto t1 = Timeline::clock::now();
     timeline_.record("update", "update", worker_, 0, t0, t1);
@@ -12537,6 +12601,7 @@ class PeerPath {
   Timeline& timeline_;
   std::size_t worker_;
   std::unique_ptr<ReadyRunner> runner_;
+  bool skipped_ = false;
 };
 
 }  // namespace flotilla::detail
@@ -13537,12 +13602,22 @@ class WorkerLoop {
       }
       // Every worker of a synchronous job sees a non-finite loss by the next update: the exchanged
       // gradients carry it to all.
-      if (!std::isfinite(r.loss))
+      const bool skipping = options_.on_non_finite_loss == NonFiniteLoss::skip_update;
+      if (!std::isfinite(r.loss) && !skipping)
         throw divergence("worker " + std::to_string(w_), r.loss, update, at_.epoch, position,
                          loader_->batches_per_epoch(), options_.learning_rate(update - 1));
-      loss_sum += r.loss * static_cast<double>(r.samples);
-      correct += r.correct;
-      seen += r.samples;
+      if constexpr (!parameter_server) {
+        if (last && path_->skipped()) {
+          skipped_update(update, position, r.loss);
+        } else if (last) {
+          skipped_in_a_row_ = 0;
+        }
+      }
+      if (std::isfinite(r.loss)) {  // a batch skipped for its loss has no place in the epoch's means
+        loss_sum += r.loss * static_cast<double>(r.samples);
+        correct += r.correct;
+        seen += r.samples;
+      }
       ++position;
       micro = last ? 0 : micro + 1;
       if (last) {
@@ -13585,7 +13660,25 @@ class WorkerLoop {
     ++records_;
     at_.end_epoch(stop_ && position < loader_->batches_per_epoch(), position);
     rec.epoch = at_.epoch;
+    if (options_.on_non_finite_loss == NonFiniteLoss::skip_update)
+      rec.extra.emplace_back("skipped_updates", static_cast<double>(std::exchange(skipped_this_epoch_, 0)));
     report(rec, bar);
+  }
+
+  /// An update skipped for its gradient (NonFiniteLoss::skip_update): counted, logged by the
+  /// reporting worker, and the end of training once too many come in a row.
+  void skipped_update(std::uint64_t update, std::size_t position, double loss) {
+    ++s_.skipped_updates;
+    ++skipped_this_epoch_;
+    ++skipped_in_a_row_;
+    if (reporter_ && fit_.log)
+      *fit_.log << "flotilla: worker " << w_ << ": skipped update " << update << " (epoch " << at_.epoch + 1 << ", batch "
+                << position + 1 << " of " << loader_->batches_per_epoch() << "): its gradient is not finite"
+                << (std::isfinite(loss) ? "" : " (this worker's loss was not finite)") << "; " << s_.skipped_updates
+                << " skipped so far\n";
+    if (skipped_in_a_row_ >= options_.max_consecutive_skips)
+      throw divergence_after_skips("worker " + std::to_string(w_), skipped_in_a_row_, update, at_.epoch,
+                                   options_.learning_rate(update - 1));
   }
 
   /// One micro-batch: gradients, and on the last micro-batch of an update, the exchange and the
@@ -13890,6 +13983,7 @@ class WorkerLoop {
   const bool reporter_;
   Group group_;
   std::optional<Path> path_;
+  std::size_t skipped_this_epoch_ = 0, skipped_in_a_row_ = 0;
   data::LoaderOptions lo_;
   std::optional<data::Loader<T>> loader_;  // made again, re-sharded, when the ring re-forms
   std::optional<MetricsLog> metrics_;
@@ -13970,6 +14064,8 @@ struct WorkerState {
   engine_type engine;
   optimizer_state opt;
   std::uint64_t step = 0;
+  /// Updates skipped for a gradient that was not finite (NonFiniteLoss::skip_update).
+  std::uint64_t skipped_updates = 0;
   Exchange exchange;
 };
 
@@ -14283,6 +14379,7 @@ class Trainer {
     if (Backend::in_process && options_.workers == 0) throw ConfigError("TrainerOptions::workers must be > 0");
     if (parameter_server && options_.servers == 0) throw ConfigError("TrainerOptions::servers must be > 0");
     if (options_.on_worker_loss == WorkerLoss::continue_with_survivors) check_worker_loss_supported();
+    if (options_.on_non_finite_loss == NonFiniteLoss::skip_update) check_skipping_supported();
     workers_.push_back(std::make_unique<State>(options_));
     ledger_.write = [this](const std::filesystem::path& path, std::uint64_t epoch, std::uint64_t batch, bool with_optimizer,
                            const detail::ExchangeStates<T>& states) {
@@ -14434,6 +14531,9 @@ class Trainer {
   static constexpr std::span<const TensorInfo> tensors() noexcept { return network_type::tensors; }
   /// Updates this process's worker has taken part in.
   std::uint64_t step() const noexcept { return local().step; }
+  /// Of those, the updates skipped because their gradient was not finite
+  /// (TrainerOptions::on_non_finite_loss = NonFiniteLoss::skip_update).
+  std::uint64_t skipped_updates() const noexcept { return local().skipped_updates; }
   /// Epochs completed so far.
   std::uint64_t epoch() const noexcept { return ledger_.epoch; }
   const TrainerOptions<M>& options() const noexcept { return options_; }
@@ -14534,6 +14634,24 @@ class Trainer {
       throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors: the " + std::string(Backend::name) +
                         " transport cannot go on after a rank is lost (MPI without ULFM stops the job); use "
                         "transport::Tcp");
+    }
+  }
+
+  /// Whether the workers can skip an update together (NonFiniteLoss::skip_update): they must all
+  /// see the same gradient, which peer-to-peer policies that allreduce it in backward give.
+  void check_skipping_supported() const {
+    if (options_.max_consecutive_skips == 0)
+      throw ConfigError("TrainerOptions::max_consecutive_skips is 0; with on_non_finite_loss = skip_update it must be "
+                        "at least 1");
+    if constexpr (parameter_server) {
+      throw ConfigError("TrainerOptions::on_non_finite_loss = skip_update needs the workers to share one gradient "
+                        "(a peer-to-peer policy such as policy::Synchronous<>); policy " + std::string(Policy::name) +
+                        " sends each worker's to parameter servers, which apply them");
+    } else if constexpr (!Policy::reduce_gradients_in_backward) {
+      if (!Backend::in_process || options_.workers > 1)
+        throw ConfigError("TrainerOptions::on_non_finite_loss = skip_update needs a policy whose workers allreduce "
+                          "their gradients before updating (policy::Synchronous<>), not policy " +
+                          std::string(Policy::name) + ", whose workers would decide apart");
     }
   }
 

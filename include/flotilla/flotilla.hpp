@@ -87,6 +87,7 @@
 #include "flotilla/train/trainer.hpp"
 #include "flotilla/train/trainer_options.hpp"
 #include "flotilla/train/training_options.hpp"
+#include "flotilla/train/non_finite_loss.hpp"
 #include "flotilla/train/worker_loss.hpp"
 
 #include "flotilla/train/timeline.hpp"

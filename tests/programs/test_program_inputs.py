@@ -175,11 +175,14 @@ def check_survivors_go_on(launcher: Path, program: Path, work: Path, data: Path)
 
 def check_worker_rejoins(launcher: Path, program: Path, work: Path, data: Path) -> None:
     """flotilla-launch -n 4 --keep-going -- PROGRAM --policy async --servers 1; rank 2 (a worker) killed
-    once rank 0 has trained a step (of 16), and started again by hand with --rank 2 --world-size 4
+    once rank 0 has trained a step (of 120), and started again by hand with --rank 2 --world-size 4
     --coordinator ... --rejoin <the address the server printed> once the server dropped it: it
     rejoins, and every rank exits 0."""
     secret = write_secret(work / "rejoin-secret", 0o600)
-    args = ["--data", data, "--epochs", "4", "--batch", "8", "--baseline-steps", "0", "--policy", "async",
+    # 30 epochs of 4 steps: time enough, on a loaded machine too, for the restarted process to start
+    # and rejoin before the others finish (a rejoiner that comes after the end is told so, and the
+    # others never count it).
+    args = ["--data", data, "--epochs", "30", "--batch", "8", "--baseline-steps", "0", "--policy", "async",
             "--servers", "1", "--heartbeat-ms", "200", "--secret-file", secret]
     job = Job(launcher, 4, program, args, work)
     address = []

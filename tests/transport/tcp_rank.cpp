@@ -113,9 +113,8 @@ int main(int argc, char** argv) {
       if (rank == k) std::printf("rank %zu joined late\n", rank);
       return 0;
     }
-    if (mode == "print-secret") {
-      const char* secret = std::getenv("FLOTILLA_SECRET");
-      std::printf("secret: %s\n", secret ? secret : "(none)");
+    if (mode == "print-secret") {  // the secret this rank would use
+      std::printf("secret: %s\n", o.secret.empty() ? "(none)" : o.secret.c_str());
       return 0;
     }
     if (mode == "survive-stall") {

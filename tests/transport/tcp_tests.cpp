@@ -1681,7 +1681,7 @@ TEST_CASE("hostile: a job started by the launcher has a secret of its own; a str
   CHECK(contains(cap.of(0), "authentication required"));
   CHECK(contains(cap.of(1), "rank 1 joined late"));
 
-  // A secret the user set is the job's: the launcher adds none of its own.
+  // A secret the user gave is the job's; the launcher's is the fallback.
   Captured cap2;
   auto mine = launch_options(1, {"print-secret"}, cap2);
   mine.environment = {"FLOTILLA_SECRET=a secret of the user's own"};

@@ -1,12 +1,14 @@
 // Trainer: determinism, thread-count independence, checkpoints, and errors for mismatched input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -228,6 +230,74 @@ TEST_CASE("a loss that is not a finite number stops training with an error namin
       CHECK(what.find("learning rate of that update was 1e+30") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("with on_non_finite_loss = skip_update, an update whose gradient is not finite is skipped and counted") {
+  // One sample's features are NaN: each epoch, the update whose batch holds it has a NaN loss on
+  // the worker that has it, and a NaN gradient on every worker once the gradients are summed.
+  auto data = stripes(200, 4);
+  data.inputs(5, 17) = std::numeric_limits<float>::quiet_NaN();
+  for (std::size_t workers : {1u, 2u}) {
+    CAPTURE(workers);
+    auto o = options<SmallModel>(1);
+    o.workers = workers;
+    {
+      Trainer<SmallModel> stops(o);  // the default stops at that update
+      CHECK_THROWS_AS(stops.fit(data, nullptr, quiet(3)), DivergenceError);
+    }
+    o.on_non_finite_loss = NonFiniteLoss::skip_update;
+    Trainer<SmallModel> t(o);
+    std::ostringstream log;
+    FitOptions f = quiet(3);
+    f.log = &log;
+    f.progress = ProgressBar::Style::none;
+    const History h = t.fit(data, nullptr, f);
+    CAPTURE(log.str());
+    REQUIRE(h.size() == 3);
+    CHECK(t.skipped_updates() == 3);  // one per epoch
+    const std::size_t per_epoch = 200 / (20 * workers);
+    CHECK(t.step() == 3 * per_epoch);  // a skipped update spends its number
+    for (const auto& r : h) {
+      CHECK(std::isfinite(r.train_loss));
+      const auto skipped = std::find_if(r.extra.begin(), r.extra.end(),
+                                        [](const auto& kv) { return kv.first == "skipped_updates"; });
+      REQUIRE(skipped != r.extra.end());
+      CHECK(skipped->second == 1.0);
+    }
+    CHECK(h.back().train_loss < h.front().train_loss);
+    CHECK(h.back().train_accuracy > 0.8);
+    for (const float p : t.parameters()) REQUIRE(std::isfinite(p));
+    CHECK(log.str().find("flotilla: worker 0: skipped update ") != std::string::npos);
+    CHECK(log.str().find("its gradient is not finite") != std::string::npos);
+  }
+}
+
+TEST_CASE("with on_non_finite_loss = skip_update, too many skipped updates in a row stop training") {
+  auto o = options<SmallModel>(1);
+  o.optimizer.learning_rate = 1e30;  // diverges for good after the first update
+  o.on_non_finite_loss = NonFiniteLoss::skip_update;
+  o.max_consecutive_skips = 3;
+  Trainer<SmallModel> t(o);
+  try {
+    t.fit(stripes(200, 4), nullptr, quiet(2));
+    FAIL("training went on although every update was skipped");
+  } catch (const DivergenceError& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(t.skipped_updates() == 3);
+    CHECK(what.find("3 updates in a row") != std::string::npos);
+    CHECK(what.find("were skipped because their gradient was not finite") != std::string::npos);
+    CHECK(what.find("training has diverged") != std::string::npos);
+  }
+  // Settings that cannot work are refused before training.
+  auto zero = options<SmallModel>(1);
+  zero.on_non_finite_loss = NonFiniteLoss::skip_update;
+  zero.max_consecutive_skips = 0;
+  CHECK_THROWS_WITH_AS(Trainer<SmallModel>{zero}, doctest::Contains("max_consecutive_skips is 0"), ConfigError);
+  auto servers = options<SmallModel>(1);
+  servers.on_non_finite_loss = NonFiniteLoss::skip_update;
+  CHECK_THROWS_WITH_AS((Trainer<SmallModel, policy::Synchronous<topology::ParameterServer>>{servers}),
+                       doctest::Contains("needs the workers to share one gradient"), ConfigError);
 }
 
 TEST_CASE("an output file that cannot be written is refused before the first step") {

@@ -85,6 +85,7 @@ class Trainer {
     if (Backend::in_process && options_.workers == 0) throw ConfigError("TrainerOptions::workers must be > 0");
     if (parameter_server && options_.servers == 0) throw ConfigError("TrainerOptions::servers must be > 0");
     if (options_.on_worker_loss == WorkerLoss::continue_with_survivors) check_worker_loss_supported();
+    if (options_.on_non_finite_loss == NonFiniteLoss::skip_update) check_skipping_supported();
     workers_.push_back(std::make_unique<State>(options_));
     ledger_.write = [this](const std::filesystem::path& path, std::uint64_t epoch, std::uint64_t batch, bool with_optimizer,
                            const detail::ExchangeStates<T>& states) {
@@ -236,6 +237,9 @@ class Trainer {
   static constexpr std::span<const TensorInfo> tensors() noexcept { return network_type::tensors; }
   /// Updates this process's worker has taken part in.
   std::uint64_t step() const noexcept { return local().step; }
+  /// Of those, the updates skipped because their gradient was not finite
+  /// (TrainerOptions::on_non_finite_loss = NonFiniteLoss::skip_update).
+  std::uint64_t skipped_updates() const noexcept { return local().skipped_updates; }
   /// Epochs completed so far.
   std::uint64_t epoch() const noexcept { return ledger_.epoch; }
   const TrainerOptions<M>& options() const noexcept { return options_; }
@@ -336,6 +340,24 @@ class Trainer {
       throw ConfigError("TrainerOptions::on_worker_loss = continue_with_survivors: the " + std::string(Backend::name) +
                         " transport cannot go on after a rank is lost (MPI without ULFM stops the job); use "
                         "transport::Tcp");
+    }
+  }
+
+  /// Whether the workers can skip an update together (NonFiniteLoss::skip_update): they must all
+  /// see the same gradient, which peer-to-peer policies that allreduce it in backward give.
+  void check_skipping_supported() const {
+    if (options_.max_consecutive_skips == 0)
+      throw ConfigError("TrainerOptions::max_consecutive_skips is 0; with on_non_finite_loss = skip_update it must be "
+                        "at least 1");
+    if constexpr (parameter_server) {
+      throw ConfigError("TrainerOptions::on_non_finite_loss = skip_update needs the workers to share one gradient "
+                        "(a peer-to-peer policy such as policy::Synchronous<>); policy " + std::string(Policy::name) +
+                        " sends each worker's to parameter servers, which apply them");
+    } else if constexpr (!Policy::reduce_gradients_in_backward) {
+      if (!Backend::in_process || options_.workers > 1)
+        throw ConfigError("TrainerOptions::on_non_finite_loss = skip_update needs a policy whose workers allreduce "
+                          "their gradients before updating (policy::Synchronous<>), not policy " +
+                          std::string(Policy::name) + ", whose workers would decide apart");
     }
   }
 

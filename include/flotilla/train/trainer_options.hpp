@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <limits>
 
+#include "flotilla/train/non_finite_loss.hpp"
 #include "flotilla/train/overlap.hpp"
 #include "flotilla/train/training_options.hpp"
 #include "flotilla/train/worker_loss.hpp"
@@ -48,6 +49,13 @@ struct TrainerOptions : TrainingOptions<M> {
   /// bounded-staleness training go on without it, synchronous training stops with an error naming
   /// it; continue_with_survivors makes synchronous training go on too (transport::Tcp only).
   WorkerLoss on_worker_loss = WorkerLoss::by_policy;
+  /// When an update's gradient or a batch's loss is not a finite number (train/non_finite_loss.hpp):
+  /// stop with DivergenceError (the default), or skip that update and go on. Skipping needs the
+  /// workers to see one gradient: peer-to-peer policies that allreduce it in backward
+  /// (policy::Synchronous<>, Accumulate, Compressed), or one worker.
+  NonFiniteLoss on_non_finite_loss = NonFiniteLoss::stop;
+  /// With NonFiniteLoss::skip_update: this many skipped updates in a row stop training.
+  std::size_t max_consecutive_skips = 10;
 };
 
 }  // namespace flotilla

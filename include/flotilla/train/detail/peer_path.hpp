@@ -11,12 +11,14 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "flotilla/collective/broadcast.hpp"
 #include "flotilla/collective/ring_allreduce.hpp"
 #include "flotilla/concepts/gradient_exchange.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/topology/detail/ring.hpp"
+#include "flotilla/train/detail/divergence.hpp"
 #include "flotilla/train/detail/ready_runner.hpp"
 #include "flotilla/train/timeline.hpp"
 #include "flotilla/train/trainer_options.hpp"
@@ -85,11 +87,22 @@ class PeerPath {
 
   /// What hands finished buckets on (null: nothing to exchange during backward).
   ReadyRunner* runner() const noexcept { return runner_.get(); }
+  /// Whether the last update() skipped its step (its gradient was not finite).
+  bool skipped() const noexcept { return skipped_; }
 
   /// After every bucket is exchanged: the policy's step. Returns the seconds it took.
+  /// With NonFiniteLoss::skip_update, an exchanged gradient that is not finite skips the step
+  /// (skipped() says so) and spends the update's number. The exchanged gradient is the same bits on
+  /// every worker (the ring forms each chunk once), so every worker skips the same updates.
   double update() {
     PeerContext<M, Codec, G, State> ctx(options_, group_, s_);
     const auto t0 = Timeline::clock::now();
+    skipped_ = options_.on_non_finite_loss == NonFiniteLoss::skip_update &&
+               !all_finite(std::span<const T>(std::as_const(s_.engine).gradients()));
+    if (skipped_) {
+      ++s_.step;
+      return 0;
+    }
     policy_.step(ctx);
     const auto t1 = Timeline::clock::now();
     timeline_.record("update", "update", worker_, 0, t0, t1);
@@ -120,6 +133,7 @@ class PeerPath {
   Timeline& timeline_;
   std::size_t worker_;
   std::unique_ptr<ReadyRunner> runner_;
+  bool skipped_ = false;
 };
 
 }  // namespace flotilla::detail

@@ -251,12 +251,22 @@ class WorkerLoop {
       }
       // Every worker of a synchronous job sees a non-finite loss by the next update: the exchanged
       // gradients carry it to all.
-      if (!std::isfinite(r.loss))
+      const bool skipping = options_.on_non_finite_loss == NonFiniteLoss::skip_update;
+      if (!std::isfinite(r.loss) && !skipping)
         throw divergence("worker " + std::to_string(w_), r.loss, update, at_.epoch, position,
                          loader_->batches_per_epoch(), options_.learning_rate(update - 1));
-      loss_sum += r.loss * static_cast<double>(r.samples);
-      correct += r.correct;
-      seen += r.samples;
+      if constexpr (!parameter_server) {
+        if (last && path_->skipped()) {
+          skipped_update(update, position, r.loss);
+        } else if (last) {
+          skipped_in_a_row_ = 0;
+        }
+      }
+      if (std::isfinite(r.loss)) {  // a batch skipped for its loss has no place in the epoch's means
+        loss_sum += r.loss * static_cast<double>(r.samples);
+        correct += r.correct;
+        seen += r.samples;
+      }
       ++position;
       micro = last ? 0 : micro + 1;
       if (last) {
@@ -299,7 +309,25 @@ class WorkerLoop {
     ++records_;
     at_.end_epoch(stop_ && position < loader_->batches_per_epoch(), position);
     rec.epoch = at_.epoch;
+    if (options_.on_non_finite_loss == NonFiniteLoss::skip_update)
+      rec.extra.emplace_back("skipped_updates", static_cast<double>(std::exchange(skipped_this_epoch_, 0)));
     report(rec, bar);
+  }
+
+  /// An update skipped for its gradient (NonFiniteLoss::skip_update): counted, logged by the
+  /// reporting worker, and the end of training once too many come in a row.
+  void skipped_update(std::uint64_t update, std::size_t position, double loss) {
+    ++s_.skipped_updates;
+    ++skipped_this_epoch_;
+    ++skipped_in_a_row_;
+    if (reporter_ && fit_.log)
+      *fit_.log << "flotilla: worker " << w_ << ": skipped update " << update << " (epoch " << at_.epoch + 1 << ", batch "
+                << position + 1 << " of " << loader_->batches_per_epoch() << "): its gradient is not finite"
+                << (std::isfinite(loss) ? "" : " (this worker's loss was not finite)") << "; " << s_.skipped_updates
+                << " skipped so far\n";
+    if (skipped_in_a_row_ >= options_.max_consecutive_skips)
+      throw divergence_after_skips("worker " + std::to_string(w_), skipped_in_a_row_, update, at_.epoch,
+                                   options_.learning_rate(update - 1));
   }
 
   /// One micro-batch: gradients, and on the last micro-batch of an update, the exchange and the
@@ -604,6 +632,7 @@ class WorkerLoop {
   const bool reporter_;
   Group group_;
   std::optional<Path> path_;
+  std::size_t skipped_this_epoch_ = 0, skipped_in_a_row_ = 0;
   data::LoaderOptions lo_;
   std::optional<data::Loader<T>> loader_;  // made again, re-sharded, when the ring re-forms
   std::optional<MetricsLog> metrics_;

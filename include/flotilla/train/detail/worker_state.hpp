@@ -64,6 +64,8 @@ struct WorkerState {
   engine_type engine;
   optimizer_state opt;
   std::uint64_t step = 0;
+  /// Updates skipped for a gradient that was not finite (NonFiniteLoss::skip_update).
+  std::uint64_t skipped_updates = 0;
   Exchange exchange;
 };
 

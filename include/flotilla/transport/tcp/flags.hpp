@@ -76,14 +76,16 @@ class Flags {
                                      item(heartbeat_, "heartbeat-ms", "FLOTILLA_HEARTBEAT_MS"),
                                      item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA"),
                                      item(shared_memory_, "shared-memory", "FLOTILLA_SHARED_MEMORY"),
-                                     item(spin_, "spin-us", "FLOTILLA_SPIN_US"), item(rejoin_, "rejoin", "FLOTILLA_REJOIN")});
+                                     item(spin_, "spin-us", "FLOTILLA_SPIN_US"), item(rejoin_, "rejoin", "FLOTILLA_REJOIN"),
+                                     env_only("FLOTILLA_LAUNCH_SECRET")});
   }
 
  private:
-  static detail::TcpSettingText secret_from_env() {
+  static detail::TcpSettingText secret_from_env() { return env_only("FLOTILLA_SECRET"); }
+  static detail::TcpSettingText env_only(const char* name) {
     detail::TcpSettingText s;
-    s.name = "FLOTILLA_SECRET";
-    if (const char* v = std::getenv("FLOTILLA_SECRET")) s.text = std::string(v);
+    s.name = name;
+    if (const char* v = std::getenv(name)) s.text = std::string(v);
     return s;
   }
   const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_;

@@ -9,8 +9,8 @@
 // status or is killed, the others are stopped (SIGTERM, then SIGKILL after a grace period) and
 // the result names that rank and how it ended; a timeout bounds the whole job. A rank that the
 // others declare lost while its process still runs (stopped, hung: launch_reports.hpp) is named
-// and ended with SIGKILL, also when the others go on without it. Unless the environment sets a
-// secret, the ranks share a fresh random one (FLOTILLA_SECRET), so that only they can join the job.
+// and ended with SIGKILL, also when the others go on without it. The ranks share a fresh random
+// secret (FLOTILLA_LAUNCH_SECRET, used unless they were given one), so that only they can join.
 //
 // With restarts (run_job(), flotilla-launch --restarts N), a job that fails that way is started
 // again, whole, up to N times: TensorFlow's checkpoint-and-restart. Each attempt's ranks get
@@ -79,11 +79,12 @@ struct LaunchOptions {
   std::size_t restarts = 0;
   /// Extra environment variables for every rank, "NAME=value".
   std::vector<std::string> environment;
-  /// When neither this process's environment nor `environment` sets FLOTILLA_SECRET or
-  /// FLOTILLA_SECRET_FILE, the ranks get a fresh random secret of this job's own (32 bytes from
-  /// the kernel, as FLOTILLA_SECRET), so that only processes this launcher started can join the
-  /// job. (A process's environment can be read by its owner only.) Off: such a job runs without
-  /// authentication, which the transport allows on loopback alone.
+  /// The ranks get a fresh random secret of this job's own (32 bytes from the kernel, hex, in
+  /// FLOTILLA_LAUNCH_SECRET), which the transport uses when no secret was given
+  /// (FLOTILLA_SECRET, FLOTILLA_SECRET_FILE, --secret-file): so that only processes this launcher
+  /// started can join the job. (A process's environment can be read by its owner only.) Off: a job
+  /// without a secret of the user's runs unauthenticated, which the transport allows on loopback
+  /// alone.
   bool job_secret = true;
   /// Each line a rank prints, without its newline; `stream` is 1 (stdout) or 2 (stderr). Default:
   /// "[rank k] line" to the same stream of this process.
@@ -319,7 +320,8 @@ inline LaunchResult launch(const LaunchOptions& o) {
   // The environment: this process's, less what the launcher sets, plus the extras.
   std::vector<std::string> base;
   auto overridden = [&](std::string_view var) {
-    for (const char* name : {"FLOTILLA_RANK=", "FLOTILLA_WORLD_SIZE=", "FLOTILLA_COORDINATOR=", "FLOTILLA_LAUNCH_REPORTS="})
+    for (const char* name : {"FLOTILLA_RANK=", "FLOTILLA_WORLD_SIZE=", "FLOTILLA_COORDINATOR=", "FLOTILLA_LAUNCH_REPORTS=",
+                             "FLOTILLA_LAUNCH_SECRET="})
       if (var.substr(0, std::strlen(name)) == name) return true;
     for (const auto& e : o.environment)
       if (const auto eq = e.find('='); eq != std::string::npos && var.substr(0, eq + 1) == std::string_view(e).substr(0, eq + 1))
@@ -333,12 +335,7 @@ inline LaunchResult launch(const LaunchOptions& o) {
   if (std::none_of(o.environment.begin(), o.environment.end(),
                    [](const std::string& e) { return e.rfind("FLOTILLA_RESTART=", 0) == 0; }))
     base.push_back("FLOTILLA_RESTART=0");
-  auto sets = [&](std::string_view name) {
-    const auto is = [&](std::string_view e) { return e.size() > name.size() && e.substr(0, name.size()) == name && e[name.size()] == '='; };
-    return std::any_of(base.begin(), base.end(), is);
-  };
-  if (o.job_secret && !sets("FLOTILLA_SECRET") && !sets("FLOTILLA_SECRET_FILE"))
-    base.push_back("FLOTILLA_SECRET=" + detail::random_job_secret());
+  if (o.job_secret) base.push_back("FLOTILLA_LAUNCH_SECRET=" + detail::random_job_secret());
   base.push_back("FLOTILLA_WORLD_SIZE=" + std::to_string(o.ranks));
   base.push_back("FLOTILLA_COORDINATOR=" + result.coordinator);
   if (!reports.path().empty()) base.push_back("FLOTILLA_LAUNCH_REPORTS=" + reports.path());

@@ -126,7 +126,8 @@ struct Options {
   /// The options from FLOTILLA_RANK, FLOTILLA_WORLD_SIZE, FLOTILLA_COORDINATOR, FLOTILLA_BIND,
   /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS, FLOTILLA_SOCKET_BUFFER, FLOTILLA_SECRET,
   /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA, FLOTILLA_SHARED_MEMORY,
-  /// FLOTILLA_SPIN_US and FLOTILLA_REJOIN; unset variables keep
+  /// FLOTILLA_SPIN_US and FLOTILLA_REJOIN (and FLOTILLA_LAUNCH_SECRET, flotilla-launch's secret for
+  /// the job, when no secret is given); unset variables keep
   /// the defaults above. A value that cannot be used is a ConfigError naming the variable and the
   /// text (never the secret).
   static Options from_environment();
@@ -142,6 +143,8 @@ struct TcpSettingText {
 struct TcpSettingTexts {
   TcpSettingText rank, world_size, coordinator, bind, timeout_ms, connect_timeout_ms, socket_buffer;
   TcpSettingText secret, secret_file, heartbeat_ms, checksum_data, shared_memory, spin_us, rejoin;
+  /// FLOTILLA_LAUNCH_SECRET: flotilla-launch's secret for the job, used when no secret was given.
+  TcpSettingText launch_secret;
 };
 
 /// Whether a listening address keeps a job on this machine (an unauthenticated job is safe only there).
@@ -321,6 +324,10 @@ inline Options tcp_options_from(const TcpSettingTexts& t) {
     o.secret = *t.secret.text;
   }
   if (t.secret_file.text) o.secret = read_secret_file(*t.secret_file.text, t.secret_file.name);
+  // A job started by flotilla-launch has a secret of its own (transport/tcp/launch.hpp), so that
+  // only the processes it started can join; a secret the user gave wins.
+  if (!t.secret.text && !t.secret_file.text && t.launch_secret.text && !t.launch_secret.text->empty())
+    o.secret = *t.launch_secret.text;
   if (t.heartbeat_ms.text) {
     o.heartbeat_interval = std::chrono::milliseconds(tcp_parse_number(t.heartbeat_ms, "a number of milliseconds", 3'600'000));
     if (o.heartbeat_interval.count() == 0)
@@ -364,7 +371,8 @@ inline Options Options::from_environment() {
                                    env("FLOTILLA_BIND"), env("FLOTILLA_TIMEOUT_MS"), env("FLOTILLA_CONNECT_TIMEOUT_MS"),
                                    env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),
                                    env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA"),
-                                   env("FLOTILLA_SHARED_MEMORY"), env("FLOTILLA_SPIN_US"), env("FLOTILLA_REJOIN")});
+                                   env("FLOTILLA_SHARED_MEMORY"), env("FLOTILLA_SPIN_US"), env("FLOTILLA_REJOIN"),
+                                   env("FLOTILLA_LAUNCH_SECRET")});
 }
 
 }  // namespace flotilla::transport::tcp
