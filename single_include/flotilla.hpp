@@ -4063,7 +4063,12 @@ struct Momentum {
 // live; gzip errors themselves give offsets into the compressed file.
 //
 // Nothing is allocated from a header's word: the dimensions must describe exactly the bytes the
-// file holds before any conversion buffer is sized from them.
+// file holds before any conversion buffer is sized from them. A compressed file is decompressed
+// only as far as its header announces: once the header's dimensions are known, inflating past
+// header + values stops at once, and a header that announces more than max_output, or more than
+// the compressed file could inflate to at DEFLATE's densest (1032 bytes per compressed byte), is
+// refused before anything is sized from it. So a small file that inflates to gigabytes costs
+// memory and time in proportion to what its header announces, not to what it would inflate to.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -4085,7 +4090,10 @@ struct Momentum {
 // Input is untrusted: every malformed stream ends in a flotilla::DataError that names the file and
 // the byte offset of the problem (in the compressed input), never in a crash, a hang or an
 // allocation larger than the caller allowed. Output is capped by `max_output`; each loop either
-// consumes input or produces output, so work is bounded by input size plus `max_output`.
+// consumes input or produces output, so work is bounded by input size plus `max_output`. A caller
+// that knows the format inside (an IDX file) passes an AnnouncedSize, and the output is then also
+// capped by the size the content's own header announces, checked as the output is produced: a
+// small file that inflates to gigabytes stops within a few hundred bytes of the announced size.
 //
 // Speed comes from table-driven Huffman decoding: the next 11 bits of the stream (8 for distances)
 // index a table whose entry gives the symbol, its length in bits and its extra-bit count at once;
@@ -4097,6 +4105,7 @@ struct Momentum {
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -4110,6 +4119,18 @@ namespace flotilla::data {
 /// Default cap on decompressed size: 4 GiB (less on 32-bit machines).
 inline constexpr std::size_t default_max_output =
     static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{4} << 30, std::numeric_limits<std::size_t>::max() / 4));
+
+/// The size that decompressed content announces for itself in its header (IDX: its dimensions).
+/// `limit(output so far)` returns how many bytes the whole output may have: while the header is
+/// incomplete, the size the header needs (it is called again once the output reaches that); once
+/// the header is complete, the size it announces. It throws for a header no further bytes could
+/// make valid, or for an announced size it refuses. Inflating stops with a DataError as soon as
+/// the output would grow past an announced size that it has already reached.
+struct AnnouncedSize {
+  std::function<std::size_t(std::span<const std::uint8_t> output)> limit;
+  /// What announces the size, as error messages name it ("IDX header").
+  std::string announcer;
+};
 
 namespace detail {
 
@@ -4296,8 +4317,9 @@ FLOTILLA_DECL std::string hex32(std::uint32_t v);
 /// back only to its own start.
 class Inflater {
  public:
+  /// `announced`, when not null, must outlive the Inflater.
   FLOTILLA_DECL Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
-                         std::size_t max_output);
+                         std::size_t max_output, const AnnouncedSize* announced = nullptr);
 
   /// Inflates the stream starting at input byte `start`, appending to the output, and returns the
   /// offset of the first input byte after the stream (its last byte is padded to a byte boundary).
@@ -4311,7 +4333,7 @@ class Inflater {
   /// Throws DataError for input offset `offset`.
   [[noreturn]] void fail_at(std::size_t offset, const std::string& what) const { throw DataError(name_, offset, what); }
 
-  /// Capacity for `need` more bytes beyond the output so far (need <= max_output - size() + slack).
+  /// Capacity for `need` more bytes beyond the output so far (need <= max_output - size() + 2 * slack).
   FLOTILLA_DECL void reserve(std::size_t need);
 
   // Spare room beyond a match so that it may be copied in 8-byte steps past its end.
@@ -4332,6 +4354,17 @@ class Inflater {
   }
   [[noreturn]] void truncated() const { fail_at(n_, "truncated: the compressed data ends inside a DEFLATE block"); }
   [[noreturn]] FLOTILLA_DECL void too_large() const;
+  [[noreturn]] FLOTILLA_DECL void past_announced(std::size_t announced) const;
+
+  /// The slow path of every write that would end past `limit_` (at output size `end`): refuses one
+  /// past `max_output`, and otherwise asks the AnnouncedSize for the next limit once the output has
+  /// reached the current one. A write that starts below the limit goes through (one match or one
+  /// stored block: at most 65535 bytes over it), since the header it completes is needed to know
+  /// the next limit. Reserves room for the output up to the new limit.
+  FLOTILLA_DECL void check_limit(std::size_t end);
+  /// At the end of a stream: the last write may have gone past a limit with no write after it to
+  /// ask about it, so the AnnouncedSize judges the output once more.
+  FLOTILLA_DECL void check_final_size();
 
   /// Refills to at least 56 valid bits. Past the end of input it shifts in zero bytes and counts
   /// them: a stream may end within the last byte, so reading ahead is fine, but consuming a padding
@@ -4359,6 +4392,9 @@ class Inflater {
   const std::string& name_;
   std::vector<std::uint8_t>& out_;
   std::size_t max_output_;
+  const AnnouncedSize* announced_;
+  // Output size at which check_limit() must be consulted: max_output_ without an AnnouncedSize.
+  std::size_t limit_;
   std::size_t op_ = 0;
   std::size_t stream_start_ = 0;
   BitState bits_;
@@ -4387,6 +4423,13 @@ inline bool is_gzip(std::span<const std::uint8_t> in) noexcept {
 FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
                                                std::size_t max_output = default_max_output);
 
+/// gunzip() of content that announces its own size (an IDX header's dimensions): decompressing
+/// also stops with a DataError, at the compressed offset reached, as soon as the output grows
+/// past that size, so memory and time stay proportional to the announced size; the `announced`
+/// callback's own errors (a malformed or refused header) pass through unchanged.
+FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                               std::size_t max_output, const AnnouncedSize& announced);
+
 #if FLOTILLA_IMPLEMENTATION
 namespace detail {
 
@@ -4414,14 +4457,18 @@ FLOTILLA_DECL std::string hex32(std::uint32_t v) {
 }
 
 FLOTILLA_DECL Inflater::Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
-                                 std::size_t max_output)
+                                 std::size_t max_output, const AnnouncedSize* announced)
     : in_(in.data()),
       n_(in.size()),
       name_(name),
       out_(out),
-      // Leaves headroom so that max_output + slack never overflows.
-      max_output_(std::min(max_output, std::numeric_limits<std::size_t>::max() / 2)) {
+      // Leaves headroom so that max_output + slack (and output size + a write's length) never
+      // overflows.
+      max_output_(std::min(max_output, std::numeric_limits<std::size_t>::max() / 2)),
+      announced_(announced && announced->limit ? announced : nullptr),
+      limit_(max_output_) {
   out_.clear();
+  if (announced_) limit_ = std::min(announced_->limit(std::span<const std::uint8_t>()), max_output_);
 }
 
 FLOTILLA_DECL std::size_t Inflater::inflate(std::size_t start) {
@@ -4442,6 +4489,7 @@ FLOTILLA_DECL std::size_t Inflater::inflate(std::size_t start) {
       fail(bits_, "invalid DEFLATE block type 3 (reserved)");
     }
   }
+  check_final_size();
   return align_to_byte();
 }
 
@@ -4457,6 +4505,30 @@ FLOTILLA_DECL void Inflater::reserve(std::size_t need) {
   if (bits_.count < 8 * bits_.pad) truncated();
   fail_at(offset_of(bits_), "decompressed data exceeds the maximum of " + std::to_string(max_output_) +
                                 " bytes allowed (pass a larger max_output if this file is genuine)");
+}
+
+[[noreturn]] FLOTILLA_DECL void Inflater::past_announced(std::size_t announced) const {
+  if (bits_.count < 8 * bits_.pad) truncated();
+  fail_at(offset_of(bits_), "the data inflates past the " + std::to_string(announced) + " bytes its " + announced_->announcer +
+                                " announces (" + std::to_string(op_) + " bytes inflated by this offset)");
+}
+
+FLOTILLA_DECL void Inflater::check_limit(std::size_t end) {
+  if (end > max_output_) too_large();
+  if (!announced_ || op_ < limit_) return;
+  const std::size_t announced = announced_->limit(std::span<const std::uint8_t>(out_.data(), op_));
+  if (announced <= op_) past_announced(announced);
+  limit_ = std::min(announced, max_output_);
+  // Room for one write that starts below the limit and the slack after it, so that going past the
+  // limit is found by the next check rather than by a doubling of the buffer.
+  reserve(limit_ - op_ + 2 * slack);
+}
+
+FLOTILLA_DECL void Inflater::check_final_size() {
+  if (!announced_ || op_ < limit_) return;
+  const std::size_t announced = announced_->limit(std::span<const std::uint8_t>(out_.data(), op_));
+  if (announced < op_) past_announced(announced);
+  limit_ = std::min(announced, max_output_);
 }
 
 FLOTILLA_DECL BitState Inflater::refill(BitState b) const {
@@ -4500,9 +4572,9 @@ FLOTILLA_DECL void Inflater::stored_block() {
   p += 4;
   if (n_ - p < len)
     fail_at(n_, "truncated: a stored block of " + std::to_string(len) + " bytes has only " + std::to_string(n_ - p) + " left");
-  if (len > max_output_ - op_) {
+  if (op_ + len > limit_) {
     bits_.pos = p;
-    too_large();
+    check_limit(op_ + len);
   }
   reserve(len);
   if (len != 0) std::memcpy(out_.data() + op_, in_ + p, len);
@@ -4565,7 +4637,7 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
   BitState b = bits_;
   const std::uint8_t* const in = in_;
   const std::size_t n = n_;
-  const std::size_t max_output = max_output_;
+  std::size_t limit = limit_;
   const std::size_t stream_start = stream_start_;
   std::uint8_t* out = out_.data();
   std::size_t cap = out_.size();
@@ -4592,9 +4664,13 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
     b.count -= huff_bits(e);
     const std::uint32_t kind = huff_kind(e);
     if (kind == huff_literal) {
-      if (op == max_output) {
+      if (op >= limit) {
         bits_ = b;
-        too_large();
+        op_ = op;
+        check_limit(op + 1);
+        limit = limit_;
+        out = out_.data();
+        cap = out_.size();
       }
       out[op++] = static_cast<std::uint8_t>(huff_value(e));
       continue;
@@ -4621,9 +4697,13 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
     if (distance > op - stream_start)
       fail(b, "invalid distance " + std::to_string(distance) + ": too far back (only " + std::to_string(op - stream_start) +
                   " bytes decompressed so far)");
-    if (length > max_output - op) {
+    if (op + length > limit) {
       bits_ = b;
-      too_large();
+      op_ = op;
+      check_limit(op + length);
+      limit = limit_;
+      out = out_.data();
+      cap = out_.size();
     }
     std::uint8_t* dst = out + op;
     const std::uint8_t* src = dst - distance;
@@ -4662,12 +4742,19 @@ FLOTILLA_DECL std::vector<std::uint8_t> inflate_raw(std::span<const std::uint8_t
 
 FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
                                                std::size_t max_output) {
+  return gunzip(in, name_for_errors, max_output, AnnouncedSize{});
+}
+
+FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                               std::size_t max_output, const AnnouncedSize& announced) {
   const std::string& name = name_for_errors;
   const std::size_t n = in.size();
   const std::uint8_t* p = in.data();
   std::vector<std::uint8_t> out;
-  auto inflater = std::make_unique<detail::Inflater>(in, name, out, max_output);
-  if (n >= 18) {
+  auto inflater = std::make_unique<detail::Inflater>(in, name, out, max_output, &announced);
+  // With an announced size the output is sized from that once the header is read, not from the
+  // trailer, whose size field may be forged.
+  if (n >= 18 && !announced.limit) {
     // The last member's size field sizes the output up front when the file has one member, the
     // common case. It is only a hint, and capped at 32 times the input (growth by doubling takes
     // over beyond that), so a forged one cannot force a large allocation.
@@ -4781,6 +4868,9 @@ inline constexpr bool idx_type_is_integer(IdxType t) noexcept {
   return t != IdxType::f32 && t != IdxType::f64;
 }
 
+/// The most bytes one byte of DEFLATE data can inflate to: a 258-byte match coded in 2 bits.
+inline constexpr std::size_t deflate_max_ratio = 1032;
+
 /// Reads a whole file. Throws DataError if it is missing, unreadable, or larger than `max_size`.
 FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
                                                   std::size_t max_size = std::numeric_limits<std::size_t>::max());
@@ -4864,6 +4954,18 @@ class IdxFile {
                                      std::size_t max_output = default_max_output);
 
  private:
+  /// Reads the header at the start of `content` as far as it goes and returns how many bytes the
+  /// content must have in all: while `content` holds only part of the header, the header's size
+  /// as far as it is known (4, then 4 + 4 per dimension); once it holds the whole header, the
+  /// header plus the values it announces (type_, dims_, count_ and data_offset_ are then set).
+  /// Throws the DataError of a header that no further bytes could make valid.
+  FLOTILLA_DECL std::size_t read_header(std::span<const std::uint8_t> content);
+
+  /// The size a compressed file's decompressed prefix `content` announces (read_header()), once
+  /// refused when more than `max_output` or than `compressed_size` bytes can inflate to.
+  FLOTILLA_DECL std::size_t announced_size(std::span<const std::uint8_t> content, std::size_t compressed_size,
+                                           std::size_t max_output);
+
   static std::string hex_byte(std::uint8_t b) {
     const char* digits = "0123456789abcdef";
     return {digits[b >> 4], digits[b & 0xFU]};
@@ -4927,18 +5029,12 @@ FLOTILLA_DECL std::string IdxFile::dims_string(const std::vector<std::size_t>& d
   return s;
 }
 
-FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output) {
-  IdxFile f;
-  f.name_ = std::move(name);
-  if (is_gzip(bytes)) {
-    bytes = gunzip(bytes, f.name_, max_output);
-    f.compressed_ = true;
-  }
-  const std::size_t size = bytes.size();
-  if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
-  if (bytes[0] != 0 || bytes[1] != 0)
-    throw f.error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(bytes[0]) + " " + hex_byte(bytes[1]));
-  switch (static_cast<IdxType>(bytes[2])) {
+FLOTILLA_DECL std::size_t IdxFile::read_header(std::span<const std::uint8_t> content) {
+  const std::size_t size = content.size();
+  if (size < 4) return 4;
+  if (content[0] != 0 || content[1] != 0)
+    throw error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(content[0]) + " " + hex_byte(content[1]));
+  switch (static_cast<IdxType>(content[2])) {
     case IdxType::u8:
     case IdxType::i8:
     case IdxType::i16:
@@ -4947,39 +5043,78 @@ FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::strin
     case IdxType::f64:
       break;
     default:
-      throw f.error(2, "unknown IDX element type 0x" + hex_byte(bytes[2]) +
-                           " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
+      throw error(2, "unknown IDX element type 0x" + hex_byte(content[2]) +
+                         " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
   }
-  f.type_ = static_cast<IdxType>(bytes[2]);
-  const std::size_t ndims = bytes[3];
-  if (ndims == 0) throw f.error(3, "IDX header declares 0 dimensions");
+  type_ = static_cast<IdxType>(content[2]);
+  const std::size_t ndims = content[3];
+  if (ndims == 0) throw error(3, "IDX header declares 0 dimensions");
   const std::size_t header = 4 + 4 * ndims;
-  if (size < header)
-    throw f.error(size, "truncated: the header declares " + std::to_string(ndims) + " dimensions, which need " +
-                            std::to_string(header) + " bytes, the file has " + std::to_string(size));
-  const std::size_t elem = idx_type_size(f.type_);
+  if (size < header) return header;
+  const std::size_t elem = idx_type_size(type_);
+  std::vector<std::size_t> dims(ndims);
   std::size_t total = 1;
   bool overflow = false;
-  f.dims_.resize(ndims);
   for (std::size_t k = 0; k < ndims; ++k) {
-    const std::size_t dim = static_cast<std::size_t>(be(bytes.data() + 4 + 4 * k, 4));
-    f.dims_[k] = dim;
-    if (dim == 0) throw f.error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
+    const std::size_t dim = static_cast<std::size_t>(be(content.data() + 4 + 4 * k, 4));
+    dims[k] = dim;
+    if (dim == 0) throw error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
     if (total > std::numeric_limits<std::size_t>::max() / dim) overflow = true;
     total *= dim;
   }
-  if (overflow || total > std::numeric_limits<std::size_t>::max() / elem)
-    throw f.error(4, "dimensions " + dims_string(f.dims_) + " overflow: their product does not fit in 64 bits");
-  const std::size_t need = total * elem;
+  if (overflow || total > (std::numeric_limits<std::size_t>::max() - header) / elem)
+    throw error(4, "dimensions " + dims_string(dims) + " overflow: their product does not fit in 64 bits");
+  dims_ = std::move(dims);
+  count_ = total;
+  data_offset_ = header;
+  return header + total * elem;
+}
+
+FLOTILLA_DECL std::size_t IdxFile::announced_size(std::span<const std::uint8_t> content, std::size_t compressed_size,
+                                                  std::size_t max_output) {
+  const std::size_t need = read_header(content);
+  if (dims_.empty()) return need;  // the header is not complete yet
+  const std::string announces = "dimensions " + dims_string(dims_) + " of " + std::string(idx_type_name(type_)) +
+                                " announce " + std::to_string(need) + " bytes of content";
+  if (need > max_output)
+    throw error(4, announces + ", more than the maximum of " + std::to_string(max_output) +
+                       " bytes allowed (pass a larger max_output if this file is genuine)");
+  const std::size_t most = compressed_size > std::numeric_limits<std::size_t>::max() / deflate_max_ratio
+                               ? std::numeric_limits<std::size_t>::max()
+                               : compressed_size * deflate_max_ratio;
+  if (need > most)
+    throw error(4, announces + ", more than the " + std::to_string(most) + " that " + std::to_string(compressed_size) +
+                       " bytes of gzip data can inflate to (DEFLATE inflates a byte to at most " +
+                       std::to_string(deflate_max_ratio) + ")");
+  return need;
+}
+
+FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output) {
+  IdxFile f;
+  f.name_ = std::move(name);
+  if (is_gzip(bytes)) {
+    f.compressed_ = true;
+    const std::size_t compressed_size = bytes.size();
+    const AnnouncedSize announced{
+        [&](std::span<const std::uint8_t> content) { return f.announced_size(content, compressed_size, max_output); },
+        "IDX header"};
+    bytes = gunzip(bytes, f.name_, max_output, announced);
+  }
+  const std::size_t size = bytes.size();
+  const std::size_t need = f.read_header(bytes);
+  if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
+  if (size < need && size < 4 + 4 * std::size_t{bytes[3]})
+    throw f.error(size, "truncated: the header declares " + std::to_string(bytes[3]) + " dimensions, which need " +
+                            std::to_string(need) + " bytes, the file has " + std::to_string(size));
+  const std::size_t header = f.data_offset_;
+  const std::size_t data = need - header;
   const std::size_t have = size - header;
-  if (have < need)
+  if (size < need)
     throw f.error(size, "truncated: dimensions " + dims_string(f.dims_) + " of " + std::string(idx_type_name(f.type_)) +
-                            " need " + std::to_string(need) + " bytes of data, the file has " + std::to_string(have));
-  if (have > need)
-    throw f.error(header + need, std::to_string(have - need) + " trailing bytes after the " + std::to_string(need) +
-                                     " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
-  f.count_ = total;
-  f.data_offset_ = header;
+                            " need " + std::to_string(data) + " bytes of data, the file has " + std::to_string(have));
+  if (size > need)
+    throw f.error(need, std::to_string(have - data) + " trailing bytes after the " + std::to_string(data) +
+                            " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
   f.bytes_ = std::move(bytes);
   return f;
 }
