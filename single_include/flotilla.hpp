@@ -318,6 +318,7 @@ FLOTILLA_HOST_DEVICE auto sign(const X& x) {
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 
 namespace flotilla {
@@ -347,6 +348,13 @@ class DataError : public Error {
 class CheckpointError : public Error {
  public:
   using Error::Error;
+  CheckpointError(const std::string& what, std::error_code cause) : Error(what), cause_(cause) {}
+  /// The operating system's error when one made a write fail (ENOSPC: the disk is full); empty
+  /// otherwise.
+  std::error_code cause() const noexcept { return cause_; }
+
+ private:
+  std::error_code cause_;
 };
 
 /// A run was configured with values that cannot work (batch size 0, missing file, bad flag).
@@ -5690,9 +5698,12 @@ concept ModelType = detail::is_model<M>::value;
 // that owns the state (Writer::commit), so a set is complete only when every one of its files is
 // there and verifies; resume takes the newest complete set and says what it passed over and why.
 // Each writer rotates its own files (keeping its newest `keep` steps) only after a successful
-// write, so a failed save never removes what an earlier one left.
+// write, so a failed save never removes what an earlier one left. When the disk is full, a
+// writer makes room by removing its own files older than the newest complete set, oldest first,
+// and tries again (write_making_room); the newest complete set and other writers' files stay.
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -5705,6 +5716,7 @@ concept ModelType = detail::is_model<M>::value;
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -5857,6 +5869,10 @@ FLOTILLA_DECL std::string quoted(std::string_view name);
 
 inline CheckpointError error_at(const std::string& file, std::uint64_t offset, const std::string& what) {
   return CheckpointError(file + " (byte " + std::to_string(offset) + "): " + what);
+}
+/// The same, for a failure the operating system reported as `err` (an errno value).
+inline CheckpointError error_at(const std::string& file, std::uint64_t offset, const std::string& what, int err) {
+  return CheckpointError(file + " (byte " + std::to_string(offset) + "): " + what, std::error_code(err, std::generic_category()));
 }
 
 /// Removes a temporary file (and closes it) unless the commit went through.
@@ -6145,12 +6161,13 @@ FLOTILLA_DECL void Writer::commit(const std::filesystem::path& path) const {
     tmp.keep = true;  // not ours to remove: it was never created (or belongs to someone else)
     throw detail::error_at(where, 0,
                            "cannot create the temporary file " + tmp_path.string() + ": " + detail::errno_text(err) +
-                               "; the previous checkpoint is unchanged");
+                               "; the previous checkpoint is unchanged",
+                           err);
   }
   const auto failed = [&](std::uint64_t offset, const std::string& what, int err) {
     return detail::error_at(
         where, offset,
-        what + " " + tmp_path.string() + ": " + detail::errno_text(err) + "; the previous checkpoint is unchanged");
+        what + " " + tmp_path.string() + ": " + detail::errno_text(err) + "; the previous checkpoint is unchanged", err);
   };
 
   // Small pieces are gathered in a buffer; large payloads go straight to write(2).
@@ -6188,7 +6205,8 @@ FLOTILLA_DECL void Writer::commit(const std::filesystem::path& path) const {
     const int err = errno;
     throw detail::error_at(where, written,
                            "cannot rename " + tmp_path.string() + " over it: " + detail::errno_text(err) +
-                               "; the previous checkpoint is unchanged");
+                               "; the previous checkpoint is unchanged",
+                           err);
   }
   tmp.keep = true;
 
@@ -6432,11 +6450,32 @@ struct CheckpointPolicy {
   /// FitOptions::epochs as the length of the whole run: a restarted program passes the same flags
   /// and trains only what is left.
   bool resume = false;
+  /// When a set could not be saved during a fit() call (even after making room on a full disk),
+  /// fit() still trains to the end and writes its outputs, then logs which steps' sets are
+  /// missing, where and why, and throws UnsavedCheckpointsError saying the same (the epoch
+  /// records stay in the trainer's history()), so that the program does not end as if every set
+  /// were saved. Off:
+  /// the same log line, and fit() returns normally; the failures are in checkpoint_failures().
+  bool fail_at_end_on_save_failure = true;
 
   bool enabled() const noexcept { return !directory.empty(); }
 
   /// Throws ConfigError naming the field when a value is unusable.
   FLOTILLA_DECL void validate() const;
+};
+
+/// What fit() throws when it ends with checkpoint sets it could not save during the call
+/// (CheckpointPolicy::fail_at_end_on_save_failure). Training completed: the outputs are written
+/// and the epoch records are in the trainer's history(); the sets saved are as they were.
+class UnsavedCheckpointsError : public CheckpointError {
+ public:
+  UnsavedCheckpointsError(const std::string& what, std::vector<std::uint64_t> steps)
+      : CheckpointError(what), steps_(std::move(steps)) {}
+  /// The steps whose sets are incomplete, in order.
+  const std::vector<std::uint64_t>& steps() const noexcept { return steps_; }
+
+ private:
+  std::vector<std::uint64_t> steps_;
 };
 
 namespace checkpoint {
@@ -6451,6 +6490,19 @@ inline std::string server_part(std::size_t index, std::size_t servers) {
 }
 inline std::string stage_part(std::size_t stage, std::size_t stages) {
   return "stage-" + std::to_string(stage) + "-of-" + std::to_string(stages);
+}
+/// The parts of a data-parallel job's set: worker 0's file and each of `servers` servers' shard.
+inline std::vector<std::string> trainer_parts(std::size_t servers) {
+  std::vector<std::string> parts = {worker_part()};
+  // `!=`, not `<`: nvcc warns of a comparison with zero when `servers` is the constant 0.
+  for (std::size_t k = 0; k != servers; ++k) parts.push_back(server_part(k, servers));
+  return parts;
+}
+/// The parts of a pipeline's set: one file per stage.
+inline std::vector<std::string> pipeline_parts(std::size_t stages) {
+  std::vector<std::string> parts;
+  for (std::size_t s = 0; s != stages; ++s) parts.push_back(stage_part(s, stages));
+  return parts;
 }
 
 namespace detail {
@@ -6524,11 +6576,35 @@ FLOTILLA_DECL ResumeSearch find_resume_point(
 
 /// Removes the files of part `part` in `dir` except those of its newest `keep` steps (0: keeps
 /// all), and the temporary files of that part that another process left (a writer killed while
-/// saving: each part has one writer, so they are no one's now). Returns the files removed. A file
-/// that cannot be removed is left (and not reported): rotation is housekeeping, never a reason to
-/// fail a save that succeeded.
+/// saving: each part has one writer, so they are no one's now). With `parts` (the parts a set is
+/// complete with), the part's file of the newest complete set stays too, however many newer files
+/// of incomplete sets there are: another writer's failing saves must not cost the set a resume
+/// needs. Returns the files removed. A file that cannot be removed is left (and not reported):
+/// rotation is housekeeping, never a reason to fail a save that succeeded.
 FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part,
-                                                       std::size_t keep);
+                                                       std::size_t keep, const std::vector<std::string>& parts = {});
+
+/// Whether a write failed because the disk, or the user's quota, is full (ENOSPC, EDQUOT).
+inline bool disk_full(const CheckpointError& e) noexcept {
+  return e.cause() == std::errc::no_space_on_device || e.cause() == std::error_code(EDQUOT, std::generic_category());
+}
+
+/// The newest step of `dir` that has a file for each of `parts` (a complete set, as far as its
+/// names tell), if any.
+FLOTILLA_DECL std::optional<std::uint64_t> newest_complete_step(const std::filesystem::path& dir,
+                                                                const std::vector<std::string>& parts);
+
+/// Runs `write`, which writes the file of part `part` of the set of `step` in `dir` (sets are
+/// complete with a file for each of `parts`), and when it fails because the disk is full
+/// (disk_full()), makes room and runs it again: it removes this part's own files older than the
+/// newest complete set, oldest first, one before each new try. The newest complete set, the
+/// files of other parts (other writers') and this part's files of newer, incomplete sets stay.
+/// Each removal is written to `log`. Returns the files removed; rethrows the last CheckpointError
+/// when no file is left to remove, and any other failure at once.
+FLOTILLA_DECL std::vector<std::filesystem::path> write_making_room(const std::filesystem::path& dir, std::uint64_t step,
+                                                                  const std::string& part,
+                                                                  const std::vector<std::string>& parts,
+                                                                  const std::function<void()>& write, std::ostream* log);
 
 }  // namespace checkpoint
 
@@ -6617,7 +6693,7 @@ FLOTILLA_DECL ResumeSearch find_resume_point(
 }
 
 FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part,
-                                                       std::size_t keep) {
+                                                       std::size_t keep, const std::vector<std::string>& parts) {
   std::vector<std::filesystem::path> removed;
   std::error_code ec;
   const std::string own_suffix = ".ckpt.tmp-" + std::to_string(::getpid());
@@ -6634,11 +6710,56 @@ FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::p
   for (const auto& [step, files] : list_sets(dir))
     if (const auto f = files.find(part); f != files.end()) mine.emplace_back(step, f->second);
   if (mine.size() <= keep) return removed;
+  const auto complete = parts.empty() ? std::nullopt : newest_complete_step(dir, parts);
   for (std::size_t i = 0; i + keep < mine.size(); ++i) {
+    if (complete && mine[i].first == *complete) continue;
     std::error_code rm;
     if (std::filesystem::remove(mine[i].second, rm) && !rm) removed.push_back(mine[i].second);
   }
   return removed;
+}
+
+FLOTILLA_DECL std::optional<std::uint64_t> newest_complete_step(const std::filesystem::path& dir,
+                                                                const std::vector<std::string>& parts) {
+  const auto sets = list_sets(dir);
+  for (auto it = sets.rbegin(); it != sets.rend(); ++it) {
+    const auto& files = it->second;
+    if (std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return files.count(p) != 0; })) return it->first;
+  }
+  return std::nullopt;
+}
+
+FLOTILLA_DECL std::vector<std::filesystem::path> write_making_room(const std::filesystem::path& dir, std::uint64_t step,
+                                                                  const std::string& part,
+                                                                  const std::vector<std::string>& parts,
+                                                                  const std::function<void()>& write, std::ostream* log) {
+  std::vector<std::filesystem::path> removed;
+  for (;;) {
+    try {
+      write();
+      return removed;
+    } catch (const CheckpointError& e) {
+      if (!disk_full(e)) throw;
+      // Listed again before each removal: other writers' saves may have completed a newer set.
+      const auto newest = newest_complete_step(dir, parts);
+      std::optional<std::filesystem::path> oldest;
+      if (newest) {
+        for (const auto& [s, files] : list_sets(dir)) {
+          if (s >= *newest) break;
+          if (const auto f = files.find(part); f != files.end()) {
+            oldest = f->second;
+            break;
+          }
+        }
+      }
+      std::error_code ec;
+      if (!oldest || !std::filesystem::remove(*oldest, ec) || ec) throw;
+      if (log)
+        *log << "checkpoint: the disk is full; removed " << oldest->string() << " (older than the newest complete set, step "
+             << *newest << ") to make room for step " << step << "\n";
+      removed.push_back(*oldest);
+    }
+  }
 }
 
 }  // namespace checkpoint
@@ -11112,10 +11233,12 @@ class ParameterServerClient {
 // the rule that says when the next set is due, and the list of saves that failed. What a set's
 // files hold, and how the newest complete set is found and old ones rotated, is
 // train/checkpoint_dir.hpp; which rank writes which file is each trainer's own.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <ostream>
 #include <string>
@@ -11197,24 +11320,92 @@ class CheckpointClock {
 };
 
 /// The saves that failed during a trainer's life. A failed save does not stop training: it is
-/// written to the log when it happens and kept for checkpoint_failures(). The ranks' threads may
-/// note failures at once.
+/// written to the log when it happens and kept for checkpoint_failures(), with the step whose set
+/// it leaves incomplete. The ranks' threads may note failures at once.
 class CheckpointFailures {
  public:
-  void note(std::string what, std::ostream* log) {
+  void note(std::uint64_t step, std::string what, std::ostream* log) {
     const std::lock_guard lock(mutex_);
     if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
     list_.push_back(std::move(what));
+    steps_.push_back(step);
   }
   std::vector<std::string> list() const {
     const std::lock_guard lock(mutex_);
     return list_;
   }
+  std::size_t size() const {
+    const std::lock_guard lock(mutex_);
+    return list_.size();
+  }
+
+  /// The steps whose sets failed from failure number `first` on, in order, each once.
+  std::vector<std::uint64_t> steps_since(std::size_t first) const {
+    const std::lock_guard lock(mutex_);
+    if (first >= steps_.size()) return {};
+    std::vector<std::uint64_t> steps(steps_.begin() + static_cast<std::ptrdiff_t>(first), steps_.end());
+    std::sort(steps.begin(), steps.end());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+    return steps;
+  }
+
+  /// What failed from failure number `first` on (those of one fit() call): empty if nothing did,
+  /// else one line naming the steps whose sets are incomplete, the directory and the reasons.
+  std::string summary(std::size_t first, const std::filesystem::path& dir) const {
+    const std::vector<std::uint64_t> steps = steps_since(first);
+    const std::lock_guard lock(mutex_);
+    if (first >= list_.size()) return {};
+    std::string text = "the checkpoint set" + std::string(steps.size() > 1 ? "s of steps " : " of step ");
+    for (std::size_t i = 0; i < steps.size(); ++i) text += (i ? ", " : "") + std::to_string(steps[i]);
+    text += " could not be saved in " + dir.string() + " (" + std::to_string(list_.size() - first) + " failed save" +
+            (list_.size() - first > 1 ? "s" : "") + "; ";
+    // The reasons, as many as a line holds; checkpoint_failures() has them all.
+    constexpr std::size_t shown = 3;
+    for (std::size_t i = first; i < list_.size() && i < first + shown; ++i) text += (i > first ? "; " : "") + list_[i];
+    if (list_.size() - first > shown) text += "; and " + std::to_string(list_.size() - first - shown) + " more";
+    return text + ")";
+  }
 
  private:
   mutable std::mutex mutex_;
   std::vector<std::string> list_;
+  std::vector<std::uint64_t> steps_;
 };
+
+/// The end of a fit() call (after its last save and its outputs): if saves failed since failure
+/// number `first`, logs which sets are missing and, as the policy says, throws
+/// (UnsavedCheckpointsError) saying the same, so that the program does not end as if its
+/// checkpoints were all saved.
+inline void report_unsaved_sets(const CheckpointFailures& failures, std::size_t first, const CheckpointPolicy& cp,
+                                std::ostream* log) {
+  const std::string summary = failures.summary(first, cp.directory);
+  if (summary.empty()) return;
+  if (log) *log << "checkpoint: " << summary << "\n";
+  if (cp.fail_at_end_on_save_failure)
+    throw UnsavedCheckpointsError(summary + "; training completed, and the sets saved before are as they were",
+                                  failures.steps_since(first));
+}
+
+/// Writes the file of `part` in the set of `step` with `write`, making room on a full disk
+/// (checkpoint::write_making_room), then rotates that part's older files. A failure is noted in
+/// `failures` (prefixed by `who`, when not empty), not thrown. Returns whether the file was
+/// written.
+inline bool save_set_file(const CheckpointPolicy& cp, std::uint64_t step, const std::string& part,
+                          const std::vector<std::string>& parts, const std::string& who, CheckpointFailures& failures,
+                          std::ostream* log, const std::function<void()>& write) {
+  try {
+    checkpoint::write_making_room(cp.directory, step, part, parts, write, log);
+  } catch (const CheckpointError& err) {
+    failures.note(step, who.empty() ? std::string(err.what()) : who + ": " + err.what(), log);
+    return false;
+  }
+  try {
+    checkpoint::rotate(cp.directory, part, cp.keep, parts);
+  } catch (const CheckpointError& err) {  // housekeeping: the save itself succeeded
+    if (log) *log << "checkpoint: older files not rotated: " << err.what() << "\n";
+  }
+  return true;
+}
 
 }  // namespace flotilla::detail
 // ---- end flotilla/train/detail/checkpoint_saving.hpp ----
@@ -11523,7 +11714,8 @@ class HostedServers {
     if (!cp.enabled()) return false;
     const std::string part = checkpoint::server_part(index, servers);
     const auto path = checkpoint::set_file(cp.directory, step, part);
-    try {
+    return save_set_file(cp, step, part, checkpoint::trainer_parts(servers), "parameter server " + std::to_string(index),
+                         failures, fit.log, [&] {
       checkpoint::Writer w;
       add_model_records<M>(w);
       w.add_u64("step", step);
@@ -11537,12 +11729,7 @@ class HostedServers {
       for (std::size_t i = 0; i < buffers.size(); ++i)
         w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
       w.commit(path);
-    } catch (const CheckpointError& e) {
-      failures.note(std::string("parameter server ") + std::to_string(index) + ": " + e.what(), fit.log);
-      return false;
-    }
-    checkpoint::rotate(cp.directory, part, cp.keep);
-    return true;
+    });
   }
 
  private:
@@ -13933,18 +14120,19 @@ class WorkerLoop {
     }
     if constexpr (parameter_server) {
       for (const std::size_t k : path_->client().checkpoint(e_, s_.step))
-        ledger_.failures.note("parameter server " + std::to_string(k) + " could not save its shard of step " +
+        ledger_.failures.note(s_.step,
+                              "parameter server " + std::to_string(k) + " could not save its shard of step " +
                                   std::to_string(s_.step) + " (its log says why); that set is incomplete",
                               fit_.log);
     }
     const auto path = checkpoint::set_file(cp.directory, s_.step, checkpoint::worker_part());
-    try {
-      ledger_.write(path, done_epoch_, done_batch_, !parameter_server, states);
-      checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
-    } catch (const CheckpointError& err) {
-      ledger_.failures.note(err.what(), fit_.log);
-    }
+    save_set_file(cp, s_.step, checkpoint::worker_part(), set_parts(), "", ledger_.failures, fit_.log,
+                  [&] { ledger_.write(path, done_epoch_, done_batch_, !parameter_server, states); });
     clock_->mark_saved(s_.step);
+  }
+
+  std::vector<std::string> set_parts() const {
+    return checkpoint::trainer_parts(parameter_server ? options_.servers : 0);
   }
 
   /// Leaving by an exception (a peer died, a transport timed out): worker 0 saves what it has if
@@ -13956,13 +14144,11 @@ class WorkerLoop {
     if (!saves_sets() || parameter_server || s_.step != done_step_ || !clock_->due_at_exit(s_.step)) return;
     const CheckpointPolicy& cp = fit_.checkpoints;
     const auto path = checkpoint::set_file(cp.directory, s_.step, checkpoint::worker_part());
-    try {
-      ledger_.write(path, done_epoch_, done_batch_, true, own_exchange_state());
-      checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
-      if (fit_.log) *fit_.log << "checkpoint: saved step " << s_.step << " to " << path.string() << " before stopping\n";
-    } catch (const CheckpointError& err) {
-      ledger_.failures.note(err.what(), fit_.log);
-    }
+    const auto exchange = own_exchange_state();
+    if (save_set_file(cp, s_.step, checkpoint::worker_part(), set_parts(), "", ledger_.failures, fit_.log,
+                      [&] { ledger_.write(path, done_epoch_, done_batch_, true, exchange); }) &&
+        fit_.log)
+      *fit_.log << "checkpoint: saved step " << s_.step << " to " << path.string() << " before stopping\n";
   }
 
   /// Rethrows the current PeerLostError unless the survivors go on; then where they go on from.
@@ -14435,10 +14621,13 @@ class Trainer {
 
   /// Trains for `fit.epochs` epochs over `train`, evaluating on `validation` after each epoch when
   /// given. Every rank of the job calls it. Returns one record per epoch, the same on every worker
-  /// (empty on servers), also written to the metrics file when set.
+  /// (empty on servers), also written to the metrics file when set. When a checkpoint set could
+  /// not be saved during the call, it throws CheckpointError at the end, after training and its
+  /// outputs (CheckpointPolicy::fail_at_end_on_save_failure; the records are in history()).
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     check_dataset(train, "fit: training set");
     if (validation) check_dataset(*validation, "fit: validation set");
+    const std::size_t failures_before = ledger_.failures.size();
     const std::size_t servers = parameter_server ? options_.servers : 0;
     const std::size_t ranks = Backend::in_process ? options_.workers + servers : 0;
     const std::size_t epochs = detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "Trainer::fit", [&] {
@@ -14478,6 +14667,7 @@ class Trainer {
     ledger_.loaded_exchange.clear();  // taken by the workers
     // Servers record no events: a process of servers alone writes no trace.
     detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.worker_rank);
+    detail::report_unsaved_sets(ledger_.failures, failures_before, fit.checkpoints, fit.log);
     return shared.history;
   }
 
@@ -14534,9 +14724,7 @@ class Trainer {
   /// and in the result. FitOptions::checkpoints.resume calls this at the start of fit().
   ResumeReport resume_from(const std::filesystem::path& dir, std::ostream* log = nullptr) {
     const std::size_t servers = parameter_server ? options_.servers : 0;
-    std::vector<std::string> parts = {checkpoint::worker_part()};
-    // `!=`, not `<`: nvcc warns of a comparison with zero when `servers` is the constant 0.
-    for (std::size_t k = 0; k != servers; ++k) parts.push_back(checkpoint::server_part(k, servers));
+    const std::vector<std::string> parts = checkpoint::trainer_parts(servers);
     auto found = checkpoint::find_resume_point(dir, parts, [&](const std::string& part, const checkpoint::Reader& r) {
       if (part == checkpoint::worker_part()) {
         detail::check_checkpoint<M>(r);
@@ -14557,8 +14745,9 @@ class Trainer {
   }
 
   /// Checkpoint saves that failed (periodic and at exit, worker and server files): each message
-  /// names the file and the reason. Training goes on after a failed save; the sets saved before
-  /// are kept.
+  /// names the file and the reason. Training goes on after a failed save (a full disk first loses
+  /// the writer's files older than the newest complete set); the sets saved before are kept.
+  /// fit() reports a call's failures when it ends (CheckpointPolicy::fail_at_end_on_save_failure).
   std::vector<std::string> checkpoint_failures() const { return ledger_.failures.list(); }
 
   // ---- state ------------------------------------------------------------------------------
@@ -16834,6 +17023,7 @@ class Trainer {
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
+    const std::size_t failures_before = checkpoint_failures_.size();
     const std::size_t epochs =
         flotilla::detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "pipeline::Trainer::fit", [&] {
           resume_from(fit.checkpoints.directory, fit.log);
@@ -16846,6 +17036,7 @@ class Trainer {
     Backend::run(transport_, Backend::in_process ? ranks : 0,
                  [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
     flotilla::detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.rank);
+    flotilla::detail::report_unsaved_sets(checkpoint_failures_, failures_before, fit.checkpoints, fit.log);
     return shared.history;
   }
 
@@ -16941,7 +17132,9 @@ class Trainer {
   }
 
   /// Checkpoint-set saves that failed: each message names the stage, the file and the reason.
-  /// Training goes on after a failed save; the sets saved before are kept.
+  /// Training goes on after a failed save (a full disk first loses this stage's files older than
+  /// the newest complete set); the sets saved before are kept. fit() reports a call's failures
+  /// when it ends (CheckpointPolicy::fail_at_end_on_save_failure).
   std::vector<std::string> checkpoint_failures() const { return checkpoint_failures_.list(); }
 
   // ---- state ------------------------------------------------------------------------------
@@ -17166,7 +17359,8 @@ class Trainer {
     const CheckpointPolicy& cp = fit.checkpoints;
     const std::size_t s = runner.stage();
     const std::string part = checkpoint::stage_part(s, runner.stages());
-    try {
+    flotilla::detail::save_set_file(cp, at.step, part, checkpoint::pipeline_parts(runner.stages()), "stage " + std::to_string(s),
+                                    checkpoint_failures_, fit.log, [&] {
       checkpoint::Writer w;
       flotilla::detail::add_model_records<M>(w);
       flotilla::detail::add_position_records(w, at);
@@ -17180,11 +17374,7 @@ class Trainer {
       auto buffers = state.buffers();
       for (std::size_t i = 0; i < buffers.size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
       w.commit(checkpoint::set_file(cp.directory, at.step, part));
-    } catch (const CheckpointError& err) {
-      checkpoint_failures_.note("stage " + std::to_string(s) + ": " + err.what(), fit.log);
-      return;
-    }
-    checkpoint::rotate(cp.directory, part, cp.keep);
+    });
   }
 
   /// A stage file must be stage `s` of this plan (the same layers, the same slice) of this model
