@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <string>
+#include <utility>
 
 namespace example {
 
@@ -33,6 +35,31 @@ struct CheckpointFlags {
     return p;
   }
 };
+
+/// Checkpoint sets that a run could not save (a full disk that no removal made room on): the
+/// program still prints its report, then exits non-zero.
+struct UnsavedSets {
+  std::string message;  ///< fit()'s UnsavedCheckpointsError, empty when every set was saved
+
+  /// `status`, or 1 after saying on stderr which sets are missing.
+  int exit_status(int status) const {
+    if (message.empty()) return status;
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    return 1;
+  }
+};
+
+/// trainer.fit(args...), whose records are the trainer's history() when fit() ends by
+/// UnsavedCheckpointsError (training completed; `unsaved` keeps the message).
+template <class Trainer, class... Args>
+flotilla::History fit_noting_unsaved(Trainer& trainer, UnsavedSets& unsaved, Args&&... args) {
+  try {
+    return trainer.fit(std::forward<Args>(args)...);
+  } catch (const flotilla::UnsavedCheckpointsError& e) {
+    unsaved.message = e.what();
+    return trainer.history();
+  }
+}
 
 /// Adds --checkpoint-dir, --checkpoint-every, --checkpoint-seconds, --checkpoint-keep and --resume.
 inline CheckpointFlags add_checkpoint_flags(flotilla::cli::Flags& flags, const std::string& what_a_set_is) {

@@ -123,11 +123,13 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   fit.trace_file = s.trace;
   fit.plot_title = "Fashion-MNIST CNN, " + std::string(Backend::name) + ", " + s.policy;
   fit.checkpoints = s.checkpoints;
-  const auto history = trainer.fit(train, &test, fit);
-  if (history.empty()) return 0;  // a parameter server: the workers report
+  UnsavedSets unsaved;
+  const auto history = fit_noting_unsaved(trainer, unsaved, train, &test, fit);
+  if (history.empty()) return unsaved.exit_status(0);  // a parameter server: the workers report
   const auto& last = history.back();
   const auto workers = static_cast<std::size_t>(last.extra.front().second);
-  if (!Backend::in_process && s.rank != 0) return 0;  // every worker has the same history; rank 0 reports
+  // Every worker has the same history; rank 0 reports.
+  if (!Backend::in_process && s.rank != 0) return unsaved.exit_status(0);
 
   double rate = 0;
   for (const auto& r : history) rate += r.samples_per_second / static_cast<double>(history.size());
@@ -139,7 +141,8 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   std::size_t width = 0;  // the names' column, as wide as the longest
   for (const auto& [name, value] : last.extra) width = std::max(width, name.size());
   for (const auto& [name, value] : last.extra) std::printf("  %-*s %.4g\n", static_cast<int>(width), name.c_str(), value);
-  return 0;
+  std::fflush(stdout);  // the report before the error, when both go to one terminal
+  return unsaved.exit_status(0);
 }
 
 /// Parses the flags (the programs' own, then `TransportFlags`') and trains `M` (the CNN above, or

@@ -111,14 +111,16 @@ int main(int argc, char** argv) {
     fit.step_log_file = step_log;
     fit.max_steps = max_steps;
     fit.checkpoints = checkpoints;
-    trainer.fit(train, &test, fit);
+    example::UnsavedSets unsaved;
+    example::fit_noting_unsaved(trainer, unsaved, train, &test, fit);
 
     std::printf("\nper rank, whole run: compute s, waiting for a neighbour s, peak activation MiB\n");
     const auto& stats = trainer.stage_stats();
     for (std::size_t r = 0; r < stats.size(); ++r)
       std::printf("  rank %zu (replica %zu, stage %zu): %.1f, %.1f, %.2f\n", r, r / stages, r % stages, stats[r].compute_seconds,
                   stats[r].wait_seconds, static_cast<double>(stats[r].peak_activation_bytes) / (1 << 20));
-    return 0;
+    std::fflush(stdout);  // the report before the error, when both go to one terminal
+    return unsaved.exit_status(0);
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "error: %s\n", ex.what());
     return 1;

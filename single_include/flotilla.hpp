@@ -318,6 +318,7 @@ FLOTILLA_HOST_DEVICE auto sign(const X& x) {
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 
 namespace flotilla {
@@ -347,6 +348,13 @@ class DataError : public Error {
 class CheckpointError : public Error {
  public:
   using Error::Error;
+  CheckpointError(const std::string& what, std::error_code cause) : Error(what), cause_(cause) {}
+  /// The operating system's error when one made a write fail (ENOSPC: the disk is full); empty
+  /// otherwise.
+  std::error_code cause() const noexcept { return cause_; }
+
+ private:
+  std::error_code cause_;
 };
 
 /// A run was configured with values that cannot work (batch size 0, missing file, bad flag).
@@ -4063,7 +4071,12 @@ struct Momentum {
 // live; gzip errors themselves give offsets into the compressed file.
 //
 // Nothing is allocated from a header's word: the dimensions must describe exactly the bytes the
-// file holds before any conversion buffer is sized from them.
+// file holds before any conversion buffer is sized from them. A compressed file is decompressed
+// only as far as its header announces: once the header's dimensions are known, inflating past
+// header + values stops at once, and a header that announces more than max_output, or more than
+// the compressed file could inflate to at DEFLATE's densest (1032 bytes per compressed byte), is
+// refused before anything is sized from it. So a small file that inflates to gigabytes costs
+// memory and time in proportion to what its header announces, not to what it would inflate to.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -4085,7 +4098,10 @@ struct Momentum {
 // Input is untrusted: every malformed stream ends in a flotilla::DataError that names the file and
 // the byte offset of the problem (in the compressed input), never in a crash, a hang or an
 // allocation larger than the caller allowed. Output is capped by `max_output`; each loop either
-// consumes input or produces output, so work is bounded by input size plus `max_output`.
+// consumes input or produces output, so work is bounded by input size plus `max_output`. A caller
+// that knows the format inside (an IDX file) passes an AnnouncedSize, and the output is then also
+// capped by the size the content's own header announces, checked as the output is produced: a
+// small file that inflates to gigabytes stops within a few hundred bytes of the announced size.
 //
 // Speed comes from table-driven Huffman decoding: the next 11 bits of the stream (8 for distances)
 // index a table whose entry gives the symbol, its length in bits and its extra-bit count at once;
@@ -4097,6 +4113,7 @@ struct Momentum {
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -4110,6 +4127,18 @@ namespace flotilla::data {
 /// Default cap on decompressed size: 4 GiB (less on 32-bit machines).
 inline constexpr std::size_t default_max_output =
     static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{4} << 30, std::numeric_limits<std::size_t>::max() / 4));
+
+/// The size that decompressed content announces for itself in its header (IDX: its dimensions).
+/// `limit(output so far)` returns how many bytes the whole output may have: while the header is
+/// incomplete, the size the header needs (it is called again once the output reaches that); once
+/// the header is complete, the size it announces. It throws for a header no further bytes could
+/// make valid, or for an announced size it refuses. Inflating stops with a DataError as soon as
+/// the output would grow past an announced size that it has already reached.
+struct AnnouncedSize {
+  std::function<std::size_t(std::span<const std::uint8_t> output)> limit;
+  /// What announces the size, as error messages name it ("IDX header").
+  std::string announcer;
+};
 
 namespace detail {
 
@@ -4296,8 +4325,9 @@ FLOTILLA_DECL std::string hex32(std::uint32_t v);
 /// back only to its own start.
 class Inflater {
  public:
+  /// `announced`, when not null, must outlive the Inflater.
   FLOTILLA_DECL Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
-                         std::size_t max_output);
+                         std::size_t max_output, const AnnouncedSize* announced = nullptr);
 
   /// Inflates the stream starting at input byte `start`, appending to the output, and returns the
   /// offset of the first input byte after the stream (its last byte is padded to a byte boundary).
@@ -4311,7 +4341,7 @@ class Inflater {
   /// Throws DataError for input offset `offset`.
   [[noreturn]] void fail_at(std::size_t offset, const std::string& what) const { throw DataError(name_, offset, what); }
 
-  /// Capacity for `need` more bytes beyond the output so far (need <= max_output - size() + slack).
+  /// Capacity for `need` more bytes beyond the output so far (need <= max_output - size() + 2 * slack).
   FLOTILLA_DECL void reserve(std::size_t need);
 
   // Spare room beyond a match so that it may be copied in 8-byte steps past its end.
@@ -4332,6 +4362,17 @@ class Inflater {
   }
   [[noreturn]] void truncated() const { fail_at(n_, "truncated: the compressed data ends inside a DEFLATE block"); }
   [[noreturn]] FLOTILLA_DECL void too_large() const;
+  [[noreturn]] FLOTILLA_DECL void past_announced(std::size_t announced) const;
+
+  /// The slow path of every write that would end past `limit_` (at output size `end`): refuses one
+  /// past `max_output`, and otherwise asks the AnnouncedSize for the next limit once the output has
+  /// reached the current one. A write that starts below the limit goes through (one match or one
+  /// stored block: at most 65535 bytes over it), since the header it completes is needed to know
+  /// the next limit. Reserves room for the output up to the new limit.
+  FLOTILLA_DECL void check_limit(std::size_t end);
+  /// At the end of a stream: the last write may have gone past a limit with no write after it to
+  /// ask about it, so the AnnouncedSize judges the output once more.
+  FLOTILLA_DECL void check_final_size();
 
   /// Refills to at least 56 valid bits. Past the end of input it shifts in zero bytes and counts
   /// them: a stream may end within the last byte, so reading ahead is fine, but consuming a padding
@@ -4359,6 +4400,9 @@ class Inflater {
   const std::string& name_;
   std::vector<std::uint8_t>& out_;
   std::size_t max_output_;
+  const AnnouncedSize* announced_;
+  // Output size at which check_limit() must be consulted: max_output_ without an AnnouncedSize.
+  std::size_t limit_;
   std::size_t op_ = 0;
   std::size_t stream_start_ = 0;
   BitState bits_;
@@ -4387,6 +4431,13 @@ inline bool is_gzip(std::span<const std::uint8_t> in) noexcept {
 FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
                                                std::size_t max_output = default_max_output);
 
+/// gunzip() of content that announces its own size (an IDX header's dimensions): decompressing
+/// also stops with a DataError, at the compressed offset reached, as soon as the output grows
+/// past that size, so memory and time stay proportional to the announced size; the `announced`
+/// callback's own errors (a malformed or refused header) pass through unchanged.
+FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                               std::size_t max_output, const AnnouncedSize& announced);
+
 #if FLOTILLA_IMPLEMENTATION
 namespace detail {
 
@@ -4414,14 +4465,18 @@ FLOTILLA_DECL std::string hex32(std::uint32_t v) {
 }
 
 FLOTILLA_DECL Inflater::Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
-                                 std::size_t max_output)
+                                 std::size_t max_output, const AnnouncedSize* announced)
     : in_(in.data()),
       n_(in.size()),
       name_(name),
       out_(out),
-      // Leaves headroom so that max_output + slack never overflows.
-      max_output_(std::min(max_output, std::numeric_limits<std::size_t>::max() / 2)) {
+      // Leaves headroom so that max_output + slack (and output size + a write's length) never
+      // overflows.
+      max_output_(std::min(max_output, std::numeric_limits<std::size_t>::max() / 2)),
+      announced_(announced && announced->limit ? announced : nullptr),
+      limit_(max_output_) {
   out_.clear();
+  if (announced_) limit_ = std::min(announced_->limit(std::span<const std::uint8_t>()), max_output_);
 }
 
 FLOTILLA_DECL std::size_t Inflater::inflate(std::size_t start) {
@@ -4442,6 +4497,7 @@ FLOTILLA_DECL std::size_t Inflater::inflate(std::size_t start) {
       fail(bits_, "invalid DEFLATE block type 3 (reserved)");
     }
   }
+  check_final_size();
   return align_to_byte();
 }
 
@@ -4457,6 +4513,30 @@ FLOTILLA_DECL void Inflater::reserve(std::size_t need) {
   if (bits_.count < 8 * bits_.pad) truncated();
   fail_at(offset_of(bits_), "decompressed data exceeds the maximum of " + std::to_string(max_output_) +
                                 " bytes allowed (pass a larger max_output if this file is genuine)");
+}
+
+[[noreturn]] FLOTILLA_DECL void Inflater::past_announced(std::size_t announced) const {
+  if (bits_.count < 8 * bits_.pad) truncated();
+  fail_at(offset_of(bits_), "the data inflates past the " + std::to_string(announced) + " bytes its " + announced_->announcer +
+                                " announces (" + std::to_string(op_) + " bytes inflated by this offset)");
+}
+
+FLOTILLA_DECL void Inflater::check_limit(std::size_t end) {
+  if (end > max_output_) too_large();
+  if (!announced_ || op_ < limit_) return;
+  const std::size_t announced = announced_->limit(std::span<const std::uint8_t>(out_.data(), op_));
+  if (announced <= op_) past_announced(announced);
+  limit_ = std::min(announced, max_output_);
+  // Room for one write that starts below the limit and the slack after it, so that going past the
+  // limit is found by the next check rather than by a doubling of the buffer.
+  reserve(limit_ - op_ + 2 * slack);
+}
+
+FLOTILLA_DECL void Inflater::check_final_size() {
+  if (!announced_ || op_ < limit_) return;
+  const std::size_t announced = announced_->limit(std::span<const std::uint8_t>(out_.data(), op_));
+  if (announced < op_) past_announced(announced);
+  limit_ = std::min(announced, max_output_);
 }
 
 FLOTILLA_DECL BitState Inflater::refill(BitState b) const {
@@ -4500,9 +4580,9 @@ FLOTILLA_DECL void Inflater::stored_block() {
   p += 4;
   if (n_ - p < len)
     fail_at(n_, "truncated: a stored block of " + std::to_string(len) + " bytes has only " + std::to_string(n_ - p) + " left");
-  if (len > max_output_ - op_) {
+  if (op_ + len > limit_) {
     bits_.pos = p;
-    too_large();
+    check_limit(op_ + len);
   }
   reserve(len);
   if (len != 0) std::memcpy(out_.data() + op_, in_ + p, len);
@@ -4565,7 +4645,7 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
   BitState b = bits_;
   const std::uint8_t* const in = in_;
   const std::size_t n = n_;
-  const std::size_t max_output = max_output_;
+  std::size_t limit = limit_;
   const std::size_t stream_start = stream_start_;
   std::uint8_t* out = out_.data();
   std::size_t cap = out_.size();
@@ -4592,9 +4672,13 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
     b.count -= huff_bits(e);
     const std::uint32_t kind = huff_kind(e);
     if (kind == huff_literal) {
-      if (op == max_output) {
+      if (op >= limit) {
         bits_ = b;
-        too_large();
+        op_ = op;
+        check_limit(op + 1);
+        limit = limit_;
+        out = out_.data();
+        cap = out_.size();
       }
       out[op++] = static_cast<std::uint8_t>(huff_value(e));
       continue;
@@ -4621,9 +4705,13 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
     if (distance > op - stream_start)
       fail(b, "invalid distance " + std::to_string(distance) + ": too far back (only " + std::to_string(op - stream_start) +
                   " bytes decompressed so far)");
-    if (length > max_output - op) {
+    if (op + length > limit) {
       bits_ = b;
-      too_large();
+      op_ = op;
+      check_limit(op + length);
+      limit = limit_;
+      out = out_.data();
+      cap = out_.size();
     }
     std::uint8_t* dst = out + op;
     const std::uint8_t* src = dst - distance;
@@ -4662,12 +4750,19 @@ FLOTILLA_DECL std::vector<std::uint8_t> inflate_raw(std::span<const std::uint8_t
 
 FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
                                                std::size_t max_output) {
+  return gunzip(in, name_for_errors, max_output, AnnouncedSize{});
+}
+
+FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                               std::size_t max_output, const AnnouncedSize& announced) {
   const std::string& name = name_for_errors;
   const std::size_t n = in.size();
   const std::uint8_t* p = in.data();
   std::vector<std::uint8_t> out;
-  auto inflater = std::make_unique<detail::Inflater>(in, name, out, max_output);
-  if (n >= 18) {
+  auto inflater = std::make_unique<detail::Inflater>(in, name, out, max_output, &announced);
+  // With an announced size the output is sized from that once the header is read, not from the
+  // trailer, whose size field may be forged.
+  if (n >= 18 && !announced.limit) {
     // The last member's size field sizes the output up front when the file has one member, the
     // common case. It is only a hint, and capped at 32 times the input (growth by doubling takes
     // over beyond that), so a forged one cannot force a large allocation.
@@ -4781,6 +4876,9 @@ inline constexpr bool idx_type_is_integer(IdxType t) noexcept {
   return t != IdxType::f32 && t != IdxType::f64;
 }
 
+/// The most bytes one byte of DEFLATE data can inflate to: a 258-byte match coded in 2 bits.
+inline constexpr std::size_t deflate_max_ratio = 1032;
+
 /// Reads a whole file. Throws DataError if it is missing, unreadable, or larger than `max_size`.
 FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
                                                   std::size_t max_size = std::numeric_limits<std::size_t>::max());
@@ -4864,6 +4962,18 @@ class IdxFile {
                                      std::size_t max_output = default_max_output);
 
  private:
+  /// Reads the header at the start of `content` as far as it goes and returns how many bytes the
+  /// content must have in all: while `content` holds only part of the header, the header's size
+  /// as far as it is known (4, then 4 + 4 per dimension); once it holds the whole header, the
+  /// header plus the values it announces (type_, dims_, count_ and data_offset_ are then set).
+  /// Throws the DataError of a header that no further bytes could make valid.
+  FLOTILLA_DECL std::size_t read_header(std::span<const std::uint8_t> content);
+
+  /// The size a compressed file's decompressed prefix `content` announces (read_header()), once
+  /// refused when more than `max_output` or than `compressed_size` bytes can inflate to.
+  FLOTILLA_DECL std::size_t announced_size(std::span<const std::uint8_t> content, std::size_t compressed_size,
+                                           std::size_t max_output);
+
   static std::string hex_byte(std::uint8_t b) {
     const char* digits = "0123456789abcdef";
     return {digits[b >> 4], digits[b & 0xFU]};
@@ -4927,18 +5037,12 @@ FLOTILLA_DECL std::string IdxFile::dims_string(const std::vector<std::size_t>& d
   return s;
 }
 
-FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output) {
-  IdxFile f;
-  f.name_ = std::move(name);
-  if (is_gzip(bytes)) {
-    bytes = gunzip(bytes, f.name_, max_output);
-    f.compressed_ = true;
-  }
-  const std::size_t size = bytes.size();
-  if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
-  if (bytes[0] != 0 || bytes[1] != 0)
-    throw f.error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(bytes[0]) + " " + hex_byte(bytes[1]));
-  switch (static_cast<IdxType>(bytes[2])) {
+FLOTILLA_DECL std::size_t IdxFile::read_header(std::span<const std::uint8_t> content) {
+  const std::size_t size = content.size();
+  if (size < 4) return 4;
+  if (content[0] != 0 || content[1] != 0)
+    throw error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(content[0]) + " " + hex_byte(content[1]));
+  switch (static_cast<IdxType>(content[2])) {
     case IdxType::u8:
     case IdxType::i8:
     case IdxType::i16:
@@ -4947,39 +5051,78 @@ FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::strin
     case IdxType::f64:
       break;
     default:
-      throw f.error(2, "unknown IDX element type 0x" + hex_byte(bytes[2]) +
-                           " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
+      throw error(2, "unknown IDX element type 0x" + hex_byte(content[2]) +
+                         " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
   }
-  f.type_ = static_cast<IdxType>(bytes[2]);
-  const std::size_t ndims = bytes[3];
-  if (ndims == 0) throw f.error(3, "IDX header declares 0 dimensions");
+  type_ = static_cast<IdxType>(content[2]);
+  const std::size_t ndims = content[3];
+  if (ndims == 0) throw error(3, "IDX header declares 0 dimensions");
   const std::size_t header = 4 + 4 * ndims;
-  if (size < header)
-    throw f.error(size, "truncated: the header declares " + std::to_string(ndims) + " dimensions, which need " +
-                            std::to_string(header) + " bytes, the file has " + std::to_string(size));
-  const std::size_t elem = idx_type_size(f.type_);
+  if (size < header) return header;
+  const std::size_t elem = idx_type_size(type_);
+  std::vector<std::size_t> dims(ndims);
   std::size_t total = 1;
   bool overflow = false;
-  f.dims_.resize(ndims);
   for (std::size_t k = 0; k < ndims; ++k) {
-    const std::size_t dim = static_cast<std::size_t>(be(bytes.data() + 4 + 4 * k, 4));
-    f.dims_[k] = dim;
-    if (dim == 0) throw f.error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
+    const std::size_t dim = static_cast<std::size_t>(be(content.data() + 4 + 4 * k, 4));
+    dims[k] = dim;
+    if (dim == 0) throw error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
     if (total > std::numeric_limits<std::size_t>::max() / dim) overflow = true;
     total *= dim;
   }
-  if (overflow || total > std::numeric_limits<std::size_t>::max() / elem)
-    throw f.error(4, "dimensions " + dims_string(f.dims_) + " overflow: their product does not fit in 64 bits");
-  const std::size_t need = total * elem;
+  if (overflow || total > (std::numeric_limits<std::size_t>::max() - header) / elem)
+    throw error(4, "dimensions " + dims_string(dims) + " overflow: their product does not fit in 64 bits");
+  dims_ = std::move(dims);
+  count_ = total;
+  data_offset_ = header;
+  return header + total * elem;
+}
+
+FLOTILLA_DECL std::size_t IdxFile::announced_size(std::span<const std::uint8_t> content, std::size_t compressed_size,
+                                                  std::size_t max_output) {
+  const std::size_t need = read_header(content);
+  if (dims_.empty()) return need;  // the header is not complete yet
+  const std::string announces = "dimensions " + dims_string(dims_) + " of " + std::string(idx_type_name(type_)) +
+                                " announce " + std::to_string(need) + " bytes of content";
+  if (need > max_output)
+    throw error(4, announces + ", more than the maximum of " + std::to_string(max_output) +
+                       " bytes allowed (pass a larger max_output if this file is genuine)");
+  const std::size_t most = compressed_size > std::numeric_limits<std::size_t>::max() / deflate_max_ratio
+                               ? std::numeric_limits<std::size_t>::max()
+                               : compressed_size * deflate_max_ratio;
+  if (need > most)
+    throw error(4, announces + ", more than the " + std::to_string(most) + " that " + std::to_string(compressed_size) +
+                       " bytes of gzip data can inflate to (DEFLATE inflates a byte to at most " +
+                       std::to_string(deflate_max_ratio) + ")");
+  return need;
+}
+
+FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output) {
+  IdxFile f;
+  f.name_ = std::move(name);
+  if (is_gzip(bytes)) {
+    f.compressed_ = true;
+    const std::size_t compressed_size = bytes.size();
+    const AnnouncedSize announced{
+        [&](std::span<const std::uint8_t> content) { return f.announced_size(content, compressed_size, max_output); },
+        "IDX header"};
+    bytes = gunzip(bytes, f.name_, max_output, announced);
+  }
+  const std::size_t size = bytes.size();
+  const std::size_t need = f.read_header(bytes);
+  if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
+  if (size < need && size < 4 + 4 * std::size_t{bytes[3]})
+    throw f.error(size, "truncated: the header declares " + std::to_string(bytes[3]) + " dimensions, which need " +
+                            std::to_string(need) + " bytes, the file has " + std::to_string(size));
+  const std::size_t header = f.data_offset_;
+  const std::size_t data = need - header;
   const std::size_t have = size - header;
-  if (have < need)
+  if (size < need)
     throw f.error(size, "truncated: dimensions " + dims_string(f.dims_) + " of " + std::string(idx_type_name(f.type_)) +
-                            " need " + std::to_string(need) + " bytes of data, the file has " + std::to_string(have));
-  if (have > need)
-    throw f.error(header + need, std::to_string(have - need) + " trailing bytes after the " + std::to_string(need) +
-                                     " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
-  f.count_ = total;
-  f.data_offset_ = header;
+                            " need " + std::to_string(data) + " bytes of data, the file has " + std::to_string(have));
+  if (size > need)
+    throw f.error(need, std::to_string(have - data) + " trailing bytes after the " + std::to_string(data) +
+                            " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
   f.bytes_ = std::move(bytes);
   return f;
 }
@@ -5555,9 +5698,12 @@ concept ModelType = detail::is_model<M>::value;
 // that owns the state (Writer::commit), so a set is complete only when every one of its files is
 // there and verifies; resume takes the newest complete set and says what it passed over and why.
 // Each writer rotates its own files (keeping its newest `keep` steps) only after a successful
-// write, so a failed save never removes what an earlier one left.
+// write, so a failed save never removes what an earlier one left. When the disk is full, a
+// writer makes room by removing its own files older than the newest complete set, oldest first,
+// and tries again (write_making_room); the newest complete set and other writers' files stay.
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -5570,6 +5716,7 @@ concept ModelType = detail::is_model<M>::value;
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -5722,6 +5869,10 @@ FLOTILLA_DECL std::string quoted(std::string_view name);
 
 inline CheckpointError error_at(const std::string& file, std::uint64_t offset, const std::string& what) {
   return CheckpointError(file + " (byte " + std::to_string(offset) + "): " + what);
+}
+/// The same, for a failure the operating system reported as `err` (an errno value).
+inline CheckpointError error_at(const std::string& file, std::uint64_t offset, const std::string& what, int err) {
+  return CheckpointError(file + " (byte " + std::to_string(offset) + "): " + what, std::error_code(err, std::generic_category()));
 }
 
 /// Removes a temporary file (and closes it) unless the commit went through.
@@ -6010,12 +6161,13 @@ FLOTILLA_DECL void Writer::commit(const std::filesystem::path& path) const {
     tmp.keep = true;  // not ours to remove: it was never created (or belongs to someone else)
     throw detail::error_at(where, 0,
                            "cannot create the temporary file " + tmp_path.string() + ": " + detail::errno_text(err) +
-                               "; the previous checkpoint is unchanged");
+                               "; the previous checkpoint is unchanged",
+                           err);
   }
   const auto failed = [&](std::uint64_t offset, const std::string& what, int err) {
     return detail::error_at(
         where, offset,
-        what + " " + tmp_path.string() + ": " + detail::errno_text(err) + "; the previous checkpoint is unchanged");
+        what + " " + tmp_path.string() + ": " + detail::errno_text(err) + "; the previous checkpoint is unchanged", err);
   };
 
   // Small pieces are gathered in a buffer; large payloads go straight to write(2).
@@ -6053,7 +6205,8 @@ FLOTILLA_DECL void Writer::commit(const std::filesystem::path& path) const {
     const int err = errno;
     throw detail::error_at(where, written,
                            "cannot rename " + tmp_path.string() + " over it: " + detail::errno_text(err) +
-                               "; the previous checkpoint is unchanged");
+                               "; the previous checkpoint is unchanged",
+                           err);
   }
   tmp.keep = true;
 
@@ -6297,11 +6450,32 @@ struct CheckpointPolicy {
   /// FitOptions::epochs as the length of the whole run: a restarted program passes the same flags
   /// and trains only what is left.
   bool resume = false;
+  /// When a set could not be saved during a fit() call (even after making room on a full disk),
+  /// fit() still trains to the end and writes its outputs, then logs which steps' sets are
+  /// missing, where and why, and throws UnsavedCheckpointsError saying the same (the epoch
+  /// records stay in the trainer's history()), so that the program does not end as if every set
+  /// were saved. Off:
+  /// the same log line, and fit() returns normally; the failures are in checkpoint_failures().
+  bool fail_at_end_on_save_failure = true;
 
   bool enabled() const noexcept { return !directory.empty(); }
 
   /// Throws ConfigError naming the field when a value is unusable.
   FLOTILLA_DECL void validate() const;
+};
+
+/// What fit() throws when it ends with checkpoint sets it could not save during the call
+/// (CheckpointPolicy::fail_at_end_on_save_failure). Training completed: the outputs are written
+/// and the epoch records are in the trainer's history(); the sets saved are as they were.
+class UnsavedCheckpointsError : public CheckpointError {
+ public:
+  UnsavedCheckpointsError(const std::string& what, std::vector<std::uint64_t> steps)
+      : CheckpointError(what), steps_(std::move(steps)) {}
+  /// The steps whose sets are incomplete, in order.
+  const std::vector<std::uint64_t>& steps() const noexcept { return steps_; }
+
+ private:
+  std::vector<std::uint64_t> steps_;
 };
 
 namespace checkpoint {
@@ -6316,6 +6490,19 @@ inline std::string server_part(std::size_t index, std::size_t servers) {
 }
 inline std::string stage_part(std::size_t stage, std::size_t stages) {
   return "stage-" + std::to_string(stage) + "-of-" + std::to_string(stages);
+}
+/// The parts of a data-parallel job's set: worker 0's file and each of `servers` servers' shard.
+inline std::vector<std::string> trainer_parts(std::size_t servers) {
+  std::vector<std::string> parts = {worker_part()};
+  // `!=`, not `<`: nvcc warns of a comparison with zero when `servers` is the constant 0.
+  for (std::size_t k = 0; k != servers; ++k) parts.push_back(server_part(k, servers));
+  return parts;
+}
+/// The parts of a pipeline's set: one file per stage.
+inline std::vector<std::string> pipeline_parts(std::size_t stages) {
+  std::vector<std::string> parts;
+  for (std::size_t s = 0; s != stages; ++s) parts.push_back(stage_part(s, stages));
+  return parts;
 }
 
 namespace detail {
@@ -6389,11 +6576,35 @@ FLOTILLA_DECL ResumeSearch find_resume_point(
 
 /// Removes the files of part `part` in `dir` except those of its newest `keep` steps (0: keeps
 /// all), and the temporary files of that part that another process left (a writer killed while
-/// saving: each part has one writer, so they are no one's now). Returns the files removed. A file
-/// that cannot be removed is left (and not reported): rotation is housekeeping, never a reason to
-/// fail a save that succeeded.
+/// saving: each part has one writer, so they are no one's now). With `parts` (the parts a set is
+/// complete with), the part's file of the newest complete set stays too, however many newer files
+/// of incomplete sets there are: another writer's failing saves must not cost the set a resume
+/// needs. Returns the files removed. A file that cannot be removed is left (and not reported):
+/// rotation is housekeeping, never a reason to fail a save that succeeded.
 FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part,
-                                                       std::size_t keep);
+                                                       std::size_t keep, const std::vector<std::string>& parts = {});
+
+/// Whether a write failed because the disk, or the user's quota, is full (ENOSPC, EDQUOT).
+inline bool disk_full(const CheckpointError& e) noexcept {
+  return e.cause() == std::errc::no_space_on_device || e.cause() == std::error_code(EDQUOT, std::generic_category());
+}
+
+/// The newest step of `dir` that has a file for each of `parts` (a complete set, as far as its
+/// names tell), if any.
+FLOTILLA_DECL std::optional<std::uint64_t> newest_complete_step(const std::filesystem::path& dir,
+                                                                const std::vector<std::string>& parts);
+
+/// Runs `write`, which writes the file of part `part` of the set of `step` in `dir` (sets are
+/// complete with a file for each of `parts`), and when it fails because the disk is full
+/// (disk_full()), makes room and runs it again: it removes this part's own files older than the
+/// newest complete set, oldest first, one before each new try. The newest complete set, the
+/// files of other parts (other writers') and this part's files of newer, incomplete sets stay.
+/// Each removal is written to `log`. Returns the files removed; rethrows the last CheckpointError
+/// when no file is left to remove, and any other failure at once.
+FLOTILLA_DECL std::vector<std::filesystem::path> write_making_room(const std::filesystem::path& dir, std::uint64_t step,
+                                                                  const std::string& part,
+                                                                  const std::vector<std::string>& parts,
+                                                                  const std::function<void()>& write, std::ostream* log);
 
 }  // namespace checkpoint
 
@@ -6482,7 +6693,7 @@ FLOTILLA_DECL ResumeSearch find_resume_point(
 }
 
 FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part,
-                                                       std::size_t keep) {
+                                                       std::size_t keep, const std::vector<std::string>& parts) {
   std::vector<std::filesystem::path> removed;
   std::error_code ec;
   const std::string own_suffix = ".ckpt.tmp-" + std::to_string(::getpid());
@@ -6499,11 +6710,56 @@ FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::p
   for (const auto& [step, files] : list_sets(dir))
     if (const auto f = files.find(part); f != files.end()) mine.emplace_back(step, f->second);
   if (mine.size() <= keep) return removed;
+  const auto complete = parts.empty() ? std::nullopt : newest_complete_step(dir, parts);
   for (std::size_t i = 0; i + keep < mine.size(); ++i) {
+    if (complete && mine[i].first == *complete) continue;
     std::error_code rm;
     if (std::filesystem::remove(mine[i].second, rm) && !rm) removed.push_back(mine[i].second);
   }
   return removed;
+}
+
+FLOTILLA_DECL std::optional<std::uint64_t> newest_complete_step(const std::filesystem::path& dir,
+                                                                const std::vector<std::string>& parts) {
+  const auto sets = list_sets(dir);
+  for (auto it = sets.rbegin(); it != sets.rend(); ++it) {
+    const auto& files = it->second;
+    if (std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return files.count(p) != 0; })) return it->first;
+  }
+  return std::nullopt;
+}
+
+FLOTILLA_DECL std::vector<std::filesystem::path> write_making_room(const std::filesystem::path& dir, std::uint64_t step,
+                                                                  const std::string& part,
+                                                                  const std::vector<std::string>& parts,
+                                                                  const std::function<void()>& write, std::ostream* log) {
+  std::vector<std::filesystem::path> removed;
+  for (;;) {
+    try {
+      write();
+      return removed;
+    } catch (const CheckpointError& e) {
+      if (!disk_full(e)) throw;
+      // Listed again before each removal: other writers' saves may have completed a newer set.
+      const auto newest = newest_complete_step(dir, parts);
+      std::optional<std::filesystem::path> oldest;
+      if (newest) {
+        for (const auto& [s, files] : list_sets(dir)) {
+          if (s >= *newest) break;
+          if (const auto f = files.find(part); f != files.end()) {
+            oldest = f->second;
+            break;
+          }
+        }
+      }
+      std::error_code ec;
+      if (!oldest || !std::filesystem::remove(*oldest, ec) || ec) throw;
+      if (log)
+        *log << "checkpoint: the disk is full; removed " << oldest->string() << " (older than the newest complete set, step "
+             << *newest << ") to make room for step " << step << "\n";
+      removed.push_back(*oldest);
+    }
+  }
 }
 
 }  // namespace checkpoint
@@ -10977,10 +11233,12 @@ class ParameterServerClient {
 // the rule that says when the next set is due, and the list of saves that failed. What a set's
 // files hold, and how the newest complete set is found and old ones rotated, is
 // train/checkpoint_dir.hpp; which rank writes which file is each trainer's own.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <ostream>
 #include <string>
@@ -11062,24 +11320,92 @@ class CheckpointClock {
 };
 
 /// The saves that failed during a trainer's life. A failed save does not stop training: it is
-/// written to the log when it happens and kept for checkpoint_failures(). The ranks' threads may
-/// note failures at once.
+/// written to the log when it happens and kept for checkpoint_failures(), with the step whose set
+/// it leaves incomplete. The ranks' threads may note failures at once.
 class CheckpointFailures {
  public:
-  void note(std::string what, std::ostream* log) {
+  void note(std::uint64_t step, std::string what, std::ostream* log) {
     const std::lock_guard lock(mutex_);
     if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
     list_.push_back(std::move(what));
+    steps_.push_back(step);
   }
   std::vector<std::string> list() const {
     const std::lock_guard lock(mutex_);
     return list_;
   }
+  std::size_t size() const {
+    const std::lock_guard lock(mutex_);
+    return list_.size();
+  }
+
+  /// The steps whose sets failed from failure number `first` on, in order, each once.
+  std::vector<std::uint64_t> steps_since(std::size_t first) const {
+    const std::lock_guard lock(mutex_);
+    if (first >= steps_.size()) return {};
+    std::vector<std::uint64_t> steps(steps_.begin() + static_cast<std::ptrdiff_t>(first), steps_.end());
+    std::sort(steps.begin(), steps.end());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+    return steps;
+  }
+
+  /// What failed from failure number `first` on (those of one fit() call): empty if nothing did,
+  /// else one line naming the steps whose sets are incomplete, the directory and the reasons.
+  std::string summary(std::size_t first, const std::filesystem::path& dir) const {
+    const std::vector<std::uint64_t> steps = steps_since(first);
+    const std::lock_guard lock(mutex_);
+    if (first >= list_.size()) return {};
+    std::string text = "the checkpoint set" + std::string(steps.size() > 1 ? "s of steps " : " of step ");
+    for (std::size_t i = 0; i < steps.size(); ++i) text += (i ? ", " : "") + std::to_string(steps[i]);
+    text += " could not be saved in " + dir.string() + " (" + std::to_string(list_.size() - first) + " failed save" +
+            (list_.size() - first > 1 ? "s" : "") + "; ";
+    // The reasons, as many as a line holds; checkpoint_failures() has them all.
+    constexpr std::size_t shown = 3;
+    for (std::size_t i = first; i < list_.size() && i < first + shown; ++i) text += (i > first ? "; " : "") + list_[i];
+    if (list_.size() - first > shown) text += "; and " + std::to_string(list_.size() - first - shown) + " more";
+    return text + ")";
+  }
 
  private:
   mutable std::mutex mutex_;
   std::vector<std::string> list_;
+  std::vector<std::uint64_t> steps_;
 };
+
+/// The end of a fit() call (after its last save and its outputs): if saves failed since failure
+/// number `first`, logs which sets are missing and, as the policy says, throws
+/// (UnsavedCheckpointsError) saying the same, so that the program does not end as if its
+/// checkpoints were all saved.
+inline void report_unsaved_sets(const CheckpointFailures& failures, std::size_t first, const CheckpointPolicy& cp,
+                                std::ostream* log) {
+  const std::string summary = failures.summary(first, cp.directory);
+  if (summary.empty()) return;
+  if (log) *log << "checkpoint: " << summary << "\n";
+  if (cp.fail_at_end_on_save_failure)
+    throw UnsavedCheckpointsError(summary + "; training completed, and the sets saved before are as they were",
+                                  failures.steps_since(first));
+}
+
+/// Writes the file of `part` in the set of `step` with `write`, making room on a full disk
+/// (checkpoint::write_making_room), then rotates that part's older files. A failure is noted in
+/// `failures` (prefixed by `who`, when not empty), not thrown. Returns whether the file was
+/// written.
+inline bool save_set_file(const CheckpointPolicy& cp, std::uint64_t step, const std::string& part,
+                          const std::vector<std::string>& parts, const std::string& who, CheckpointFailures& failures,
+                          std::ostream* log, const std::function<void()>& write) {
+  try {
+    checkpoint::write_making_room(cp.directory, step, part, parts, write, log);
+  } catch (const CheckpointError& err) {
+    failures.note(step, who.empty() ? std::string(err.what()) : who + ": " + err.what(), log);
+    return false;
+  }
+  try {
+    checkpoint::rotate(cp.directory, part, cp.keep, parts);
+  } catch (const CheckpointError& err) {  // housekeeping: the save itself succeeded
+    if (log) *log << "checkpoint: older files not rotated: " << err.what() << "\n";
+  }
+  return true;
+}
 
 }  // namespace flotilla::detail
 // ---- end flotilla/train/detail/checkpoint_saving.hpp ----
@@ -11388,7 +11714,8 @@ class HostedServers {
     if (!cp.enabled()) return false;
     const std::string part = checkpoint::server_part(index, servers);
     const auto path = checkpoint::set_file(cp.directory, step, part);
-    try {
+    return save_set_file(cp, step, part, checkpoint::trainer_parts(servers), "parameter server " + std::to_string(index),
+                         failures, fit.log, [&] {
       checkpoint::Writer w;
       add_model_records<M>(w);
       w.add_u64("step", step);
@@ -11402,12 +11729,7 @@ class HostedServers {
       for (std::size_t i = 0; i < buffers.size(); ++i)
         w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
       w.commit(path);
-    } catch (const CheckpointError& e) {
-      failures.note(std::string("parameter server ") + std::to_string(index) + ": " + e.what(), fit.log);
-      return false;
-    }
-    checkpoint::rotate(cp.directory, part, cp.keep);
-    return true;
+    });
   }
 
  private:
@@ -13891,18 +14213,19 @@ class WorkerLoop {
     }
     if constexpr (parameter_server) {
       for (const std::size_t k : path_->client().checkpoint(e_, s_.step))
-        ledger_.failures.note("parameter server " + std::to_string(k) + " could not save its shard of step " +
+        ledger_.failures.note(s_.step,
+                              "parameter server " + std::to_string(k) + " could not save its shard of step " +
                                   std::to_string(s_.step) + " (its log says why); that set is incomplete",
                               fit_.log);
     }
     const auto path = checkpoint::set_file(cp.directory, s_.step, checkpoint::worker_part());
-    try {
-      ledger_.write(path, done_epoch_, done_batch_, !parameter_server, states);
-      checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
-    } catch (const CheckpointError& err) {
-      ledger_.failures.note(err.what(), fit_.log);
-    }
+    save_set_file(cp, s_.step, checkpoint::worker_part(), set_parts(), "", ledger_.failures, fit_.log,
+                  [&] { ledger_.write(path, done_epoch_, done_batch_, !parameter_server, states); });
     clock_->mark_saved(s_.step);
+  }
+
+  std::vector<std::string> set_parts() const {
+    return checkpoint::trainer_parts(parameter_server ? options_.servers : 0);
   }
 
   /// Leaving by an exception (a peer died, a transport timed out): worker 0 saves what it has if
@@ -13914,13 +14237,11 @@ class WorkerLoop {
     if (!saves_sets() || parameter_server || s_.step != done_step_ || !clock_->due_at_exit(s_.step)) return;
     const CheckpointPolicy& cp = fit_.checkpoints;
     const auto path = checkpoint::set_file(cp.directory, s_.step, checkpoint::worker_part());
-    try {
-      ledger_.write(path, done_epoch_, done_batch_, true, own_exchange_state());
-      checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
-      if (fit_.log) *fit_.log << "checkpoint: saved step " << s_.step << " to " << path.string() << " before stopping\n";
-    } catch (const CheckpointError& err) {
-      ledger_.failures.note(err.what(), fit_.log);
-    }
+    const auto exchange = own_exchange_state();
+    if (save_set_file(cp, s_.step, checkpoint::worker_part(), set_parts(), "", ledger_.failures, fit_.log,
+                      [&] { ledger_.write(path, done_epoch_, done_batch_, true, exchange); }) &&
+        fit_.log)
+      *fit_.log << "checkpoint: saved step " << s_.step << " to " << path.string() << " before stopping\n";
   }
 
   /// Rethrows the current PeerLostError unless the survivors go on; then where they go on from.
@@ -14397,10 +14718,13 @@ class Trainer {
 
   /// Trains for `fit.epochs` epochs over `train`, evaluating on `validation` after each epoch when
   /// given. Every rank of the job calls it. Returns one record per epoch, the same on every worker
-  /// (empty on servers), also written to the metrics file when set.
+  /// (empty on servers), also written to the metrics file when set. When a checkpoint set could
+  /// not be saved during the call, it throws CheckpointError at the end, after training and its
+  /// outputs (CheckpointPolicy::fail_at_end_on_save_failure; the records are in history()).
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     check_dataset(train, "fit: training set");
     if (validation) check_dataset(*validation, "fit: validation set");
+    const std::size_t failures_before = ledger_.failures.size();
     const std::size_t servers = parameter_server ? options_.servers : 0;
     const std::size_t ranks = Backend::in_process ? options_.workers + servers : 0;
     const std::size_t epochs = detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "Trainer::fit", [&] {
@@ -14440,6 +14764,7 @@ class Trainer {
     ledger_.loaded_exchange.clear();  // taken by the workers
     // Servers record no events: a process of servers alone writes no trace.
     detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.worker_rank);
+    detail::report_unsaved_sets(ledger_.failures, failures_before, fit.checkpoints, fit.log);
     return shared.history;
   }
 
@@ -14496,9 +14821,7 @@ class Trainer {
   /// and in the result. FitOptions::checkpoints.resume calls this at the start of fit().
   ResumeReport resume_from(const std::filesystem::path& dir, std::ostream* log = nullptr) {
     const std::size_t servers = parameter_server ? options_.servers : 0;
-    std::vector<std::string> parts = {checkpoint::worker_part()};
-    // `!=`, not `<`: nvcc warns of a comparison with zero when `servers` is the constant 0.
-    for (std::size_t k = 0; k != servers; ++k) parts.push_back(checkpoint::server_part(k, servers));
+    const std::vector<std::string> parts = checkpoint::trainer_parts(servers);
     auto found = checkpoint::find_resume_point(dir, parts, [&](const std::string& part, const checkpoint::Reader& r) {
       if (part == checkpoint::worker_part()) {
         detail::check_checkpoint<M>(r);
@@ -14519,8 +14842,9 @@ class Trainer {
   }
 
   /// Checkpoint saves that failed (periodic and at exit, worker and server files): each message
-  /// names the file and the reason. Training goes on after a failed save; the sets saved before
-  /// are kept.
+  /// names the file and the reason. Training goes on after a failed save (a full disk first loses
+  /// the writer's files older than the newest complete set); the sets saved before are kept.
+  /// fit() reports a call's failures when it ends (CheckpointPolicy::fail_at_end_on_save_failure).
   std::vector<std::string> checkpoint_failures() const { return ledger_.failures.list(); }
 
   // ---- state ------------------------------------------------------------------------------
@@ -16817,6 +17141,7 @@ class Trainer {
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
+    const std::size_t failures_before = checkpoint_failures_.size();
     const std::size_t epochs =
         flotilla::detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "pipeline::Trainer::fit", [&] {
           resume_from(fit.checkpoints.directory, fit.log);
@@ -16829,6 +17154,7 @@ class Trainer {
     Backend::run(transport_, Backend::in_process ? ranks : 0,
                  [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
     flotilla::detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.rank);
+    flotilla::detail::report_unsaved_sets(checkpoint_failures_, failures_before, fit.checkpoints, fit.log);
     return shared.history;
   }
 
@@ -16924,7 +17250,9 @@ class Trainer {
   }
 
   /// Checkpoint-set saves that failed: each message names the stage, the file and the reason.
-  /// Training goes on after a failed save; the sets saved before are kept.
+  /// Training goes on after a failed save (a full disk first loses this stage's files older than
+  /// the newest complete set); the sets saved before are kept. fit() reports a call's failures
+  /// when it ends (CheckpointPolicy::fail_at_end_on_save_failure).
   std::vector<std::string> checkpoint_failures() const { return checkpoint_failures_.list(); }
 
   // ---- state ------------------------------------------------------------------------------
@@ -17149,7 +17477,8 @@ class Trainer {
     const CheckpointPolicy& cp = fit.checkpoints;
     const std::size_t s = runner.stage();
     const std::string part = checkpoint::stage_part(s, runner.stages());
-    try {
+    flotilla::detail::save_set_file(cp, at.step, part, checkpoint::pipeline_parts(runner.stages()), "stage " + std::to_string(s),
+                                    checkpoint_failures_, fit.log, [&] {
       checkpoint::Writer w;
       flotilla::detail::add_model_records<M>(w);
       flotilla::detail::add_position_records(w, at);
@@ -17163,11 +17492,7 @@ class Trainer {
       auto buffers = state.buffers();
       for (std::size_t i = 0; i < buffers.size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
       w.commit(checkpoint::set_file(cp.directory, at.step, part));
-    } catch (const CheckpointError& err) {
-      checkpoint_failures_.note("stage " + std::to_string(s) + ": " + err.what(), fit.log);
-      return;
-    }
-    checkpoint::rotate(cp.directory, part, cp.keep);
+    });
   }
 
   /// A stage file must be stage `s` of this plan (the same layers, the same slice) of this model

@@ -2,13 +2,19 @@
 // verifies (and what it skips), bit-identical continuation of an interrupted run, and saves that
 // fail without harming what was saved before.
 #include <doctest/doctest.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -143,7 +149,12 @@ TEST_CASE("checkpoints: periodic sets are named by step and rotated to the last 
   f.checkpoints.keep = 1;
   f.epochs = 1;  // 5 updates of 2 x 10 samples
   ps.fit(data, nullptr, f);
-  CHECK(names_in(ps_dir) == std::vector<std::string>{"step-000000000005.server-0-of-2.ckpt",
+  // The servers save before worker 0 does: when they rotate, the newest complete set is still
+  // step 4's, and each keeps its file of it besides its newest; worker 0 then completes step 5's.
+  // (Had worker 0 failed to save step 5, the set of step 4 would be whole.)
+  CHECK(names_in(ps_dir) == std::vector<std::string>{"step-000000000004.server-0-of-2.ckpt",
+                                                     "step-000000000004.server-1-of-2.ckpt",
+                                                     "step-000000000005.server-0-of-2.ckpt",
                                                      "step-000000000005.server-1-of-2.ckpt",
                                                      "step-000000000005.worker.ckpt"});
   std::filesystem::remove_all(dir);
@@ -238,13 +249,39 @@ TEST_CASE("checkpoints: a save that fails (disk full) keeps the previous set and
   small.rlim_cur = 200;
   REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
   f.checkpoints.every_steps = 5;
-  t.fit(data, nullptr, f);  // saves at 15 and 20 fail
+  std::ostringstream log;
+  f.log = &log;
+  // Saves at 15 and 20 fail; fit() trains to the end and then says so. (EFBIG is no full disk:
+  // nothing is removed to make room.)
+  std::optional<UnsavedCheckpointsError> unsaved;
+  try {
+    t.fit(data, nullptr, f);
+  } catch (const UnsavedCheckpointsError& e) {
+    unsaved = e;
+  }
+  const std::size_t steps_then = t.step();
+  // Asked not to fail at the end, fit() returns (saves at 25 and 30 fail), having logged the same.
+  f.checkpoints.fail_at_end_on_save_failure = false;
+  std::ostringstream quiet_end;
+  f.log = &quiet_end;
+  CHECK_NOTHROW(t.fit(data, nullptr, f));
   ::setrlimit(RLIMIT_FSIZE, &old);
   ::signal(SIGXFSZ, old_handler);
 
-  CHECK(t.step() == 20);
+  CHECK(t.step() == 30);
+  CHECK(t.checkpoint_failures().size() == 4);
+  CHECK(quiet_end.str().find("checkpoint: the checkpoint sets of steps 25, 30 could not be saved in " + dir.string()) !=
+        std::string::npos);
+  CHECK(steps_then == 20);
+  CHECK(t.history().size() == 3);
+  REQUIRE(unsaved.has_value());
+  CHECK(unsaved->steps() == std::vector<std::uint64_t>{15, 20});
+  CHECK(std::string(unsaved->what()).find("the checkpoint sets of steps 15, 20 could not be saved in " + dir.string()) !=
+        std::string::npos);
+  CHECK(log.str().find("checkpoint: the checkpoint sets of steps 15, 20 could not be saved in " + dir.string() + " (2 failed saves; " +
+                       checkpoint::set_file(dir, 15, "worker").string()) != std::string::npos);
   const auto failures = t.checkpoint_failures();
-  REQUIRE(failures.size() == 2);
+  REQUIRE(failures.size() == 4);
   CHECK(failures[0].find(checkpoint::set_file(dir, 15, "worker").string()) != std::string::npos);
   CHECK(failures[0].find("cannot write") != std::string::npos);
   CHECK(failures[0].find("previous checkpoint is unchanged") != std::string::npos);
@@ -355,10 +392,223 @@ TEST_CASE("checkpoints: when a set is due (the rule both trainers share)") {
 TEST_CASE("checkpoints: failed saves are kept and logged") {
   detail::CheckpointFailures failures;
   std::ostringstream log;
-  failures.note("stage 1: disk full", &log);
-  failures.note("stage 0: read-only", nullptr);
+  failures.note(8, "stage 1: disk full", &log);
+  failures.note(4, "stage 0: read-only", nullptr);
   CHECK(failures.list() == std::vector<std::string>{"stage 1: disk full", "stage 0: read-only"});
   CHECK(log.str() == "checkpoint: save failed, training goes on: stage 1: disk full\n");
+  CHECK(failures.steps_since(0) == std::vector<std::uint64_t>{4, 8});
+  CHECK(failures.summary(2, "d").empty());
+  CHECK(failures.summary(1, "d") == "the checkpoint set of step 4 could not be saved in d (1 failed save; stage 0: read-only)");
+}
+
+namespace {
+
+/// A CheckpointError as Writer::commit throws it when write(2) fails with `err`.
+CheckpointError write_failure(const std::filesystem::path& file, int err) {
+  return CheckpointError(file.string() + ": cannot write: " + std::strerror(err), std::error_code(err, std::generic_category()));
+}
+
+}  // namespace
+
+TEST_CASE("checkpoints: a full disk loses the writer's oldest files, never the newest complete set") {
+  // Sets of a job with one server: complete at 10, 20 and 30; worker 0 alone at 5 and the
+  // server alone at 40 (incomplete: either old or still being written).
+  const auto dir = fresh_dir("room");
+  const std::vector<std::string> parts = checkpoint::trainer_parts(1);
+  for (const std::uint64_t step : {10, 20, 30}) {
+    for (const auto& part : parts) std::ofstream(checkpoint::set_file(dir, step, part)) << "x";
+  }
+  std::ofstream(checkpoint::set_file(dir, 5, "worker")) << "x";
+  std::ofstream(checkpoint::set_file(dir, 40, "server-0-of-1")) << "x";
+  const auto target = checkpoint::set_file(dir, 40, "worker");
+
+  // A disk that holds 7 files: worker 0's save of step 40 finds room once two files are gone.
+  const auto disk_of = [&](std::size_t capacity) {
+    return [&dir, &target, capacity] {
+      if (names_in(dir).size() >= capacity) throw write_failure(target, ENOSPC);
+      std::ofstream(target) << "x";
+    };
+  };
+  std::ostringstream log;
+  auto removed = checkpoint::write_making_room(dir, 40, "worker", parts, disk_of(7), &log);
+  CHECK(removed == std::vector<std::filesystem::path>{checkpoint::set_file(dir, 5, "worker"), checkpoint::set_file(dir, 10, "worker")});
+  CHECK(std::filesystem::exists(target));
+  CHECK(log.str().find("checkpoint: the disk is full; removed " + checkpoint::set_file(dir, 5, "worker").string() +
+                       " (older than the newest complete set, step 30) to make room for step 40") != std::string::npos);
+  // The server's files (another writer's) all stay.
+  for (const std::uint64_t step : {10, 20, 30, 40}) CHECK(std::filesystem::exists(checkpoint::set_file(dir, step, "server-0-of-1")));
+
+  // Step 40 is complete now. Server 0 saving step 50 on a disk with no room at all removes its own
+  // files older than 40, then gives up with the disk's error; step 40's set is whole.
+  const auto server_target = checkpoint::set_file(dir, 50, "server-0-of-1");
+  const auto full = [&] { throw write_failure(server_target, ENOSPC); };
+  try {
+    checkpoint::write_making_room(dir, 50, "server-0-of-1", parts, full, nullptr);
+    FAIL("a disk with no room must fail the save");
+  } catch (const CheckpointError& e) {
+    CHECK(checkpoint::disk_full(e));
+  }
+  CHECK(names_in(dir) == std::vector<std::string>{"step-000000000020.worker.ckpt", "step-000000000030.worker.ckpt",
+                                                 "step-000000000040.server-0-of-1.ckpt", "step-000000000040.worker.ckpt"});
+  CHECK(checkpoint::newest_complete_step(dir, parts) == std::optional<std::uint64_t>(40));
+
+  // Any other failure (EFBIG, a read-only directory) removes nothing. Nor does a quota (EDQUOT)
+  // when no complete set is older than this part's files.
+  const auto too_big = [&] { throw write_failure(target, EFBIG); };
+  CHECK_THROWS_AS(checkpoint::write_making_room(dir, 60, "worker", parts, too_big, nullptr), CheckpointError);
+  const auto quota = [&] { throw write_failure(target, EDQUOT); };
+  const auto only = fresh_dir("room_only");
+  std::ofstream(checkpoint::set_file(only, 7, "worker")) << "x";
+  CHECK_THROWS_AS(checkpoint::write_making_room(only, 8, "worker", parts, quota, nullptr), CheckpointError);
+  CHECK(names_in(only) == std::vector<std::string>{"step-000000000007.worker.ckpt"});
+  CHECK(names_in(dir).size() == 4);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(only);
+}
+
+TEST_CASE("checkpoints: rotation keeps the newest complete set while another writer's saves fail") {
+  // A pipeline of two stages whose stage 1 could save only the set of step 2: stage 0 went on
+  // saving 4, 6 and 8. Keeping its newest 3 must not cost the only complete set its stage-0 file.
+  const auto dir = fresh_dir("rotation_complete");
+  const auto parts = checkpoint::pipeline_parts(2);
+  for (const auto& part : parts) std::ofstream(checkpoint::set_file(dir, 2, part)) << "x";
+  for (const std::uint64_t step : {4, 6, 8}) std::ofstream(checkpoint::set_file(dir, step, parts[0])) << "x";
+  CHECK(checkpoint::rotate(dir, parts[0], 3, parts).empty());
+  CHECK(checkpoint::newest_complete_step(dir, parts) == std::optional<std::uint64_t>(2));
+  // Once a newer set is complete, the older one goes as `keep` says.
+  std::ofstream(checkpoint::set_file(dir, 8, parts[1])) << "x";
+  CHECK(checkpoint::rotate(dir, parts[0], 3, parts) == std::vector<std::filesystem::path>{checkpoint::set_file(dir, 2, parts[0])});
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/// Runs `scenario` in a child process with a tmpfs of `bytes` mounted at `dir` in a mount
+/// namespace of its own (so that the mount is the child's alone and goes with it). Returns what
+/// the scenario wrote, or nothing when the namespace or the mount cannot be made (not root, no
+/// CAP_SYS_ADMIN), after saying so. The child uses no doctest: it reports lines the parent checks.
+template <class Scenario>
+std::optional<std::string> on_small_disk(const std::filesystem::path& dir, std::size_t bytes, Scenario scenario) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const ::pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out;
+    const std::string options = "size=" + std::to_string(bytes);
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", dir.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+      out = std::string("skip: cannot mount a tmpfs in a mount namespace of its own: ") + std::strerror(errno);
+    } else {
+      try {
+        out = scenario();
+      } catch (const std::exception& e) {
+        out = std::string("exception: ") + e.what();
+      }
+    }
+    for (std::size_t done = 0; done < out.size();) {
+      const ::ssize_t k = ::write(fds[1], out.data() + done, out.size() - done);
+      if (k <= 0) break;
+      done += static_cast<std::size_t>(k);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (::ssize_t k; (k = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(k));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  if (out.rfind("skip: ", 0) == 0) {
+    MESSAGE(out << " (running as root is needed); the real full-disk test is skipped");
+    return std::nullopt;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoints: on a real full disk, old sets make room and unsaved sets fail the run at the end") {
+  const auto data = flotilla_test::blobs<float>(100, 4);  // 10 updates per epoch
+  // One worker file's size, on a disk with room.
+  const auto sizing = fresh_dir("sizing");
+  {
+    Trainer<M> t(setup(1, 1));
+    FitOptions f = quiet(1);
+    f.max_steps = 1;
+    f.checkpoints.directory = sizing;
+    t.fit(data, nullptr, f);
+  }
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t file_pages = (std::filesystem::file_size(checkpoint::set_file(sizing, 1, "worker")) + page - 1) / page;
+  std::filesystem::remove_all(sizing);
+  REQUIRE(file_pages >= 2);  // so that a disk of 2 * file_pages + 1 pages holds two files, not three
+
+  const auto dir = fresh_dir("full_disk");
+  // Room for two sets, with `keep` 3: every save from the third on must remove the oldest first.
+  const auto two = on_small_disk(dir, (2 * file_pages + 1) * page, [&] {
+    Trainer<M> t(setup(1, 1));
+    FitOptions f = quiet(2);
+    std::ostringstream log;
+    f.log = &log;
+    f.checkpoints.directory = dir;
+    f.checkpoints.every_steps = 5;
+    f.checkpoints.keep = 3;
+    t.fit(data, nullptr, f);  // sets at 5, 10, 15, 20
+    std::string out = "failures " + std::to_string(t.checkpoint_failures().size()) + "\nfiles";
+    for (const auto& name : names_in(dir)) out += " " + name;
+    Trainer<M> r(setup(1, 1));
+    out += "\nresumes from " + std::to_string(r.resume_from(dir).step.value_or(0)) + "\nlog " + log.str();
+    return out;
+  });
+  if (two) {
+    INFO(*two);
+    CHECK(two->find("failures 0\n") != std::string::npos);
+    CHECK(two->find("files step-000000000015.worker.ckpt step-000000000020.worker.ckpt\n") != std::string::npos);
+    CHECK(two->find("resumes from 20\n") != std::string::npos);
+    CHECK(two->find("the disk is full; removed " + checkpoint::set_file(dir, 5, "worker").string() +
+                    " (older than the newest complete set, step 10) to make room for step 15") != std::string::npos);
+    CHECK(two->find("removed " + checkpoint::set_file(dir, 10, "worker").string()) != std::string::npos);
+  }
+
+  // Room for one set: the first stays, every later save fails, training goes on to the end, and
+  // fit() then says which sets are missing.
+  const auto one = on_small_disk(dir, (file_pages + 1) * page, [&] {
+    Trainer<M> t(setup(1, 1));
+    FitOptions f = quiet(2);
+    std::ostringstream log;
+    f.log = &log;
+    f.checkpoints.directory = dir;
+    f.checkpoints.every_steps = 5;
+    std::string out;
+    try {
+      t.fit(data, nullptr, f);
+      out = "fit returned\n";
+    } catch (const UnsavedCheckpointsError& e) {
+      out = std::string("unsaved: ") + e.what() + "\n";
+    }
+    out += "step " + std::to_string(t.step()) + ", epochs " + std::to_string(t.history().size()) + "\nfiles";
+    for (const auto& name : names_in(dir)) out += " " + name;
+    Trainer<M> r(setup(1, 1));
+    out += "\nresumes from " + std::to_string(r.resume_from(dir).step.value_or(0)) + "\nlog " + log.str();
+    return out;
+  });
+  if (one) {
+    INFO(*one);
+    CHECK(one->find("unsaved: the checkpoint sets of steps 10, 15, 20 could not be saved in " + dir.string()) != std::string::npos);
+    CHECK(one->find("No space left on device") != std::string::npos);
+    CHECK(one->find("training completed, and the sets saved before are as they were") != std::string::npos);
+    CHECK(one->find("step 20, epochs 2\n") != std::string::npos);
+    CHECK(one->find("files step-000000000005.worker.ckpt\n") != std::string::npos);
+    CHECK(one->find("resumes from 5\n") != std::string::npos);
+    CHECK(one->find("checkpoint: save failed, training goes on: " + checkpoint::set_file(dir, 10, "worker").string()) !=
+          std::string::npos);
+    CHECK(one->find("checkpoint: the checkpoint sets of steps 10, 15, 20 could not be saved in") != std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("checkpoints: only set files count; temporary and foreign files are left alone") {

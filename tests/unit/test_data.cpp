@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "flotilla/core/crc32.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/random.hpp"
@@ -249,6 +251,39 @@ Bytes iota_bytes(std::size_t n, std::uint8_t start = 0) {
 }
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+
+// A valid gzip file whose content is `head` followed by `zeros` zero bytes, written as fixed-code
+// DEFLATE (the zeros as 258-byte matches, 13 bits each): 256 MiB of zeros fit in 1.6 MB.
+Bytes gzip_bomb(const Bytes& head, std::size_t zeros) {
+  BitWriter w;
+  w.out = {0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF};
+  w.bits(1, 1);
+  w.bits(1, 2);
+  for (const std::uint8_t b : head) fixed_symbol(w, b);
+  std::size_t left = zeros;
+  if (left > 0) {
+    fixed_symbol(w, 0);
+    --left;
+  }
+  for (; left >= 258; left -= 258) fixed_match(w, 258, 1);
+  for (; left > 0; --left) fixed_symbol(w, 0);
+  fixed_symbol(w, 256);
+  std::uint32_t crc = crc32(head);
+  const Bytes block(std::size_t{1} << 20, 0);
+  for (std::size_t done = 0; done < zeros; done += block.size())
+    crc = crc32(std::span<const std::uint8_t>(block).first(std::min(block.size(), zeros - done)), crc);
+  const auto size = static_cast<std::uint32_t>(head.size() + zeros);
+  for (int i = 0; i < 4; ++i) w.out.push_back(static_cast<std::uint8_t>(crc >> (8 * i)));
+  for (int i = 0; i < 4; ++i) w.out.push_back(static_cast<std::uint8_t>(size >> (8 * i)));
+  return w.out;
+}
+
+// The process's peak resident memory so far, in bytes.
+std::size_t peak_rss() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::size_t>(usage.ru_maxrss) * 1024;
+}
 
 }  // namespace
 
@@ -703,6 +738,54 @@ TEST_CASE("idx: malformed files name the file, the byte and the problem") {
   const DataError missing = data_error([&] { data::read_idx(dir.path / "absent.idx"); });
   CHECK(contains(missing.what(), "absent.idx"));
   CHECK(contains(missing.what(), "no such file"));
+}
+
+TEST_CASE("idx: a gzip bomb stops where its header's dimensions end") {
+  TempDir dir;
+  // Ten 28x28 images announced (16 + 7840 bytes), then 256 MiB of zeros: a valid gzip file of 1.6 MB.
+  const Bytes header = idx_bytes(0x08, {10, 28, 28}, {});
+  const fs::path bomb = dir.write("bomb-images-idx3-ubyte.gz", gzip_bomb(header, std::size_t{256} << 20));
+  const std::size_t before = peak_rss();
+  const DataError e = data_error([&] { data::read_idx(bomb); });
+  const std::size_t growth = peak_rss() - before;
+  INFO(std::string(e.what()));
+  CHECK(e.file() == bomb.string());
+  CHECK(contains(e.what(), "the data inflates past the 7856 bytes its IDX header announces"));
+  // Stopped within one match of the announced size, a few dozen bytes into the compressed file:
+  // after the 10-byte gzip header, 17 literals and 31 matches of 258 zeros went through (the last
+  // one crossing the announced size), and the 32nd match is refused.
+  CHECK(contains(e.what(), "(8015 bytes inflated by this offset)"));
+  CHECK(e.offset() == 79);
+  // Memory in proportion to the announced size, not to the 256 MiB the file inflates to.
+  INFO("peak resident memory grew by " << growth << " bytes");
+  CHECK(growth < (std::size_t{32} << 20));
+
+  // The same content within its announced size loads; only the excess is refused.
+  const data::IdxFile fits = data::read_idx(dir.write("fits.gz", gzip_bomb(header, 7840)));
+  CHECK(fits.dims() == std::vector<std::size_t>{10, 28, 28});
+  CHECK(fits.compressed());
+
+  // A header announcing more than the file could inflate to is refused before anything is sized
+  // from it: 2^20 images are 822 MB, and 40 bytes of gzip data inflate to 41280 bytes at most.
+  const Bytes huge = gzip_stored(idx_bytes(0x08, {1U << 20, 28, 28}, Bytes(4)));
+  const DataError h = data_error([&] { data::parse_idx(huge, "huge.gz"); });
+  INFO(std::string(h.what()));
+  CHECK(h.offset() == 4);
+  CHECK(contains(h.what(), "dimensions 1048576x28x28 of unsigned byte announce 822083600 bytes of content, more than the " +
+                               std::to_string(huge.size() * 1032) + " that " + std::to_string(huge.size()) +
+                               " bytes of gzip data can inflate to"));
+  // And one announcing more than max_output, however well the file compresses.
+  const DataError m = data_error([&] { data::parse_idx(gzip_bomb(header, 7840), "capped.gz", 4096); });
+  INFO(std::string(m.what()));
+  CHECK(contains(m.what(), "announce 7856 bytes of content, more than the maximum of 4096 bytes allowed"));
+  // A malformed header is reported as soon as it is inflated, with its offset in the content.
+  Bytes bad_magic = header;
+  bad_magic[1] = 7;
+  const DataError b = data_error([&] { data::parse_idx(gzip_bomb(bad_magic, std::size_t{64} << 20), "magic.gz"); });
+  INFO(std::string(b.what()));
+  CHECK(b.offset() == 0);
+  CHECK(contains(b.what(), "not an IDX file"));
+  CHECK(contains(b.what(), "(offset in the decompressed data)"));
 }
 
 TEST_CASE("load_idx_classification: happy path and inconsistent pairs") {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 
 namespace flotilla {
@@ -34,6 +35,13 @@ class DataError : public Error {
 class CheckpointError : public Error {
  public:
   using Error::Error;
+  CheckpointError(const std::string& what, std::error_code cause) : Error(what), cause_(cause) {}
+  /// The operating system's error when one made a write fail (ENOSPC: the disk is full); empty
+  /// otherwise.
+  std::error_code cause() const noexcept { return cause_; }
+
+ private:
+  std::error_code cause_;
 };
 
 /// A run was configured with values that cannot work (batch size 0, missing file, bad flag).

@@ -5,7 +5,10 @@
 // Input is untrusted: every malformed stream ends in a flotilla::DataError that names the file and
 // the byte offset of the problem (in the compressed input), never in a crash, a hang or an
 // allocation larger than the caller allowed. Output is capped by `max_output`; each loop either
-// consumes input or produces output, so work is bounded by input size plus `max_output`.
+// consumes input or produces output, so work is bounded by input size plus `max_output`. A caller
+// that knows the format inside (an IDX file) passes an AnnouncedSize, and the output is then also
+// capped by the size the content's own header announces, checked as the output is produced: a
+// small file that inflates to gigabytes stops within a few hundred bytes of the announced size.
 //
 // Speed comes from table-driven Huffman decoding: the next 11 bits of the stream (8 for distances)
 // index a table whose entry gives the symbol, its length in bits and its extra-bit count at once;
@@ -17,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -33,6 +37,18 @@ namespace flotilla::data {
 /// Default cap on decompressed size: 4 GiB (less on 32-bit machines).
 inline constexpr std::size_t default_max_output =
     static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{4} << 30, std::numeric_limits<std::size_t>::max() / 4));
+
+/// The size that decompressed content announces for itself in its header (IDX: its dimensions).
+/// `limit(output so far)` returns how many bytes the whole output may have: while the header is
+/// incomplete, the size the header needs (it is called again once the output reaches that); once
+/// the header is complete, the size it announces. It throws for a header no further bytes could
+/// make valid, or for an announced size it refuses. Inflating stops with a DataError as soon as
+/// the output would grow past an announced size that it has already reached.
+struct AnnouncedSize {
+  std::function<std::size_t(std::span<const std::uint8_t> output)> limit;
+  /// What announces the size, as error messages name it ("IDX header").
+  std::string announcer;
+};
 
 namespace detail {
 
@@ -219,8 +235,9 @@ FLOTILLA_DECL std::string hex32(std::uint32_t v);
 /// back only to its own start.
 class Inflater {
  public:
+  /// `announced`, when not null, must outlive the Inflater.
   FLOTILLA_DECL Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
-                         std::size_t max_output);
+                         std::size_t max_output, const AnnouncedSize* announced = nullptr);
 
   /// Inflates the stream starting at input byte `start`, appending to the output, and returns the
   /// offset of the first input byte after the stream (its last byte is padded to a byte boundary).
@@ -234,7 +251,7 @@ class Inflater {
   /// Throws DataError for input offset `offset`.
   [[noreturn]] void fail_at(std::size_t offset, const std::string& what) const { throw DataError(name_, offset, what); }
 
-  /// Capacity for `need` more bytes beyond the output so far (need <= max_output - size() + slack).
+  /// Capacity for `need` more bytes beyond the output so far (need <= max_output - size() + 2 * slack).
   FLOTILLA_DECL void reserve(std::size_t need);
 
   // Spare room beyond a match so that it may be copied in 8-byte steps past its end.
@@ -255,6 +272,17 @@ class Inflater {
   }
   [[noreturn]] void truncated() const { fail_at(n_, "truncated: the compressed data ends inside a DEFLATE block"); }
   [[noreturn]] FLOTILLA_DECL void too_large() const;
+  [[noreturn]] FLOTILLA_DECL void past_announced(std::size_t announced) const;
+
+  /// The slow path of every write that would end past `limit_` (at output size `end`): refuses one
+  /// past `max_output`, and otherwise asks the AnnouncedSize for the next limit once the output has
+  /// reached the current one. A write that starts below the limit goes through (one match or one
+  /// stored block: at most 65535 bytes over it), since the header it completes is needed to know
+  /// the next limit. Reserves room for the output up to the new limit.
+  FLOTILLA_DECL void check_limit(std::size_t end);
+  /// At the end of a stream: the last write may have gone past a limit with no write after it to
+  /// ask about it, so the AnnouncedSize judges the output once more.
+  FLOTILLA_DECL void check_final_size();
 
   /// Refills to at least 56 valid bits. Past the end of input it shifts in zero bytes and counts
   /// them: a stream may end within the last byte, so reading ahead is fine, but consuming a padding
@@ -282,6 +310,9 @@ class Inflater {
   const std::string& name_;
   std::vector<std::uint8_t>& out_;
   std::size_t max_output_;
+  const AnnouncedSize* announced_;
+  // Output size at which check_limit() must be consulted: max_output_ without an AnnouncedSize.
+  std::size_t limit_;
   std::size_t op_ = 0;
   std::size_t stream_start_ = 0;
   BitState bits_;
@@ -310,6 +341,13 @@ inline bool is_gzip(std::span<const std::uint8_t> in) noexcept {
 FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
                                                std::size_t max_output = default_max_output);
 
+/// gunzip() of content that announces its own size (an IDX header's dimensions): decompressing
+/// also stops with a DataError, at the compressed offset reached, as soon as the output grows
+/// past that size, so memory and time stay proportional to the announced size; the `announced`
+/// callback's own errors (a malformed or refused header) pass through unchanged.
+FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                               std::size_t max_output, const AnnouncedSize& announced);
+
 #if FLOTILLA_IMPLEMENTATION
 namespace detail {
 
@@ -337,14 +375,18 @@ FLOTILLA_DECL std::string hex32(std::uint32_t v) {
 }
 
 FLOTILLA_DECL Inflater::Inflater(std::span<const std::uint8_t> in, const std::string& name, std::vector<std::uint8_t>& out,
-                                 std::size_t max_output)
+                                 std::size_t max_output, const AnnouncedSize* announced)
     : in_(in.data()),
       n_(in.size()),
       name_(name),
       out_(out),
-      // Leaves headroom so that max_output + slack never overflows.
-      max_output_(std::min(max_output, std::numeric_limits<std::size_t>::max() / 2)) {
+      // Leaves headroom so that max_output + slack (and output size + a write's length) never
+      // overflows.
+      max_output_(std::min(max_output, std::numeric_limits<std::size_t>::max() / 2)),
+      announced_(announced && announced->limit ? announced : nullptr),
+      limit_(max_output_) {
   out_.clear();
+  if (announced_) limit_ = std::min(announced_->limit(std::span<const std::uint8_t>()), max_output_);
 }
 
 FLOTILLA_DECL std::size_t Inflater::inflate(std::size_t start) {
@@ -365,6 +407,7 @@ FLOTILLA_DECL std::size_t Inflater::inflate(std::size_t start) {
       fail(bits_, "invalid DEFLATE block type 3 (reserved)");
     }
   }
+  check_final_size();
   return align_to_byte();
 }
 
@@ -380,6 +423,30 @@ FLOTILLA_DECL void Inflater::reserve(std::size_t need) {
   if (bits_.count < 8 * bits_.pad) truncated();
   fail_at(offset_of(bits_), "decompressed data exceeds the maximum of " + std::to_string(max_output_) +
                                 " bytes allowed (pass a larger max_output if this file is genuine)");
+}
+
+[[noreturn]] FLOTILLA_DECL void Inflater::past_announced(std::size_t announced) const {
+  if (bits_.count < 8 * bits_.pad) truncated();
+  fail_at(offset_of(bits_), "the data inflates past the " + std::to_string(announced) + " bytes its " + announced_->announcer +
+                                " announces (" + std::to_string(op_) + " bytes inflated by this offset)");
+}
+
+FLOTILLA_DECL void Inflater::check_limit(std::size_t end) {
+  if (end > max_output_) too_large();
+  if (!announced_ || op_ < limit_) return;
+  const std::size_t announced = announced_->limit(std::span<const std::uint8_t>(out_.data(), op_));
+  if (announced <= op_) past_announced(announced);
+  limit_ = std::min(announced, max_output_);
+  // Room for one write that starts below the limit and the slack after it, so that going past the
+  // limit is found by the next check rather than by a doubling of the buffer.
+  reserve(limit_ - op_ + 2 * slack);
+}
+
+FLOTILLA_DECL void Inflater::check_final_size() {
+  if (!announced_ || op_ < limit_) return;
+  const std::size_t announced = announced_->limit(std::span<const std::uint8_t>(out_.data(), op_));
+  if (announced < op_) past_announced(announced);
+  limit_ = std::min(announced, max_output_);
 }
 
 FLOTILLA_DECL BitState Inflater::refill(BitState b) const {
@@ -423,9 +490,9 @@ FLOTILLA_DECL void Inflater::stored_block() {
   p += 4;
   if (n_ - p < len)
     fail_at(n_, "truncated: a stored block of " + std::to_string(len) + " bytes has only " + std::to_string(n_ - p) + " left");
-  if (len > max_output_ - op_) {
+  if (op_ + len > limit_) {
     bits_.pos = p;
-    too_large();
+    check_limit(op_ + len);
   }
   reserve(len);
   if (len != 0) std::memcpy(out_.data() + op_, in_ + p, len);
@@ -488,7 +555,7 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
   BitState b = bits_;
   const std::uint8_t* const in = in_;
   const std::size_t n = n_;
-  const std::size_t max_output = max_output_;
+  std::size_t limit = limit_;
   const std::size_t stream_start = stream_start_;
   std::uint8_t* out = out_.data();
   std::size_t cap = out_.size();
@@ -515,9 +582,13 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
     b.count -= huff_bits(e);
     const std::uint32_t kind = huff_kind(e);
     if (kind == huff_literal) {
-      if (op == max_output) {
+      if (op >= limit) {
         bits_ = b;
-        too_large();
+        op_ = op;
+        check_limit(op + 1);
+        limit = limit_;
+        out = out_.data();
+        cap = out_.size();
       }
       out[op++] = static_cast<std::uint8_t>(huff_value(e));
       continue;
@@ -544,9 +615,13 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
     if (distance > op - stream_start)
       fail(b, "invalid distance " + std::to_string(distance) + ": too far back (only " + std::to_string(op - stream_start) +
                   " bytes decompressed so far)");
-    if (length > max_output - op) {
+    if (op + length > limit) {
       bits_ = b;
-      too_large();
+      op_ = op;
+      check_limit(op + length);
+      limit = limit_;
+      out = out_.data();
+      cap = out_.size();
     }
     std::uint8_t* dst = out + op;
     const std::uint8_t* src = dst - distance;
@@ -585,12 +660,19 @@ FLOTILLA_DECL std::vector<std::uint8_t> inflate_raw(std::span<const std::uint8_t
 
 FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
                                                std::size_t max_output) {
+  return gunzip(in, name_for_errors, max_output, AnnouncedSize{});
+}
+
+FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in, const std::string& name_for_errors,
+                                               std::size_t max_output, const AnnouncedSize& announced) {
   const std::string& name = name_for_errors;
   const std::size_t n = in.size();
   const std::uint8_t* p = in.data();
   std::vector<std::uint8_t> out;
-  auto inflater = std::make_unique<detail::Inflater>(in, name, out, max_output);
-  if (n >= 18) {
+  auto inflater = std::make_unique<detail::Inflater>(in, name, out, max_output, &announced);
+  // With an announced size the output is sized from that once the header is read, not from the
+  // trailer, whose size field may be forged.
+  if (n >= 18 && !announced.limit) {
     // The last member's size field sizes the output up front when the file has one member, the
     // common case. It is only a hint, and capped at 32 times the input (growth by doubling takes
     // over beyond that), so a forged one cannot force a large allocation.

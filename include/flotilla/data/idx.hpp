@@ -9,7 +9,12 @@
 // live; gzip errors themselves give offsets into the compressed file.
 //
 // Nothing is allocated from a header's word: the dimensions must describe exactly the bytes the
-// file holds before any conversion buffer is sized from them.
+// file holds before any conversion buffer is sized from them. A compressed file is decompressed
+// only as far as its header announces: once the header's dimensions are known, inflating past
+// header + values stops at once, and a header that announces more than max_output, or more than
+// the compressed file could inflate to at DEFLATE's densest (1032 bytes per compressed byte), is
+// refused before anything is sized from it. So a small file that inflates to gigabytes costs
+// memory and time in proportion to what its header announces, not to what it would inflate to.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -70,6 +75,9 @@ inline constexpr std::string_view idx_type_name(IdxType t) noexcept {
 inline constexpr bool idx_type_is_integer(IdxType t) noexcept {
   return t != IdxType::f32 && t != IdxType::f64;
 }
+
+/// The most bytes one byte of DEFLATE data can inflate to: a 258-byte match coded in 2 bits.
+inline constexpr std::size_t deflate_max_ratio = 1032;
 
 /// Reads a whole file. Throws DataError if it is missing, unreadable, or larger than `max_size`.
 FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
@@ -154,6 +162,18 @@ class IdxFile {
                                      std::size_t max_output = default_max_output);
 
  private:
+  /// Reads the header at the start of `content` as far as it goes and returns how many bytes the
+  /// content must have in all: while `content` holds only part of the header, the header's size
+  /// as far as it is known (4, then 4 + 4 per dimension); once it holds the whole header, the
+  /// header plus the values it announces (type_, dims_, count_ and data_offset_ are then set).
+  /// Throws the DataError of a header that no further bytes could make valid.
+  FLOTILLA_DECL std::size_t read_header(std::span<const std::uint8_t> content);
+
+  /// The size a compressed file's decompressed prefix `content` announces (read_header()), once
+  /// refused when more than `max_output` or than `compressed_size` bytes can inflate to.
+  FLOTILLA_DECL std::size_t announced_size(std::span<const std::uint8_t> content, std::size_t compressed_size,
+                                           std::size_t max_output);
+
   static std::string hex_byte(std::uint8_t b) {
     const char* digits = "0123456789abcdef";
     return {digits[b >> 4], digits[b & 0xFU]};
@@ -217,18 +237,12 @@ FLOTILLA_DECL std::string IdxFile::dims_string(const std::vector<std::size_t>& d
   return s;
 }
 
-FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output) {
-  IdxFile f;
-  f.name_ = std::move(name);
-  if (is_gzip(bytes)) {
-    bytes = gunzip(bytes, f.name_, max_output);
-    f.compressed_ = true;
-  }
-  const std::size_t size = bytes.size();
-  if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
-  if (bytes[0] != 0 || bytes[1] != 0)
-    throw f.error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(bytes[0]) + " " + hex_byte(bytes[1]));
-  switch (static_cast<IdxType>(bytes[2])) {
+FLOTILLA_DECL std::size_t IdxFile::read_header(std::span<const std::uint8_t> content) {
+  const std::size_t size = content.size();
+  if (size < 4) return 4;
+  if (content[0] != 0 || content[1] != 0)
+    throw error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(content[0]) + " " + hex_byte(content[1]));
+  switch (static_cast<IdxType>(content[2])) {
     case IdxType::u8:
     case IdxType::i8:
     case IdxType::i16:
@@ -237,39 +251,78 @@ FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::strin
     case IdxType::f64:
       break;
     default:
-      throw f.error(2, "unknown IDX element type 0x" + hex_byte(bytes[2]) +
-                           " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
+      throw error(2, "unknown IDX element type 0x" + hex_byte(content[2]) +
+                         " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
   }
-  f.type_ = static_cast<IdxType>(bytes[2]);
-  const std::size_t ndims = bytes[3];
-  if (ndims == 0) throw f.error(3, "IDX header declares 0 dimensions");
+  type_ = static_cast<IdxType>(content[2]);
+  const std::size_t ndims = content[3];
+  if (ndims == 0) throw error(3, "IDX header declares 0 dimensions");
   const std::size_t header = 4 + 4 * ndims;
-  if (size < header)
-    throw f.error(size, "truncated: the header declares " + std::to_string(ndims) + " dimensions, which need " +
-                            std::to_string(header) + " bytes, the file has " + std::to_string(size));
-  const std::size_t elem = idx_type_size(f.type_);
+  if (size < header) return header;
+  const std::size_t elem = idx_type_size(type_);
+  std::vector<std::size_t> dims(ndims);
   std::size_t total = 1;
   bool overflow = false;
-  f.dims_.resize(ndims);
   for (std::size_t k = 0; k < ndims; ++k) {
-    const std::size_t dim = static_cast<std::size_t>(be(bytes.data() + 4 + 4 * k, 4));
-    f.dims_[k] = dim;
-    if (dim == 0) throw f.error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
+    const std::size_t dim = static_cast<std::size_t>(be(content.data() + 4 + 4 * k, 4));
+    dims[k] = dim;
+    if (dim == 0) throw error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
     if (total > std::numeric_limits<std::size_t>::max() / dim) overflow = true;
     total *= dim;
   }
-  if (overflow || total > std::numeric_limits<std::size_t>::max() / elem)
-    throw f.error(4, "dimensions " + dims_string(f.dims_) + " overflow: their product does not fit in 64 bits");
-  const std::size_t need = total * elem;
+  if (overflow || total > (std::numeric_limits<std::size_t>::max() - header) / elem)
+    throw error(4, "dimensions " + dims_string(dims) + " overflow: their product does not fit in 64 bits");
+  dims_ = std::move(dims);
+  count_ = total;
+  data_offset_ = header;
+  return header + total * elem;
+}
+
+FLOTILLA_DECL std::size_t IdxFile::announced_size(std::span<const std::uint8_t> content, std::size_t compressed_size,
+                                                  std::size_t max_output) {
+  const std::size_t need = read_header(content);
+  if (dims_.empty()) return need;  // the header is not complete yet
+  const std::string announces = "dimensions " + dims_string(dims_) + " of " + std::string(idx_type_name(type_)) +
+                                " announce " + std::to_string(need) + " bytes of content";
+  if (need > max_output)
+    throw error(4, announces + ", more than the maximum of " + std::to_string(max_output) +
+                       " bytes allowed (pass a larger max_output if this file is genuine)");
+  const std::size_t most = compressed_size > std::numeric_limits<std::size_t>::max() / deflate_max_ratio
+                               ? std::numeric_limits<std::size_t>::max()
+                               : compressed_size * deflate_max_ratio;
+  if (need > most)
+    throw error(4, announces + ", more than the " + std::to_string(most) + " that " + std::to_string(compressed_size) +
+                       " bytes of gzip data can inflate to (DEFLATE inflates a byte to at most " +
+                       std::to_string(deflate_max_ratio) + ")");
+  return need;
+}
+
+FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output) {
+  IdxFile f;
+  f.name_ = std::move(name);
+  if (is_gzip(bytes)) {
+    f.compressed_ = true;
+    const std::size_t compressed_size = bytes.size();
+    const AnnouncedSize announced{
+        [&](std::span<const std::uint8_t> content) { return f.announced_size(content, compressed_size, max_output); },
+        "IDX header"};
+    bytes = gunzip(bytes, f.name_, max_output, announced);
+  }
+  const std::size_t size = bytes.size();
+  const std::size_t need = f.read_header(bytes);
+  if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
+  if (size < need && size < 4 + 4 * std::size_t{bytes[3]})
+    throw f.error(size, "truncated: the header declares " + std::to_string(bytes[3]) + " dimensions, which need " +
+                            std::to_string(need) + " bytes, the file has " + std::to_string(size));
+  const std::size_t header = f.data_offset_;
+  const std::size_t data = need - header;
   const std::size_t have = size - header;
-  if (have < need)
+  if (size < need)
     throw f.error(size, "truncated: dimensions " + dims_string(f.dims_) + " of " + std::string(idx_type_name(f.type_)) +
-                            " need " + std::to_string(need) + " bytes of data, the file has " + std::to_string(have));
-  if (have > need)
-    throw f.error(header + need, std::to_string(have - need) + " trailing bytes after the " + std::to_string(need) +
-                                     " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
-  f.count_ = total;
-  f.data_offset_ = header;
+                            " need " + std::to_string(data) + " bytes of data, the file has " + std::to_string(have));
+  if (size > need)
+    throw f.error(need, std::to_string(have - data) + " trailing bytes after the " + std::to_string(data) +
+                            " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
   f.bytes_ = std::move(bytes);
   return f;
 }

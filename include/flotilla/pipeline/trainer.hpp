@@ -161,6 +161,7 @@ class Trainer {
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     flotilla::detail::check_dataset<M>(train, "pipeline::Trainer::fit: training set");
     if (validation) flotilla::detail::check_dataset<M>(*validation, "pipeline::Trainer::fit: validation set");
+    const std::size_t failures_before = checkpoint_failures_.size();
     const std::size_t epochs =
         flotilla::detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "pipeline::Trainer::fit", [&] {
           resume_from(fit.checkpoints.directory, fit.log);
@@ -173,6 +174,7 @@ class Trainer {
     Backend::run(transport_, Backend::in_process ? ranks : 0,
                  [&](endpoint_type& e) { run_rank(e, train, validation, fit, shared); });
     flotilla::detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.rank);
+    flotilla::detail::report_unsaved_sets(checkpoint_failures_, failures_before, fit.checkpoints, fit.log);
     return shared.history;
   }
 
@@ -268,7 +270,9 @@ class Trainer {
   }
 
   /// Checkpoint-set saves that failed: each message names the stage, the file and the reason.
-  /// Training goes on after a failed save; the sets saved before are kept.
+  /// Training goes on after a failed save (a full disk first loses this stage's files older than
+  /// the newest complete set); the sets saved before are kept. fit() reports a call's failures
+  /// when it ends (CheckpointPolicy::fail_at_end_on_save_failure).
   std::vector<std::string> checkpoint_failures() const { return checkpoint_failures_.list(); }
 
   // ---- state ------------------------------------------------------------------------------
@@ -493,7 +497,8 @@ class Trainer {
     const CheckpointPolicy& cp = fit.checkpoints;
     const std::size_t s = runner.stage();
     const std::string part = checkpoint::stage_part(s, runner.stages());
-    try {
+    flotilla::detail::save_set_file(cp, at.step, part, checkpoint::pipeline_parts(runner.stages()), "stage " + std::to_string(s),
+                                    checkpoint_failures_, fit.log, [&] {
       checkpoint::Writer w;
       flotilla::detail::add_model_records<M>(w);
       flotilla::detail::add_position_records(w, at);
@@ -507,11 +512,7 @@ class Trainer {
       auto buffers = state.buffers();
       for (std::size_t i = 0; i < buffers.size(); ++i) w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
       w.commit(checkpoint::set_file(cp.directory, at.step, part));
-    } catch (const CheckpointError& err) {
-      checkpoint_failures_.note("stage " + std::to_string(s) + ": " + err.what(), fit.log);
-      return;
-    }
-    checkpoint::rotate(cp.directory, part, cp.keep);
+    });
   }
 
   /// A stage file must be stage `s` of this plan (the same layers, the same slice) of this model

@@ -22,9 +22,12 @@
 // that owns the state (Writer::commit), so a set is complete only when every one of its files is
 // there and verifies; resume takes the newest complete set and says what it passed over and why.
 // Each writer rotates its own files (keeping its newest `keep` steps) only after a successful
-// write, so a failed save never removes what an earlier one left.
+// write, so a failed save never removes what an earlier one left. When the disk is full, a
+// writer makes room by removing its own files older than the newest complete set, oldest first,
+// and tries again (write_making_room); the newest complete set and other writers' files stay.
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +40,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -66,11 +70,32 @@ struct CheckpointPolicy {
   /// FitOptions::epochs as the length of the whole run: a restarted program passes the same flags
   /// and trains only what is left.
   bool resume = false;
+  /// When a set could not be saved during a fit() call (even after making room on a full disk),
+  /// fit() still trains to the end and writes its outputs, then logs which steps' sets are
+  /// missing, where and why, and throws UnsavedCheckpointsError saying the same (the epoch
+  /// records stay in the trainer's history()), so that the program does not end as if every set
+  /// were saved. Off:
+  /// the same log line, and fit() returns normally; the failures are in checkpoint_failures().
+  bool fail_at_end_on_save_failure = true;
 
   bool enabled() const noexcept { return !directory.empty(); }
 
   /// Throws ConfigError naming the field when a value is unusable.
   FLOTILLA_DECL void validate() const;
+};
+
+/// What fit() throws when it ends with checkpoint sets it could not save during the call
+/// (CheckpointPolicy::fail_at_end_on_save_failure). Training completed: the outputs are written
+/// and the epoch records are in the trainer's history(); the sets saved are as they were.
+class UnsavedCheckpointsError : public CheckpointError {
+ public:
+  UnsavedCheckpointsError(const std::string& what, std::vector<std::uint64_t> steps)
+      : CheckpointError(what), steps_(std::move(steps)) {}
+  /// The steps whose sets are incomplete, in order.
+  const std::vector<std::uint64_t>& steps() const noexcept { return steps_; }
+
+ private:
+  std::vector<std::uint64_t> steps_;
 };
 
 namespace checkpoint {
@@ -85,6 +110,19 @@ inline std::string server_part(std::size_t index, std::size_t servers) {
 }
 inline std::string stage_part(std::size_t stage, std::size_t stages) {
   return "stage-" + std::to_string(stage) + "-of-" + std::to_string(stages);
+}
+/// The parts of a data-parallel job's set: worker 0's file and each of `servers` servers' shard.
+inline std::vector<std::string> trainer_parts(std::size_t servers) {
+  std::vector<std::string> parts = {worker_part()};
+  // `!=`, not `<`: nvcc warns of a comparison with zero when `servers` is the constant 0.
+  for (std::size_t k = 0; k != servers; ++k) parts.push_back(server_part(k, servers));
+  return parts;
+}
+/// The parts of a pipeline's set: one file per stage.
+inline std::vector<std::string> pipeline_parts(std::size_t stages) {
+  std::vector<std::string> parts;
+  for (std::size_t s = 0; s != stages; ++s) parts.push_back(stage_part(s, stages));
+  return parts;
 }
 
 namespace detail {
@@ -158,11 +196,35 @@ FLOTILLA_DECL ResumeSearch find_resume_point(
 
 /// Removes the files of part `part` in `dir` except those of its newest `keep` steps (0: keeps
 /// all), and the temporary files of that part that another process left (a writer killed while
-/// saving: each part has one writer, so they are no one's now). Returns the files removed. A file
-/// that cannot be removed is left (and not reported): rotation is housekeeping, never a reason to
-/// fail a save that succeeded.
+/// saving: each part has one writer, so they are no one's now). With `parts` (the parts a set is
+/// complete with), the part's file of the newest complete set stays too, however many newer files
+/// of incomplete sets there are: another writer's failing saves must not cost the set a resume
+/// needs. Returns the files removed. A file that cannot be removed is left (and not reported):
+/// rotation is housekeeping, never a reason to fail a save that succeeded.
 FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part,
-                                                       std::size_t keep);
+                                                       std::size_t keep, const std::vector<std::string>& parts = {});
+
+/// Whether a write failed because the disk, or the user's quota, is full (ENOSPC, EDQUOT).
+inline bool disk_full(const CheckpointError& e) noexcept {
+  return e.cause() == std::errc::no_space_on_device || e.cause() == std::error_code(EDQUOT, std::generic_category());
+}
+
+/// The newest step of `dir` that has a file for each of `parts` (a complete set, as far as its
+/// names tell), if any.
+FLOTILLA_DECL std::optional<std::uint64_t> newest_complete_step(const std::filesystem::path& dir,
+                                                                const std::vector<std::string>& parts);
+
+/// Runs `write`, which writes the file of part `part` of the set of `step` in `dir` (sets are
+/// complete with a file for each of `parts`), and when it fails because the disk is full
+/// (disk_full()), makes room and runs it again: it removes this part's own files older than the
+/// newest complete set, oldest first, one before each new try. The newest complete set, the
+/// files of other parts (other writers') and this part's files of newer, incomplete sets stay.
+/// Each removal is written to `log`. Returns the files removed; rethrows the last CheckpointError
+/// when no file is left to remove, and any other failure at once.
+FLOTILLA_DECL std::vector<std::filesystem::path> write_making_room(const std::filesystem::path& dir, std::uint64_t step,
+                                                                  const std::string& part,
+                                                                  const std::vector<std::string>& parts,
+                                                                  const std::function<void()>& write, std::ostream* log);
 
 }  // namespace checkpoint
 
@@ -251,7 +313,7 @@ FLOTILLA_DECL ResumeSearch find_resume_point(
 }
 
 FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::path& dir, const std::string& part,
-                                                       std::size_t keep) {
+                                                       std::size_t keep, const std::vector<std::string>& parts) {
   std::vector<std::filesystem::path> removed;
   std::error_code ec;
   const std::string own_suffix = ".ckpt.tmp-" + std::to_string(::getpid());
@@ -268,11 +330,56 @@ FLOTILLA_DECL std::vector<std::filesystem::path> rotate(const std::filesystem::p
   for (const auto& [step, files] : list_sets(dir))
     if (const auto f = files.find(part); f != files.end()) mine.emplace_back(step, f->second);
   if (mine.size() <= keep) return removed;
+  const auto complete = parts.empty() ? std::nullopt : newest_complete_step(dir, parts);
   for (std::size_t i = 0; i + keep < mine.size(); ++i) {
+    if (complete && mine[i].first == *complete) continue;
     std::error_code rm;
     if (std::filesystem::remove(mine[i].second, rm) && !rm) removed.push_back(mine[i].second);
   }
   return removed;
+}
+
+FLOTILLA_DECL std::optional<std::uint64_t> newest_complete_step(const std::filesystem::path& dir,
+                                                                const std::vector<std::string>& parts) {
+  const auto sets = list_sets(dir);
+  for (auto it = sets.rbegin(); it != sets.rend(); ++it) {
+    const auto& files = it->second;
+    if (std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return files.count(p) != 0; })) return it->first;
+  }
+  return std::nullopt;
+}
+
+FLOTILLA_DECL std::vector<std::filesystem::path> write_making_room(const std::filesystem::path& dir, std::uint64_t step,
+                                                                  const std::string& part,
+                                                                  const std::vector<std::string>& parts,
+                                                                  const std::function<void()>& write, std::ostream* log) {
+  std::vector<std::filesystem::path> removed;
+  for (;;) {
+    try {
+      write();
+      return removed;
+    } catch (const CheckpointError& e) {
+      if (!disk_full(e)) throw;
+      // Listed again before each removal: other writers' saves may have completed a newer set.
+      const auto newest = newest_complete_step(dir, parts);
+      std::optional<std::filesystem::path> oldest;
+      if (newest) {
+        for (const auto& [s, files] : list_sets(dir)) {
+          if (s >= *newest) break;
+          if (const auto f = files.find(part); f != files.end()) {
+            oldest = f->second;
+            break;
+          }
+        }
+      }
+      std::error_code ec;
+      if (!oldest || !std::filesystem::remove(*oldest, ec) || ec) throw;
+      if (log)
+        *log << "checkpoint: the disk is full; removed " << oldest->string() << " (older than the newest complete set, step "
+             << *newest << ") to make room for step " << step << "\n";
+      removed.push_back(*oldest);
+    }
+  }
 }
 
 }  // namespace checkpoint

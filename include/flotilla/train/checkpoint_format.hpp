@@ -149,6 +149,10 @@ FLOTILLA_DECL std::string quoted(std::string_view name);
 inline CheckpointError error_at(const std::string& file, std::uint64_t offset, const std::string& what) {
   return CheckpointError(file + " (byte " + std::to_string(offset) + "): " + what);
 }
+/// The same, for a failure the operating system reported as `err` (an errno value).
+inline CheckpointError error_at(const std::string& file, std::uint64_t offset, const std::string& what, int err) {
+  return CheckpointError(file + " (byte " + std::to_string(offset) + "): " + what, std::error_code(err, std::generic_category()));
+}
 
 /// Removes a temporary file (and closes it) unless the commit went through.
 struct TempFile {
@@ -436,12 +440,13 @@ FLOTILLA_DECL void Writer::commit(const std::filesystem::path& path) const {
     tmp.keep = true;  // not ours to remove: it was never created (or belongs to someone else)
     throw detail::error_at(where, 0,
                            "cannot create the temporary file " + tmp_path.string() + ": " + detail::errno_text(err) +
-                               "; the previous checkpoint is unchanged");
+                               "; the previous checkpoint is unchanged",
+                           err);
   }
   const auto failed = [&](std::uint64_t offset, const std::string& what, int err) {
     return detail::error_at(
         where, offset,
-        what + " " + tmp_path.string() + ": " + detail::errno_text(err) + "; the previous checkpoint is unchanged");
+        what + " " + tmp_path.string() + ": " + detail::errno_text(err) + "; the previous checkpoint is unchanged", err);
   };
 
   // Small pieces are gathered in a buffer; large payloads go straight to write(2).
@@ -479,7 +484,8 @@ FLOTILLA_DECL void Writer::commit(const std::filesystem::path& path) const {
     const int err = errno;
     throw detail::error_at(where, written,
                            "cannot rename " + tmp_path.string() + " over it: " + detail::errno_text(err) +
-                               "; the previous checkpoint is unchanged");
+                               "; the previous checkpoint is unchanged",
+                           err);
   }
   tmp.keep = true;
 

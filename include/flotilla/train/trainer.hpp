@@ -103,10 +103,13 @@ class Trainer {
 
   /// Trains for `fit.epochs` epochs over `train`, evaluating on `validation` after each epoch when
   /// given. Every rank of the job calls it. Returns one record per epoch, the same on every worker
-  /// (empty on servers), also written to the metrics file when set.
+  /// (empty on servers), also written to the metrics file when set. When a checkpoint set could
+  /// not be saved during the call, it throws CheckpointError at the end, after training and its
+  /// outputs (CheckpointPolicy::fail_at_end_on_save_failure; the records are in history()).
   History fit(const data::Dataset<T>& train, const data::Dataset<T>* validation = nullptr, const FitOptions& fit = {}) {
     check_dataset(train, "fit: training set");
     if (validation) check_dataset(*validation, "fit: validation set");
+    const std::size_t failures_before = ledger_.failures.size();
     const std::size_t servers = parameter_server ? options_.servers : 0;
     const std::size_t ranks = Backend::in_process ? options_.workers + servers : 0;
     const std::size_t epochs = detail::prepare_checkpoint_sets(fit.checkpoints, fit.epochs, "Trainer::fit", [&] {
@@ -146,6 +149,7 @@ class Trainer {
     ledger_.loaded_exchange.clear();  // taken by the workers
     // Servers record no events: a process of servers alone writes no trace.
     detail::write_fit_trace(shared.timeline, fit.trace_file, Backend::in_process, shared.worker_rank);
+    detail::report_unsaved_sets(ledger_.failures, failures_before, fit.checkpoints, fit.log);
     return shared.history;
   }
 
@@ -202,9 +206,7 @@ class Trainer {
   /// and in the result. FitOptions::checkpoints.resume calls this at the start of fit().
   ResumeReport resume_from(const std::filesystem::path& dir, std::ostream* log = nullptr) {
     const std::size_t servers = parameter_server ? options_.servers : 0;
-    std::vector<std::string> parts = {checkpoint::worker_part()};
-    // `!=`, not `<`: nvcc warns of a comparison with zero when `servers` is the constant 0.
-    for (std::size_t k = 0; k != servers; ++k) parts.push_back(checkpoint::server_part(k, servers));
+    const std::vector<std::string> parts = checkpoint::trainer_parts(servers);
     auto found = checkpoint::find_resume_point(dir, parts, [&](const std::string& part, const checkpoint::Reader& r) {
       if (part == checkpoint::worker_part()) {
         detail::check_checkpoint<M>(r);
@@ -225,8 +227,9 @@ class Trainer {
   }
 
   /// Checkpoint saves that failed (periodic and at exit, worker and server files): each message
-  /// names the file and the reason. Training goes on after a failed save; the sets saved before
-  /// are kept.
+  /// names the file and the reason. Training goes on after a failed save (a full disk first loses
+  /// the writer's files older than the newest complete set); the sets saved before are kept.
+  /// fit() reports a call's failures when it ends (CheckpointPolicy::fail_at_end_on_save_failure).
   std::vector<std::string> checkpoint_failures() const { return ledger_.failures.list(); }
 
   // ---- state ------------------------------------------------------------------------------

@@ -4,10 +4,12 @@
 // the rule that says when the next set is due, and the list of saves that failed. What a set's
 // files hold, and how the newest complete set is found and old ones rotated, is
 // train/checkpoint_dir.hpp; which rank writes which file is each trainer's own.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <ostream>
 #include <string>
@@ -91,23 +93,91 @@ class CheckpointClock {
 };
 
 /// The saves that failed during a trainer's life. A failed save does not stop training: it is
-/// written to the log when it happens and kept for checkpoint_failures(). The ranks' threads may
-/// note failures at once.
+/// written to the log when it happens and kept for checkpoint_failures(), with the step whose set
+/// it leaves incomplete. The ranks' threads may note failures at once.
 class CheckpointFailures {
  public:
-  void note(std::string what, std::ostream* log) {
+  void note(std::uint64_t step, std::string what, std::ostream* log) {
     const std::lock_guard lock(mutex_);
     if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
     list_.push_back(std::move(what));
+    steps_.push_back(step);
   }
   std::vector<std::string> list() const {
     const std::lock_guard lock(mutex_);
     return list_;
   }
+  std::size_t size() const {
+    const std::lock_guard lock(mutex_);
+    return list_.size();
+  }
+
+  /// The steps whose sets failed from failure number `first` on, in order, each once.
+  std::vector<std::uint64_t> steps_since(std::size_t first) const {
+    const std::lock_guard lock(mutex_);
+    if (first >= steps_.size()) return {};
+    std::vector<std::uint64_t> steps(steps_.begin() + static_cast<std::ptrdiff_t>(first), steps_.end());
+    std::sort(steps.begin(), steps.end());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+    return steps;
+  }
+
+  /// What failed from failure number `first` on (those of one fit() call): empty if nothing did,
+  /// else one line naming the steps whose sets are incomplete, the directory and the reasons.
+  std::string summary(std::size_t first, const std::filesystem::path& dir) const {
+    const std::vector<std::uint64_t> steps = steps_since(first);
+    const std::lock_guard lock(mutex_);
+    if (first >= list_.size()) return {};
+    std::string text = "the checkpoint set" + std::string(steps.size() > 1 ? "s of steps " : " of step ");
+    for (std::size_t i = 0; i < steps.size(); ++i) text += (i ? ", " : "") + std::to_string(steps[i]);
+    text += " could not be saved in " + dir.string() + " (" + std::to_string(list_.size() - first) + " failed save" +
+            (list_.size() - first > 1 ? "s" : "") + "; ";
+    // The reasons, as many as a line holds; checkpoint_failures() has them all.
+    constexpr std::size_t shown = 3;
+    for (std::size_t i = first; i < list_.size() && i < first + shown; ++i) text += (i > first ? "; " : "") + list_[i];
+    if (list_.size() - first > shown) text += "; and " + std::to_string(list_.size() - first - shown) + " more";
+    return text + ")";
+  }
 
  private:
   mutable std::mutex mutex_;
   std::vector<std::string> list_;
+  std::vector<std::uint64_t> steps_;
 };
+
+/// The end of a fit() call (after its last save and its outputs): if saves failed since failure
+/// number `first`, logs which sets are missing and, as the policy says, throws
+/// (UnsavedCheckpointsError) saying the same, so that the program does not end as if its
+/// checkpoints were all saved.
+inline void report_unsaved_sets(const CheckpointFailures& failures, std::size_t first, const CheckpointPolicy& cp,
+                                std::ostream* log) {
+  const std::string summary = failures.summary(first, cp.directory);
+  if (summary.empty()) return;
+  if (log) *log << "checkpoint: " << summary << "\n";
+  if (cp.fail_at_end_on_save_failure)
+    throw UnsavedCheckpointsError(summary + "; training completed, and the sets saved before are as they were",
+                                  failures.steps_since(first));
+}
+
+/// Writes the file of `part` in the set of `step` with `write`, making room on a full disk
+/// (checkpoint::write_making_room), then rotates that part's older files. A failure is noted in
+/// `failures` (prefixed by `who`, when not empty), not thrown. Returns whether the file was
+/// written.
+inline bool save_set_file(const CheckpointPolicy& cp, std::uint64_t step, const std::string& part,
+                          const std::vector<std::string>& parts, const std::string& who, CheckpointFailures& failures,
+                          std::ostream* log, const std::function<void()>& write) {
+  try {
+    checkpoint::write_making_room(cp.directory, step, part, parts, write, log);
+  } catch (const CheckpointError& err) {
+    failures.note(step, who.empty() ? std::string(err.what()) : who + ": " + err.what(), log);
+    return false;
+  }
+  try {
+    checkpoint::rotate(cp.directory, part, cp.keep, parts);
+  } catch (const CheckpointError& err) {  // housekeeping: the save itself succeeded
+    if (log) *log << "checkpoint: older files not rotated: " << err.what() << "\n";
+  }
+  return true;
+}
 
 }  // namespace flotilla::detail

@@ -109,7 +109,8 @@ class HostedServers {
     if (!cp.enabled()) return false;
     const std::string part = checkpoint::server_part(index, servers);
     const auto path = checkpoint::set_file(cp.directory, step, part);
-    try {
+    return save_set_file(cp, step, part, checkpoint::trainer_parts(servers), "parameter server " + std::to_string(index),
+                         failures, fit.log, [&] {
       checkpoint::Writer w;
       add_model_records<M>(w);
       w.add_u64("step", step);
@@ -123,12 +124,7 @@ class HostedServers {
       for (std::size_t i = 0; i < buffers.size(); ++i)
         w.add_array<T>("optimizer." + std::to_string(i), std::span<const T>(buffers[i]));
       w.commit(path);
-    } catch (const CheckpointError& e) {
-      failures.note(std::string("parameter server ") + std::to_string(index) + ": " + e.what(), fit.log);
-      return false;
-    }
-    checkpoint::rotate(cp.directory, part, cp.keep);
-    return true;
+    });
   }
 
  private:

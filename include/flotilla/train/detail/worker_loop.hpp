@@ -540,18 +540,19 @@ class WorkerLoop {
     }
     if constexpr (parameter_server) {
       for (const std::size_t k : path_->client().checkpoint(e_, s_.step))
-        ledger_.failures.note("parameter server " + std::to_string(k) + " could not save its shard of step " +
+        ledger_.failures.note(s_.step,
+                              "parameter server " + std::to_string(k) + " could not save its shard of step " +
                                   std::to_string(s_.step) + " (its log says why); that set is incomplete",
                               fit_.log);
     }
     const auto path = checkpoint::set_file(cp.directory, s_.step, checkpoint::worker_part());
-    try {
-      ledger_.write(path, done_epoch_, done_batch_, !parameter_server, states);
-      checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
-    } catch (const CheckpointError& err) {
-      ledger_.failures.note(err.what(), fit_.log);
-    }
+    save_set_file(cp, s_.step, checkpoint::worker_part(), set_parts(), "", ledger_.failures, fit_.log,
+                  [&] { ledger_.write(path, done_epoch_, done_batch_, !parameter_server, states); });
     clock_->mark_saved(s_.step);
+  }
+
+  std::vector<std::string> set_parts() const {
+    return checkpoint::trainer_parts(parameter_server ? options_.servers : 0);
   }
 
   /// Leaving by an exception (a peer died, a transport timed out): worker 0 saves what it has if
@@ -563,13 +564,11 @@ class WorkerLoop {
     if (!saves_sets() || parameter_server || s_.step != done_step_ || !clock_->due_at_exit(s_.step)) return;
     const CheckpointPolicy& cp = fit_.checkpoints;
     const auto path = checkpoint::set_file(cp.directory, s_.step, checkpoint::worker_part());
-    try {
-      ledger_.write(path, done_epoch_, done_batch_, true, own_exchange_state());
-      checkpoint::rotate(cp.directory, checkpoint::worker_part(), cp.keep);
-      if (fit_.log) *fit_.log << "checkpoint: saved step " << s_.step << " to " << path.string() << " before stopping\n";
-    } catch (const CheckpointError& err) {
-      ledger_.failures.note(err.what(), fit_.log);
-    }
+    const auto exchange = own_exchange_state();
+    if (save_set_file(cp, s_.step, checkpoint::worker_part(), set_parts(), "", ledger_.failures, fit_.log,
+                      [&] { ledger_.write(path, done_epoch_, done_batch_, true, exchange); }) &&
+        fit_.log)
+      *fit_.log << "checkpoint: saved step " << s_.step << " to " << path.string() << " before stopping\n";
   }
 
   /// Rethrows the current PeerLostError unless the survivors go on; then where they go on from.
