@@ -1,7 +1,8 @@
 // What the distributed Fashion-MNIST examples share: the CNN, the flags, the policies to choose
 // from, and the report. fashion_mnist_distributed.cpp (in-process workers), fashion_mnist_tcp.cpp
 // (one process per worker over TCP) and fashion_mnist_mpi.cpp (under mpirun) differ only in the
-// transport backend they pass to run_example<Backend>().
+// transport backend they pass to run_example<Backend>(), and the TCP programs in the flags of their
+// own (tcp_program_flags.hpp).
 #pragma once
 
 #include <flotilla/flotilla.hpp>
@@ -32,22 +33,48 @@ struct Settings {
   flotilla::Overlap overlap;
   std::filesystem::path data, metrics, plot, trace;
   flotilla::CheckpointPolicy checkpoints;
+  /// The job's processes and this one's rank (out-of-process jobs).
+  std::size_t ranks = 1, rank = 0;
+  flotilla::WorkerLoss on_worker_loss = flotilla::WorkerLoss::by_policy;
 };
 
-/// The ranks of an out-of-process job, from its launcher's environment (flotilla-launch or mpirun).
+/// The ranks of an MPI job, from its launcher's environment (mpirun); the TCP programs take theirs
+/// from the transport's options, which flags may give too.
 inline std::size_t launched_ranks() {
-  for (const char* name : {"FLOTILLA_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
     if (const char* v = std::getenv(name)) return static_cast<std::size_t>(std::strtoull(v, nullptr, 10));
   return 1;
 }
 
-/// This process's rank in an out-of-process job, from the same environment; 0 for a process
-/// started by hand (a job of one).
+/// This process's rank in an MPI job, from the same environment; 0 for a process started by hand
+/// (a job of one).
 inline std::size_t launched_rank() {
-  for (const char* name : {"FLOTILLA_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK"})
     if (const char* v = std::getenv(name)) return static_cast<std::size_t>(std::strtoull(v, nullptr, 10));
   return 0;
 }
+
+/// The transport's settings as a program runs it: its options, the job's processes, this one's
+/// rank, and what the others do when a worker is lost.
+template <class Backend>
+struct TransportSettings {
+  typename Backend::options options{};
+  std::size_t ranks = 1, rank = 0;
+  flotilla::WorkerLoss on_worker_loss = flotilla::WorkerLoss::by_policy;
+};
+
+/// No flags of the transport's own: the in-process program, and the MPI one, whose settings are
+/// mpirun's (and FLOTILLA_TIMEOUT_MS, read by MpiOptions).
+template <class Backend>
+struct NoTransportFlags {
+  explicit NoTransportFlags(flotilla::cli::Flags&) {}
+  TransportSettings<Backend> settings() const {
+    TransportSettings<Backend> s;
+    s.ranks = launched_ranks();
+    s.rank = launched_rank();
+    return s;
+  }
+};
 
 template <class Backend, class Policy, class M>
 int run(const Settings& s, const typename Backend::options& transport, const flotilla::data::Dataset<float>& train,
@@ -61,8 +88,8 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
     constexpr bool servers = flotilla::ParameterServerPolicy<Policy>;
     std::size_t workers = s.workers;
     if (!Backend::in_process) {
-      const std::size_t ranks = launched_ranks(), server_ranks = servers ? s.servers : 0;
-      workers = ranks > server_ranks ? ranks - server_ranks : 1;
+      const std::size_t server_ranks = servers ? s.servers : 0;
+      workers = s.ranks > server_ranks ? s.ranks - server_ranks : 1;
     }
     std::size_t per_update = s.batch * workers;
     if constexpr (servers) {
@@ -73,6 +100,7 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   options.batch_size = s.batch;
   options.seed = 1;
   options.overlap = s.overlap;
+  options.on_worker_loss = s.on_worker_loss;
 
   // One worker, for the speed-up's denominator (in-process jobs only: there the machine is ours).
   double one_worker = 0;
@@ -99,7 +127,7 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   if (history.empty()) return 0;  // a parameter server: the workers report
   const auto& last = history.back();
   const auto workers = static_cast<std::size_t>(last.extra.front().second);
-  if (!Backend::in_process && launched_rank() != 0) return 0;  // every worker has the same history; rank 0 reports
+  if (!Backend::in_process && s.rank != 0) return 0;  // every worker has the same history; rank 0 reports
 
   double rate = 0;
   for (const auto& r : history) rate += r.samples_per_second / static_cast<double>(history.size());
@@ -114,10 +142,10 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
   return 0;
 }
 
-/// Parses the flags and trains `M` (the CNN above, or the same on a GPU) with the chosen policy
-/// over `Backend`.
-template <class Backend, class M = Model>
-int run_example(int argc, char** argv, const char* program, typename Backend::options transport = {}) {
+/// Parses the flags (the programs' own, then `TransportFlags`') and trains `M` (the CNN above, or
+/// the same on a GPU) with the chosen policy over `Backend`.
+template <class Backend, class M = Model, class TransportFlags = NoTransportFlags<Backend>>
+int run_example(int argc, char** argv, const char* program) {
   try {
     flotilla::cli::Flags flags(program, "train a CNN on Fashion-MNIST on several workers");
     auto& workers = flags.add<std::size_t>("workers", std::max(2u, std::thread::hardware_concurrency()),
@@ -136,11 +164,17 @@ int run_example(int argc, char** argv, const char* program, typename Backend::op
     auto& plot = flags.add<std::filesystem::path>("plot", "distributed_curves.svg", "loss and accuracy curves (SVG)");
     auto& trace = flags.add<std::filesystem::path>("trace", "", "Chrome-trace timeline of every worker (JSON)");
     const CheckpointFlags checkpoint_flags = add_checkpoint_flags(flags, "worker 0's file and each server's");
+    const TransportFlags transport_flags(flags);
     flags.at_least("workers", 1).at_least("servers", 1).at_least("epochs", 1).at_least("batch", 1).above("lr", 0);
     if (!flags.parse(argc, argv, std::cout)) return 0;
     Settings s{workers, servers, epochs, batch, baseline, lr, policy, flotilla::parse_overlap(overlap, "--overlap"),
                data, metrics, plot, trace, {}};
     s.checkpoints = checkpoint_flags.policy();
+    const TransportSettings<Backend> launch = transport_flags.settings();
+    const auto& transport = launch.options;
+    s.ranks = launch.ranks;
+    s.rank = launch.rank;
+    s.on_worker_loss = launch.on_worker_loss;
 
     auto train = fm::load<float>(fm::Split::train, s.data);
     auto test = fm::load<float>(fm::Split::test, s.data);

@@ -4,11 +4,10 @@
 // transport, and with --policy sync-ps-fp16 they leave the GPU as fp16 codes.
 //   flotilla-launch -n 2 -- ./fashion_mnist_gpu_tcp --policy sync
 //   flotilla-launch -n 3 -- ./fashion_mnist_gpu_tcp --policy sync-ps-fp16 --servers 1
-// Everything else, flags included, is fashion_mnist_tcp's.
+// Everything else, flags included (the TCP settings, --on-worker-loss), is fashion_mnist_tcp's.
 #include <flotilla/cuda/engine.hpp>  // first: the CUDA engine for device::Cuda models
-#include <flotilla/transport/tcp.hpp>
 
-#include "distributed_common.hpp"
+#include "tcp_program_flags.hpp"
 
 using GpuModel = flotilla::Model<example::Net, flotilla::SoftmaxCrossEntropy, flotilla::optim::Adam, float, flotilla::device::Cuda>;
 
@@ -17,11 +16,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fashion_mnist_gpu_tcp: %s\n", reason->c_str());
     return 77;
   }
-  try {
-    return example::run_example<flotilla::transport::Tcp, GpuModel>(argc, argv, "fashion_mnist_gpu_tcp",
-                                                                    flotilla::transport::Tcp::options::from_environment());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  return example::run_example<flotilla::transport::Tcp, GpuModel, example::TcpProgramFlags>(argc, argv,
+                                                                                           "fashion_mnist_gpu_tcp");
 }

@@ -34,7 +34,10 @@ inline constexpr std::string_view usage =
     "Starts N copies of the program on this machine as the ranks of a flotilla TCP job: each gets\n"
     "FLOTILLA_RANK (0 to N-1), FLOTILLA_WORLD_SIZE=N and FLOTILLA_COORDINATOR (a free loopback port),\n"
     "and its output lines are prefixed with [rank k]. If a rank fails, the others are stopped, and the\n"
-    "launcher exits with that rank's status (128+signal if it was killed).\n"
+    "launcher exits with that rank's status (128+signal if it was killed). A rank the others declare\n"
+    "lost while its process still runs (stopped, hung) is named and ended with SIGKILL (status 137).\n"
+    "Unless FLOTILLA_SECRET or FLOTILLA_SECRET_FILE is set, the ranks share a fresh random secret of\n"
+    "the job's own, so that no other process can join the job.\n"
     "\n"
     "  -n, --ranks N    number of ranks\n"
     "  --timeout S      stop the job after S seconds (exit status 124); default: no limit\n"
@@ -43,8 +46,9 @@ inline constexpr std::string_view usage =
     "                   times (each rank gets FLOTILLA_RESTART=attempt; a program that resumes from its\n"
     "                   checkpoints goes on from the newest complete set); default 0\n"
     "  --keep-going     when a rank fails, leave the others running (a parameter-server job whose\n"
-    "                   workers go on without a lost one, TrainerOptions::on_worker_loss); the launcher\n"
-    "                   still exits with the failed rank's status once every rank has ended\n"
+    "                   workers go on without a lost one, TrainerOptions::on_worker_loss); a rank the\n"
+    "                   job declared lost is still ended; the launcher exits with the failed rank's\n"
+    "                   status once every rank has ended\n"
     "  --port P         the coordinator's port; default: a free one\n"
     "  --env NAME=VALUE an extra environment variable for every rank (repeatable)\n";
 

@@ -105,6 +105,42 @@ int main(int argc, char** argv) {
       std::printf("rank %zu: the receive returned\n", rank);
       return 1;
     }
+    if (mode == "late") {
+      // Rank k joins the rendezvous `ms` milliseconds after the others.
+      const std::size_t k = arg(argc, argv, 2);
+      if (rank == k) std::this_thread::sleep_for(std::chrono::milliseconds(arg(argc, argv, 3)));
+      Tcp::run(o, o.world_size, [&](TcpEndpoint& e) { e.barrier(); });
+      if (rank == k) std::printf("rank %zu joined late\n", rank);
+      return 0;
+    }
+    if (mode == "print-secret") {
+      const char* secret = std::getenv("FLOTILLA_SECRET");
+      std::printf("secret: %s\n", secret ? secret : "(none)");
+      return 0;
+    }
+    if (mode == "survive-stall") {
+      // Rank k stops (SIGSTOP) after a barrier; the others go on without it, as the asynchronous
+      // servers of a parameter-server job do: each waits for it, learns it is lost, and finishes.
+      const std::size_t k = arg(argc, argv, 2);
+      Tcp::run(o, o.world_size, [&](TcpEndpoint& e) {
+        e.continue_without_lost_peers(true);
+        e.barrier();
+        if (rank == k) {
+          ::raise(SIGSTOP);
+          return;
+        }
+        std::vector<std::byte> b(64);
+        const auto t0 = Clock::now();
+        try {
+          e.recv(k, 5, b);
+          throw std::runtime_error("the receive from the stopped rank returned");
+        } catch (const flotilla::PeerLostError& err) {
+          std::printf("went on without rank %zu after %lld ms: %s\n", err.peer(), ms_since(t0), err.what());
+          std::fflush(stdout);
+        }
+      });
+      return 0;
+    }
     if (mode == "timeout") {
       TcpOptions o0 = o;
       if (rank == 0) o0.timeout = std::chrono::milliseconds(arg(argc, argv, 2));
@@ -256,9 +292,10 @@ int main(int argc, char** argv) {
       });
       return 0;
     }
-    if (mode == "shared-memory-kill" || mode == "shared-memory-mismatch") {
+    if (mode == "shared-memory-kill" || mode == "shared-memory-stall" || mode == "shared-memory-mismatch") {
       // kill: rank k dies (SIGKILL) in the middle of a run of sums; the others must fail at once,
-      // naming it. mismatch: rank k asks for twice the capacity (argument 1) or turns the path off
+      // naming it. stall: rank k stops (SIGSTOP) there instead; the others must name it once it
+      // has been silent for the stall limit (the launcher's timeout ends it). mismatch: rank k asks for twice the capacity (argument 1) or turns the path off
       // (argument 0) while the others require it; every rank must refuse the setup.
       const std::size_t k = arg(argc, argv, 2);
       TcpOptions mine = o;
@@ -270,7 +307,7 @@ int main(int argc, char** argv) {
         Tcp::run(mine, o.world_size, [&](TcpEndpoint& e) {
           std::vector<float> v(1000, 1.0f);
           for (std::size_t call = 0;; ++call) {
-            if (rank == k && call == 500) ::raise(SIGKILL);
+            if (rank == k && call == 500) ::raise(mode == "shared-memory-stall" ? SIGSTOP : SIGKILL);
             const auto t0 = Clock::now();
             try {
               e.allreduce_sum(v);

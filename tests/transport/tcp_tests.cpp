@@ -17,7 +17,9 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -68,7 +70,7 @@ class ScopedEnv {
                                           "FLOTILLA_BIND",         "FLOTILLA_TIMEOUT_MS",   "FLOTILLA_CONNECT_TIMEOUT_MS",
                                           "FLOTILLA_SOCKET_BUFFER", "FLOTILLA_SECRET",      "FLOTILLA_SECRET_FILE",
                                           "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA", "FLOTILLA_SHARED_MEMORY",
-                                          "FLOTILLA_SPIN_US"};
+                                          "FLOTILLA_SPIN_US",      "FLOTILLA_REJOIN"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -371,6 +373,35 @@ TEST_CASE("options: as command-line flags, with the environment as fallback") {
     const std::string msg = config_error([&] { (void)tcp.options(); });
     CHECK(contains(msg, "--rank (FLOTILLA_RANK)"));
     CHECK(contains(msg, "'x'"));
+  }
+}
+
+TEST_CASE("options: --rejoin names the ranks to reconnect to, FLOTILLA_REJOIN as fallback") {
+  const char* base[] = {"prog", "--rank", "2", "--world-size", "4", "--coordinator", "127.0.0.1:4000"};
+  auto parsed = [&](std::vector<const char*> extra) {
+    cli::Flags flags("prog", "test");
+    transport::TcpFlags tcp(flags);
+    std::vector<const char*> argv(std::begin(base), std::end(base));
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    REQUIRE(flags.parse(static_cast<int>(argv.size()), argv.data(), std::cout));
+    CHECK(contains(flags.help(), "--rejoin"));
+    return tcp.options();
+  };
+  {
+    ScopedEnv env({{"FLOTILLA_REJOIN", "127.0.0.1:9"}});
+    CHECK(parsed({"--rejoin", "127.0.0.1:36123,,127.0.0.1:46743"}).rejoin ==
+          std::vector<std::string>{"127.0.0.1:36123", "127.0.0.1:46743"});
+    CHECK(parsed({}).rejoin == std::vector<std::string>{"127.0.0.1:9"});
+  }
+  {
+    ScopedEnv env({});
+    CHECK(parsed({}).rejoin.empty());
+    const std::string msg = config_error([&] { (void)parsed({"--rejoin", "127.0.0.1:36123,server3"}); });
+    CHECK(contains(msg, "--rejoin (FLOTILLA_REJOIN): 'server3' is not host:port"));
+  }
+  {
+    ScopedEnv env({{"FLOTILLA_REJOIN", "127.0.0.1:0"}});
+    CHECK(contains(config_error([] { (void)TcpOptions::from_environment(); }), "FLOTILLA_REJOIN: '127.0.0.1:0'"));
   }
 }
 
@@ -942,11 +973,41 @@ TEST_CASE("failure: a peer killed during shared-memory allreduces fails the othe
     CAPTURE(out);
     // Rank 0 looks at rank 1 first. Rank 2 may find rank 0 gone too (it stops on seeing rank 1's
     // loss): the wait names a peer whose connection closed, not necessarily the first to fail.
-    CHECK(contains(out, "closed its connection during a shared-memory allreduce"));
+    // Found by the wait's look at the sockets (closed its connection) or by reading them
+    // (closed the connection), whichever comes first.
+    CHECK((contains(out, "closed its connection during a shared-memory allreduce") || contains(out, "closed the connection")));
     if (r == 0)
       CHECK(contains(out, "rank 1 at 127.0.0.1:"));
     else
       CHECK((contains(out, "rank 1 at 127.0.0.1:") || contains(out, "rank 0 at 127.0.0.1:")));
+  }
+}
+
+TEST_CASE("failure: a peer stopped with SIGSTOP during shared-memory allreduces is named within the stall limit") {
+  Captured cap;
+  auto o = launch_options(3, {"shared-memory-stall", "1"}, cap);
+  o.environment = {"FLOTILLA_SHARED_MEMORY=65536", "FLOTILLA_HEARTBEAT_MS=100"};  // stall limit: 6 x 100 ms
+  o.stop_on_failure = false;  // let the survivors report
+  o.timeout = std::chrono::seconds(6);  // then the launcher kills the stopped rank
+  o.grace = std::chrono::milliseconds(200);
+  const auto result = transport::launch(o);
+  REQUIRE(result.ranks.size() == 3);
+  for (std::size_t r : {0u, 2u}) {
+    const std::string out = cap.of(r);
+    CAPTURE(r);
+    CAPTURE(out);
+    CHECK(result.ranks[r].exited);
+    CHECK(result.ranks[r].status == 3);
+    CHECK(contains(out, "tcp rank " + std::to_string(r) + " of 3"));
+    // Both wait for rank 1's counter; the one that is told by the other's abort names it too.
+    CHECK(contains(out, "rank 1 at 127.0.0.1:"));
+    CHECK(contains(out, "has sent nothing, not even a heartbeat, for 600 ms"));
+    CHECK(!contains(out, "timed out"));
+    const long long ms = caught_after(out);
+    // The documented bound: stall limit - interval to stall limit + interval (500 to 700 ms), and
+    // some room for a loaded machine; the operations' timeout (30 s) is far above.
+    CHECK(ms >= 500);
+    CHECK(ms < 2000);
   }
 }
 
@@ -1186,6 +1247,55 @@ TEST_CASE("launcher: a rank that exits non-zero stops the others, and is named")
   REQUIRE(!cap.messages.empty());
   CHECK(contains(cap.messages.front(), "rank 2 exited with status 3"));
   CHECK(contains(cap.messages.front(), "stopping rank(s) 0, 1, 3"));
+}
+
+TEST_CASE("launcher: a rank that stops responding is named as the job's failure and ended; the status is its") {
+  Captured cap;
+  auto o = launch_options(3, {"stall", "1"}, cap);
+  o.environment = {"FLOTILLA_HEARTBEAT_MS=100"};  // stall limit: 6 x 100 ms
+  o.timeout = std::chrono::seconds(20);          // far beyond: the job must end by itself
+  const auto t0 = Clock::now();
+  const auto result = transport::launch(o);
+  CHECK(ms_since(t0) < 10000);
+  CHECK(!result.timed_out);
+  CAPTURE(cap.of(0));
+  REQUIRE(result.ranks.size() == 3);
+  // Not rank 0 or 2, which exit first (status 3) because of it: the stopped rank, ended by the
+  // launcher once the others declared it lost.
+  CHECK(result.first_failure == std::optional<std::size_t>(1));
+  CHECK(result.ranks[1].signal == SIGKILL);
+  CHECK(!result.ranks[1].declared_lost_by.empty());
+  CHECK(result.exit_code() == 128 + SIGKILL);
+  std::string messages;
+  for (const auto& m : cap.messages) messages += m + "\n";
+  CAPTURE(messages);
+  CHECK(contains(messages, "rank 1 stopped responding: rank"));
+  CHECK(contains(messages, "declared it lost while its process still ran"));
+  CHECK(!contains(messages, "rank 0 exited with status"));
+  CHECK(contains(cap.messages.back(), "rank 1 stopped responding"));
+}
+
+TEST_CASE("launcher: with the others going on (keep-going), a rank the job declared lost is ended; the job ends") {
+  Captured cap;
+  auto o = launch_options(3, {"survive-stall", "1"}, cap);
+  o.environment = {"FLOTILLA_HEARTBEAT_MS=100"};
+  o.stop_on_failure = false;
+  o.timeout = std::chrono::seconds(20);  // without the launcher ending rank 1, the job ends here
+  const auto t0 = Clock::now();
+  const auto result = transport::launch(o);
+  CHECK(ms_since(t0) < 10000);
+  CHECK(!result.timed_out);
+  REQUIRE(result.ranks.size() == 3);
+  for (std::size_t r : {0u, 2u}) {
+    CAPTURE(cap.of(r));
+    CHECK(result.ranks[r].ok());
+    CHECK(contains(cap.of(r), "went on without rank 1"));
+  }
+  CHECK(result.ranks[1].signal == SIGKILL);
+  CHECK(result.first_failure == std::optional<std::size_t>(1));
+  CHECK(result.exit_code() == 128 + SIGKILL);
+  CHECK(!cap.messages.empty());
+  CHECK(contains(cap.messages.back(), "rank 1 stopped responding"));
 }
 
 TEST_CASE("launcher: the flotilla-launch program") {
@@ -1538,6 +1648,53 @@ TEST_CASE("hostile: with a secret, strangers (no secret, a wrong one, garbage) a
   CHECK(contains(r0.error(), "did not register"));
 }
 
+namespace {
+/// A local process that says hello to the coordinator as rank 1 of 2 and proves nothing: whether
+/// it was let in (it got the table of ranks).
+bool stranger_admitted(std::uint16_t port) {
+  FakePeer peer(port);
+  peer.hello(2, 1);
+  for (int frames = 0; frames < 3; ++frames) {
+    const auto f = peer.read();
+    if (!f) return false;
+    if (f->first.type == wire::FrameType::table) return true;
+  }
+  return false;
+}
+}  // namespace
+
+TEST_CASE("hostile: a job started by the launcher has a secret of its own; a stranger claiming a rank is refused") {
+  // Rank 1 starts late; meanwhile another process of the same user, not started by the launcher,
+  // says hello to the coordinator as rank 1, without a secret, as any local user could.
+  Captured cap;
+  auto o = launch_options(2, {"late", "1", "1500"}, cap);
+  o.port = transport::pick_free_port();
+  std::optional<bool> admitted;
+  std::thread stranger([&] { admitted = stranger_admitted(o.port); });
+  const auto result = transport::launch(o);
+  stranger.join();
+  CAPTURE(cap.of(0));
+  CAPTURE(cap.of(1));
+  REQUIRE(admitted.has_value());
+  CHECK(!*admitted);
+  CHECK(result.ok());
+  CHECK(contains(cap.of(0), "authentication required"));
+  CHECK(contains(cap.of(1), "rank 1 joined late"));
+
+  // A secret the user set is the job's: the launcher adds none of its own.
+  Captured cap2;
+  auto mine = launch_options(1, {"print-secret"}, cap2);
+  mine.environment = {"FLOTILLA_SECRET=a secret of the user's own"};
+  CHECK(transport::launch(mine).ok());
+  CHECK(contains(cap2.of(0), "secret: a secret of the user's own\n"));
+  Captured cap3;
+  auto fresh = launch_options(1, {"print-secret"}, cap3);
+  CHECK(transport::launch(fresh).ok());
+  CAPTURE(cap3.of(0));
+  CHECK(contains(cap3.of(0), "secret: "));
+  CHECK(cap3.of(0).size() >= std::string("secret: \n").size() + 64);  // 32 random bytes in hex
+}
+
 // g++ says so with __SANITIZE_ADDRESS__, clang++ (before 16) only through __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
 #define FLOTILLA_TEST_UNDER_ASAN 1
@@ -1572,6 +1729,173 @@ TEST_CASE("hostile: 1000 bad connections to a live coordinator: each dropped, th
 #else
   CHECK(after - before < 2048);
 #endif
+}
+
+namespace {
+
+/// Connections to `port` that say nothing, and others that send one byte of a hello a second,
+/// held open (the tricklers writing) until the object goes.
+class IdleClients {
+ public:
+  IdleClients(std::uint16_t port, std::size_t silent, std::size_t trickling) {
+    for (std::size_t k = 0; k < silent; ++k) silent_.push_back(std::make_unique<FakePeer>(port));
+    for (std::size_t k = 0; k < trickling; ++k) trickling_.push_back(std::make_unique<FakePeer>(port));
+    if (trickling > 0)
+      writer_ = std::thread([this] {
+        wire::Header h;
+        h.type = wire::FrameType::hello;
+        h.payload_length = 300;
+        const auto bytes = wire::encode(h);
+        for (std::size_t i = 0; i < bytes.size() && !stop_; ++i) {
+          for (auto& p : trickling_) p->write(std::span<const std::byte>(&bytes[i], 1));
+          for (int t = 0; t < 10 && !stop_; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      });
+  }
+  ~IdleClients() {
+    stop_ = true;
+    if (writer_.joinable()) writer_.join();
+  }
+
+ private:
+  std::vector<std::unique_ptr<FakePeer>> silent_, trickling_;
+  std::atomic<bool> stop_{false};
+  std::thread writer_;
+};
+
+}  // namespace
+
+TEST_CASE("hostile: silent connections to the coordinator do not keep the job from forming") {
+  // 50 connections that never speak and 3 that trickle a byte a second reach rank 0 before the
+  // ranks do. Each may take up to 5 s to finish a handshake; the ranks must not wait behind them.
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 3, port), o1 = job(1, 3, port), o2 = job(2, 3, port);
+  Log log;
+  o0.log = log.sink();
+  for (auto* o : {&o0, &o1, &o2}) o->connect_timeout = std::chrono::seconds(20);
+  auto body = [](TcpEndpoint& e) {
+    std::vector<float> v(1000, static_cast<float>(e.rank() + 1));
+    collective::ring_allreduce(e, std::span<float>(v));
+    if (v[0] != 6.0f || v[999] != 6.0f) throw std::runtime_error("wrong sum");
+  };
+  RankThread r0(o0, body);
+  IdleClients idle(port, 50, 3);
+  const auto t0 = Clock::now();
+  RankThread r1(o1, body);
+  RankThread r2(o2, body);
+  const std::string e0 = r0.error(), e1 = r1.error(), e2 = r2.error();
+  const auto took = ms_since(t0);
+  CAPTURE(e0);
+  CAPTURE(e1);
+  CAPTURE(e2);
+  CAPTURE(log.text());
+  CHECK(e0 == "");
+  CHECK(e1 == "");
+  CHECK(e2 == "");
+  MESSAGE("the job formed and summed in " << took << " ms beside 53 idle connections");
+  CHECK(took < 5000);  // one idle connection served at a time would take 5 s each
+}
+
+TEST_CASE("hostile: beyond 64 idle connections at once the oldest are dropped, and the job still forms") {
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+  Log log;
+  o0.log = log.sink();
+  o0.connect_timeout = o1.connect_timeout = std::chrono::seconds(20);
+  RankThread r0(o0, [](TcpEndpoint& e) { e.barrier(); });
+  IdleClients idle(port, 100, 0);
+  const auto t0 = Clock::now();
+  RankThread r1(o1, [](TcpEndpoint& e) { e.barrier(); });
+  const std::string e0 = r0.error(), e1 = r1.error();
+  const auto took = ms_since(t0);
+  CAPTURE(e0);
+  CAPTURE(e1);
+  CAPTURE(log.text());
+  CHECK(e0 == "");
+  CHECK(e1 == "");
+  CHECK(took < 5000);
+  CHECK(log.count() >= 36);  // 100 accepted, at most 64 kept
+  CHECK(log.has("the oldest of 64 connections in the middle of their handshake (at most 64 at once)"));
+}
+
+TEST_CASE("hostile: a rendezvous that times out beside idle connections names the missing rank, counts the rest") {
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 3, port), o1 = job(1, 3, port);
+  Log log;
+  o0.log = log.sink();
+  o0.connect_timeout = std::chrono::milliseconds(2000);
+  o1.connect_timeout = std::chrono::milliseconds(2000);
+  RankThread r0(o0, [](TcpEndpoint&) {});
+  IdleClients idle(port, 10, 0);
+  {
+    FakePeer garbage(port);
+    garbage.write(bytes_of("GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curious\r\n\r\n"));
+    CHECK(garbage.closed());
+  }
+  {
+    FakePeer boastful(port);  // a hello far larger than any hello is
+    wire::Header h;
+    h.type = wire::FrameType::hello;
+    h.payload_length = 5000;
+    boastful.write(wire::encode(h));
+    CHECK(boastful.closed());
+  }
+  RankThread r1(o1, [](TcpEndpoint&) {});  // rank 2 never comes
+  const std::string e0 = r0.error();
+  CAPTURE(e0);
+  CAPTURE(log.text());
+  CHECK(contains(e0, "timed out after 2000 ms"));
+  CHECK(contains(e0, "rank(s) 2 did not register"));  // rank 1 did: it is not blamed
+  CHECK(contains(e0, "2 other connections were dropped"));
+  CHECK(contains(e0, "10 were still open without a complete handshake"));
+  CHECK(log.has("bad magic number"));
+  CHECK(log.has("a hello frame of 5000 bytes (at most 4096)"));
+}
+
+TEST_CASE("hostile: silent connections to a rank's rejoin port do not hold up its operations") {
+  // Rank 1 accepts rejoining ranks (as a parameter server does) while it receives a message every
+  // 100 ms from rank 0; eight connections to its rejoin port say nothing. Its receives must go on
+  // as before, and each connection is dropped when its handshake limit (5 s) passes.
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+  o1.connect_timeout = std::chrono::seconds(30);  // the rendezvous' limit, not a handshake's
+  Log log;
+  o1.log = log.sink();
+  constexpr int messages = 75;  // 7.5 s: past the 5 s after which each silent one is dropped
+  std::promise<std::string> rejoin_address;
+  long long longest_wait = 0;
+  RankThread r1(o1, [&](TcpEndpoint& e) {
+    e.accept_rejoins(true);
+    rejoin_address.set_value(e.rejoin_address());
+    std::int32_t m = 0;
+    e.recv(0, 1, std::as_writable_bytes(std::span<std::int32_t>(&m, 1)));  // the first, before the silent ones
+    for (int k = 1; k < messages; ++k) {
+      const auto t = Clock::now();
+      e.recv(0, 1, std::as_writable_bytes(std::span<std::int32_t>(&m, 1)));
+      longest_wait = std::max(longest_wait, ms_since(t));
+      if (m != k) throw std::runtime_error("message " + std::to_string(m) + " where " + std::to_string(k) + " was due");
+    }
+  });
+  RankThread r0(o0, [&](TcpEndpoint& e) {
+    for (std::int32_t k = 0; k < messages; ++k) {
+      e.send(1, 1, std::as_bytes(std::span<const std::int32_t>(&k, 1)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  const auto at = transport::tcp::detail::parse_host_port(rejoin_address.get_future().get());
+  REQUIRE(at);
+  IdleClients idle(at->port, 8, 0);
+  const std::string e0 = r0.error(), e1 = r1.error();
+  CAPTURE(e0);
+  CAPTURE(e1);
+  CAPTURE(log.text());
+  CHECK(e0 == "");
+  CHECK(e1 == "");
+  MESSAGE("the longest receive beside 8 silent connections to the rejoin port took " << longest_wait << " ms");
+  CHECK(longest_wait < 1000);
+  CHECK(log.count() == 8);  // each dropped, after 5 s, and said so with the limit that applied
+  CHECK(log.has("5000 ms"));
+  CHECK(!log.has("30000 ms"));
 }
 
 TEST_CASE("hostile: a malformed shared-memory setting fails the rendezvous, naming the peer") {

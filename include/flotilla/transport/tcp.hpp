@@ -12,8 +12,10 @@
 //    other ranks the lower rank connects to the higher. Each connection starts with a hello both
 //    ways (protocol version, world size, rank, job id), checked on both sides, and, when the job
 //    has a shared secret, a challenge-response both ways (tcp/wire.hpp). A connection that fails
-//    the handshake (garbage, another version, no or a wrong secret) is dropped and logged, and the
-//    rendezvous goes on; a peer that authenticates but disagrees on the job ends it.
+//    the handshake (garbage, another version, no or a wrong secret, nothing complete within 5 s) is
+//    dropped and logged, and the rendezvous goes on; a peer that authenticates but disagrees on the
+//    job ends it. The handshakes of all accepted connections are served together, each as its
+//    bytes arrive, so that a silent or trickling connection holds up no other.
 //  - Frames (tcp/wire.hpp): a 48-byte header with a CRC, then the payload. A header and its payload
 //    go out in one gather write, straight from the caller's memory.
 //  - Receiving: a frame whose receive is already posted, and whose size matches, is read straight
@@ -40,10 +42,11 @@
 //    connection), also while the rank computes. A wait on a peer that has sent nothing for
 //    heartbeat_misses intervals fails with PeerLostError: it is stopped, hung or unreachable.
 //  - Rejoining: every rank but 0 keeps its rendezvous listener. One told to accept rejoins (a
-//    parameter server going on without lost workers) runs the same handshake on a connection that
-//    arrives while it waits, and reopens the link of a lost rank that restarted with
-//    TcpOptions::rejoin (a rank still alive is refused); the restarted rank connects only to the
-//    ranks it names, and takes the others as lost (docs/reliability.md, "Rejoining").
+//    parameter server going on without lost workers) runs the same handshakes, a step at a time
+//    while its operations wait, on the connections that arrive there, and reopens the link of a
+//    lost rank that restarted with TcpOptions::rejoin (a rank still alive is refused); the
+//    restarted rank connects only to the ranks it names, and takes the others as lost
+//    (docs/reliability.md, "Rejoining").
 //  - Ranks on one host sum float buffers through a shared-memory segment instead of their sockets
 //    (TcpOptions::shared_memory, on by default for them; tcp/shared_memory.hpp): the endpoint's
 //    own allreduce_sum, agreed on and set up during connect() over the authenticated connections.

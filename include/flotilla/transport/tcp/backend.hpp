@@ -9,6 +9,7 @@
 
 #include "flotilla/core/error.hpp"
 #include "flotilla/transport/tcp/endpoint.hpp"
+#include "flotilla/transport/tcp/launch_reports.hpp"
 #include "flotilla/transport/tcp/options.hpp"
 
 namespace flotilla::transport::tcp {

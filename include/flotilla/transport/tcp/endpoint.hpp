@@ -31,8 +31,10 @@
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/transport/operation.hpp"
+#include "flotilla/transport/tcp/launch_reports.hpp"
 #include "flotilla/transport/tcp/link.hpp"
 #include "flotilla/transport/tcp/options.hpp"
+#include "flotilla/transport/tcp/rendezvous.hpp"
 #include "flotilla/transport/tcp/shared_memory.hpp"
 #include "flotilla/transport/tcp/socket.hpp"
 #include "flotilla/transport/tcp/wire.hpp"
@@ -116,7 +118,9 @@ class Endpoint {
   /// Whether this rank accepts, while its operations wait, a lost peer that restarted and
   /// rejoins (TcpOptions::rejoin) with the same handshake: its link is then open again, from a
   /// clean stream. A rank that is not lost is refused (told why). Ranks but 0 can (rank 0's
-  /// listener was the coordinator's); each connection's handshake may hold this rank up to 5 s.
+  /// listener was the coordinator's). The handshakes move on while operations wait, each as its
+  /// bytes arrive, so a connection that is silent or slow holds up no operation; one not done
+  /// within 5 s is dropped (and logged), as is the oldest beyond 64 at once.
   void accept_rejoins(bool on) noexcept { accept_rejoins_ = on && rejoin_listener_ != nullptr; }
   /// host:port where this rank accepts rejoining peers (empty for rank 0 and a rejoined rank).
   std::string rejoin_address() const { return rejoin_listener_ ? addresses_[rank_] : std::string(); }
@@ -234,12 +238,16 @@ class Endpoint {
   /// Closes `l` and records its peer as lost. The ranks' shared-memory calls would no longer
   /// match: from here on this rank sums through the sockets.
   void mark_lost(Link& l) {
+    if (!l.lost) detail::tcp_report_lost_peer(rank_, l.peer);  // a stalled rank never exits: the launcher ends it
     l.close();
     l.lost = true;
     shared_memory_.reset();
   }
-  /// A connection arrived on the rejoin listener: handshake, then the lost peer's link anew.
-  void accept_rejoin();
+  /// Moves on the handshakes on the rejoin listener (accepting the connections waiting when
+  /// `listener_ready`), without waiting, and admits each rank whose handshake is done.
+  void serve_rejoins(bool listener_ready);
+  /// A rank whose rejoin handshake is done: the lost peer's link anew, or a refusal.
+  void admit_rejoiner(detail::TcpRendezvous& handshakes, detail::TcpRendezvous::Arrival a);
 
   [[noreturn]] void protocol_error(Link& l, const std::string& what) {
     fail_link(l, peer_name(l.peer) + " sent a bad frame: " + what + "; connection closed", rank_);
@@ -412,6 +420,7 @@ class Endpoint {
   bool stop_on_any_loss_ = false;
   std::uint64_t job_id_ = 0;
   std::unique_ptr<detail::TcpRejoinListener> rejoin_listener_;
+  std::unique_ptr<detail::TcpRendezvous> rejoin_handshakes_;  // made at the first connection to it
   bool accept_rejoins_ = false;
   bool rejoined_ = false;
   std::unique_ptr<detail::SharedMemoryAllreduce> shared_memory_;
@@ -430,6 +439,10 @@ class Endpoint {
   /// address); false when the addresses cannot be read.
   bool link_on_this_host(const detail::TcpLink& l) const;
   std::optional<std::size_t> hung_up_peer() noexcept;
+  /// The shared-memory sum's watch on the peer it waits for: PeerLostError when it closed its
+  /// connection or has been silent for the stall limit since `since` (its last frame, if later).
+  void check_alive_during_shared_memory(std::size_t peer, Clock::time_point since);
+  Clock::time_point next_heartbeat_read_{};
 };
 
 }  // namespace flotilla::transport::tcp

@@ -1,6 +1,6 @@
 #pragma once
 // How an endpoint (endpoint.hpp) joins its job: connect() runs the rendezvous (rendezvous.hpp) and
-// the ranks' agreement on the shared-memory allreduce (shared_memory.hpp); accept_rejoin() lets a
+// the ranks' agreement on the shared-memory allreduce (shared_memory.hpp); serve_rejoins() lets a
 // lost rank that restarted back in.
 #include <poll.h>
 #include <sys/mman.h>
@@ -189,18 +189,58 @@ inline std::optional<std::size_t> Endpoint::hung_up_peer() noexcept {
   return std::nullopt;
 }
 
+inline void Endpoint::check_alive_during_shared_memory(std::size_t peer, Clock::time_point since) {
+  // A shared-memory sum waits on counters, not sockets, so nothing reads the heartbeats that
+  // arrive meanwhile. Read every link once per half interval: a peer's `heard` then lags its last
+  // heartbeat by at most that, and the stall is named within the socket path's bound. Reading
+  // also takes in an abort frame from a rank that named a failure first (fail_link rethrows it,
+  // with its culprit), and notices a connection that closed.
+  const auto now = Clock::now();
+  if (now >= next_heartbeat_read_) {
+    next_heartbeat_read_ = now + options_.heartbeat_interval / 2;
+    for (auto& l : links_)
+      if (open_peer_link(l) && !l.eof) pump(l, false);
+  }
+  Link& l = links_[peer];
+  if (l.lost || !l.open())
+    throw PeerLostError(who() + ": " + describe_op() + " failed: " + peer_name(peer) +
+                            " closed its connection during a shared-memory allreduce (its process ended)",
+                        peer);
+  const auto limit = options_.stall_limit();
+  if (Clock::now() - std::max(l.heard, since) <= limit) return;
+  pump(l, false);  // the last look: a heartbeat may have arrived since the read above
+  if (Clock::now() - std::max(l.heard, since) <= limit) return;
+  throw PeerLostError(who() + ": " + describe_op() + " failed: " + peer_name(peer) + " has sent nothing, not even a " +
+                          "heartbeat, for " + std::to_string(limit.count()) + " ms (heartbeats every " +
+                          std::to_string(options_.heartbeat_interval.count()) + " ms) and has not reached this " +
+                          "shared-memory allreduce: it is stalled (stopped, hung, or its machine unreachable)",
+                      peer);
+}
+
 inline void Endpoint::allreduce_sum(std::span<float> values) {
   if (!shared_memory_)
     throw ConfigError(who() + ": allreduce_sum needs the shared-memory allreduce, which is off (TcpOptions::shared_memory, "
                       "FLOTILLA_SHARED_MEMORY; the ranks must be on one host) or was switched off by a lost peer");
   begin(detail::TcpOp{"allreduce_sum"});
   detail::SharedMemoryAllreduce::Watch w{options_.timeout, [this] { return hung_up_peer(); }, [this] { return who(); },
-                                          [this](std::size_t p) { return peer_name(p); }};
+                                          [this](std::size_t p) { return peer_name(p); },
+                                          [this](std::size_t p, Clock::time_point since) {
+                                            check_alive_during_shared_memory(p, since);
+                                          }};
+  // mark_lost() drops shared_memory_ (the ranks' calls no longer match once a peer is lost), and
+  // the watch may call it: the segment is held here while it runs, and put back only when no
+  // peer was lost during the call.
+  const auto lost_links = [this] {
+    return std::count_if(links_.begin(), links_.end(), [](const Link& l) { return l.lost; });
+  };
+  const auto lost_before = lost_links();
+  auto segment = std::move(shared_memory_);
   try {
-    shared_memory_->allreduce_sum(values, w, counters_);
+    segment->allreduce_sum(values, w, counters_);
+    if (lost_links() == lost_before) shared_memory_ = std::move(segment);
   } catch (const TransportError& x) {
     // The ranks' calls are out of step now: later sums go through the sockets (the ring).
-    shared_memory_.reset();
+    segment.reset();
     const auto* lost = dynamic_cast<const PeerLostError*>(&x);
     if (lost && lost->peer() < links_.size()) {
       Link& l = links_[lost->peer()];
@@ -217,54 +257,66 @@ inline void Endpoint::allreduce_sum(std::span<float> values) {
       mark_lost(l);
     }
     if (lost && survive_lost_peers_) throw;
-    broken_ = x.what();
-    culprit_ = lost ? lost->peer() : rank_;
+    // An abort frame read during the wait has set the cause already, with the rank that failed
+    // first: keep it.
+    if (broken_.empty()) {
+      broken_ = x.what();
+      culprit_ = lost ? lost->peer() : rank_;
+    }
     throw;
   }
 }
 
-inline void Endpoint::accept_rejoin() {
-  detail::TcpRendezvous rv(options_, reactor_, job_id_);
-  std::optional<detail::TcpRendezvous::Arrival> a;
+inline void Endpoint::serve_rejoins(bool listener_ready) {
+  if (!rejoin_handshakes_) rejoin_handshakes_ = std::make_unique<detail::TcpRendezvous>(options_, reactor_, job_id_);
+  detail::TcpRendezvous& rv = *rejoin_handshakes_;
   try {
-    a = rv.accept_hello(
-        rejoin_listener_->listener, "accepting", 0, [&] { return rv.hello_payload(0, {}); },
-        [](const std::string&) { return std::string("no connection was waiting after all"); });
-  } catch (const TransportError& e) {
+    rv.serve_handshakes(rejoin_listener_->listener, listener_ready, "accepting",
+                        [&rv] { return rv.hello_payload(0, {}); });
+  } catch (const TransportError& e) {  // accepting failed (out of descriptors): the next connection may do
     rv.log(std::string(e.what()) + "; going on");
-    return;
   }
-  if (!a) return;
-  const std::size_t p = a->hello.rank;
-  std::string refusal = rv.check_world_size(a->hello, a->peer);
+  while (!rv.arrived_.empty()) {
+    auto a = std::move(rv.arrived_.front());
+    rv.arrived_.pop_front();
+    admit_rejoiner(rv, std::move(a));
+  }
+}
+
+inline void Endpoint::admit_rejoiner(detail::TcpRendezvous& rv, detail::TcpRendezvous::Arrival a) {
+  const std::size_t p = a.hello.rank;
+  std::string refusal = rv.check_world_size(a.hello, a.peer);
   if (!refusal.empty()) {
   } else if (p >= size_ || p == rank_) {
-    refusal = a->peer + " claims rank " + std::to_string(p) + ", which cannot rejoin " + who();
+    refusal = a.peer + " claims rank " + std::to_string(p) + ", which cannot rejoin " + who();
   } else if (links_[p].goodbye && !links_[p].lost) {
-    refusal = "rank " + std::to_string(p) + " has finished (it said goodbye to " + who() + "): " + a->peer +
+    refusal = "rank " + std::to_string(p) + " has finished (it said goodbye to " + who() + "): " + a.peer +
               " cannot rejoin as rank " + std::to_string(p);
   } else if (!links_[p].lost) {
-    refusal = "rank " + std::to_string(p) + " is still alive (its connection to " + who() + " is open): " + a->peer +
+    refusal = "rank " + std::to_string(p) + " is still alive (its connection to " + who() + " is open): " + a.peer +
               " cannot rejoin as rank " + std::to_string(p) + " (two processes given the same FLOTILLA_RANK?)";
   }
+  // The answer is a small frame on a fresh connection: the socket takes it at once, and a peer
+  // that does not read it costs at most the handshake limit.
+  rv.restart_deadline();
   if (!refusal.empty()) {
-    rv.tell_refused(a->link, refusal);
-    rv.log(who() + ": refused " + a->peer + ": " + refusal);
+    rv.tell_refused(a.link, refusal);
+    rv.log(who() + ": refused " + a.peer + ": " + refusal);
     return;
   }
   try {
     wire::Table welcome;
     welcome.job_id = job_id_;
-    rv.send_frame(a->link, wire::FrameType::table, wire::encode_table(welcome), a->peer);
+    rv.send_frame(a.link, wire::FrameType::table, wire::encode_table(welcome), a.peer);
   } catch (const TransportError& e) {
     rv.log(std::string(e.what()) + "; going on without rank " + std::to_string(p));
     return;
   }
   // The lost link's waits ended when it was closed; its guard is the heartbeat thread's.
   Link& l = links_[p];
-  l.socket = std::move(a->link.socket);
-  l.send_sequence = a->link.send_sequence;
-  l.recv_sequence = a->link.recv_sequence;
+  l.socket = std::move(a.link.socket);
+  l.send_sequence = a.link.send_sequence;
+  l.recv_sequence = a.link.recv_sequence;
   l.read_armed = l.write_armed = l.read_fired = false;
   l.wait_error = {};
   l.parked = l.send_broken = l.lost = l.in_frame = l.large = l.goodbye = l.eof = false;

@@ -121,9 +121,11 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
     // Wake up at least once a heartbeat interval, to see whether a peer has gone silent.
     const auto stall = std::min({until, Clock::now() + (eager ? options_.heartbeat_interval : detail::tcp_stall)});
     detail::run_until(r.io, [&] { return r.events != seen; }, stall);
-    if (rejoin_listener_ && std::exchange(rejoin_listener_->fired, false)) {
-      accept_rejoin();
-      continue;
+    if (rejoin_listener_ && accept_rejoins_) {
+      // Also when nothing fired: a handshake's deadline may have passed.
+      const bool arrived = std::exchange(rejoin_listener_->fired, false);
+      if (arrived || (rejoin_handshakes_ && !rejoin_handshakes_->pending_.empty()))
+        serve_rejoins(arrived);
     }
     if (r.events == seen) {
       // Nothing armed (every link closed or ended): nothing can happen before `stall`.

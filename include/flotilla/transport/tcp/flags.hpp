@@ -12,8 +12,8 @@ namespace flotilla::transport::tcp {
 
 /// The TCP settings as command-line flags of a cli::Flags, each falling back to its environment
 /// variable: --rank, --world-size, --coordinator, --bind, --timeout-ms, --connect-timeout-ms,
-/// --socket-buffer, --secret-file, --heartbeat-ms, --checksum-data, --shared-memory, --spin-us. (The secret itself has no flag:
-/// a command line is visible to every user of the machine. FLOTILLA_SECRET still applies.)
+/// --socket-buffer, --secret-file, --heartbeat-ms, --checksum-data, --shared-memory, --spin-us, --rejoin. (The secret
+/// itself has no flag: a command line is visible to every user of the machine. FLOTILLA_SECRET still applies.)
 ///
 ///   cli::Flags flags("train", "...");
 ///   transport::TcpFlags tcp(flags);
@@ -51,7 +51,11 @@ class Flags {
                                               "FLOTILLA_SHARED_MEMORY")),
         spin_(flags.add<std::string>("spin-us", "50",
                                      "how long a wait retries its sockets before it sleeps, in microseconds (0: sleep at once)",
-                                     "FLOTILLA_SPIN_US")) {}
+                                     "FLOTILLA_SPIN_US")),
+        rejoin_(flags.add<std::string>("rejoin", "",
+                                       "instead of the rendezvous, rejoin a running job as the lost --rank: host:port of "
+                                       "each rank to reconnect to, comma-separated (the parameter servers print theirs)",
+                                       "FLOTILLA_REJOIN")) {}
 
   /// The options given (call after Flags::parse); ConfigError naming the flag for a bad value.
   Options options() const {
@@ -72,7 +76,7 @@ class Flags {
                                      item(heartbeat_, "heartbeat-ms", "FLOTILLA_HEARTBEAT_MS"),
                                      item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA"),
                                      item(shared_memory_, "shared-memory", "FLOTILLA_SHARED_MEMORY"),
-                                     item(spin_, "spin-us", "FLOTILLA_SPIN_US")});
+                                     item(spin_, "spin-us", "FLOTILLA_SPIN_US"), item(rejoin_, "rejoin", "FLOTILLA_REJOIN")});
   }
 
  private:
@@ -83,7 +87,7 @@ class Flags {
     return s;
   }
   const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_;
-  const std::string &secret_file_, &heartbeat_, &checksum_data_, &shared_memory_, &spin_;
+  const std::string &secret_file_, &heartbeat_, &checksum_data_, &shared_memory_, &spin_, &rejoin_;
 };
 
 }  // namespace flotilla::transport::tcp

@@ -7,7 +7,10 @@
 // FLOTILLA_RANK, FLOTILLA_WORLD_SIZE and FLOTILLA_COORDINATOR set, and prefixes every line they
 // print with "[rank k] " (stdout to stdout, stderr to stderr). When a rank exits with a non-zero
 // status or is killed, the others are stopped (SIGTERM, then SIGKILL after a grace period) and
-// the result names that rank and how it ended; a timeout bounds the whole job.
+// the result names that rank and how it ended; a timeout bounds the whole job. A rank that the
+// others declare lost while its process still runs (stopped, hung: launch_reports.hpp) is named
+// and ended with SIGKILL, also when the others go on without it. Unless the environment sets a
+// secret, the ranks share a fresh random one (FLOTILLA_SECRET), so that only they can join the job.
 //
 // With restarts (run_job(), flotilla-launch --restarts N), a job that fails that way is started
 // again, whole, up to N times: TensorFlow's checkpoint-and-restart. Each attempt's ranks get
@@ -24,6 +27,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -48,6 +52,7 @@
 #include <vector>
 
 #include "flotilla/core/error.hpp"
+#include "flotilla/transport/tcp/launch_reports.hpp"
 #include "flotilla/transport/tcp/socket.hpp"
 
 extern char** environ;
@@ -74,6 +79,12 @@ struct LaunchOptions {
   std::size_t restarts = 0;
   /// Extra environment variables for every rank, "NAME=value".
   std::vector<std::string> environment;
+  /// When neither this process's environment nor `environment` sets FLOTILLA_SECRET or
+  /// FLOTILLA_SECRET_FILE, the ranks get a fresh random secret of this job's own (32 bytes from
+  /// the kernel, as FLOTILLA_SECRET), so that only processes this launcher started can join the
+  /// job. (A process's environment can be read by its owner only.) Off: such a job runs without
+  /// authentication, which the transport allows on loopback alone.
+  bool job_secret = true;
   /// Each line a rank prints, without its newline; `stream` is 1 (stdout) or 2 (stderr). Default:
   /// "[rank k] line" to the same stream of this process.
   std::function<void(std::size_t rank, int stream, std::string_view line)> on_output;
@@ -91,10 +102,26 @@ struct RankExit {
   int status = 0;
   int signal = 0;
   bool stopped = false;  // the launcher had told it to stop (another rank failed, timeout, interrupt)
+  /// The ranks that declared it lost while its process still ran (it had stopped responding: no
+  /// heartbeat within their stall limit); the launcher then ended it with SIGKILL. Empty otherwise.
+  std::vector<std::size_t> declared_lost_by;
 
   bool ok() const noexcept { return exited && status == 0; }
-  /// "rank 2 exited with status 3", "rank 1 was killed by signal 9 (Killed)".
+  /// "rank 2 stopped responding: rank 0 declared it lost while its process still ran (stopped,
+  /// hung, or unreachable)"; empty when no rank declared it lost.
+  std::string stopped_responding(std::size_t rank) const {
+    if (declared_lost_by.empty()) return {};
+    std::string by;
+    for (const std::size_t k : declared_lost_by) by += (by.empty() ? "" : ", ") + std::to_string(k);
+    return "rank " + std::to_string(rank) + " stopped responding: rank" + (declared_lost_by.size() > 1 ? "s " : " ") + by +
+           " declared it lost while its process still ran (stopped, hung, or unreachable)";
+  }
+  /// "rank 2 exited with status 3", "rank 1 was killed by signal 9 (Killed)", or, for a rank the
+  /// launcher ended because the job had declared it lost, stopped_responding() and how it ended.
   std::string describe(std::size_t rank) const {
+    if (!declared_lost_by.empty())
+      return stopped_responding(rank) + "; the launcher ended it" +
+             (exited ? " (it exited with status " + std::to_string(status) + ")" : " (signal " + std::to_string(signal) + ")");
     std::string s = "rank " + std::to_string(rank);
     if (exited) return s + " exited with status " + std::to_string(status);
     const char* name = ::strsignal(signal);
@@ -176,43 +203,11 @@ struct LaunchedRank {
   bool running = false;
   bool ended = false;  // its pidfd said so (reaped in the order they end)
   RankExit exit;
-};
-
-/// A directory of the launcher's where failing ranks say whose failure ended them (the
-/// transport's tcp_report_failure()); removed with what is in it at the end of the job.
-class ReportDir {
- public:
-  explicit ReportDir(std::size_t ranks) : ranks_(ranks) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/flotilla-launch-XXXXXX";
-    if (::mkdtemp(templ.data()) != nullptr) path_ = templ;  // none: the job runs without reports
-  }
-  ReportDir(const ReportDir&) = delete;
-  ReportDir& operator=(const ReportDir&) = delete;
-  ~ReportDir() {
-    if (path_.empty()) return;
-    for (std::size_t k = 0; k < ranks_; ++k) ::unlink(file(k).c_str());
-    ::rmdir(path_.c_str());
-  }
-  const std::string& path() const noexcept { return path_; }
-  /// The rank that rank k says failed first (itself, or the peer it learned it from), if it said.
-  std::optional<std::size_t> culprit(std::size_t k) const {
-    if (path_.empty()) return std::nullopt;
-    const Fd fd(::open(file(k).c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) return std::nullopt;
-    char buf[32];
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    std::size_t v = 0;
-    if (n <= 0) return std::nullopt;
-    const auto [end, ec] = std::from_chars(buf, buf + n, v);
-    if (ec != std::errc{} || end == buf || v >= ranks_) return std::nullopt;
-    return v;
-  }
-
- private:
-  std::string file(std::size_t k) const { return path_ + "/rank-" + std::to_string(k); }
-  std::size_t ranks_;
-  std::string path_;
+  // Another rank declared it lost: since when (the launcher waits a moment, in case it is dying
+  // on its own), and whether the launcher has sent it SIGKILL for that.
+  std::optional<std::chrono::steady_clock::time_point> declared_lost_at;
+  std::vector<std::size_t> declared_lost_by;
+  bool ending_lost = false;
 };
 
 /// "0.5 s", "30 s".
@@ -252,6 +247,27 @@ inline std::uint16_t ephemeral_port_floor() {
     std::fclose(f);
   }
   return static_cast<std::uint16_t>(low);
+}
+
+/// 32 bytes from the kernel's random source, in hex: a job's shared secret.
+inline std::string random_job_secret() {
+  unsigned char bytes[32];
+  std::size_t have = 0;
+  while (have < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + have, sizeof bytes - have, 0);
+    if (n > 0) {
+      have += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      throw ConfigError(std::string("flotilla-launch: cannot draw a secret for the job (getrandom): ") + std::strerror(errno));
+    }
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string s;
+  for (const unsigned char b : bytes) {
+    s += hex[b >> 4];
+    s += hex[b & 15];
+  }
+  return s;
 }
 
 }  // namespace detail
@@ -310,13 +326,19 @@ inline LaunchResult launch(const LaunchOptions& o) {
         return true;
     return false;
   };
-  detail::ReportDir reports(o.ranks);
+  detail::LaunchReports reports;
   for (char** e = environ; e && *e; ++e)
     if (!overridden(*e)) base.emplace_back(*e);
   for (const auto& e : o.environment) base.push_back(e);
   if (std::none_of(o.environment.begin(), o.environment.end(),
                    [](const std::string& e) { return e.rfind("FLOTILLA_RESTART=", 0) == 0; }))
     base.push_back("FLOTILLA_RESTART=0");
+  auto sets = [&](std::string_view name) {
+    const auto is = [&](std::string_view e) { return e.size() > name.size() && e.substr(0, name.size()) == name && e[name.size()] == '='; };
+    return std::any_of(base.begin(), base.end(), is);
+  };
+  if (o.job_secret && !sets("FLOTILLA_SECRET") && !sets("FLOTILLA_SECRET_FILE"))
+    base.push_back("FLOTILLA_SECRET=" + detail::random_job_secret());
   base.push_back("FLOTILLA_WORLD_SIZE=" + std::to_string(o.ranks));
   base.push_back("FLOTILLA_COORDINATOR=" + result.coordinator);
   if (!reports.path().empty()) base.push_back("FLOTILLA_LAUNCH_REPORTS=" + reports.path());
@@ -397,6 +419,10 @@ inline LaunchResult launch(const LaunchOptions& o) {
 
   const auto started = Clock::now();
   std::optional<std::size_t> observed;  // the first failure seen, before its cause is settled
+  // How long a rank declared lost is left to end by itself (a killed rank's peers may see its
+  // connections close a moment before the launcher can reap it).
+  constexpr auto lost_confirm = std::chrono::milliseconds(100);
+  Clock::time_point next_loss_scan{};
   Clock::time_point settle_until{};
   bool stopping = false, killed = false;
   Clock::time_point kill_at{};
@@ -443,6 +469,28 @@ inline LaunchResult launch(const LaunchOptions& o) {
       }
       if (!r.exit.ok() && !r.exit.stopped && (!failed || rank_of_failure(k) < rank_of_failure(*failed))) failed = k;
     }
+    // Ranks the job has declared lost while they still run (stopped, hung): they would never end
+    // by themselves, and a job that goes on without them (--keep-going) would wait for them
+    // forever. Each is given a moment to be reaped in case it is dying anyway, then ended.
+    if (const auto now = Clock::now(); now >= next_loss_scan) {
+      next_loss_scan = now + std::chrono::milliseconds(50);
+      for (const auto& [lost, by] : reports.losses(ranks.size())) {
+        auto& r = ranks[lost];
+        if (!r.running || r.exit.stopped || lost == by) continue;
+        if (!r.declared_lost_at) r.declared_lost_at = now;
+        if (std::find(r.declared_lost_by.begin(), r.declared_lost_by.end(), by) == r.declared_lost_by.end())
+          r.declared_lost_by.push_back(by);
+      }
+      for (std::size_t k = 0; k < ranks.size(); ++k) {
+        auto& r = ranks[k];
+        if (!r.running || r.ending_lost || !r.declared_lost_at || now - *r.declared_lost_at < lost_confirm) continue;
+        r.ending_lost = true;
+        r.exit.declared_lost_by = r.declared_lost_by;
+        std::sort(r.exit.declared_lost_by.begin(), r.exit.declared_lost_by.end());
+        message(r.exit.stopped_responding(k) + "; ending it (SIGKILL)");
+        ::kill(-r.pid, SIGKILL);
+      }
+    }
     if (failed && !observed) {
       observed = failed;
       settle_until = Clock::now() + std::min<Clock::duration>(o.grace, std::chrono::milliseconds(500));
@@ -450,14 +498,16 @@ inline LaunchResult launch(const LaunchOptions& o) {
     if (observed && !result.first_failure) {
       std::size_t culprit = *observed;
       for (std::size_t step = 0; step < ranks.size(); ++step) {
-        const auto said = reports.culprit(culprit);
+        const auto said = reports.culprit(culprit, ranks.size());
         if (!said || *said == culprit) break;
         culprit = *said;
       }
       const bool culprit_ended = !ranks[culprit].running;
       const bool culprit_failed = culprit_ended && !ranks[culprit].exit.ok();
       const bool others_running = std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.running; });
-      if (culprit_failed || !others_running || Clock::now() >= settle_until) {
+      // A culprit the launcher is ending (declared lost) is waited for: it is about to be reaped.
+      const bool culprit_ending = !culprit_ended && ranks[culprit].ending_lost;
+      if (culprit_failed || !others_running || (Clock::now() >= settle_until && !culprit_ending)) {
         result.first_failure = culprit_failed ? culprit : *observed;
         if (o.stop_on_failure)
           stop(ranks[*result.first_failure].exit.describe(*result.first_failure));

@@ -117,7 +117,7 @@ struct Options {
   /// died and was started again): host:port of each rank to reconnect to, as each printed it
   /// (TcpEndpoint::rejoin_address; the parameter servers of a job that goes on without lost
   /// workers). Each authenticates with the same handshake and refuses a rank that is still alive.
-  /// FLOTILLA_REJOIN, comma-separated.
+  /// FLOTILLA_REJOIN, --rejoin: comma-separated.
   std::vector<std::string> rejoin;
 
   /// The silence after which a waited-for peer is declared stalled.
@@ -141,7 +141,7 @@ struct TcpSettingText {
 };
 struct TcpSettingTexts {
   TcpSettingText rank, world_size, coordinator, bind, timeout_ms, connect_timeout_ms, socket_buffer;
-  TcpSettingText secret, secret_file, heartbeat_ms, checksum_data, shared_memory, spin_us;
+  TcpSettingText secret, secret_file, heartbeat_ms, checksum_data, shared_memory, spin_us, rejoin;
 };
 
 /// Whether a listening address keeps a job on this machine (an unauthenticated job is safe only there).
@@ -333,6 +333,21 @@ inline Options tcp_options_from(const TcpSettingTexts& t) {
   }
   if (t.spin_us.text)  // a second at most: anything longer is a typo, and burns a core
     o.spin = std::chrono::microseconds(tcp_parse_number(t.spin_us, "a number of microseconds", 1'000'000));
+  if (t.rejoin.text) {
+    std::string_view rest(*t.rejoin.text);
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const std::string item(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      if (item.empty()) continue;
+      const auto hp = parse_host_port(item);
+      if (!hp || hp->port == 0)
+        throw ConfigError(t.rejoin.name + ": '" + item +
+                          "' is not host:port with a port from 1 to 65535 (give each rank to reconnect to as it "
+                          "printed its address, comma-separated)");
+      o.rejoin.push_back(item);
+    }
+  }
   return o;
 }
 
@@ -345,21 +360,11 @@ inline Options Options::from_environment() {
     if (const char* v = std::getenv(name)) s.text = std::string(v);
     return s;
   };
-  Options o = detail::tcp_options_from({env("FLOTILLA_RANK"), env("FLOTILLA_WORLD_SIZE"), env("FLOTILLA_COORDINATOR"),
+  return detail::tcp_options_from({env("FLOTILLA_RANK"), env("FLOTILLA_WORLD_SIZE"), env("FLOTILLA_COORDINATOR"),
                                    env("FLOTILLA_BIND"), env("FLOTILLA_TIMEOUT_MS"), env("FLOTILLA_CONNECT_TIMEOUT_MS"),
                                    env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),
                                    env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA"),
-                                   env("FLOTILLA_SHARED_MEMORY"), env("FLOTILLA_SPIN_US")});
-  if (const char* v = std::getenv("FLOTILLA_REJOIN"); v != nullptr && *v != '\0') {
-    std::string_view rest(v);
-    while (!rest.empty()) {
-      const auto comma = rest.find(',');
-      const auto item = rest.substr(0, comma);
-      if (!item.empty()) o.rejoin.emplace_back(item);
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    }
-  }
-  return o;
+                                   env("FLOTILLA_SHARED_MEMORY"), env("FLOTILLA_SPIN_US"), env("FLOTILLA_REJOIN")});
 }
 
 }  // namespace flotilla::transport::tcp

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -52,13 +53,62 @@ inline void tcp_log(const Options& o, const std::string& line) {
   }
 }
 
-/// The handshake runs before the endpoint exists, one connection at a time, with blocking-style
-/// helpers over the non-blocking sockets (each a wait_ready() on the io_context that the endpoint
-/// then takes over, bounded by the rendezvous deadline).
+/// A readiness wait of a connection whose handshake is under way. Shared with the wait's handler,
+/// which may run after the connection is gone (cancelled), so that it never touches the connection.
+struct TcpHandshakeWait {
+  bool armed = false;
+  bool fired = false;  // completed since the connection was last served
+};
+
+/// Arms `wait` on `object` (of `reactor`'s io_context) for `type`, unless it is armed already. Its
+/// completion counts an event, which ends the reactor's run of whoever waits.
+template <class Waitable>
+void arm_handshake_wait(TcpReactor& reactor, Waitable& object, asio::socket_base::wait_type type,
+                        const std::shared_ptr<TcpHandshakeWait>& wait) {
+  if (wait->armed) return;
+  wait->armed = true;
+  object.async_wait(type, [wait, r = &reactor](const ErrorCode& ec) {
+    wait->armed = false;
+    if (ec == asio::error::operation_aborted) return;
+    wait->fired = true;
+    ++r->events;
+  });
+}
+
+/// An accepted connection whose server side of the handshake is under way, served a step at a time
+/// as its bytes arrive (TcpRendezvous::serve_handshakes), so that one that is silent or slow holds
+/// up no other. It reads only the frames the handshake has, exactly, and each of them bounded.
+struct TcpPendingHandshake {
+  explicit TcpPendingHandshake(TcpSocket s) : socket(std::move(s)) {}
+  TcpSocket socket;
+  std::string peer;  ///< "a connection from host:port"
+  Clock::time_point deadline;
+  std::uint64_t send_sequence = 0, recv_sequence = 0;
+  // The frame being read: its header, then its payload.
+  wire::HeaderBytes header_bytes{};
+  std::size_t header_done = 0;
+  TcpControlFrame frame;
+  std::size_t payload_done = 0;
+  // Once the hello is answered: the two hellos (the proofs cover both), and what the hello said.
+  std::optional<wire::Hello> hello;
+  std::vector<std::byte> their_hello, our_hello;
+  bool authenticated = false;
+  std::vector<std::byte> out;  // frames to write
+  std::size_t out_done = 0;
+  std::shared_ptr<TcpHandshakeWait> read_wait = std::make_shared<TcpHandshakeWait>();
+  std::shared_ptr<TcpHandshakeWait> write_wait = std::make_shared<TcpHandshakeWait>();
+  bool fresh = true;  // accepted, not served yet
+};
+
+/// The rendezvous: the client side of each connection runs with blocking-style helpers over the
+/// non-blocking sockets (each a wait_ready() on the io_context that the endpoint then takes over,
+/// bounded by the rendezvous deadline); the server side serves every accepted connection at once
+/// (serve_handshakes), each with a deadline of its own, so that connections that say nothing or
+/// trickle cannot hold up the ranks.
 class TcpRendezvous {
  public:
   explicit TcpRendezvous(const Options& o)
-      : o_(o), n_(o.world_size), r_(o.rank), until_(Clock::now() + o.connect_timeout),
+      : o_(o), n_(o.world_size), r_(o.rank), limit_(o.connect_timeout), until_(Clock::now() + o.connect_timeout),
         reactor_(std::make_shared<TcpReactor>()), addresses_(o.world_size) {
     links_.reserve(n_);
     for (std::size_t p = 0; p < n_; ++p) {
@@ -67,10 +117,12 @@ class TcpRendezvous {
     }
   }
 
-  /// For one rejoining rank's handshake on a running endpoint's reactor (TcpEndpoint::accept_rejoin).
+  /// For rejoining ranks' handshakes on a running endpoint's reactor (TcpEndpoint::serve_rejoins):
+  /// it serves them while the endpoint's operations wait, and lives as long as the endpoint.
   TcpRendezvous(const Options& o, std::shared_ptr<TcpReactor> reactor, std::uint64_t job_id)
-      : o_(o), n_(o.world_size), r_(o.rank), until_(Clock::now() + handshake_limit), reactor_(std::move(reactor)),
-        job_id_(job_id), addresses_(o.world_size), phase_("accepting a rejoining rank"), going_on_("going on") {}
+      : o_(o), n_(o.world_size), r_(o.rank), limit_(handshake_limit), until_(Clock::now() + handshake_limit),
+        reactor_(std::move(reactor)), job_id_(job_id), addresses_(o.world_size), phase_("accepting a rejoining rank"),
+        going_on_("going on") {}
 
   std::shared_ptr<TcpReactor> reactor() const { return reactor_; }
   std::uint64_t job_id() const noexcept { return job_id_; }
@@ -117,6 +169,8 @@ class TcpRendezvous {
   std::string connect_text() const { return std::to_string(o_.connect_timeout.count()) + " ms"; }
   [[noreturn]] void fail(const std::string& what) const { throw TransportError(who() + ": " + phase_ + ": " + what); }
 
+  std::string limit_text() const { return std::to_string(limit_.count()) + " ms"; }
+
   void write_all(TcpLink& l, std::span<const std::byte> a, std::span<const std::byte> b, const std::string& peer) {
     std::size_t done = 0;
     const std::size_t total = a.size() + b.size();
@@ -134,8 +188,8 @@ class TcpRendezvous {
       }
       if (ec == asio::error::interrupted) continue;
       if (!ec || would_block(ec)) {
-        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_write, io_until()))
-          fail("writing to " + peer + " timed out" + timed_out_text());
+        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_write, until_))
+          fail("writing to " + peer + " timed out after " + limit_text());
         continue;
       }
       fail("writing to " + peer + " failed: " + ec.message());
@@ -164,8 +218,8 @@ class TcpRendezvous {
       }
       if (ec == asio::error::interrupted) continue;
       if (!ec || would_block(ec)) {
-        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_read, io_until()))
-          fail(waiting + ": timed out" + timed_out_text());
+        if (!wait_ready(reactor_->io, l.socket, asio::socket_base::wait_read, until_))
+          fail(waiting + ": timed out after " + limit_text());
         continue;
       }
       fail(waiting + ": " + peer + (ec == asio::error::eof ? " closed the connection" : " failed: " + ec.message()));
@@ -181,25 +235,35 @@ class TcpRendezvous {
     TcpControlFrame f;
     f.decoded = wire::decode(hb);
     counters_.header_bytes_received += wire::header_size;
+    check_control_header(f, l.recv_sequence, wire::max_control_payload, peer, waiting);
+    f.payload.resize(static_cast<std::size_t>(f.header().payload_length));
+    read_exact(l, f.payload.data(), f.payload.size(), peer, waiting);
+    counters_.header_bytes_received += f.payload.size();
+    check_control_payload(f, peer, waiting);
+    return f;
+  }
+
+  /// Ends the rendezvous (fail()) on a header that cannot be acted on, or that announces more than
+  /// `max_payload` bytes, before anything is allocated for it; counts the frame in `recv_sequence`.
+  void check_control_header(const TcpControlFrame& f, std::uint64_t& recv_sequence, std::uint64_t max_payload,
+                            const std::string& peer, const std::string& waiting) const {
     if (auto problem = f.decoded.problem(); !problem.empty())
       fail(waiting + ": " + peer + " sent a bad frame: " + problem + "; connection closed");
     const wire::Header& h = f.header();
-    if (h.payload_length > wire::max_control_payload)
+    if (h.payload_length > max_payload)
       fail(waiting + ": " + peer + " sent a bad frame: a " + std::string(wire::type_name(h.type)) + " frame of " +
-           std::to_string(h.payload_length) + " bytes (at most " + std::to_string(wire::max_control_payload) +
+           std::to_string(h.payload_length) + " bytes (at most " + std::to_string(max_payload) +
            "); connection closed");
     if (h.version == wire::protocol_version) {
-      if (h.sequence != l.recv_sequence)
+      if (h.sequence != recv_sequence)
         fail(waiting + ": " + peer + " sent a bad frame: frame number " + std::to_string(h.sequence) + " where " +
-             std::to_string(l.recv_sequence) + " was due; connection closed");
-      ++l.recv_sequence;
+             std::to_string(recv_sequence) + " was due; connection closed");
+      ++recv_sequence;
     }
-    f.payload.resize(static_cast<std::size_t>(h.payload_length));
-    read_exact(l, f.payload.data(), f.payload.size(), peer, waiting);
-    counters_.header_bytes_received += f.payload.size();
-    if (auto problem = wire::payload_problem(h, f.payload); !problem.empty())
+  }
+  void check_control_payload(const TcpControlFrame& f, const std::string& peer, const std::string& waiting) const {
+    if (auto problem = wire::payload_problem(f.header(), f.payload); !problem.empty())
       fail(waiting + ": " + peer + " sent a bad frame: " + problem + "; connection closed");
-    return f;
   }
 
   static std::string text_of(const std::vector<std::byte>& payload) {
@@ -306,75 +370,274 @@ class TcpRendezvous {
     return *hello;
   }
 
-  /// A connection from a rank, accepted and authenticated during the rendezvous, with its hello.
+  /// A connection from a rank, accepted and authenticated, with its hello.
   struct Arrival {
     TcpLink link;
     std::string peer;  ///< "a connection from host:port"
     wire::Hello hello;
   };
 
-  /// How long one accepted connection may take to complete its handshake: a connection that says
-  /// nothing must not hold up the ranks behind it for the whole rendezvous.
+  /// How long one accepted connection may take to complete its handshake. Connections are served
+  /// together, so this bounds what an idle one costs (a descriptor and a place among
+  /// max_pending_handshakes), not how long the others wait.
   static constexpr std::chrono::milliseconds handshake_limit{5000};
+  /// How many accepted connections may be in the middle of their handshake at once. Beyond it the
+  /// oldest is dropped, so that a flood of idle connections cannot take every descriptor; a rank's
+  /// handshake takes a round trip or two, so only a flood faster than that can crowd one out.
+  static constexpr std::size_t max_pending_handshakes = 64;
+  /// The largest payload of a frame a handshake reads: a hello has at most 308 bytes (its host at
+  /// most 255), a proof 32. So a connection in the middle of its handshake holds little memory.
+  static constexpr std::uint64_t max_handshake_payload = 4096;
 
-  /// Waits until `until_` for the next connection on `listener`, then runs the server's side of
-  /// its handshake, answering with `reply` (this rank's hello payload: `doing` names the step in
-  /// messages: "registering", "accepting"). A connection that is malformed, of another protocol
-  /// version, unauthenticated or too slow is dropped and logged (told why, when it is a flotilla
-  /// peer), and this returns empty: the rendezvous goes on with the others. On the deadline, fails
-  /// with `timed_out(missing)`, where `missing` lists ranks 1 to `below` - 1 that have no link yet.
-  template <class Reply, class TimedOut>
-  std::optional<Arrival> accept_hello(Listener& listener, std::string_view doing, std::size_t below, Reply&& reply,
-                                      TimedOut&& timed_out) {
-    if (!wait_ready(reactor_->io, listener.acceptor, asio::socket_base::wait_read, until_)) {
-      std::string missing;
-      for (std::size_t p = 1; p < below; ++p)
-        if (!links_[p].open()) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
-      fail(timed_out(missing));
-    }
-    auto incoming = accept_one(listener.acceptor);
-    if (!incoming) return std::nullopt;
-    Arrival a{TcpLink(reactor_), {}, {}};
-    a.link.socket = std::move(*incoming);
-    tune_socket(a.link.socket, 0);
-    a.peer = "a connection from " + format_host_port(remote_host_port(a.link.socket));
-    const std::string waiting = std::string(doing) + " " + a.peer;
-    conn_until_ = Clock::now() + handshake_limit;
-    struct Reset {
-      Clock::time_point& t;
-      ~Reset() { t = Clock::time_point::max(); }
-    } reset{conn_until_};
-    std::string refusal;
-    try {
-      const auto f = read_frame(a.link, a.peer, waiting);
-      if (f.header().type == wire::FrameType::refuse || f.header().type == wire::FrameType::abort) {
-        refusal = a.peer + " sent a " + std::string(wire::type_name(f.header().type)) + " frame where a hello was due";
-      } else if (auto hello = check_hello(f, a.peer, waiting, refusal)) {
-        const auto answer = reply();
-        send_frame(a.link, wire::FrameType::hello, answer, a.peer);
-        if (!o_.secret.empty()) {
-          send_frame(a.link, wire::FrameType::auth,
-                     proof_bytes(wire::auth_proof(o_.secret, wire::Role::server, f.payload, answer)), a.peer);
-          const auto proof = read_frame(a.link, a.peer, waiting + " (authentication)");
-          if (proof.header().type != wire::FrameType::auth || proof.header().version != wire::protocol_version ||
-              !wire::proof_matches(proof.payload, wire::auth_proof(o_.secret, wire::Role::client, f.payload, answer)))
-            refusal = "authentication failed: " + a.peer +
-                      " does not know this job's shared secret (is FLOTILLA_SECRET the same on every rank?)";
-        }
-        if (refusal.empty()) {
-          a.hello = *hello;
-          return a;
-        }
+  /// Serves, without waiting, the connections waiting on `listener` (accepted when `accept`) and
+  /// those in the middle of their handshake: each goes on as far as its bytes allow, a hello
+  /// answered with `reply()` (this rank's hello payload; `doing` names the step in messages:
+  /// "registering", "accepting"). A connection that completes its handshake (authenticated, when
+  /// the job has a secret) goes to arrived_. One that is malformed, of another protocol version,
+  /// unauthenticated, or not done within handshake_limit is dropped, logged (and told why, when
+  /// it is a flotilla peer) and counted in dropped_. Each connection left has a wait armed on the
+  /// reactor, so that its owner's wait ends when it has something.
+  template <class Reply>
+  void serve_handshakes(Listener& listener, bool accept, std::string_view doing, Reply&& reply) {
+    for (std::size_t taken = 0; accept && taken < max_pending_handshakes; ++taken) {
+      auto incoming = accept_one(listener.acceptor);
+      if (!incoming) break;
+      if (pending_.size() >= max_pending_handshakes) {
+        drop(*pending_.front(), doing,
+             "the oldest of " + std::to_string(pending_.size()) +
+                 " connections in the middle of their handshake (at most " + std::to_string(max_pending_handshakes) +
+                 " at once)");
+        pending_.erase(pending_.begin());
       }
-    } catch (const TransportError& e) {
-      // A peer that breaks the protocol is dropped, not allowed to end the job. (Its message
-      // already names this rank and the connection.)
-      log(std::string(e.what()) + "; dropped it, " + going_on_);
-      return std::nullopt;
+      auto p = std::make_unique<TcpPendingHandshake>(std::move(*incoming));
+      tune_socket(p->socket, 0);
+      p->peer = "a connection from " + format_host_port(remote_host_port(p->socket));
+      p->deadline = Clock::now() + handshake_limit;
+      pending_.push_back(std::move(p));
     }
-    tell_refused(a.link, refusal);
-    log(who() + ": " + phase_ + ": refused " + a.peer + ": " + refusal + "; dropped it, " + going_on_);
-    return std::nullopt;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      TcpPendingHandshake& p = **it;
+      const bool readable = std::exchange(p.read_wait->fired, false);
+      const bool writable = std::exchange(p.write_wait->fired, false);
+      const bool due = std::exchange(p.fresh, false) || readable || writable;
+      const std::string waiting = std::string(doing) + " " + p.peer;
+      bool done = false, gone = false;
+      std::string refusal;
+      try {
+        if (due) done = step_handshake(p, waiting, reply, refusal);
+      } catch (const TransportError& e) {
+        // A peer that breaks the protocol is dropped, not allowed to end the job. (Its message
+        // already names this rank and the connection.)
+        log(std::string(e.what()) + "; dropped it, " + going_on_);
+        ++dropped_;
+        gone = true;
+      }
+      if (!refusal.empty()) {
+        tell_refused_now(p, refusal);
+        log(who() + ": " + phase_ + ": refused " + p.peer + ": " + refusal + "; dropped it, " + going_on_);
+        ++dropped_;
+        gone = true;
+      }
+      if (!done && !gone && Clock::now() >= p.deadline) {
+        drop(p, doing,
+             "no complete handshake within " + std::to_string(handshake_limit.count()) +
+                 " ms (the limit for one connection)");
+        gone = true;
+      }
+      if (done) arrived_.push_back(arrival_of(p));
+      if (done || gone) {
+        it = pending_.erase(it);
+        continue;
+      }
+      // Nothing is read while this rank's frames wait to be written (a read wait would fire again
+      // and again on what is left unread).
+      if (p.out_done < p.out.size())
+        arm_handshake_wait(*reactor_, p.socket, asio::socket_base::wait_write, p.write_wait);
+      else
+        arm_handshake_wait(*reactor_, p.socket, asio::socket_base::wait_read, p.read_wait);
+      ++it;
+    }
+  }
+
+  /// The earliest deadline of a connection in the middle of its handshake (`until` when none is).
+  Clock::time_point next_handshake_deadline(Clock::time_point until) const {
+    for (const auto& p : pending_) until = std::min(until, p->deadline);
+    return until;
+  }
+
+  /// Moves `p`'s handshake on as far as its bytes allow; true once it is complete and this rank's
+  /// frames are written. Throws TransportError when the connection breaks the protocol, and sets
+  /// `refusal` when it is to be refused.
+  template <class Reply>
+  bool step_handshake(TcpPendingHandshake& p, const std::string& waiting, Reply& reply, std::string& refusal) {
+    for (;;) {
+      if (!flush_handshake(p)) return false;
+      if (p.authenticated) return true;
+      auto f = read_handshake_frame(p, p.hello ? waiting + " (authentication)" : waiting);
+      if (!f) return false;
+      const wire::Header& h = f->header();
+      if (!p.hello) {
+        if (h.type == wire::FrameType::refuse || h.type == wire::FrameType::abort) {
+          refusal = p.peer + " sent a " + std::string(wire::type_name(h.type)) + " frame where a hello was due";
+          return false;
+        }
+        auto hello = check_hello(*f, p.peer, waiting, refusal);
+        if (!hello) return false;
+        p.hello = std::move(hello);
+        p.our_hello = reply();
+        queue_frame(p, wire::FrameType::hello, p.our_hello);
+        if (o_.secret.empty()) {
+          p.authenticated = true;
+        } else {
+          p.their_hello = std::move(f->payload);
+          queue_frame(p, wire::FrameType::auth,
+                      proof_bytes(wire::auth_proof(o_.secret, wire::Role::server, p.their_hello, p.our_hello)));
+        }
+        continue;
+      }
+      if (h.type != wire::FrameType::auth || h.version != wire::protocol_version ||
+          !wire::proof_matches(f->payload,
+                               wire::auth_proof(o_.secret, wire::Role::client, p.their_hello, p.our_hello))) {
+        refusal = "authentication failed: " + p.peer +
+                  " does not know this job's shared secret (is FLOTILLA_SECRET the same on every rank?)";
+        return false;
+      }
+      p.authenticated = true;
+    }
+  }
+
+  /// Reads what has arrived of `p`'s next frame, never more than the frame: the bytes after it are
+  /// the link's. Returns the frame once whole; throws TransportError (fail()) on a bad frame, an
+  /// error, or the end of the connection.
+  std::optional<TcpControlFrame> read_handshake_frame(TcpPendingHandshake& p, const std::string& waiting) {
+    for (;;) {
+      const bool in_header = p.header_done < wire::header_size;
+      std::byte* into = in_header ? p.header_bytes.data() + p.header_done : p.frame.payload.data() + p.payload_done;
+      const std::size_t want = in_header ? wire::header_size - p.header_done : p.frame.payload.size() - p.payload_done;
+      if (want == 0) {
+        TcpControlFrame f = std::move(p.frame);
+        p.frame = {};
+        p.header_done = p.payload_done = 0;
+        check_control_payload(f, p.peer, waiting);
+        return f;
+      }
+      ErrorCode ec;
+      const std::size_t r = p.socket.read_some(asio::buffer(into, want), ec);
+      if (!ec && r > 0) {
+        counters_.header_bytes_received += r;
+        if (!in_header) {
+          p.payload_done += r;
+        } else if ((p.header_done += r) == wire::header_size) {
+          p.frame.decoded = wire::decode(p.header_bytes);
+          check_control_header(p.frame, p.recv_sequence, max_handshake_payload, p.peer, waiting);
+          p.frame.payload.resize(static_cast<std::size_t>(p.frame.header().payload_length));
+        }
+        continue;
+      }
+      if (ec == asio::error::interrupted) continue;
+      if (!ec || would_block(ec)) return std::nullopt;
+      fail(waiting + ": " + p.peer + (ec == asio::error::eof ? " closed the connection" : " failed: " + ec.message()));
+    }
+  }
+
+  void queue_frame(TcpPendingHandshake& p, wire::FrameType type, std::span<const std::byte> payload) const {
+    wire::Header h;
+    h.type = type;
+    h.sequence = p.send_sequence++;
+    h.payload_length = payload.size();
+    wire::seal_payload(h, payload);
+    const auto header = wire::encode(h);
+    p.out.insert(p.out.end(), header.begin(), header.end());
+    p.out.insert(p.out.end(), payload.begin(), payload.end());
+  }
+
+  /// Writes what `p` has to send; false while the socket takes no more. Throws TransportError on
+  /// an error.
+  bool flush_handshake(TcpPendingHandshake& p) {
+    while (p.out_done < p.out.size()) {
+      ErrorCode ec;
+      const std::size_t r = p.socket.write_some(asio::buffer(p.out.data() + p.out_done, p.out.size() - p.out_done), ec);
+      if (!ec && r > 0) {
+        p.out_done += r;
+        counters_.header_bytes_sent += r;
+        continue;
+      }
+      if (ec == asio::error::interrupted) continue;
+      if (!ec || would_block(ec)) return false;
+      fail("writing to " + p.peer + " failed: " + ec.message());
+    }
+    p.out.clear();
+    p.out_done = 0;
+    return true;
+  }
+
+  /// Tells `p`'s peer why it is refused, if its socket takes the frame now: a refused connection
+  /// gets no more of this rank's time.
+  void tell_refused_now(TcpPendingHandshake& p, const std::string& reason) {
+    queue_frame(p, wire::FrameType::refuse,
+                std::span<const std::byte>(reinterpret_cast<const std::byte*>(reason.data()), reason.size()));
+    try {
+      flush_handshake(p);
+    } catch (const TransportError&) {
+    }
+  }
+
+  void drop(TcpPendingHandshake& p, std::string_view doing, const std::string& why) {
+    log(who() + ": " + phase_ + ": " + std::string(doing) + " " + p.peer + ": " + why + "; dropped it, " + going_on_);
+    ++dropped_;
+  }
+
+  /// `p`, done, as a link (its waits cancelled: the link arms its own).
+  Arrival arrival_of(TcpPendingHandshake& p) {
+    ErrorCode ec;
+    p.socket.cancel(ec);
+    Arrival a{TcpLink(reactor_), std::move(p.peer), *p.hello};
+    a.link.socket = std::move(p.socket);
+    a.link.send_sequence = p.send_sequence;
+    a.link.recv_sequence = p.recv_sequence;
+    return a;
+  }
+
+  /// For a timeout's message: the connections that were not ranks of this job.
+  std::string strangers_text() const {
+    if (dropped_ == 0 && pending_.empty()) return {};
+    return "; meanwhile " + std::to_string(dropped_) + " other connection" + (dropped_ == 1 ? " was" : "s were") +
+           " dropped (not a flotilla rank of this job, unauthenticated, or too slow: see the log) and " +
+           std::to_string(pending_.size()) + (pending_.size() == 1 ? " was" : " were") +
+           " still open without a complete handshake";
+  }
+
+  /// The next connection on `listener` to complete its handshake, all of them served at once
+  /// meanwhile (serve_handshakes). On the rendezvous deadline, fails with `timed_out(missing)`,
+  /// where `missing` lists ranks 1 to `below` - 1 that have no link yet, and the count of other
+  /// connections dropped or still pending.
+  template <class Reply, class TimedOut>
+  Arrival next_arrival(Listener& listener, std::string_view doing, std::size_t below, Reply&& reply,
+                       TimedOut&& timed_out) {
+    for (;;) {
+      serve_handshakes(listener, true, doing, reply);
+      if (!arrived_.empty()) {
+        Arrival a = std::move(arrived_.front());
+        arrived_.pop_front();
+        return a;
+      }
+      if (Clock::now() >= until_) {
+        std::string missing;
+        for (std::size_t p = 1; p < below; ++p)
+          if (!links_[p].open()) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+        fail(timed_out(missing) + strangers_text());
+      }
+      arm_handshake_wait(*reactor_, listener.acceptor, asio::socket_base::wait_read, accept_wait_);
+      const std::uint64_t seen = reactor_->events;
+      run_until(reactor_->io, [&] { return reactor_->events != seen; }, next_handshake_deadline(until_));
+    }
+  }
+
+  /// The end of accepting on `listener` during the rendezvous: its wait is not the endpoint's.
+  void stop_serving(Listener& listener) {
+    ErrorCode ec;
+    listener.acceptor.cancel(ec);
+    pending_.clear();
   }
 
   // Rank 0: accepts every other rank's registration, then sends each the table.
@@ -389,16 +652,15 @@ class TcpRendezvous {
     table.entries[0] = {coordinator_.host, coordinator_.port};
     std::size_t registered = 0;
     while (registered < n_ - 1) {
-      auto arrival = accept_hello(
+      auto arrival = next_arrival(
           listener, "registering", n_, [&] { return hello_payload(coordinator_.port, coordinator_.host); },
           [&](const std::string& missing) {
             return "timed out after " + connect_text() + " at the coordinator " + addresses_[0] + ": rank(s) " +
                    missing + " did not register (were they started, with FLOTILLA_COORDINATOR=" + addresses_[0] + "?)";
           });
-      if (!arrival) continue;
-      TcpLink& c = arrival->link;
-      const std::string& peer = arrival->peer;
-      const auto& hello = arrival->hello;
+      TcpLink& c = arrival.link;
+      const std::string& peer = arrival.peer;
+      const auto& hello = arrival.hello;
       // Authenticated (or on loopback without a secret): a disagreement now is a misconfigured
       // job, and ends it.
       std::string refusal = check_world_size(hello, peer);
@@ -423,6 +685,7 @@ class TcpRendezvous {
       links_[k] = std::move(c);
       ++registered;
     }
+    stop_serving(listener);
     const auto payload = wire::encode_table(table);
     for (std::size_t k = 1; k < n_; ++k)
       send_frame(links_[k], wire::FrameType::table, payload, "rank " + std::to_string(k) + " at " + addresses_[k]);
@@ -472,16 +735,15 @@ class TcpRendezvous {
     //    authenticate it. A lower rank proves its secret (step 3) once the ranks below it have
     //    been answered, so every wait here ends.
     for (std::size_t accepted = 0; accepted + 1 < r_;) {
-      auto arrival = accept_hello(
+      auto arrival = next_arrival(
           listener, "accepting", r_, [&] { return hello_payload(0, {}); },
           [&](const std::string& missing) {
             return "timed out after " + connect_text() + " waiting for rank(s) " + missing + " to connect to " +
                    addresses_[r_];
           });
-      if (!arrival) continue;
-      TcpLink& c = arrival->link;
-      const std::string& peer = arrival->peer;
-      const auto& h = arrival->hello;
+      TcpLink& c = arrival.link;
+      const std::string& peer = arrival.peer;
+      const auto& h = arrival.hello;
       std::string refusal = check_world_size(h, peer);
       if (!refusal.empty()) {
       } else if (h.job_id != job_id_) {
@@ -498,6 +760,7 @@ class TcpRendezvous {
       links_[h.rank] = std::move(c);
       ++accepted;
     }
+    stop_serving(listener);
     // 3. The higher ranks' answers, and this rank's proofs.
     for (std::size_t p = r_ + 1; p < n_; ++p) {
       const std::string peer = "rank " + std::to_string(p) + " at " + addresses_[p];
@@ -540,16 +803,14 @@ class TcpRendezvous {
       if (a.empty()) a = "(not reconnected after the rejoin)";
   }
 
-  Clock::time_point io_until() const { return std::min(until_, conn_until_); }
-  std::string timed_out_text() const {
-    return conn_until_ < until_ ? " (a connection's handshake may take " + std::to_string(handshake_limit.count()) + " ms)"
-                                : " after " + connect_text();
-  }
+  /// Restarts the deadline of the blocking-style helpers: one limit_ from now. (A rejoining rank's
+  /// answer is written long after the handshakes' rendezvous began.)
+  void restart_deadline() { until_ = Clock::now() + limit_; }
 
-  const Options& o_;
+  Options o_;  // a copy: a rejoin's rendezvous lives in an endpoint, which may move
   std::size_t n_, r_;
+  std::chrono::milliseconds limit_;  // how long the blocking-style helpers may wait, for messages
   Clock::time_point until_;
-  Clock::time_point conn_until_ = Clock::time_point::max();  // the accepted connection's handshake deadline
   std::shared_ptr<TcpReactor> reactor_;  // the endpoint's, once the rendezvous is done
   HostPort coordinator_;
   std::uint64_t job_id_ = 0;
@@ -557,26 +818,16 @@ class TcpRendezvous {
   std::vector<std::string> addresses_;
   TrafficCounters counters_{};
   std::optional<Listener> listener_;
+  // The server side of the handshakes: connections in the middle of theirs (oldest first), those
+  // done and not yet taken, and how many were dropped.
+  std::vector<std::unique_ptr<TcpPendingHandshake>> pending_;
+  std::deque<Arrival> arrived_;
+  std::size_t dropped_ = 0;
+  std::shared_ptr<TcpHandshakeWait> accept_wait_ = std::make_shared<TcpHandshakeWait>();
   // For messages: what this handshake is part of, and what the rank does after dropping a peer.
   std::string phase_ = o_.rejoin.empty() ? "rendezvous" : "rejoining a running job";
   std::string going_on_ = "still waiting for the ranks";
 };
-
-/// Under flotilla-launch (FLOTILLA_LAUNCH_REPORTS names a directory of the launcher's): records
-/// which rank's failure ended this one, its own or a peer's. The ranks that fail because another
-/// did often exit before it; this is how the launcher still names the rank that failed first.
-inline void tcp_report_failure(std::size_t rank, std::size_t culprit) noexcept {
-  try {
-    const char* dir = std::getenv("FLOTILLA_LAUNCH_REPORTS");
-    if (dir == nullptr || *dir == '\0') return;
-    const std::string path = std::string(dir) + "/rank-" + std::to_string(rank);
-    const Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!fd) return;
-    const std::string text = std::to_string(culprit) + "\n";
-    if (::write(fd.get(), text.data(), text.size()) < 0) return;
-  } catch (...) {
-  }
-}
 
 }  // namespace detail
 

@@ -28,8 +28,10 @@
 //
 // Waiting spins for up to 200 microseconds (yielding to other runnable threads), then sleeps on a
 // futex shared between the processes, in slices of at most 10 ms, between which it checks the
-// deadline and whether a peer's TCP connection has closed (a process that dies closes its
-// sockets): a lost peer fails the call naming it at once. A sleeper says so in the counter's
+// deadline, whether a peer's TCP connection has closed (a process that dies closes its
+// sockets): a lost peer fails the call naming it at once, and whether the peer waited for still
+// sends heartbeats on its socket (Watch::check_alive): a stopped one is named after the stall
+// limit, as on the sockets' path. A sleeper says so in the counter's
 // cache line first, and a rank that moves its counter makes the futex call only when someone
 // does: the common case, a peer still spinning, costs no system call.
 //
@@ -161,6 +163,11 @@ class SharedMemoryAllreduce {
     std::function<std::optional<std::size_t>()> lost_peer;
     std::function<std::string()> who;
     std::function<std::string(std::size_t)> peer_name;
+    /// Throws PeerLostError when the peer waited for (its rank) has been silent on its socket, not
+    /// even a heartbeat, for the stall limit since the later of its last frame and the start of
+    /// the wait (the time passed). A stopped process keeps its connections open: without this
+    /// a wait for one would end only at `timeout`.
+    std::function<void(std::size_t, std::chrono::steady_clock::time_point)> check_alive;
   };
 
   /// Sums `values` over every rank (all must call with the same count, in the same order of
@@ -294,7 +301,8 @@ class SharedMemoryAllreduce {
     for (std::size_t r = 0; r < ranks_; ++r) {
       if (r == rank_) continue;
       auto& a = counter(r);
-      const auto spin_until = std::chrono::steady_clock::now() + spin_time;
+      const auto waiting_since = std::chrono::steady_clock::now();
+      const auto spin_until = waiting_since + spin_time;
       for (unsigned spin = 0; !reached(a.load(std::memory_order_acquire), target); ++spin) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -323,6 +331,7 @@ class SharedMemoryAllreduce {
           throw PeerLostError(w.who() + ": " + w.peer_name(*gone) +
                                   " closed its connection during a shared-memory allreduce (its process ended)",
                               *gone);
+        if (w.check_alive) w.check_alive(r, waiting_since);
         if (std::chrono::steady_clock::now() > deadline)
           throw TransportError(w.who() + ": shared-memory allreduce timed out after " + std::to_string(w.timeout.count()) +
                                " ms waiting for " + w.peer_name(r));
