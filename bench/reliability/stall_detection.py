@@ -10,15 +10,16 @@ host:port). The documented bound is stall limit - interval to stall limit + inte
   sockets         3 ranks of tests/transport/tcp_rank.cpp (`stall 1`): rank 1 stops 200 ms after a
                   barrier; rank 0 waits for a message from it, rank 2 for one from rank 0
   shared-memory   3 ranks of tcp_rank (`shared-memory-stall 1`) summing through the shared-memory
-                  segment; rank 1 stops between two sums (run only when tcp_rank has that mode)
+                  segment; rank 1 stops between two sums, and ranks 0 and 2 wait on it in the next
   ps-async        4 workers + 1 asynchronous server (`ps-recovery drive stall`): worker 2 stops
                   after 20 pushes while the others keep pushing; the server drops it
   ps-sync         the same with a synchronous server (`ps-recovery drive stall-sync`): every
                   survivor stops with an error naming it
   pipeline        2 stages x 2 replicas (`pipeline stall 2 2 1`): rank 1 stops in its fourth step
 
-Times of sockets and pipeline come from the ranks' own clocks (steady clock, shared by the
-processes of one host); those of the parameter servers from when the test driver read each line.
+Times of sockets, shared memory and pipeline come from the ranks' own clocks (the steady clock,
+which the processes of one host share); those of the parameter servers from when the test driver
+read each line.
 
   python3 bench/reliability/stall_detection.py --build build [--runs 20] [--heartbeat-ms 500] [--paths a,b]
 """
@@ -44,18 +45,20 @@ def launch(a, ranks, args, heartbeat_ms):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120).stdout
 
 
-def sockets(a, hb, mode="stall"):
+def sockets(a, hb, mode="stall", offset_ms=200):
     out = launch(a, 3, [os.path.join(a.build, "tests", "transport", "flotilla_tcp_rank"), mode, "1"], hb)
     found = {}
     for line in out.splitlines():
         m = re.match(r"\[rank (\d+)\] caught after (\d+) ms: (.*)", line)
         if m and int(m.group(1)) not in found:
-            found[int(m.group(1))] = (int(m.group(2)) - 200, m.group(3))  # tcp_rank: it stops 200 ms after
+            found[int(m.group(1))] = (int(m.group(2)) - offset_ms, m.group(3))
     return found, 1
 
 
 def shared_memory(a, hb):
-    return sockets(a, hb, "shared-memory-stall")
+    # Timed from the start of the sum the others wait in: rank 1 stops between two sums, so within
+    # a sum's time (microseconds) of it.
+    return sockets(a, hb, "shared-memory-stall", 0)
 
 
 def ps(a, hb, mode):

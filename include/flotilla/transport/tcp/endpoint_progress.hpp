@@ -118,8 +118,10 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
     if (accept_rejoins_) rejoin_listener_->arm();
     detail::TcpReactor& r = *reactor_;
     const std::uint64_t seen = r.events;
-    // Wake up at least once a heartbeat interval, to see whether a peer has gone silent.
-    const auto stall = std::min({until, Clock::now() + (eager ? options_.heartbeat_interval : detail::tcp_stall)});
+    // Wake up at least twice a heartbeat interval, to see whether a peer has gone silent (as
+    // check_stalled_if_due does while traffic keeps the loop from sleeping).
+    const auto stall =
+        std::min({until, Clock::now() + (eager ? options_.heartbeat_interval / 2 : detail::tcp_stall)});
     detail::run_until(r.io, [&] { return r.events != seen; }, stall);
     if (rejoin_listener_ && accept_rejoins_) {
       // Also when nothing fired: a handshake's deadline may have passed.
