@@ -14,10 +14,11 @@
 //                 as async, but without a staleness bound, and worker 2 stops itself (SIGSTOP)
 //                 after 20 pushes, with heartbeats every HEARTBEAT_MS (default 100) ms: its
 //                 connections stay open, only its heartbeats stop. The 3 others push (one each
-//                 2 ms) for 2 stall limits, keeping the server busy all along. The server's "dropped worker 2" line
-//                 must come between the stall limit less an interval and the stall limit plus an
-//                 interval after the stop (docs/reliability.md, "Failure detection"); the driver
-//                 then kills the stopped worker (SIGKILL). Applied pushes must equal pushes sent.
+//                 2 ms) for 2 stall limits, keeping the server busy all along. The server's
+//                 "dropped worker 2" line must come between the stall limit less an interval and
+//                 the stall limit plus an interval after the stop (docs/reliability.md, "Failure
+//                 detection"); the driver then kills the stopped worker (SIGKILL). Applied pushes
+//                 must equal pushes sent.
 //   drive stall-sync [HEARTBEAT_MS]
 //                 the same with an aggregating server (synchronous), for the measurements of
 //                 bench/reliability/stall_detection.py: every surviving rank must exit non-zero
