@@ -10,6 +10,19 @@
 //   drive sync    the same, synchronous (the server aggregates one push per worker a step): the
 //                 job stops; every surviving rank exits non-zero within a second or two with an
 //                 error naming rank 2, its host and the operation.
+//   drive stall [HEARTBEAT_MS]
+//                 as async, but without a staleness bound, and worker 2 stops itself (SIGSTOP)
+//                 after 20 pushes, with heartbeats every HEARTBEAT_MS (default 100) ms: its
+//                 connections stay open, only its heartbeats stop. The 3 others push (one each
+//                 2 ms) for 2 stall limits, keeping the server busy all along. The server's
+//                 "dropped worker 2" line must come between the stall limit less an interval and
+//                 the stall limit plus an interval after the stop (docs/reliability.md, "Failure
+//                 detection"); the driver then kills the stopped worker (SIGKILL). Applied pushes
+//                 must equal pushes sent.
+//   drive stall-sync [HEARTBEAT_MS]
+//                 the same with an aggregating server (synchronous), for the measurements of
+//                 bench/reliability/stall_detection.py: every surviving rank must exit non-zero
+//                 naming rank 2 and its host; prints when each one named it.
 //   drive soak S  16 workers push to one server as fast as they can for S seconds, then stop;
 //                 pushes applied must equal pushes sent (summed over the workers' reports), and the
 //                 parameters must be exactly what that many unit gradients make.
@@ -20,8 +33,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../common/recovery_job.hpp"
@@ -47,10 +64,12 @@ long long ms_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
 }
 
-/// One rank. `victim` dies after `victim_pushes`; the others push `pushes` times, or for `seconds`
-/// when that is > 0.
-int rank_main(bool aggregate, std::size_t victim, std::size_t victim_pushes, std::size_t pushes, double seconds) {
-  const auto o = transport::TcpOptions::from_environment();
+/// One rank. `victim` dies (or, when `stall`, stops) after `victim_pushes`; the others push
+/// `pushes` times, or for `seconds` when that is > 0.
+int rank_main(bool aggregate, std::size_t victim, std::size_t victim_pushes, std::size_t pushes, double seconds,
+              bool stall = false, std::chrono::milliseconds heartbeat = {}) {
+  auto o = transport::TcpOptions::from_environment();
+  if (stall) o.heartbeat_interval = heartbeat;
   const std::size_t workers = o.world_size - 1;
   const Clock::time_point t0 = Clock::now();
   int status = 0;
@@ -63,7 +82,8 @@ int rank_main(bool aggregate, std::size_t victim, std::size_t victim_pushes, std
         Shard shard({0, parameters}, initial, {t});
         optim::SGD sgd;
         sgd.learning_rate = 1.0;  // every push of unit gradients takes exactly 1 off every parameter
-        shard.serve(e, workers, aggregate, aggregate ? 0 : 2, sgd, [](std::uint64_t) { return 1.0; });
+        const std::size_t staleness = aggregate ? 0 : stall ? std::numeric_limits<std::size_t>::max() : 2;
+        shard.serve(e, workers, aggregate, staleness, sgd, [](std::uint64_t) { return 1.0; });
         const auto p = shard.parameters();
         bool exact = true;
         for (const float v : p) exact = exact && v == -static_cast<float>(shard.pushes());
@@ -86,7 +106,15 @@ int rank_main(bool aggregate, std::size_t victim, std::size_t victim_pushes, std
           client.push(e, 0, grads);
           client.pull(e, 0, params);
           ++sent;
-          if (e.rank() == victim && sent == victim_pushes) ::raise(SIGKILL);
+          // A step's computation: the server waits between pushes, as in training, and the
+          // machine's cores stay free for its checks.
+          if (stall) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          if (e.rank() == victim && sent == victim_pushes) {
+            if (!stall) ::raise(SIGKILL);
+            std::printf("worker %zu: stopping, pid %ld\n", e.rank(), static_cast<long>(::getpid()));
+            std::fflush(stdout);
+            ::raise(SIGSTOP);  // the driver kills it once the server has dropped it
+          }
         }
         client.exchange_full(e, detail::PsHeader::done, params);
       } catch (const TransportError& err) {
@@ -103,21 +131,82 @@ int rank_main(bool aggregate, std::size_t victim, std::size_t victim_pushes, std
   return status;
 }
 
+/// When worker 2 said it stops and when the server said it dropped it, as the driver read them.
+struct StallTimes {
+  std::mutex m;
+  std::optional<Clock::time_point> stopped, dropped;
+  std::vector<std::optional<Clock::time_point>> failed;  // by rank: its first line with an error
+  long victim_pid = 0;
+  bool victim_killed = false;
+};
+
 /// Starts the job and checks it.
 int drive(const Program& self, const std::string& what, double seconds) {
-  const bool soak = what == "soak";
+  const bool soak = what == "soak", stall_sync = what == "stall-sync", stall = what == "stall" || stall_sync;
   const std::size_t ranks = soak ? 17 : 5;
+  // The stall case: `seconds` is the heartbeat interval in milliseconds.
+  const long long interval = stall ? static_cast<long long>(seconds) : 0, limit = 6 * interval;  // TcpOptions' misses
   flotilla_test::JobSpec spec;
   spec.ranks = ranks;
-  spec.command = self.command({what == "sync" ? "sync-rank" : "async-rank", soak ? "99" : "2", "20", "200",
-                  std::to_string(soak ? seconds : 0.0)});
+  if (stall)
+    spec.command = self.command({stall_sync ? "stall-sync-rank" : "stall-rank", "2", "20", "0",
+                                 std::to_string(2.0 * static_cast<double>(limit) / 1000.0), std::to_string(interval)});
+  else
+    spec.command = self.command({what == "sync" ? "sync-rank" : "async-rank", soak ? "99" : "2", "20", "200",
+                                 std::to_string(soak ? seconds : 0.0)});
   spec.timeout = std::chrono::seconds(soak ? static_cast<long>(seconds) + 60 : 60);
+  StallTimes times;
+  times.failed.resize(ranks);
+  // The victim is killed as soon as the server has dropped it, or has failed without doing so:
+  // no stopped process outlives the test.
+  auto kill_victim = [&] {
+    if (times.victim_pid > 0 && !times.victim_killed) {
+      ::kill(static_cast<pid_t>(times.victim_pid), SIGKILL);
+      times.victim_killed = true;
+    }
+  };
+  if (stall)
+    spec.on_line = [&](std::size_t rank, const std::vector<std::string>& out) {
+      const auto now = Clock::now();
+      const std::string& text = out[rank];
+      const auto last = text.rfind('\n', text.size() - 2);
+      const std::string line = text.substr(last == std::string::npos ? 0 : last + 1);
+      const std::lock_guard lock(times.m);
+      if (rank == 2 && contains(line, "stopping, pid ")) {
+        times.stopped = now;
+        times.victim_pid = std::stol(line.substr(line.find("pid ") + 4));
+      }
+      if (rank == ranks - 1 && contains(line, "dropped worker 2")) {
+        if (!times.dropped) times.dropped = now;
+        kill_victim();
+      }
+      if ((contains(line, "error: ") || contains(line, "caught after ")) && !times.failed[rank]) times.failed[rank] = now;
+      if (rank == ranks - 1 && (contains(line, "error: ") || contains(line, "server: applied"))) kill_victim();
+    };
   const auto job = flotilla_test::run_job(spec);
+  {
+    const std::lock_guard lock(times.m);
+    kill_victim();
+  }
   const auto& out = job.out;
   const std::size_t server = ranks - 1;
   flotilla_test::Checks check;
   job.print();
-  if (what == "async" || soak) {
+  if (stall_sync) {
+    check.killed(job, 2, "worker 2");
+    const std::lock_guard lock(times.m);
+    check.expect(times.stopped.has_value(), "worker 2 should have said that it stops");
+    for (std::size_t r = 0; r < ranks; ++r) {
+      if (r == 2) continue;
+      check.stopped_naming(job, r, 2);
+      check.expect(contains(out[r], "it is stalled"), "rank " + std::to_string(r) + " should say that rank 2 stalled");
+      if (times.stopped && times.failed[r])
+        std::printf("stall-sync: rank %zu named it %lld ms after it stopped (stall limit %lld ms, heartbeats every %lld ms)\n",
+                    r, static_cast<long long>(
+                           std::chrono::duration_cast<std::chrono::milliseconds>(*times.failed[r] - *times.stopped).count()),
+                    limit, interval);
+    }
+  } else if (what == "async" || stall || soak) {
     std::size_t sent = 0;
     for (std::size_t r = 0; r < server; ++r) {
       if (!soak && r == 2) {
@@ -136,6 +225,22 @@ int drive(const Program& self, const std::string& what, double seconds) {
     if (!soak) {
       check.expect(contains(out[server], "1 worker(s) dropped"), "the server should have dropped worker 2");
       check.expect(contains(out[server], "rank 2 at 127.0.0.1:"), "the server should name rank 2 and its host");
+    }
+    if (stall) {
+      check.expect(contains(out[server], "it is stalled"), "the server should say that worker 2 stalled");
+      const std::lock_guard lock(times.m);
+      check.expect(times.stopped.has_value(), "worker 2 should have said that it stops");
+      check.expect(times.dropped.has_value(), "the server should have said that it dropped worker 2");
+      if (times.stopped && times.dropped) {
+        const long long delay =
+            std::chrono::duration_cast<std::chrono::milliseconds>(*times.dropped - *times.stopped).count();
+        std::printf("stall: worker 2 dropped %lld ms after it stopped (stall limit %lld ms, heartbeats every %lld ms)\n",
+                    delay, limit, interval);
+        check.expect(delay >= limit - interval && delay <= (limit + interval) * flotilla_test::time_scale,
+                     "the server should drop the stopped worker between " + std::to_string(limit - interval) + " and " +
+                         std::to_string(limit + interval) + " ms after it stopped, not after " +
+                         std::to_string(delay) + " ms");
+      }
     }
     std::printf("%s: %zu workers, %zu pushes sent and applied in %lld ms\n", what.c_str(), server, sent, job.milliseconds());
   } else {
@@ -156,11 +261,17 @@ int drive(const Program& self, const std::string& what, double seconds) {
 int run(const Program& self, int argc, char** argv) {
   return flotilla_test::guarded_main([&] {
     const std::string mode = argc > 1 ? argv[1] : "";
-    if (mode == "drive" && argc > 2) return drive(self, argv[2], argc > 3 ? std::stod(argv[3]) : 10.0);
+    if (mode == "drive" && argc > 2)
+      return drive(self, argv[2],
+                   argc > 3 ? std::stod(argv[3]) : std::string(argv[2]).rfind("stall", 0) == 0 ? 100.0 : 10.0);
     if ((mode == "async-rank" || mode == "sync-rank") && argc > 5)
       return rank_main(mode == "sync-rank", std::stoul(argv[2]), std::stoul(argv[3]), std::stoul(argv[4]),
                        std::stod(argv[5]));
-    std::fprintf(stderr, "usage: %s drive async|sync|soak [seconds]\n", self.name().c_str());
+    if ((mode == "stall-rank" || mode == "stall-sync-rank") && argc > 6)
+      return rank_main(mode == "stall-sync-rank", std::stoul(argv[2]), std::stoul(argv[3]), std::stoul(argv[4]),
+                       std::stod(argv[5]), true, std::chrono::milliseconds(std::stol(argv[6])));
+    std::fprintf(stderr, "usage: %s drive async|sync|soak [seconds] | drive stall|stall-sync [heartbeat ms]\n",
+                 self.name().c_str());
     return 2;
   });
 }

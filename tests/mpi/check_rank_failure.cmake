@@ -1,9 +1,10 @@
 # cmake -DMPIEXEC=... -DNUMPROC_FLAG=... -DRANKS=3 "-DPREFLAGS=..." -DPROGRAM=... "-DPOSTFLAGS=..."
-#       -DLIMIT=<seconds> [-DMODE=throws|stalls|kill] -P check_rank_failure.cmake
+#       -DLIMIT=<seconds> [-DMODE=throws|stalls|kill|stop] -P check_rank_failure.cmake
 #
 # Runs rank_failure.cpp under mpirun and checks that the job fails (non-zero exit status), that the
 # failure was printed, and that it ended within LIMIT seconds: through MPI_Abort (MODE throws), the
-# allreduce watchdog (MODE stalls) or mpirun noticing a rank killed by SIGKILL (MODE kill), not through the other ranks' 30 s timeouts, and certainly
+# allreduce watchdog (MODE stalls), mpirun noticing a rank killed by SIGKILL (MODE kill), or the
+# others' 2 s receive timeout naming the stopped rank and its host (MODE stop), not through the other ranks' 30 s timeouts, and certainly
 # not by hanging (killed after 120 s).
 cmake_minimum_required(VERSION 3.21)
 string(TIMESTAMP started "%s" UTC)
@@ -25,6 +26,10 @@ if(MODE STREQUAL "kill")
   if(at EQUAL -1)
     message(FATAL_ERROR "the output does not say that rank 1 was killed by signal 9")
   endif()
+elseif(MODE STREQUAL "stop")
+  # MPI_Get_processor_name gives the host's name, as gethostname does.
+  cmake_host_system_information(RESULT host QUERY HOSTNAME)
+  set(expected "recv from rank 1 (tag 7) timed out after 2000 ms (no message arrived from rank 1 on host ${host}: it is stopped")
 elseif(MODE STREQUAL "stalls")
   # Any of the waiting ranks may be the first to fire; rank 0 always waits.
   set(expected "failed: allreduce_sum of 4 values timed out after 2000 ms (some rank did not take part")

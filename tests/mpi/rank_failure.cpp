@@ -9,6 +9,9 @@
 //   kill    rank 1 is killed with SIGKILL while the others wait in a receive: mpirun must notice
 //           and end the job, naming the rank. (Open MPI 4.1 without ULFM cannot go on after a rank
 //           dies, whatever the policy: an asynchronous job over MPI stops too.)
+//   stop    rank 1 stops itself (SIGSTOP) while the others wait in a receive from it: their receive
+//           times out after the 2 s this mode sets, and the error names rank 1 and its host; the
+//           job then ends through MPI_Abort, which kills the stopped rank too.
 #include <signal.h>
 
 #include <chrono>
@@ -25,12 +28,13 @@ int main(int argc, char** argv) {
   const std::string_view mode = argc > 1 ? argv[1] : "throws";
   const bool stalls = mode == "stalls";
   Mpi::options o;
-  o.timeout = stalls ? std::chrono::seconds(2) : std::chrono::seconds(30);
+  o.timeout = stalls || mode == "stop" ? std::chrono::seconds(2) : std::chrono::seconds(30);
   Mpi::run(o, Mpi::launched_ranks(), [&](Mpi::endpoint& e) {
     if (e.rank() == 1) {
       if (stalls) std::this_thread::sleep_for(std::chrono::minutes(5));  // ended by mpirun long before
       std::this_thread::sleep_for(std::chrono::milliseconds(100));       // the others are waiting by now
       if (mode == "kill") ::raise(SIGKILL);
+      if (mode == "stop") ::raise(SIGSTOP);
       throw std::runtime_error("rank one broke on purpose");
     }
     if (stalls) {

@@ -273,7 +273,9 @@ TEST_CASE("receives with no sender time out within the bound, naming rank, peer 
       auto started = Clock::now();
       CHECK_THROWS_WITH_AS(
           e.recv(peer, 9, buffer),
-          (who + ": recv from rank " + std::to_string(peer) + " (tag 9) timed out after 200 ms").c_str(),
+          (who + ": recv from rank " + std::to_string(peer) + " (tag 9) timed out after 200 ms (no message arrived from rank " +
+           std::to_string(peer) + " on host " + e.host(peer) + ": it is stopped, hung, or waiting elsewhere)")
+              .c_str(),
           TransportError);
       auto waited = Clock::now() - started;
       CHECK(waited >= short_timeout);
@@ -281,7 +283,9 @@ TEST_CASE("receives with no sender time out within the bound, naming rank, peer 
 
       started = Clock::now();
       CHECK_THROWS_WITH_AS(e.recv_any(9, buffer),
-                           (who + ": recv_any from any rank (tag 9) timed out after 200 ms").c_str(), TransportError);
+                           doctest::Contains((who + ": recv_any from any rank (tag 9) timed out after 200 ms (no message "
+                                                    "arrived, waiting on ").c_str()),
+                           TransportError);
       waited = Clock::now() - started;
       CHECK(waited >= short_timeout);
       CHECK(waited < short_timeout + std::chrono::seconds(2));
@@ -292,7 +296,8 @@ TEST_CASE("receives with no sender time out within the bound, naming rank, peer 
         CHECK_THROWS_WITH_AS(
             e.sendrecv(peer, 11, bytes_of("ping"), peer, buffer),
             (who + ": sendrecv to rank " + std::to_string(peer) + " and from rank " + std::to_string(peer) +
-             " (tag 11) timed out after 200 ms (no message arrived from rank " + std::to_string(peer) + ")")
+             " (tag 11) timed out after 200 ms (no message arrived from rank " + std::to_string(peer) + " on host " +
+             e.host(peer) + ": it is stopped, hung, or waiting elsewhere)")
                 .c_str(),
             TransportError);
     }
@@ -305,6 +310,13 @@ TEST_CASE("receives with no sender time out within the bound, naming rank, peer 
     }
     e.barrier();
   });
+}
+
+/// "rank 1", "ranks 1, 2", ...: every rank but 0, as a timeout of rank 0's names those it waited on.
+static std::string ranks_but_0(std::size_t n) {
+  std::string s = n == 2 ? "rank " : "ranks ";
+  for (std::size_t r = 1; r < n; ++r) s += (r > 1 ? ", " : "") + std::to_string(r);
+  return s;
 }
 
 TEST_CASE("a wait that times out with a transfer in flight leaves the endpoint unusable") {
@@ -323,7 +335,9 @@ TEST_CASE("a wait that times out with a transfer in flight leaves the endpoint u
       if (e.rank() == 0) {
         CHECK_THROWS_WITH_AS(
             e.send(1, 13, big),
-            (who + ": send to rank 1 (tag 13) timed out after 200 ms (rank 1 did not receive it)").c_str(),
+            (who + ": send to rank 1 (tag 13) timed out after 200 ms (rank 1 on host " + e.host(1) +
+             " did not receive it: it is stopped, hung, or waiting elsewhere)")
+                .c_str(),
             TransportError);
         // MPI may have cancelled the send (the endpoint is fine) or not (it is unusable).
         stranded = e.usable() ? 0 : 1;
@@ -353,7 +367,9 @@ TEST_CASE("a wait that times out with a transfer in flight leaves the endpoint u
       if (e.rank() == 0) {
         CHECK_THROWS_WITH_AS(
             e.allreduce_sum(v),
-            (who + ": allreduce_sum of 16 values timed out after 200 ms (some rank did not take part)").c_str(),
+            (who + ": allreduce_sum of 16 values timed out after 200 ms (some rank did not take part: waiting on " +
+             ranks_but_0(n) + " on host " + e.host(1) + ")")
+                .c_str(),
             TransportError);
         CHECK_FALSE(e.usable());
         CHECK_THROWS_WITH_AS(
@@ -372,7 +388,10 @@ TEST_CASE("a wait that times out with a transfer in flight leaves the endpoint u
     Mpi::run(o, n, [&](Mpi::endpoint& e) {
       if (e.rank() == 0) {
         CHECK_THROWS_WITH_AS(e.barrier(),
-                             (who + ": barrier timed out after 200 ms (some rank did not enter it)").c_str(),
+                             (who + ": barrier timed out after 200 ms (some rank did not enter it: waiting on " +
+                              ranks_but_0(n) + " on host " +
+                              e.host(1) + ")")
+                                 .c_str(),
                              TransportError);
         CHECK_FALSE(e.usable());
       }

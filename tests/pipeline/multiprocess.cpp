@@ -7,7 +7,13 @@
 //
 //   flotilla-launch -n <D*P> -- flotilla_distributed_tcp pipeline <P> <D> <1f1b|gpipe> <M> [trainer]
 //   mpirun -n <D*P> flotilla_distributed_mpi pipeline <P> <D> <1f1b|gpipe> <M> [trainer]
+//
+// `pipeline stall <P> <D> <K>` (for bench/reliability/stall_detection.py): every rank computes
+// gradients step after step, and rank K stops itself (SIGSTOP) in its fourth step, printing
+// "stopping at <ms>"; every other rank must fail, and prints "caught at <ms>: <error>" (ms of the
+// steady clock, which the processes of one host share).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "../common/blobs.hpp"
@@ -116,8 +123,45 @@ static int train_and_compare(std::size_t P, std::size_t D, pl::Schedule schedule
   return diff <= 1e-10 && same && files_ok ? 0 : 1;
 }
 
+/// The `stall` mode (see the file comment): exits 1 unless this rank's steps failed.
+static int stall(std::size_t P, std::size_t D, std::size_t victim) {
+  const std::size_t n = 16;
+  const auto d = flotilla_test::blobs<double>(n, 11);
+  std::vector<std::uint64_t> ids(n);
+  std::iota(ids.begin(), ids.end(), std::uint64_t{0});
+  const auto ms = [] {
+    return static_cast<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  };
+  Backend::run(backend_options(), P * D, [&](Backend::endpoint& e) {
+    pl::Runner<M, Backend::endpoint> r(e, pl::Plan::automatic<Net, double>(P),
+                                       {.schedule = pl::Schedule::one_forward_one_backward, .micro_batches = 2,
+                                        .max_batch = n, .replicas = D, .seed = 23});
+    const auto [first, end] = flotilla::detail::split_range(n, D, r.replica());
+    const data::Batch<double> b{ConstMatrixView<double>(d.inputs.data() + 36 * first, 36, static_cast<Eigen::Index>(end - first)),
+                                Targets<double>{std::span<const std::int32_t>(d.labels).subspan(first, end - first)},
+                                std::span<const std::uint64_t>(ids).subspan(first, end - first), 0, 0, n};
+    try {
+      for (std::size_t step = 0;; ++step) {
+        if (e.rank() == victim && step == 3) {
+          std::printf("stopping at %lld\n", ms());
+          std::fflush(stdout);
+          ::raise(SIGSTOP);  // the launcher stops it with the others once one has failed
+        }
+        r.compute_gradients(b);
+      }
+    } catch (const TransportError& err) {
+      std::printf("caught at %lld: %s\n", ms(), err.what());
+      std::fflush(stdout);
+      throw;
+    }
+  });
+  return 1;
+}
+
 int run(const Program& self, int argc, char** argv) {
   try {
+    if (argc == 5 && std::string(argv[1]) == "stall") return stall(std::stoul(argv[2]), std::stoul(argv[3]), std::stoul(argv[4]));
     if (argc != 5 && !(argc == 6 && std::string(argv[5]) == "trainer"))
       throw ConfigError("usage: " + self.name() + " <stages> <replicas> <1f1b|gpipe> <micro-batches> [trainer]");
     const std::size_t P = std::stoul(argv[1]), D = std::stoul(argv[2]), micro = std::stoul(argv[4]);

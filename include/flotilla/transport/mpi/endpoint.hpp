@@ -74,6 +74,7 @@ class Endpoint {
     MPI_Comm_size(host, &on_host);
     MPI_Comm_free(&host);
     ranks_on_host_ = static_cast<std::size_t>(on_host);
+    gather_hosts();
   }
 
   ~Endpoint() {
@@ -97,6 +98,8 @@ class Endpoint {
   const Options& options() const noexcept { return options_; }
   /// False once a wait timed out with a transfer in flight (see the class comment).
   bool usable() const noexcept { return broken_.empty(); }
+  /// The host rank `peer` runs on (MPI_Get_processor_name, gathered when the endpoint was made).
+  const std::string& host(std::size_t peer) const { return hosts_.at(peer); }
   /// The largest MPI tag in use: MPI_TAG_UB (Open MPI's default transports: 2^31 - 1), or
   /// options.max_mpi_tag when smaller.
   std::uint32_t tag_upper_bound() const noexcept { return tag_ub_; }
@@ -109,8 +112,8 @@ class Endpoint {
     MPI_Request request = post(out, peer, op);
     if (!poll(deadline(), [&] { return test(request, op) ? detail::MpiWait::done : detail::MpiWait::busy; })) {
       abandon_send(request, out, op);
-      throw TransportError(who() + ": " + describe(op) + " timed out after " + timeout_text() + " (rank " +
-                           std::to_string(peer) + " did not receive it)");
+      throw TransportError(who() + ": " + describe(op) + " timed out after " + timeout_text() + " (" +
+                           peer_name(peer) + " did not receive it: it is stopped, hung, or waiting elsewhere)");
     }
     count_sent(out);
   }
@@ -154,7 +157,7 @@ class Endpoint {
     }
     if (!done) {
       std::string missing;
-      if (!sent) missing = "rank " + std::to_string(to) + " did not receive the send";
+      if (!sent) missing = peer_name(to) + " did not receive the send";
       if (!incoming.complete) missing += std::string(missing.empty() ? "" : "; ") + waiting_for(incoming, from);
       if (!sent) abandon_send(request, outgoing, send_op);
       if (incoming.matched && !incoming.complete) strand(incoming, recv_op);
@@ -174,7 +177,8 @@ class Endpoint {
     // Busy, never idle: the barrier's rounds advance only while this rank polls.
     if (!poll(deadline(), [&] { return test(request, op) ? detail::MpiWait::done : detail::MpiWait::busy; })) {
       strand(request, op);
-      throw TransportError(who() + ": barrier timed out after " + timeout_text() + " (some rank did not enter it)");
+      throw TransportError(who() + ": barrier timed out after " + timeout_text() + " (some rank did not enter it: " +
+                           every_rank() + ")");
     }
   }
 
@@ -249,6 +253,46 @@ class Endpoint {
   std::string timeout_text() const { return std::to_string(options_.timeout.count()) + " ms"; }
 
   std::string who() const { return "mpi rank " + std::to_string(rank_) + " of " + std::to_string(size_); }
+  std::string peer_name(std::size_t peer) const { return "rank " + std::to_string(peer) + " on host " + host(peer); }
+  /// Every other rank by host, for a wait on any of them or on a collective, whose missing ranks
+  /// MPI does not tell: "ranks 1, 2 on host a; rank 3 on host b". Long lists are cut short.
+  std::string every_rank() const {
+    std::vector<std::pair<std::string, std::vector<std::size_t>>> by_host;
+    for (std::size_t r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      auto it = std::find_if(by_host.begin(), by_host.end(), [&](const auto& h) { return h.first == hosts_[r]; });
+      if (it == by_host.end()) it = by_host.insert(by_host.end(), {hosts_[r], {}});
+      it->second.push_back(r);
+    }
+    constexpr std::size_t most = 16;  // ranks named per host, and hosts named
+    std::string s = "waiting on ";
+    for (std::size_t h = 0; h < by_host.size() && h < most; ++h) {
+      const auto& [name, ranks] = by_host[h];
+      s += (h ? "; " : "") + std::string(ranks.size() == 1 ? "rank " : "ranks ");
+      for (std::size_t i = 0; i < ranks.size() && i < most; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+      if (ranks.size() > most) s += " and " + std::to_string(ranks.size() - most) + " more";
+      s += " on host " + name;
+    }
+    if (by_host.size() > most) s += "; and ranks on " + std::to_string(by_host.size() - most) + " more hosts";
+    return by_host.empty() ? "waiting on no other rank" : s;
+  }
+
+  /// Every rank's host, for messages that name a peer: a rank that stops, or hangs, is then found
+  /// by its host as well as by its number. Each name is bounded by MPI_MAX_PROCESSOR_NAME.
+  void gather_hosts() {
+    std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0'), all(size_ * MPI_MAX_PROCESSOR_NAME, '\0');
+    int length = 0;
+    check(MPI_Get_processor_name(mine.data(), &length), "MPI_Get_processor_name", "setup");
+    check(MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                        user_comm_),
+          "MPI_Allgather of the host names", "setup");
+    hosts_.resize(size_);
+    for (std::size_t r = 0; r < size_; ++r) {
+      const char* name = all.data() + r * MPI_MAX_PROCESSOR_NAME;
+      hosts_[r].assign(name, std::find(name, name + MPI_MAX_PROCESSOR_NAME, '\0'));
+      if (hosts_[r].empty()) hosts_[r] = "(unnamed)";
+    }
+  }
 
   static std::string describe(const Op& op) {
     const std::string_view name(op.name);
@@ -426,18 +470,18 @@ class Endpoint {
   }
 
   std::string waiting_for(const Incoming& in, std::size_t peer) const {
-    if (in.matched) return "the message from rank " + std::to_string(in.from) + " did not finish arriving";
-    return peer == any_peer ? std::string("no message arrived")
-                            : "no message arrived from rank " + std::to_string(peer);
+    if (in.matched) return "the message from " + peer_name(static_cast<std::size_t>(in.from)) + " did not finish arriving";
+    return peer == any_peer ? "no message arrived, " + every_rank()
+                            : "no message arrived from " + peer_name(peer) +
+                                  ": it is stopped, hung, or waiting elsewhere";
   }
 
   std::size_t receive(const Op& op, std::span<std::byte> buffer) {
     Incoming in(route(op.tag), op.peer == any_peer ? MPI_ANY_SOURCE : static_cast<int>(op.peer), op.tag, buffer);
     if (!poll(deadline(), [&] { return progress(in, op); })) {
       if (in.matched) strand(in, op);
-      std::string text = who() + ": " + describe(op) + " timed out after " + timeout_text();
-      if (in.matched) text += " (" + waiting_for(in, op.peer) + ")";
-      throw TransportError(text);
+      throw TransportError(who() + ": " + describe(op) + " timed out after " + timeout_text() + " (" +
+                           waiting_for(in, op.peer) + ")");
     }
     finish(in, op);
     return static_cast<std::size_t>(in.from);
@@ -508,8 +552,8 @@ class Endpoint {
       if (!watchdog_)
         watchdog_ = std::make_unique<detail::MpiWatchdog>(options_.timeout, [this](std::uint64_t count) {
           return "flotilla: " + who() + " failed: allreduce_sum of " + std::to_string(count) + " values timed out after " +
-                 timeout_text() + " (some rank did not take part, or stopped in it); ending this process so that " +
-                 "mpirun stops the job";
+                 timeout_text() + " (some rank did not take part, or stopped in it: " + every_rank() +
+                 "); ending this process so that mpirun stops the job";
         });
       watchdog_->arm(values.size());
       struct Disarm {
@@ -524,7 +568,7 @@ class Endpoint {
       if (!poll(deadline(), [&] { return test(arrived, op) ? detail::MpiWait::done : detail::MpiWait::busy; })) {
         strand(arrived, op);
         throw TransportError(who() + ": allreduce_sum of " + std::to_string(values.size()) + " values timed out after " +
-                             timeout_text() + " (some rank did not take part)");
+                             timeout_text() + " (some rank did not take part: " + every_rank() + ")");
       }
       reduce(values, op);
     }
@@ -551,6 +595,7 @@ class Endpoint {
   std::size_t rank_ = 0, size_ = 0, ranks_on_host_ = 1;
   MPI_Comm user_comm_ = MPI_COMM_NULL, reserved_comm_ = MPI_COMM_NULL, folded_comm_ = MPI_COMM_NULL;
   std::uint32_t tag_ub_ = 32767;
+  std::vector<std::string> hosts_;  // by rank
   TrafficCounters counters_{};
   std::deque<Stashed> stash_;                         // folded messages set aside for a later receive
   std::string broken_;                                // why the endpoint is unusable; empty while it is usable

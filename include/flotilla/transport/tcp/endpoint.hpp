@@ -319,8 +319,11 @@ class Endpoint {
   template <class Done, class Waiting>
   void drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Waiting&& waiting, Clock::time_point until);
   /// Fails with PeerLostError when a peer this wait needs has sent nothing, not even a heartbeat,
-  /// for the stall limit (counted from `watch_from` at the earliest).
-  void check_stalled(std::span<const detail::TcpOutgoing> outs, Clock::time_point watch_from);
+  /// for the stall limit.
+  void check_stalled(std::span<const detail::TcpOutgoing> outs);
+  /// check_stalled() when half a heartbeat interval has passed since it last ran: a stalled
+  /// peer is then noticed within the stall limit plus an interval of when it stopped.
+  void check_stalled_if_due(std::span<const detail::TcpOutgoing> outs);
   /// A peer that has said goodbye sends nothing more: waiting for it would only end in a timeout.
   /// (An error of the program's, not of the connections: the endpoint stays usable.)
   void check_not_waiting_for_the_finished() const;
@@ -398,6 +401,7 @@ class Endpoint {
   TrafficCounters counters_{};
   std::uint64_t bytes_moved_ = 0;  // read or written on any socket, frames and heartbeats alike
   std::uint64_t arrivals_ = 0;
+  Clock::time_point next_stall_check_{};  // see check_stalled_if_due
   std::uint32_t barrier_epoch_ = 0;
   std::string broken_;  // why the endpoint cannot be used any more
   std::size_t culprit_ = detail::tcp_nobody;  // whose failure that is

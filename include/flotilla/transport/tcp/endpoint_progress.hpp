@@ -60,12 +60,14 @@ inline void Endpoint::finish_frames(std::span<detail::TcpOutgoing> outs, Clock::
 template <class Done, class Waiting>
 void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Waiting&& waiting, Clock::time_point until) {
   bool eager = false;
-  const auto watch_from = Clock::now();  // silence before this wait does not count against a peer
+  // Before anything of this operation is read: a busy rank whose every wait ends at once (a server
+  // that always finds a push waiting) would otherwise never look at a peer that went silent.
+  check_stalled_if_due(outs);
   // Retry without sleeping until then (TcpOptions::spin): the spin restarts whenever bytes move
   // either way, and after each wake-up, so a rank sleeps only once the sockets have been idle for
   // `spin`. (Sleeping in the middle of a transfer costs a wake-up per socket buffer, tens of
   // microseconds each on a virtual machine, where Open MPI never sleeps at all.)
-  auto spin_until = watch_from + options_.spin;
+  auto spin_until = Clock::now() + options_.spin;
   std::uint64_t moved = bytes_moved_;
   // While a receive is pending too, writes go in quanta between reads rather than all the socket
   // takes: both directions then flow at once, and what arrives is read while it is still in
@@ -80,6 +82,7 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
       if (l.open() && !l.eof && wanted(l)) pump(l, true);
     const bool written = std::all_of(outs.begin(), outs.end(), [](const auto& o) { return o.done() || o.link->lost; });
     if (written && done()) return;
+    check_stalled_if_due(outs);  // also while bytes keep moving, which keeps the loop from idling
     if (more) continue;
     const auto tried = Clock::now();
     if (bytes_moved_ != moved) {
@@ -92,7 +95,7 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
       continue;
     }
     check_not_waiting_for_the_finished();
-    check_stalled(outs, watch_from);
+    check_stalled(outs);
     const auto now = Clock::now();
     if (now >= until) {
       std::string what = waiting();
@@ -115,8 +118,10 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
     if (accept_rejoins_) rejoin_listener_->arm();
     detail::TcpReactor& r = *reactor_;
     const std::uint64_t seen = r.events;
-    // Wake up at least once a heartbeat interval, to see whether a peer has gone silent.
-    const auto stall = std::min({until, Clock::now() + (eager ? options_.heartbeat_interval : detail::tcp_stall)});
+    // Wake up at least twice a heartbeat interval, to see whether a peer has gone silent (as
+    // check_stalled_if_due does while traffic keeps the loop from sleeping).
+    const auto stall =
+        std::min({until, Clock::now() + (eager ? options_.heartbeat_interval / 2 : detail::tcp_stall)});
     detail::run_until(r.io, [&] { return r.events != seen; }, stall);
     if (rejoin_listener_ && accept_rejoins_) {
       // Also when nothing fired: a handshake's deadline may have passed.
@@ -152,22 +157,49 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
   }
 }
 
-inline void Endpoint::check_stalled(std::span<const detail::TcpOutgoing> outs, Clock::time_point watch_from) {
+inline void Endpoint::check_stalled_if_due(std::span<const detail::TcpOutgoing> outs) {
+  if (Clock::now() < next_stall_check_) return;
+  check_stalled(outs);
+}
+
+inline void Endpoint::check_stalled(std::span<const detail::TcpOutgoing> outs) {
+  // Twice per interval: a stalled peer's last frame is then read at most half an interval after
+  // it came, and its silence is seen at most half an interval after it passed the limit, so the
+  // peer is reported within the stall limit plus one interval of when it stopped.
+  next_stall_check_ = Clock::now() + options_.heartbeat_interval / 2;
   const auto limit = options_.stall_limit();
-  auto silent = [&](const Link& l) { return Clock::now() - std::max(l.heard, watch_from) > limit; };
+  // Silence counts from when the peer's last frame was read, also across the time this rank
+  // spent outside a wait: what a live peer sent meanwhile waits in the kernel, and is read below
+  // before the peer is declared stalled. (Counted from the start of each wait instead, a rank
+  // whose waits follow each other, a server taking push after push from the others, would never
+  // see the silence grow.)
+  auto silent = [&](const Link& l, Clock::duration longer_than) { return Clock::now() - l.heard > longer_than; };
+  std::vector<Link*> watched;
   for (auto& l : links_) {
     if (!l.open() || l.eof || l.goodbye || l.peer == rank_) continue;
     bool waits = wanted(l) || (survive_lost_peers_ && stop_on_any_loss_);
     for (const auto& o : outs) waits = waits || (o.link == &l && !o.done());
-    if (!waits || !silent(l)) continue;
-    pump(l, false);  // a heartbeat may be waiting in the kernel, read or not
-    if (!l.open() || !silent(l)) continue;
-    lose_peer(l, peer_name(l.peer) + " has sent nothing, not even a heartbeat, for " +
-                     std::to_string(limit.count()) + " ms (heartbeats every " +
-                     std::to_string(options_.heartbeat_interval.count()) +
-                     " ms): it is stalled (stopped, hung, or its machine unreachable)",
+    if (waits) watched.push_back(&l);
+  }
+  auto received = [&] { return posted_ != nullptr && posted_->done; };
+  for (Link* l : watched) {
+    if (!l->open() || !silent(*l, limit)) continue;
+    const bool had_received = received();
+    pump(*l, false);  // a heartbeat may be waiting in the kernel, read or not
+    // Data from it completed the receive: a loss reported now would lose that message.
+    if (!had_received && received()) return;
+    if (!l->open() || !silent(*l, limit)) continue;
+    lose_peer(*l, peer_name(l->peer) + " has sent nothing, not even a heartbeat, for " +
+                      std::to_string(limit.count()) + " ms (heartbeats every " +
+                      std::to_string(options_.heartbeat_interval.count()) +
+                      " ms): it is stalled (stopped, hung, or its machine unreachable)",
               true);
   }
+  // Reads the heartbeats of a watched link that the wait has not read for half an interval (a
+  // busy wait reads only until its message is complete, often from the same few links): its
+  // last frame counts from when it is read, so it must not lie unread for long.
+  for (Link* l : watched)
+    if (l->open() && !l->eof && silent(*l, options_.heartbeat_interval / 2)) pump(*l, false);
 }
 
 inline void Endpoint::check_not_waiting_for_the_finished() const {
