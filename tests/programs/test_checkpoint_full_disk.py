@@ -16,30 +16,15 @@ and status 1, and keeps both files of the set it saved, however many of the smal
 later, incomplete sets fit beside them.
 """
 import os
-import random
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
-import gzip
 from pathlib import Path
 
+from program_kit import environment, write_fashion_mnist
+
 SKIP = 77
-
-
-def write_fashion_mnist(directory: Path, train: int, test: int) -> None:
-    """A data set in Fashion-MNIST's file format: random 28x28 images and labels."""
-    rng = random.Random(7)
-    for prefix, n in (("train", train), ("t10k", test)):
-        images = struct.pack(">IIII", 0x803, n, 28, 28) + bytes(rng.randrange(256) for _ in range(n * 784))
-        labels = struct.pack(">II", 0x801, n) + bytes(rng.randrange(10) for _ in range(n))
-        (directory / f"{prefix}-images-idx3-ubyte.gz").write_bytes(gzip.compress(images))
-        (directory / f"{prefix}-labels-idx1-ubyte.gz").write_bytes(gzip.compress(labels))
-
-
-def environment() -> dict:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("FLOTILLA_", "OMPI_", "PMI_"))}
 
 
 failures = []

@@ -12,32 +12,16 @@ TCP flags of docs/transports.md given, and refuse their bad values by name. With
 also run as a 3-rank job that loses a rank mid-run and goes on (--on-worker-loss continue). A
 program whose name ends in _mpi must refuse a bad FLOTILLA_TIMEOUT_MS by name and report without it.
 """
-import gzip
 import os
-import random
 import re
 import secrets
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-
-def write_fashion_mnist(directory: Path, train: int, test: int) -> None:
-    """A data set in Fashion-MNIST's file format: random 28x28 images and labels."""
-    rng = random.Random(7)
-    for prefix, n in (("train", train), ("t10k", test)):
-        images = struct.pack(">IIII", 0x803, n, 28, 28) + bytes(rng.randrange(256) for _ in range(n * 784))
-        labels = struct.pack(">II", 0x801, n) + bytes(rng.randrange(10) for _ in range(n))
-        (directory / f"{prefix}-images-idx3-ubyte.gz").write_bytes(gzip.compress(images))
-        (directory / f"{prefix}-labels-idx1-ubyte.gz").write_bytes(gzip.compress(labels))
-
-
-def environment() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOTILLA_", "OMPI_", "PMI_"))}
-    return env
+from program_kit import environment, write_fashion_mnist
 
 
 failures = []
