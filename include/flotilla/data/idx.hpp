@@ -311,7 +311,7 @@ FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::strin
   const std::size_t size = bytes.size();
   const std::size_t need = f.read_header(bytes);
   if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
-  if (size < need && size < 4 + 4 * std::size_t{bytes[3]})
+  if (f.dims_.empty())  // read_header() sets them once the header is whole
     throw f.error(size, "truncated: the header declares " + std::to_string(bytes[3]) + " dimensions, which need " +
                             std::to_string(need) + " bytes, the file has " + std::to_string(size));
   const std::size_t header = f.data_offset_;

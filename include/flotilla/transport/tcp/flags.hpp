@@ -1,7 +1,6 @@
 #pragma once
 // The TCP settings as command-line flags (Flags): one flag per environment variable of
 // options.hpp, read through the same checks.
-#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -71,23 +70,16 @@ class Flags {
                                      item(bind_, "bind", "FLOTILLA_BIND"),
                                      item(timeout_, "timeout-ms", "FLOTILLA_TIMEOUT_MS"),
                                      item(connect_timeout_, "connect-timeout-ms", "FLOTILLA_CONNECT_TIMEOUT_MS"),
-                                     item(socket_buffer_, "socket-buffer", "FLOTILLA_SOCKET_BUFFER"), secret_from_env(),
+                                     item(socket_buffer_, "socket-buffer", "FLOTILLA_SOCKET_BUFFER"), detail::tcp_setting_from_env("FLOTILLA_SECRET"),
                                      item(secret_file_, "secret-file", "FLOTILLA_SECRET_FILE"),
                                      item(heartbeat_, "heartbeat-ms", "FLOTILLA_HEARTBEAT_MS"),
                                      item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA"),
                                      item(shared_memory_, "shared-memory", "FLOTILLA_SHARED_MEMORY"),
                                      item(spin_, "spin-us", "FLOTILLA_SPIN_US"), item(rejoin_, "rejoin", "FLOTILLA_REJOIN"),
-                                     env_only("FLOTILLA_LAUNCH_SECRET")});
+                                     detail::tcp_setting_from_env("FLOTILLA_LAUNCH_SECRET")});
   }
 
  private:
-  static detail::TcpSettingText secret_from_env() { return env_only("FLOTILLA_SECRET"); }
-  static detail::TcpSettingText env_only(const char* name) {
-    detail::TcpSettingText s;
-    s.name = name;
-    if (const char* v = std::getenv(name)) s.text = std::string(v);
-    return s;
-  }
   const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_;
   const std::string &secret_file_, &heartbeat_, &checksum_data_, &shared_memory_, &spin_, &rejoin_;
 };

@@ -205,10 +205,11 @@ struct LaunchedRank {
   bool ended = false;  // its pidfd said so (reaped in the order they end)
   RankExit exit;
   // Another rank declared it lost: since when (the launcher waits a moment, in case it is dying
-  // on its own), and whether the launcher has sent it SIGKILL for that.
+  // on its own), and by whom. Once the launcher sends it SIGKILL for that, exit.declared_lost_by
+  // holds them.
   std::optional<std::chrono::steady_clock::time_point> declared_lost_at;
   std::vector<std::size_t> declared_lost_by;
-  bool ending_lost = false;
+  bool ending_lost() const noexcept { return !exit.declared_lost_by.empty(); }
 };
 
 /// "0.5 s", "30 s".
@@ -480,8 +481,7 @@ inline LaunchResult launch(const LaunchOptions& o) {
       }
       for (std::size_t k = 0; k < ranks.size(); ++k) {
         auto& r = ranks[k];
-        if (!r.running || r.ending_lost || !r.declared_lost_at || now - *r.declared_lost_at < lost_confirm) continue;
-        r.ending_lost = true;
+        if (!r.running || r.ending_lost() || !r.declared_lost_at || now - *r.declared_lost_at < lost_confirm) continue;
         r.exit.declared_lost_by = r.declared_lost_by;
         std::sort(r.exit.declared_lost_by.begin(), r.exit.declared_lost_by.end());
         message(r.exit.stopped_responding(k) + "; ending it (SIGKILL)");
@@ -503,7 +503,7 @@ inline LaunchResult launch(const LaunchOptions& o) {
       const bool culprit_failed = culprit_ended && !ranks[culprit].exit.ok();
       const bool others_running = std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.running; });
       // A culprit the launcher is ending (declared lost) is waited for: it is about to be reaped.
-      const bool culprit_ending = !culprit_ended && ranks[culprit].ending_lost;
+      const bool culprit_ending = !culprit_ended && ranks[culprit].ending_lost();
       if (culprit_failed || !others_running || (Clock::now() >= settle_until && !culprit_ending)) {
         result.first_failure = culprit_failed ? culprit : *observed;
         if (o.stop_on_failure)

@@ -147,6 +147,14 @@ struct TcpSettingTexts {
   TcpSettingText launch_secret;
 };
 
+/// The setting of environment variable `name`, named by it in messages.
+inline TcpSettingText tcp_setting_from_env(const char* name) {
+  TcpSettingText s;
+  s.name = name;
+  if (const char* v = std::getenv(name)) s.text = std::string(v);
+  return s;
+}
+
 /// Whether a listening address keeps a job on this machine (an unauthenticated job is safe only there).
 inline bool is_loopback_host(std::string_view host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || host.starts_with("127.");
@@ -361,12 +369,7 @@ inline Options tcp_options_from(const TcpSettingTexts& t) {
 }  // namespace detail
 
 inline Options Options::from_environment() {
-  auto env = [](const char* name) {
-    detail::TcpSettingText s;
-    s.name = name;
-    if (const char* v = std::getenv(name)) s.text = std::string(v);
-    return s;
-  };
+  const auto env = detail::tcp_setting_from_env;
   return detail::tcp_options_from({env("FLOTILLA_RANK"), env("FLOTILLA_WORLD_SIZE"), env("FLOTILLA_COORDINATOR"),
                                    env("FLOTILLA_BIND"), env("FLOTILLA_TIMEOUT_MS"), env("FLOTILLA_CONNECT_TIMEOUT_MS"),
                                    env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),

@@ -197,14 +197,18 @@ class TcpRendezvous {
     counters_.header_bytes_sent += total;  // handshake frames are all framing, no payload
   }
 
-  void send_frame(TcpLink& l, wire::FrameType type, std::span<const std::byte> payload, const std::string& peer) {
+  /// The encoded header of a frame of `type` carrying `payload`, numbered `sequence` (then counted).
+  static auto frame_header(wire::FrameType type, std::uint64_t& sequence, std::span<const std::byte> payload) {
     wire::Header h;
     h.type = type;
-    h.sequence = l.send_sequence++;
+    h.sequence = sequence++;
     h.payload_length = payload.size();
     wire::seal_payload(h, payload);
-    const auto hdr = wire::encode(h);
-    write_all(l, hdr, payload, peer);
+    return wire::encode(h);
+  }
+
+  void send_frame(TcpLink& l, wire::FrameType type, std::span<const std::byte> payload, const std::string& peer) {
+    write_all(l, frame_header(type, l.send_sequence, payload), payload, peer);
   }
 
   void read_exact(TcpLink& l, std::byte* p, std::size_t n, const std::string& peer, const std::string& waiting) {
@@ -540,13 +544,8 @@ class TcpRendezvous {
     }
   }
 
-  void queue_frame(TcpPendingHandshake& p, wire::FrameType type, std::span<const std::byte> payload) const {
-    wire::Header h;
-    h.type = type;
-    h.sequence = p.send_sequence++;
-    h.payload_length = payload.size();
-    wire::seal_payload(h, payload);
-    const auto header = wire::encode(h);
+  static void queue_frame(TcpPendingHandshake& p, wire::FrameType type, std::span<const std::byte> payload) {
+    const auto header = frame_header(type, p.send_sequence, payload);
     p.out.insert(p.out.end(), header.begin(), header.end());
     p.out.insert(p.out.end(), payload.begin(), payload.end());
   }
