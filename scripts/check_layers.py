@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("policies", ["policy"]),
     ("training", ["train", "testing"]),
     ("pipelines", ["pipeline"]),
+    ("sparse models", ["sparse"]),
     ("devices", ["cuda"]),
     ("umbrella", ["flotilla.hpp", "pipeline.hpp", "src.hpp"]),
 ]

@@ -60,6 +60,10 @@ inline constexpr std::array reserved_tags{
     ReservedTags{"loss_decision", 0x41},
     // The TCP transport's shared-memory setup.
     ReservedTags{"shared_memory_setup", 0x50},
+    // Embedding rows on parameter servers (sparse/): requests and replies, their payloads.
+    ReservedTags{"sparse_rows", 0x60, 0x8},
+    // The sparse trainer's own messages among workers (metrics, the dense tower's allreduce).
+    ReservedTags{"sparse_trainer", 0x68, 0x8},
     // Gradient buckets, one tag each (a bucket's exchange may be in flight beside another's).
     ReservedTags{"bucket", 0x100, 0x4000},
 };
