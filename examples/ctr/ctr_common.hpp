@@ -1,0 +1,175 @@
+// Click-through prediction with embedding tables on parameter servers: the program that ctr.cpp
+// (workers and servers as threads of one process) and ctr_tcp.cpp (one process per rank, under
+// flotilla-launch) share.
+//
+// The model: each of the 26 categorical fields of a Criteo-format example is embedded (16 values
+// per ID, rows created on first touch on the server that owns the ID), the pooled embeddings and
+// the 13 numeric features (log(1 + x)) feed a 64-32 ReLU tower that ends in the click logit.
+// Embedding rows are updated by Adagrad on their servers, the tower by Adam on every worker (its
+// gradients summed by the ring allreduce among the workers).
+//
+// Without --train, it first writes a training file and a held-out file from a planted logistic
+// model (flotilla-ctr-generate does the same from the command line), so that the AUC it reaches
+// can be set against the planted model's own AUC on the same held-out lines: the best any model
+// could do.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "flotilla/flotilla.hpp"
+#include "flotilla/data/criteo.hpp"
+#include "flotilla/data/ctr_generator.hpp"
+#include "flotilla/sparse/trainer.hpp"
+
+namespace example {
+
+namespace fl = flotilla;
+
+inline constexpr std::size_t embedding_dim = 16;
+using Tower = fl::Sequential<fl::Input<fl::data::criteo_categorical_fields * embedding_dim + fl::data::criteo_dense_features>,
+                             fl::Dense<64>, fl::ReLU, fl::Dense<32>, fl::ReLU, fl::Dense<1>>;
+using Model = fl::sparse::CtrModel<fl::sparse::CriteoInputs, fl::Embedding<embedding_dim>, Tower, fl::optim::RowAdagrad,
+                                   fl::optim::Adam>;
+
+struct Settings {
+  std::filesystem::path train, test, data_dir;
+  std::size_t lines = 0, test_lines = 0, epochs = 0, batch = 0, workers = 0, servers = 0;
+  std::string policy, codec;
+  double row_lr = 0, tower_lr = 0;
+  std::uint64_t seed = 1;
+  std::filesystem::path metrics;
+};
+
+/// The planted model's AUC and log loss on the held-out lines: what a perfect learner would reach.
+inline fl::BinaryMetrics planted_metrics(const fl::data::CtrGeneratorOptions& g, const std::vector<fl::data::CtrExample>& test) {
+  const fl::data::PlantedCtrModel planted(g);
+  std::vector<float> p, y;
+  for (const auto& x : test) {
+    p.push_back(static_cast<float>(planted.probability(x)));
+    y.push_back(x.label);
+  }
+  return fl::binary_metrics(std::span<const float>(p), std::span<const float>(y));
+}
+
+template <class Policy, class Backend>
+int train(const Settings& s, const typename Backend::options& transport, const std::vector<fl::data::CtrExample>& train_set,
+          const std::vector<fl::data::CtrExample>& test_set, bool report) {
+  Model model;
+  model.row_optimizer.learning_rate = s.row_lr;
+  model.tower_optimizer.learning_rate = s.tower_lr;
+  fl::sparse::TrainerOptions o;
+  o.workers = s.workers;
+  o.servers = s.servers;
+  o.batch_size = s.batch;
+  o.seed = s.seed;
+  o.verbose = report;
+  o.metrics_file = s.metrics;
+  fl::sparse::Trainer<Model, Policy, Backend> trainer(model, o, transport);
+  const auto t0 = std::chrono::steady_clock::now();
+  const fl::History h = trainer.fit(train_set, test_set, s.epochs);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!report || h.empty()) return 0;
+  auto extra = [&](const char* name) {
+    for (const auto& [k, v] : h.back().extra)
+      if (k == name) return v;
+    return std::nan("");
+  };
+  // What a dense exchange of the same table would move: every row of it, pushed and pulled, by
+  // every worker, every step.
+  std::unordered_set<std::uint64_t> keys;
+  for (const auto& x : train_set)
+    for (std::size_t f = 0; f < x.fields(); ++f)
+      for (const auto id : x.field_ids(f)) keys.insert(fl::embedding_key(f, id, Model::embedding::buckets));
+  const double table_bytes = static_cast<double>(keys.size()) * embedding_dim * sizeof(float);
+  const auto& t = trainer.traffic();
+  std::printf("\nrows in the table: %zu (%.1f MiB of embeddings)\n", keys.size(), table_bytes / (1 << 20));
+  std::printf("per worker and step: %.0f distinct rows pulled and pushed, %.1f KiB moved\n", t.distinct_keys_per_step,
+              t.bytes_per_step / 1024);
+  std::printf("a dense push and pull of the same table would move %.1f MiB per worker and step (%.0fx)\n",
+              2 * table_bytes / (1 << 20), 2 * table_bytes / t.bytes_per_step);
+  std::printf("RESULT {\"auc\": %.5f, \"log_loss\": %.5f, \"average_precision\": %.5f, \"samples_per_s\": %.0f, "
+              "\"seconds\": %.2f, \"rows_per_step\": %.1f, \"bytes_per_step\": %.0f}\n",
+              extra("auc"), extra("log_loss"), extra("average_precision"), h.back().samples_per_second, seconds,
+              t.distinct_keys_per_step, t.bytes_per_step);
+  return 0;
+}
+
+template <class Backend, class Codec>
+int train_with_codec(const Settings& s, const typename Backend::options& transport, const std::vector<fl::data::CtrExample>& tr,
+                     const std::vector<fl::data::CtrExample>& te, bool report) {
+  if (s.policy == "sync")
+    return train<fl::policy::Compressed<fl::policy::Synchronous<fl::topology::ParameterServer>, Codec>, Backend>(s, transport, tr, te, report);
+  if (s.policy == "async")
+    return train<fl::policy::Compressed<fl::policy::Asynchronous, Codec>, Backend>(s, transport, tr, te, report);
+  if (s.policy == "stale")
+    return train<fl::policy::Compressed<fl::policy::BoundedStaleness<2>, Codec>, Backend>(s, transport, tr, te, report);
+  throw fl::ConfigError("--policy: '" + s.policy + "' is not one of sync, async, stale (bounded staleness 2)");
+}
+
+/// `ranks_known`: whether this process knows its rank before training (TCP: from the launcher),
+/// so that only rank 0 writes the data files and reports.
+template <class Backend>
+int run(int argc, char** argv, const char* program, const typename Backend::options& transport, bool reporter) {
+  fl::cli::Flags flags(program, "Click-through prediction with embedding rows on parameter servers");
+  Settings s;
+  auto& train_path = flags.add<std::filesystem::path>("train", {}, "Criteo-format training file (default: generate one)");
+  auto& test_path = flags.add<std::filesystem::path>("test", {}, "Criteo-format held-out file (default: generate one)");
+  auto& dir = flags.add<std::filesystem::path>("data-dir", "ctr-data", "where generated files go");
+  auto& lines = flags.add<std::size_t>("lines", 2'000'000, "training lines to generate");
+  auto& test_lines = flags.add<std::size_t>("test-lines", 200'000, "held-out lines to generate");
+  auto& epochs = flags.add<std::size_t>("epochs", 1, "passes over the training set");
+  auto& batch = flags.add<std::size_t>("batch", 1024, "examples per worker and step");
+  auto& workers = flags.add<std::size_t>("workers", 2, "workers");
+  auto& servers = flags.add<std::size_t>("servers", 2, "parameter servers (the embedding rows spread over them)");
+  auto& policy = flags.add<std::string>("policy", "sync", "sync, async or stale (bounded staleness 2)");
+  auto& codec = flags.add<std::string>("codec", "fp32", "rows and gradients on the wire: fp32, fp16 or bf16");
+  auto& row_lr = flags.add<double>("row-lr", 0.05, "Adagrad learning rate of the embedding rows");
+  auto& tower_lr = flags.add<double>("tower-lr", 1e-3, "Adam learning rate of the tower");
+  auto& seed = flags.add<std::uint64_t>("seed", 1, "seed of the data, the initial values and the order");
+  auto& metrics = flags.add<std::filesystem::path>("metrics", {}, "metrics file, one record per epoch (.jsonl or .csv)");
+  flags.at_least("epochs", 1).at_least("batch", 1).at_least("workers", 1).at_least("servers", 1).at_least("lines", 1);
+  if (!flags.parse(argc, argv, std::cout)) return 0;
+  s = Settings{train_path, test_path, dir, lines, test_lines, epochs, batch, workers, servers, policy, codec, row_lr,
+               tower_lr, seed, metrics};
+
+  fl::data::CtrGeneratorOptions g;
+  g.seed = s.seed;
+  const bool generated = s.train.empty();
+  if (generated) {
+    s.train = s.data_dir / "train.tsv";
+    s.test = s.data_dir / "test.tsv";
+    if (reporter) {
+      std::filesystem::create_directories(s.data_dir);
+      const auto t0 = std::chrono::steady_clock::now();
+      fl::data::write_criteo_files(g, s.train, s.lines, s.test, s.test_lines);
+      std::printf("generated %zu training and %zu held-out lines in %s (%.1f s)\n", s.lines, s.test_lines,
+                  s.data_dir.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  if (s.test.empty()) throw fl::ConfigError("--test: a held-out file is needed with --train");
+  fl::data::ReaderOptions ro;
+  const auto train_set = fl::data::read_ctr_file<fl::data::CriteoFormat>(s.train, ro);
+  const auto test_set = fl::data::read_ctr_file<fl::data::CriteoFormat>(s.test, ro);
+  if (reporter) {
+    std::printf("%zu training and %zu held-out examples; %zu workers, %zu servers, policy %s, codec %s\n", train_set.size(),
+                test_set.size(), s.workers, s.servers, s.policy.c_str(), s.codec.c_str());
+    if (generated) {
+      const auto best = planted_metrics(g, test_set);
+      std::printf("the planted model on the held-out lines: AUC %.4f, log loss %.4f\n", best.auc, best.log_loss);
+    }
+  }
+  if (s.codec == "fp32") return train_with_codec<Backend, fl::codec::Fp32>(s, transport, train_set, test_set, reporter);
+  if (s.codec == "fp16") return train_with_codec<Backend, fl::codec::Fp16>(s, transport, train_set, test_set, reporter);
+  if (s.codec == "bf16") return train_with_codec<Backend, fl::codec::Bf16>(s, transport, train_set, test_set, reporter);
+  throw fl::ConfigError("--codec: '" + s.codec + "' is not one of fp32, fp16, bf16");
+}
+
+}  // namespace example
