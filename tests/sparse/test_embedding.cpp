@@ -131,6 +131,42 @@ TEST_CASE("a lookup lists distinct keys ascending, and each entry's slot names i
   CHECK(l.keys[l.slots[3]] == flotilla::embedding_key(2, 4, 8));
 }
 
+TEST_CASE("a large batch's lookup (sorted by radix) has exactly the distinct keys of its IDs") {
+  // 400 examples of 26 fields, some with two IDs: over 10^4 entries, past the size where the
+  // lookup stops using std::sort. IDs from a small range repeat across samples.
+  std::mt19937_64 g(11);
+  std::vector<CtrExample> batch;
+  for (std::uint64_t i = 0; i < 400; ++i) {
+    std::vector<std::vector<std::uint64_t>> fields(26);
+    for (std::size_t f = 0; f < 26; ++f) {
+      fields[f].push_back(f % 2 ? g() % 50 : g());
+      if (g() % 3 == 0) fields[f].push_back(g() % 1000);
+    }
+    batch.push_back(example(fields, {}, i + 1));
+  }
+  for (const std::uint64_t buckets : {std::uint64_t{0}, std::uint64_t{1} << 20, std::uint64_t{64}}) {
+    CAPTURE(buckets);
+    EmbeddingLookup l;
+    l.build(batch, 0, 26, buckets);
+    std::set<std::uint64_t> expected;
+    std::size_t entries = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      for (std::size_t f = 0; f < 26; ++f) {
+        const auto ids = batch[i].field_ids(f);
+        const auto [begin, end] = l.entries(i, f);
+        REQUIRE(end - begin == ids.size());
+        for (std::uint32_t e = begin; e < end; ++e) {
+          const std::uint64_t k = flotilla::embedding_key(f, ids[e - begin], buckets);
+          expected.insert(k);
+          REQUIRE(l.keys[l.slots[e]] == k);
+          ++entries;
+        }
+      }
+    CHECK(entries > 10000);
+    CHECK(l.keys == std::vector<std::uint64_t>(expected.begin(), expected.end()));
+  }
+}
+
 TEST_CASE("a lookup rejects examples with too few fields or mismatched values, naming the line") {
   EmbeddingLookup l;
   const std::vector<CtrExample> short_one{example({{1}, {2}}, {}, 1), example({{1}}, {}, 17)};
