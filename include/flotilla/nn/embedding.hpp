@@ -1,0 +1,289 @@
+#pragma once
+// Embeddings of categorical fields: each raw ID of a field selects a row of `dim` values in a table,
+// and the rows of a field's IDs are pooled (summed, or averaged) into `dim` features of the sample.
+//
+// A table has millions of rows and a batch touches a few thousand, so nothing here sees the table:
+// EmbeddingLookup::build() turns a batch of examples into the sorted list of distinct row keys it
+// touches and, per (sample, field), the positions of its IDs in that list. Whoever owns the table
+// (a local map, parameter servers) gathers those rows into a dense (keys x dim) block; forward pools
+// from it, backward writes one coalesced gradient per distinct key into a block of the same shape,
+// which is what a per-row optimizer (concepts/row_optimizer.hpp) is applied to.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "flotilla/core/error.hpp"
+#include "flotilla/core/tensor.hpp"
+#include "flotilla/data/ctr_example.hpp"
+
+namespace flotilla {
+
+/// How the rows of a field's IDs become the field's features.
+enum class Pooling {
+  sum,   ///< the weighted sum of the rows
+  mean,  ///< the weighted sum divided by the number of IDs (an empty field gives zeros)
+};
+
+/// A categorical field's embedding: Dim values per row, pooled over the field's IDs with P. With
+/// Buckets > 0 each field's IDs are hashed into that many rows (the hashing trick: memory bounded
+/// in advance, at the price of collisions); with 0 every distinct ID has its own row.
+template <std::size_t Dim, Pooling P = Pooling::sum, std::uint64_t Buckets = 0>
+struct Embedding {
+  static_assert(Dim > 0, "Embedding<Dim>: the number of values per row, Dim, must be > 0");
+  static constexpr std::size_t dim = Dim;
+  static constexpr Pooling pooling = P;
+  static constexpr std::uint64_t buckets = Buckets;
+};
+
+/// With buckets == 0, a key keeps the field in its top bits: this many fields have keys of their own.
+inline constexpr std::size_t embedding_max_unbucketed_fields = 256;
+
+namespace detail {
+
+inline constexpr std::uint64_t low56_mask = (std::uint64_t{1} << 56) - 1;
+
+// A bijection of [0, 2^56): xor-shifts and odd multipliers modulo 2^56 are each invertible, so
+// distinct IDs stay distinct while their bits are spread over the whole key (servers shard by key).
+constexpr std::uint64_t mix56(std::uint64_t x) noexcept {
+  x &= low56_mask;
+  x ^= x >> 29;
+  x = (x * 0xbf58476d1ce4e5b9ULL) & low56_mask;
+  x ^= x >> 27;
+  x = (x * 0x94d049bb133111ebULL) & low56_mask;
+  x ^= x >> 31;
+  return x;
+}
+
+// SplitMix64's finaliser: a bijection of 64-bit values with full avalanche.
+constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+}  // namespace detail
+
+/// The row key of field `field`'s raw ID `raw_id`.
+///
+/// buckets > 0 (the hashing trick): the ID and the field are mixed into 64 bits (the field is part
+/// of the hash, so two fields' collisions differ), reduced modulo `buckets`, and offset by
+/// field * buckets: field f's keys are exactly [f * buckets, (f + 1) * buckets), so fields never
+/// share a row and a table has at most fields * buckets rows (which must fit in 64 bits).
+///
+/// buckets == 0 (a row per distinct ID): the key is field << 56 | mix56(ID), mix56 a bijection of
+/// 56-bit values. Fields below embedding_max_unbucketed_fields never share a row, and distinct IDs
+/// below 2^56 (every 32-bit token, every feature index) always have distinct rows; the top byte of
+/// larger IDs is folded into the low bits, so those may collide (with probability ~2^-56 a pair).
+inline std::uint64_t embedding_key(std::size_t field, std::uint64_t raw_id, std::uint64_t buckets) noexcept {
+  const auto f = static_cast<std::uint64_t>(field);
+  if (buckets > 0) {
+    const std::uint64_t h = detail::mix64(raw_id ^ detail::mix64(f + 0x9e3779b97f4a7c15ULL));
+    return f * buckets + h % buckets;
+  }
+  const std::uint64_t folded = raw_id ^ ((raw_id >> 56) * 0x9e3779b97f4a7cULL);
+  return (f << 56) | detail::mix56(folded);
+}
+
+/// One table's lookups for a batch: the distinct keys it touches, ascending, and per (sample,
+/// field) the positions of its IDs in that list with their weights. Built once per step; its
+/// vectors keep their capacity, so a steady state allocates nothing.
+struct EmbeddingLookup {
+  std::size_t batch = 0, fields = 0;
+  std::vector<std::uint64_t> keys;     // distinct, ascending
+  std::vector<std::uint32_t> offsets;  // batch*fields + 1; entries of (i, f): [offsets[i*fields+f], offsets[i*fields+f+1])
+  std::vector<std::uint32_t> slots;    // index into keys
+  std::vector<float> weights;          // weight of each entry (1 unless the example has values)
+
+  /// Fills from examples[0..n): fields [first_field, first_field + fields) of each example, keys
+  /// made with embedding_key(field, id, buckets). Throws ShapeError naming the example (its line)
+  /// when one has fewer fields or inconsistent IDs and values, ConfigError when the fields cannot
+  /// have keys of their own (see embedding_key).
+  void build(std::span<const data::CtrExample> examples, std::size_t first_field, std::size_t fields,
+             std::uint64_t buckets);
+
+  /// Entries of sample i's field f: [begin, end) into slots and weights.
+  std::pair<std::uint32_t, std::uint32_t> entries(std::size_t i, std::size_t f) const noexcept {
+    return {offsets[i * fields + f], offsets[i * fields + f + 1]};
+  }
+
+ private:
+  // (key, entry) pairs and the radix sort's second buffer and counts, reused step to step.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> sorted_, spare_;
+  std::vector<std::uint32_t> counts_;
+};
+
+namespace detail {
+
+// Sorts (key, entry) pairs by key (the order of equal keys is of no consequence). A batch's 10^5 lookups sort 4x faster by LSD radix
+// (six passes of 11 bits, the passes whose digit is the same for every key skipped: the top ones
+// when keys are bucketed) than by std::sort, and faster than collecting distinct keys in a hash
+// map when most keys are distinct, as they are for high-cardinality click-log fields; std::sort
+// stays for small batches, where clearing the counts would cost more than it saves.
+inline void sort_by_key(std::vector<std::pair<std::uint64_t, std::uint32_t>>& a,
+                        std::vector<std::pair<std::uint64_t, std::uint32_t>>& spare, std::vector<std::uint32_t>& counts) {
+  const std::size_t n = a.size();
+  if (n < 4096) {
+    std::sort(a.begin(), a.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    return;
+  }
+  constexpr unsigned bits = 11, passes = 6;
+  constexpr std::size_t radix = std::size_t{1} << bits;
+  counts.assign(radix * passes, 0);
+  for (const auto& x : a)
+    for (unsigned p = 0; p < passes; ++p) ++counts[p * radix + ((x.first >> (p * bits)) & (radix - 1))];
+  spare.resize(n);
+  for (unsigned p = 0; p < passes; ++p) {
+    std::uint32_t* c = counts.data() + p * radix;
+    if (c[(a[0].first >> (p * bits)) & (radix - 1)] == n) continue;
+    std::uint32_t sum = 0;
+    for (std::size_t d = 0; d < radix; ++d) sum += std::exchange(c[d], sum);
+    for (const auto& x : a) spare[c[(x.first >> (p * bits)) & (radix - 1)]++] = x;
+    a.swap(spare);
+  }
+}
+
+}  // namespace detail
+
+inline void EmbeddingLookup::build(std::span<const data::CtrExample> examples, std::size_t first_field,
+                                   std::size_t field_count, std::uint64_t buckets) {
+  const std::size_t last_field = first_field + field_count;
+  if (buckets == 0 && last_field > embedding_max_unbucketed_fields)
+    throw ConfigError("embedding lookup: fields [" + std::to_string(first_field) + ", " + std::to_string(last_field) +
+                      ") without buckets, but only fields below " +
+                      std::to_string(embedding_max_unbucketed_fields) +
+                      " have keys of their own; give the table buckets");
+  if (buckets > 0 && last_field > 0 && buckets > std::numeric_limits<std::uint64_t>::max() / last_field)
+    throw ConfigError("embedding lookup: " + std::to_string(last_field) + " fields of " + std::to_string(buckets) +
+                      " buckets each do not fit in 64-bit keys");
+  batch = examples.size();
+  fields = field_count;
+  offsets.resize(batch * fields + 1);
+  slots.clear();
+  weights.clear();
+  sorted_.clear();
+
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < batch; ++i) {
+    const data::CtrExample& e = examples[i];
+    if (e.fields() < last_field)
+      throw ShapeError("embedding lookup: example " + std::to_string(i) + " of the batch (line " +
+                       std::to_string(e.line) + ") has " + std::to_string(e.fields()) + " fields, the table reads [" +
+                       std::to_string(first_field) + ", " + std::to_string(last_field) + ")");
+    if (e.offsets.back() != e.ids.size() || (!e.values.empty() && e.values.size() != e.ids.size()))
+      throw ShapeError("embedding lookup: example " + std::to_string(i) + " of the batch (line " +
+                       std::to_string(e.line) + ") has " + std::to_string(e.ids.size()) + " IDs, " +
+                       std::to_string(e.values.size()) + " values and offsets ending at " +
+                       std::to_string(e.offsets.back()));
+    total += e.offsets[last_field] - e.offsets[first_field];
+  }
+  if (total > std::numeric_limits<std::uint32_t>::max())
+    throw ShapeError("embedding lookup: " + std::to_string(total) + " IDs in one batch, more than 2^32 - 1");
+  slots.resize(total);
+  weights.resize(total);
+  sorted_.resize(total);
+
+  std::uint32_t entry = 0;
+  for (std::size_t i = 0; i < batch; ++i) {
+    const data::CtrExample& e = examples[i];
+    for (std::size_t f = 0; f < fields; ++f) {
+      offsets[i * fields + f] = entry;
+      const std::size_t field = first_field + f;
+      const auto ids = e.field_ids(field);
+      const auto values = e.field_values(field);
+      for (std::size_t j = 0; j < ids.size(); ++j, ++entry) {
+        sorted_[entry] = {embedding_key(field, ids[j], buckets), entry};
+        weights[entry] = values.empty() ? 1.0f : values[j];
+      }
+    }
+  }
+  offsets[batch * fields] = entry;
+
+  detail::sort_by_key(sorted_, spare_, counts_);
+  keys.clear();
+  for (const auto& [key, where] : sorted_) {
+    if (keys.empty() || keys.back() != key) keys.push_back(key);
+    slots[where] = static_cast<std::uint32_t>(keys.size() - 1);
+  }
+}
+
+namespace detail {
+template <class T>
+void check_embedding_shapes(const char* what, const EmbeddingLookup& l, std::size_t rows_size, std::size_t dim,
+                            Eigen::Index out_rows, Eigen::Index out_cols, std::size_t first_row) {
+  if (rows_size != l.keys.size() * dim)
+    throw ShapeError(std::string(what) + ": " + std::to_string(l.keys.size()) + " keys of " + std::to_string(dim) +
+                     " values need " + std::to_string(l.keys.size() * dim) + " row values, got " +
+                     std::to_string(rows_size));
+  if (static_cast<std::size_t>(out_cols) != l.batch ||
+      static_cast<std::size_t>(out_rows) < first_row + l.fields * dim)
+    throw ShapeError(std::string(what) + ": " + std::to_string(l.batch) + " samples of " + std::to_string(l.fields) +
+                     " fields x " + std::to_string(dim) + " values from row " + std::to_string(first_row) +
+                     " need a matrix of at least " + std::to_string(first_row + l.fields * dim) + " x " +
+                     std::to_string(l.batch) + ", got " + std::to_string(out_rows) + " x " + std::to_string(out_cols));
+  if (l.offsets.size() != l.batch * l.fields + 1)
+    throw ShapeError(std::string(what) + ": the lookup has " + std::to_string(l.offsets.size()) + " offsets for " +
+                     std::to_string(l.batch) + " x " + std::to_string(l.fields) + " fields; build() it first");
+}
+}  // namespace detail
+
+/// Pooled forward: for each sample i and field f, rows [first_row + f*dim, first_row + (f+1)*dim)
+/// of column i of `out` become the sum over the field's IDs of weight * rows[slot] (divided by
+/// the number of IDs for Pooling::mean; an empty field gives zeros). `rows` is keys.size() x dim,
+/// row-major (row r at r*dim). Other rows of `out` are left as they are.
+template <class T>
+void embedding_forward(const EmbeddingLookup& l, std::span<const T> rows, std::size_t dim, Pooling pooling,
+                       MatrixView<T> out, std::size_t first_row) {
+  detail::check_embedding_shapes<T>("embedding_forward", l, rows.size(), dim, out.rows(), out.cols(), first_row);
+  const std::size_t ld = static_cast<std::size_t>(out.rows());
+  for (std::size_t i = 0; i < l.batch; ++i) {
+    T* column = out.data() + i * ld + first_row;
+    for (std::size_t f = 0; f < l.fields; ++f) {
+      T* o = column + f * dim;
+      std::fill(o, o + dim, T(0));
+      const auto [begin, end] = l.entries(i, f);
+      for (std::uint32_t e = begin; e < end; ++e) {
+        const T w = static_cast<T>(l.weights[e]);
+        const T* r = rows.data() + static_cast<std::size_t>(l.slots[e]) * dim;
+        for (std::size_t d = 0; d < dim; ++d) o[d] += w * r[d];
+      }
+      if (pooling == Pooling::mean && end - begin > 1) {
+        const T scale = T(1) / static_cast<T>(end - begin);
+        for (std::size_t d = 0; d < dim; ++d) o[d] *= scale;
+      }
+    }
+  }
+}
+
+/// Backward: grad_rows (keys.size() x dim, row-major) += for every entry, weight * the rows of
+/// field f in column i of dout (divided by the field's number of IDs for Pooling::mean). Repeated
+/// keys, in a sample or across samples, add into their one row: one coalesced gradient per key.
+template <class T>
+void embedding_backward(const EmbeddingLookup& l, ConstMatrixView<T> dout, std::size_t first_row, std::size_t dim,
+                        Pooling pooling, std::span<T> grad_rows) {
+  detail::check_embedding_shapes<T>("embedding_backward", l, grad_rows.size(), dim, dout.rows(), dout.cols(),
+                                    first_row);
+  const std::size_t ld = static_cast<std::size_t>(dout.rows());
+  for (std::size_t i = 0; i < l.batch; ++i) {
+    const T* column = dout.data() + i * ld + first_row;
+    for (std::size_t f = 0; f < l.fields; ++f) {
+      const T* g = column + f * dim;
+      const auto [begin, end] = l.entries(i, f);
+      const T scale = pooling == Pooling::mean && end - begin > 1 ? T(1) / static_cast<T>(end - begin) : T(1);
+      for (std::uint32_t e = begin; e < end; ++e) {
+        const T w = static_cast<T>(l.weights[e]) * scale;
+        T* r = grad_rows.data() + static_cast<std::size_t>(l.slots[e]) * dim;
+        for (std::size_t d = 0; d < dim; ++d) r[d] += w * g[d];
+      }
+    }
+  }
+}
+
+}  // namespace flotilla
