@@ -86,8 +86,8 @@ struct CtrModel {
   using embedding = Emb;
   using tower = Tower;
   using network = Network<Tower, float>;
-  using row_optimizer = RowOpt;
-  using tower_optimizer = TowerOpt;
+  using row_optimizer_type = RowOpt;
+  using tower_optimizer_type = TowerOpt;
   using wide = WidePart;
 
   static constexpr std::size_t fields = In::categorical;

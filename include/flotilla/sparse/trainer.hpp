@@ -47,6 +47,7 @@
 #include "flotilla/core/targets.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/data/ctr_example.hpp"
+#include "flotilla/exchange/policy_exchange.hpp"
 #include "flotilla/loss/binary_cross_entropy.hpp"
 #include "flotilla/nn/embedding.hpp"
 #include "flotilla/optim/schedule.hpp"
@@ -89,7 +90,7 @@ inline constexpr Tag trainer_tag(Tag k) { return flotilla::detail::reserved_tag(
 inline std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, std::uint64_t epoch) {
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
-  Generator g(mix(seed, 0x5eed0000ULL + epoch));
+  Generator g(flotilla::detail::mix(seed, 0x5eed0000ULL + epoch));
   for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[g.below(i)]);
   return order;
 }
@@ -106,7 +107,7 @@ class Trainer {
  public:
   using model_type = Model;
   using network = typename Model::network;
-  using codec_type = std::conditional_t<requires { typename Policy::codec; }, typename Policy::codec, codec::Fp32>;
+  using codec_type = policy_codec_t<Policy, float>;
   using Loss = BinaryCrossEntropyWithLogits;
   static constexpr std::size_t fields = Model::fields, dim = Model::dim, numeric = Model::numeric;
   static constexpr std::size_t embedding_table = 0, wide_table = 1;
@@ -184,7 +185,7 @@ class Trainer {
     TableSpec emb;
     emb.name = "embeddings";
     emb.dim = dim;
-    emb.init_scale = row_optimizer_needs_zero_rows<typename Model::row_optimizer> ? 0.0f : model_.init_scale;
+    emb.init_scale = row_optimizer_needs_zero_rows<typename Model::row_optimizer_type> ? 0.0f : model_.init_scale;
     emb.seed = options_.seed;
     emb.id = 0;
     emb.max_bytes_per_shard = options_.max_bytes_per_shard;
@@ -204,14 +205,14 @@ class Trainer {
 
   template <class E>
   void serve(E& e) {
-    RowServer<codec_type> server(options_.servers, e.rank() - options_.workers, options_.workers);
+    RowServer<codec_type> server(e.rank() - options_.workers, options_.servers);
     const auto specs = tables();
     server.add_table(specs[0], model_.row_optimizer);
     if constexpr (Model::has_wide) server.add_table(specs[1], model_.wide_optimizer);
     server.serve(e, options_.workers, Policy::aggregate, Policy::staleness_bound);
     std::lock_guard lock(rows_mutex_);
     for (std::size_t t = 0; t < specs.size(); ++t)
-      server.for_each_row(t, [&](std::uint64_t key, std::span<const float> row) {
+      server.table(t).for_each_row([&](std::uint64_t key, std::span<const float> row, std::span<const float>, std::uint64_t) {
         final_rows_[t][key] = std::vector<float>(row.begin(), row.end());
       });
   }
@@ -263,7 +264,7 @@ class Trainer {
     network net;
     std::vector<float> params = initial;  // each worker's replica, identical on all
     std::vector<float> grads(network::parameter_count);
-    typename Model::tower_optimizer::template state<float> opt_state(network::parameter_count);
+    typename Model::tower_optimizer_type::template state<float> opt_state(network::parameter_count);
     std::span<const TensorInfo> tensors(network::tensors);
     Batch b;
     std::vector<const data::CtrExample*> picked;
@@ -287,8 +288,7 @@ class Trainer {
         forward(e, client, step, ex, b, net, std::span<const float>(params), RunInfo{Mode::train, {}, options_.seed, epoch});
         b.labels.resize(B);
         for (std::size_t i = 0; i < B; ++i) b.labels[i] = ex[i].label;
-        Targets<float> targets;
-        targets.values = ConstMatrixView<float>(b.labels.data(), 1, static_cast<Eigen::Index>(B));
+        const Targets<float> targets{{}, ConstMatrixView<float>(b.labels.data(), 1, static_cast<Eigen::Index>(B))};
         b.dlogits.resize(1, static_cast<Eigen::Index>(B));
         loss_sum += static_cast<double>(Loss::value_and_gradient(
             ConstMatrixView<float>(b.logits.data(), 1, static_cast<Eigen::Index>(B)), targets,
