@@ -7,6 +7,7 @@ namespace flotilla_test {
 namespace sync_equivalence { int run(const Program&, int, char**); }
 namespace checkpoint_resume { int run(const Program&, int, char**); }
 namespace pipeline_processes { int run(const Program&, int, char**); }
+namespace sparse_equivalence { int run(const Program&, int, char**); }
 #if defined(FLOTILLA_TEST_TCP)
 namespace ps_recovery { int run(const Program&, int, char**); }
 namespace ps_trainer_recovery { int run(const Program&, int, char**); }
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
                          {"sync-equivalence", t::sync_equivalence::run},    // sync_equivalence.cpp
                          {"checkpoint-resume", t::checkpoint_resume::run},  // checkpoint_resume.cpp
                          {"pipeline", t::pipeline_processes::run},          // ../pipeline/multiprocess.cpp
+                         {"sparse-equivalence", t::sparse_equivalence::run},  // sparse_equivalence.cpp
 #if defined(FLOTILLA_TEST_TCP)
                          {"ps-recovery", t::ps_recovery::run},                  // ps_recovery.cpp
                          {"ps-trainer-recovery", t::ps_trainer_recovery::run},  // ps_trainer_recovery.cpp
