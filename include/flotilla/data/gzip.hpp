@@ -229,6 +229,9 @@ inline std::uint32_t load_le16(const std::uint8_t* p) noexcept {
   return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8;
 }
 FLOTILLA_DECL std::string hex32(std::uint32_t v);
+/// Reads the gzip member header at input byte `pos` (magic, method, flags, and the optional extra
+/// field, name, comment and header CRC) and returns the offset of its DEFLATE data.
+FLOTILLA_DECL std::size_t gzip_header_end(std::span<const std::uint8_t> in, std::size_t pos, const std::string& name);
 
 /// Inflates DEFLATE streams from one input buffer into one output vector. Several streams may be
 /// inflated one after another into the same output (gzip members); each one's matches may reach
@@ -242,6 +245,24 @@ class Inflater {
   /// Inflates the stream starting at input byte `start`, appending to the output, and returns the
   /// offset of the first input byte after the stream (its last byte is padded to a byte boundary).
   FLOTILLA_DECL std::size_t inflate(std::size_t start);
+
+  // Inflating in steps, for output that is consumed as it is produced (GzipStream): begin() a
+  // stream at input byte `start`, then step() until it returns true. Between steps the caller may
+  // discard_front() output it no longer needs, keeping at least the last 32 KiB that matches may
+  // reach back to; the output buffer then stays a fixed size whatever the stream's length.
+
+  /// Starts the stream at input byte `start`; output continues after what is already there.
+  FLOTILLA_DECL void begin(std::size_t start);
+  /// Inflates until the output reaches `pause_at` bytes or the stream ends; returns whether it
+  /// ended (then end_of_stream() gives where). A step that pauses stops at most one match (258
+  /// bytes) or one stored block (65535 bytes) past `pause_at`.
+  FLOTILLA_DECL bool step(std::size_t pause_at);
+  /// After step() returned true: the offset of the first input byte after the stream.
+  FLOTILLA_DECL std::size_t end_of_stream();
+  /// Drops the first `n` bytes of output (n <= size()); matches may still reach back to what is left.
+  FLOTILLA_DECL void discard_front(std::size_t n);
+  /// The input offset that inflating has read up to (bytes before it are no longer needed).
+  std::size_t input_position() const noexcept { return bits_.pos; }
 
   /// Bytes of output so far. The output vector itself is larger (spare capacity) until finish().
   std::size_t size() const noexcept { return op_; }
@@ -302,8 +323,13 @@ class Inflater {
   FLOTILLA_DECL std::size_t align_to_byte();
 
   FLOTILLA_DECL void stored_block();
-  FLOTILLA_DECL void dynamic_block();
-  FLOTILLA_DECL void huffman_block(const std::uint32_t* lit, const std::uint32_t* dist);
+  FLOTILLA_DECL void dynamic_header();
+  /// Decodes a Huffman-coded block until its end (returns true) or until the output reaches
+  /// pause_ (returns false, to be called again with the same tables).
+  FLOTILLA_DECL bool huffman_block(const std::uint32_t* lit, const std::uint32_t* dist);
+
+  // Where step() is: between blocks, or inside a block of fixed or dynamic codes.
+  enum class Block : std::uint8_t { none, fixed, dynamic };
 
   const std::uint8_t* in_;
   std::size_t n_;
@@ -315,6 +341,10 @@ class Inflater {
   std::size_t limit_;
   std::size_t op_ = 0;
   std::size_t stream_start_ = 0;
+  // Output size at which huffman_block() returns to step()'s caller; never reached by inflate().
+  std::size_t pause_ = std::numeric_limits<std::size_t>::max() / 4;
+  Block block_ = Block::none;
+  bool final_ = false;
   BitState bits_;
   LiteralTable literals_;
   DistanceTable distances_;
@@ -390,25 +420,59 @@ FLOTILLA_DECL Inflater::Inflater(std::span<const std::uint8_t> in, const std::st
 }
 
 FLOTILLA_DECL std::size_t Inflater::inflate(std::size_t start) {
+  begin(start);
+  while (!step(std::numeric_limits<std::size_t>::max() / 4)) {
+  }
+  return end_of_stream();
+}
+
+FLOTILLA_DECL void Inflater::begin(std::size_t start) {
   bits_ = BitState{0, 0, start, 0};
   stream_start_ = op_;
-  bool final = false;
-  while (!final) {
-    final = read_bits(1) != 0;
+  block_ = Block::none;
+  final_ = false;
+}
+
+FLOTILLA_DECL bool Inflater::step(std::size_t pause_at) {
+  pause_ = pause_at;
+  for (;;) {
+    if (block_ == Block::fixed || block_ == Block::dynamic) {
+      // huffman_block() needs op_ < pause_ on entry (its room check relies on it).
+      if (op_ >= pause_) return false;
+      const FixedTables& f = fixed_tables();
+      const bool done = block_ == Block::fixed ? huffman_block(f.literal.entries.data(), f.distance.entries.data())
+                                               : huffman_block(literals_.entries.data(), distances_.entries.data());
+      if (!done) return false;
+      block_ = Block::none;
+    }
+    if (final_) {
+      check_final_size();
+      return true;
+    }
+    if (op_ >= pause_) return false;
+    final_ = read_bits(1) != 0;
     const std::uint32_t type = read_bits(2);
     if (type == 0) {
       stored_block();
     } else if (type == 1) {
-      const FixedTables& f = fixed_tables();
-      huffman_block(f.literal.entries.data(), f.distance.entries.data());
+      block_ = Block::fixed;
     } else if (type == 2) {
-      dynamic_block();
+      dynamic_header();
+      block_ = Block::dynamic;
     } else {
       fail(bits_, "invalid DEFLATE block type 3 (reserved)");
     }
   }
-  check_final_size();
-  return align_to_byte();
+}
+
+FLOTILLA_DECL std::size_t Inflater::end_of_stream() { return align_to_byte(); }
+
+FLOTILLA_DECL void Inflater::discard_front(std::size_t n) {
+  n = std::min(n, op_);
+  if (n == 0) return;
+  std::memmove(out_.data(), out_.data() + n, op_ - n);
+  op_ -= n;
+  stream_start_ = stream_start_ > n ? stream_start_ - n : 0;
 }
 
 FLOTILLA_DECL void Inflater::reserve(std::size_t need) {
@@ -447,6 +511,42 @@ FLOTILLA_DECL void Inflater::check_final_size() {
   const std::size_t announced = announced_->limit(std::span<const std::uint8_t>(out_.data(), op_));
   if (announced < op_) past_announced(announced);
   limit_ = std::min(announced, max_output_);
+}
+
+FLOTILLA_DECL std::size_t gzip_header_end(std::span<const std::uint8_t> in, std::size_t pos, const std::string& name) {
+  const std::size_t n = in.size();
+  const std::uint8_t* p = in.data();
+  const std::size_t member = pos;
+  if ((n - pos >= 1 && p[pos] != 0x1F) || (n - pos >= 2 && p[pos + 1] != 0x8B))
+    throw DataError(name, pos, "not gzip data (the magic bytes are not 1f 8b)");
+  if (n - pos < 10) throw DataError(name, n, "truncated: the data ends inside a gzip header");
+  if (p[pos + 2] != 8)
+    throw DataError(name, pos + 2, "unsupported gzip compression method " + std::to_string(p[pos + 2]) + " (only 8, DEFLATE, exists)");
+  const std::uint8_t flags = p[pos + 3];
+  if (flags & 0xE0U) throw DataError(name, pos + 3, "gzip header has reserved flag bits set");
+  pos += 10;
+  if (flags & 0x04U) {  // FEXTRA
+    if (n - pos < 2) throw DataError(name, n, "truncated: the data ends inside the gzip extra field");
+    const std::size_t xlen = detail::load_le16(p + pos);
+    pos += 2;
+    if (n - pos < xlen) throw DataError(name, n, "truncated: the data ends inside the gzip extra field");
+    pos += xlen;
+  }
+  for (const std::uint8_t field : {std::uint8_t{0x08}, std::uint8_t{0x10}}) {  // FNAME, FCOMMENT
+    if (!(flags & field)) continue;
+    const auto* zero = static_cast<const std::uint8_t*>(std::memchr(p + pos, 0, n - pos));
+    if (zero == nullptr)
+      throw DataError(name, n, std::string("truncated: the data ends inside the gzip ") + (field == 0x08 ? "file name" : "comment"));
+    pos = static_cast<std::size_t>(zero - p) + 1;
+  }
+  if (flags & 0x02U) {  // FHCRC: the low 16 bits of the CRC-32 of the header before it
+    if (n - pos < 2) throw DataError(name, n, "truncated: the data ends inside the gzip header CRC");
+    const std::uint32_t want = detail::load_le16(p + pos);
+    const std::uint32_t got = crc32(in.subspan(member, pos - member)) & 0xFFFFU;
+    if (want != got) throw DataError(name, pos, "gzip header CRC mismatch");
+    pos += 2;
+  }
+  return pos;
 }
 
 FLOTILLA_DECL BitState Inflater::refill(BitState b) const {
@@ -500,7 +600,7 @@ FLOTILLA_DECL void Inflater::stored_block() {
   bits_.pos = p + len;
 }
 
-FLOTILLA_DECL void Inflater::dynamic_block() {
+FLOTILLA_DECL void Inflater::dynamic_header() {
   const unsigned hlit = read_bits(5) + 257;
   const unsigned hdist = read_bits(5) + 1;
   const unsigned hclen = read_bits(4) + 4;
@@ -546,10 +646,9 @@ FLOTILLA_DECL void Inflater::dynamic_block() {
     fail(bits_, std::string("invalid dynamic block: the literal/length code ") + why);
   if (const char* why = distances_.build(lengths.data() + hlit, hdist, Alphabet::distance))
     fail(bits_, std::string("invalid dynamic block: the distance code ") + why);
-  huffman_block(literals_.entries.data(), distances_.entries.data());
 }
 
-FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::uint32_t* dist) {
+FLOTILLA_DECL bool Inflater::huffman_block(const std::uint32_t* lit, const std::uint32_t* dist) {
   // Locals, not members: stores through `out` (a byte pointer, which may alias anything) would
   // otherwise force every member to be reloaded after each output byte.
   BitState b = bits_;
@@ -558,7 +657,10 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
   std::size_t limit = limit_;
   const std::size_t stream_start = stream_start_;
   std::uint8_t* out = out_.data();
-  std::size_t cap = out_.size();
+  // The room check below doubles as the pause check: with `cap` at most pause_ + slack, it fires
+  // once op reaches pause_ (op < pause_ on entry, and one symbol adds at most 258 < slack bytes).
+  const std::size_t pause = pause_;
+  std::size_t cap = std::min(out_.size(), pause + slack);
   std::size_t op = op_;
   for (;;) {
     if (b.count < 48) {  // enough for a length code, its extra bits, a distance code and its extra bits
@@ -572,9 +674,13 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
     }
     if (cap - op < slack) {
       op_ = op;
+      if (op >= pause) {
+        bits_ = b;
+        return false;
+      }
       reserve(slack);
       out = out_.data();
-      cap = out_.size();
+      cap = std::min(out_.size(), pause + slack);
     }
     std::uint32_t e = lit[b.buf & LiteralTable::primary_mask];
     if (huff_kind(e) == huff_sub) e = lit[huff_value(e) + ((b.buf >> LiteralTable::primary_bits) & LiteralTable::sub_mask)];
@@ -588,7 +694,7 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
         check_limit(op + 1);
         limit = limit_;
         out = out_.data();
-        cap = out_.size();
+        cap = std::min(out_.size(), pause + slack);
       }
       out[op++] = static_cast<std::uint8_t>(huff_value(e));
       continue;
@@ -621,7 +727,7 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
       check_limit(op + length);
       limit = limit_;
       out = out_.data();
-      cap = out_.size();
+      cap = std::min(out_.size(), pause + slack);
     }
     std::uint8_t* dst = out + op;
     const std::uint8_t* src = dst - distance;
@@ -643,6 +749,7 @@ FLOTILLA_DECL void Inflater::huffman_block(const std::uint32_t* lit, const std::
   }
   bits_ = b;
   op_ = op;
+  return true;
 }
 
 }  // namespace detail
@@ -683,37 +790,7 @@ FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in,
 
   std::size_t pos = 0;
   for (;;) {
-    const std::size_t member = pos;
-    if ((n - pos >= 1 && p[pos] != 0x1F) || (n - pos >= 2 && p[pos + 1] != 0x8B))
-      throw DataError(name, pos, "not gzip data (the magic bytes are not 1f 8b)");
-    if (n - pos < 10) throw DataError(name, n, "truncated: the data ends inside a gzip header");
-    if (p[pos + 2] != 8)
-      throw DataError(name, pos + 2, "unsupported gzip compression method " + std::to_string(p[pos + 2]) + " (only 8, DEFLATE, exists)");
-    const std::uint8_t flags = p[pos + 3];
-    if (flags & 0xE0U) throw DataError(name, pos + 3, "gzip header has reserved flag bits set");
-    pos += 10;
-    if (flags & 0x04U) {  // FEXTRA
-      if (n - pos < 2) throw DataError(name, n, "truncated: the data ends inside the gzip extra field");
-      const std::size_t xlen = detail::load_le16(p + pos);
-      pos += 2;
-      if (n - pos < xlen) throw DataError(name, n, "truncated: the data ends inside the gzip extra field");
-      pos += xlen;
-    }
-    for (const std::uint8_t field : {std::uint8_t{0x08}, std::uint8_t{0x10}}) {  // FNAME, FCOMMENT
-      if (!(flags & field)) continue;
-      const auto* zero = static_cast<const std::uint8_t*>(std::memchr(p + pos, 0, n - pos));
-      if (zero == nullptr)
-        throw DataError(name, n, std::string("truncated: the data ends inside the gzip ") + (field == 0x08 ? "file name" : "comment"));
-      pos = static_cast<std::size_t>(zero - p) + 1;
-    }
-    if (flags & 0x02U) {  // FHCRC: the low 16 bits of the CRC-32 of the header before it
-      if (n - pos < 2) throw DataError(name, n, "truncated: the data ends inside the gzip header CRC");
-      const std::uint32_t want = detail::load_le16(p + pos);
-      const std::uint32_t got = crc32(in.subspan(member, pos - member)) & 0xFFFFU;
-      if (want != got) throw DataError(name, pos, "gzip header CRC mismatch");
-      pos += 2;
-    }
-
+    pos = detail::gzip_header_end(in, pos, name);
     const std::size_t start = inflater->size();
     pos = inflater->inflate(pos);
     const std::size_t size = inflater->size() - start;

@@ -1,0 +1,297 @@
+#!/usr/bin/python3
+"""The PyTorch side of the click-through training benchmark: the same model as flotilla's sparse
+trainer, trained on the same Criteo-format file, timed the same way.
+
+    /usr/bin/python3 bench/ctr/pytorch_ctr.py --train train.txt --test test.txt \
+        [--dim 16] [--table-size 262144] [--hidden 64,32 | none] [--batch 512] [--epochs 1] \
+        [--lr 0.05] [--tower-optimizer adagrad|adam] [--tower-lr X] [--threads 1] [--max-lines N]
+    /usr/bin/python3 bench/ctr/pytorch_ctr.py --self-test     # parser and metrics, without torch
+
+Files come from flotilla-ctr-generate (docs/ctr_generator.md) or are Criteo's own: label, 13
+integer features, 26 hex IDs, tab-separated, any column may be empty.
+
+The model:
+* every categorical field's ID is hashed into its own range of `--table-size` rows of one table,
+  nn.EmbeddingBag(26 * table_size, dim, mode='sum', sparse=True): row = f * table_size +
+  hash(id) mod table_size; each (sample, field) is one bag, an empty field an empty bag (zeros);
+* the 13 dense features are log(1 + max(x, 0)), 0 when empty (the Criteo reader's default);
+* the 26 * dim embedding values and the 13 dense ones are concatenated and go through the tower:
+  Linear+ReLU layers of --hidden widths, then a Linear to one logit (--hidden none: a linear
+  model on the concatenation);
+* BCEWithLogitsLoss; torch.optim.Adagrad on the table (sparse gradients), Adagrad or Adam on the
+  tower.
+
+The files are parsed into tensors before the clock starts: train_seconds covers only the training
+steps (forming each batch's bags from the preloaded tensors, forward, backward, both optimizer
+steps). The held-out file is then scored, and one line is printed:
+
+    RESULT {"samples_per_s": ..., "auc": ..., "log_loss": ..., "train_seconds": ...}
+
+AUC gives ties half credit; the log loss clamps probabilities to [1e-7, 1 - 1e-7], as
+flotilla::binary_metrics does, so the two sides' numbers compare directly.
+
+Debian's python3-torch computes the tower's matrix products with the reference BLAS unless an
+optimised one (libopenblas0-openmp) is installed and selected with update-alternatives; the
+embedding table's work does not go through BLAS.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+DENSE = 13
+FIELDS = 26
+LOG_LOSS_CLAMP = 1e-7
+
+
+# ---- parsing ------------------------------------------------------------------------------------
+
+def hashed_row(raw_id, table_size):
+    """The row of an ID within its field's range: a multiplicative hash, so that IDs that differ
+    only in high bits (or are small integers, as in other click logs) still spread over the rows."""
+    return ((raw_id * 0x9E3779B1) & 0xFFFFFFFF) % table_size
+
+
+def parse_line(line, number, name, table_size):
+    """(label, dense[13], rows[26]) of one line; a row is -1 where the field is empty."""
+    cols = line.rstrip("\r\n").split("\t")
+    if len(cols) != 1 + DENSE + FIELDS:
+        raise ValueError(f"{name}:{number}: {len(cols)} tab-separated columns, the Criteo format has {1 + DENSE + FIELDS}")
+    label = cols[0]
+    if label not in ("0", "1"):
+        raise ValueError(f"{name}:{number}: column 1: label '{label}' is neither 0 nor 1")
+    dense = []
+    for j in range(DENSE):
+        text = cols[1 + j]
+        if text == "":
+            dense.append(0.0)
+            continue
+        try:
+            x = int(text)
+        except ValueError:
+            raise ValueError(f"{name}:{number}: column {2 + j}: '{text}' is not an integer") from None
+        dense.append(math.log1p(x) if x > 0 else 0.0)
+    rows = []
+    for f in range(FIELDS):
+        text = cols[1 + DENSE + f]
+        if text == "":
+            rows.append(-1)
+            continue
+        try:
+            raw = int(text, 16)
+        except ValueError:
+            raise ValueError(f"{name}:{number}: column {2 + DENSE + f}: '{text}' is not a hex ID") from None
+        if raw >= 1 << 32 or raw < 0:
+            raise ValueError(f"{name}:{number}: column {2 + DENSE + f}: '{text}' is wider than 32 bits")
+        rows.append(f * table_size + hashed_row(raw, table_size))
+    return int(label), dense, rows
+
+
+def read_criteo(path, table_size, max_lines=0):
+    """Lists of labels, dense rows and table rows of a whole file (or its first max_lines)."""
+    labels, dense, rows = [], [], []
+    with open(path, "r", encoding="ascii", newline="") as f:
+        for number, line in enumerate(f, start=1):
+            if max_lines and number > max_lines:
+                break
+            if line in ("\n", "\r\n"):
+                continue
+            y, d, r = parse_line(line, number, path, table_size)
+            labels.append(y)
+            dense.append(d)
+            rows.append(r)
+    if not labels:
+        raise ValueError(f"{path}: no lines")
+    return labels, dense, rows
+
+
+# ---- metrics ------------------------------------------------------------------------------------
+
+def binary_metrics(probabilities, labels):
+    """AUC (ties half credit, NaN with one class) and log loss (clamped), as flotilla computes them."""
+    n = len(probabilities)
+    order = sorted(range(n), key=lambda i: probabilities[i])
+    positives = sum(1 for y in labels if y == 1)
+    negatives = n - positives
+    # Midranks: a group of equal scores shares the mean of its ranks.
+    rank_sum_pos = 0.0
+    i = 0
+    while i < n:
+        j = i
+        while j < n and probabilities[order[j]] == probabilities[order[i]]:
+            j += 1
+        mid = (i + 1 + j) / 2.0
+        rank_sum_pos += mid * sum(1 for k in range(i, j) if labels[order[k]] == 1)
+        i = j
+    if positives and negatives:
+        auc = (rank_sum_pos - positives * (positives + 1) / 2.0) / (positives * negatives)
+    else:
+        auc = float("nan")
+    loss = 0.0
+    for p, y in zip(probabilities, labels):
+        c = min(max(p, LOG_LOSS_CLAMP), 1.0 - LOG_LOSS_CLAMP)
+        loss -= math.log(c) if y == 1 else math.log1p(-c)
+    return auc, loss / n if n else float("nan")
+
+
+def self_test():
+    """Checks of the parts that need no torch: the parser and the metrics."""
+    auc, _ = binary_metrics([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1])
+    assert abs(auc - 0.75) < 1e-12, auc
+    auc, _ = binary_metrics([0.5, 0.5, 0.5, 0.2, 0.9], [1, 0, 0, 1, 0])
+    assert abs(auc - 1.0 / 6.0) < 1e-12, auc
+    assert math.isnan(binary_metrics([0.2, 0.3], [0, 0])[0])
+    _, ll = binary_metrics([0.9, 0.2, 0.6], [1, 0, 0])
+    assert abs(ll + (math.log(0.9) + math.log(0.8) + math.log(0.4)) / 3) < 1e-12, ll
+    _, ll = binary_metrics([0.0], [1])
+    assert abs(ll + math.log(1e-7)) < 1e-9, ll
+
+    line = "1\t3\t\t0\t-2" + "\t5" * 9 + "\tdeadbeef" + "\t" * 25 + "\n"
+    y, d, r = parse_line(line, 1, "t", 1000)
+    assert y == 1 and len(d) == DENSE and len(r) == FIELDS, (y, d, r)
+    assert d[0] == math.log1p(3) and d[1] == 0.0 and d[2] == 0.0 and d[3] == 0.0, d
+    assert r[0] == hashed_row(0xDEADBEEF, 1000) and r[1:] == [-1] * 25, r
+    for bad in ("2" + line[1:], "1\t3" + "\t" * 3, line.replace("deadbeef", "xyz")):
+        try:
+            parse_line(bad, 7, "t", 1000)
+        except ValueError as e:
+            assert "t:7" in str(e), e
+        else:
+            raise AssertionError("accepted: " + bad)
+    print("self-test: 2 passed, 0 failed")
+
+
+# ---- training -----------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--train")
+    ap.add_argument("--test")
+    ap.add_argument("--dim", type=int, default=16, help="embedding dimension per field")
+    ap.add_argument("--table-size", type=int, default=1 << 18, help="hashed rows per field")
+    ap.add_argument("--hidden", default="64,32", help="tower widths, comma-separated, or 'none' (linear)")
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--tower-optimizer", choices=("adagrad", "adam"), default="adagrad")
+    ap.add_argument("--tower-lr", type=float, default=None, help="the tower's learning rate (default: --lr)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-lines", type=int, default=0, help="read at most this many training lines (0: all)")
+    ap.add_argument("--self-test", action="store_true", help="check the parser and the metrics, then exit")
+    a = ap.parse_args()
+    if a.self_test:
+        self_test()
+        return 0
+    if not a.train or not a.test:
+        ap.error("--train FILE and --test FILE are required")
+    for flag, v in (("--dim", a.dim), ("--table-size", a.table_size), ("--batch", a.batch),
+                    ("--epochs", a.epochs), ("--threads", a.threads)):
+        if v < 1:
+            ap.error(f"{flag} must be at least 1, got {v}")
+    if a.tower_lr is None:
+        a.tower_lr = a.lr
+    for flag, v in (("--lr", a.lr), ("--tower-lr", a.tower_lr)):
+        if not (v > 0 and math.isfinite(v)):
+            ap.error(f"{flag} must be a positive number, got {v}")
+    if a.hidden.strip().lower() in ("none", ""):
+        hidden = []
+    else:
+        try:
+            hidden = [int(h) for h in a.hidden.split(",")]
+        except ValueError:
+            ap.error(f"--hidden: '{a.hidden}' is not a comma-separated list of widths or 'none'")
+        if any(h < 1 for h in hidden):
+            ap.error(f"--hidden: every width must be at least 1, got {a.hidden}")
+
+    os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
+    try:
+        import torch
+        from torch import nn
+    except ImportError:
+        print("pytorch_ctr: PyTorch is not installed for this Python (Debian: python3-torch)", file=sys.stderr)
+        return 2
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+
+    def tensors(path, max_lines):
+        labels, dense, rows = read_criteo(path, a.table_size, max_lines)
+        return (torch.tensor(labels, dtype=torch.float32), torch.tensor(dense, dtype=torch.float32),
+                torch.tensor(rows, dtype=torch.int64))
+
+    y_train, x_train, r_train = tensors(a.train, a.max_lines)
+    y_test, x_test, r_test = tensors(a.test, 0)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = nn.EmbeddingBag(FIELDS * a.table_size, a.dim, mode="sum", sparse=True)
+            nn.init.normal_(self.table.weight, std=0.01)
+            layers, width = [], FIELDS * a.dim + DENSE
+            for h in hidden:
+                layers += [nn.Linear(width, h), nn.ReLU()]
+                width = h
+            layers.append(nn.Linear(width, 1))
+            self.tower = nn.Sequential(*layers)
+
+        def forward(self, rows, dense):
+            # One bag per (sample, field); an empty field is an empty bag, which sums to zeros.
+            flat_rows = rows.reshape(-1)
+            present = flat_rows >= 0
+            counts = present.to(torch.int64)
+            offsets = torch.zeros_like(counts)
+            offsets[1:] = torch.cumsum(counts, 0)[:-1]
+            e = self.table(flat_rows[present], offsets).reshape(rows.shape[0], FIELDS * a.dim)
+            return self.tower(torch.cat([e, dense], 1)).squeeze(1)
+
+    model = Model()
+    table_opt = torch.optim.Adagrad(model.table.parameters(), lr=a.lr)
+    if a.tower_optimizer == "adam":
+        tower_opt = torch.optim.Adam(model.tower.parameters(), lr=a.tower_lr)
+    else:
+        tower_opt = torch.optim.Adagrad(model.tower.parameters(), lr=a.tower_lr)
+    loss_fn = nn.BCEWithLogitsLoss()
+
+    n = y_train.shape[0]
+    steps = 0
+    start = time.perf_counter()
+    for _ in range(a.epochs):
+        for b in range(0, n, a.batch):
+            logits = model(r_train[b:b + a.batch], x_train[b:b + a.batch])
+            loss = loss_fn(logits, y_train[b:b + a.batch])
+            table_opt.zero_grad()
+            tower_opt.zero_grad()
+            loss.backward()
+            table_opt.step()
+            tower_opt.step()
+            steps += 1
+    train_seconds = time.perf_counter() - start
+    if not math.isfinite(loss.item()):
+        print(f"pytorch_ctr: the training loss is {loss.item()} after {steps} steps (try a smaller --lr)", file=sys.stderr)
+        return 1
+
+    with torch.no_grad():
+        probs = []
+        for b in range(0, y_test.shape[0], 8192):
+            probs.append(torch.sigmoid(model(r_test[b:b + 8192], x_test[b:b + 8192])))
+        p = torch.cat(probs).double().tolist()
+    auc, log_loss = binary_metrics(p, [int(v) for v in y_test.tolist()])
+    print("RESULT " + json.dumps({
+        "samples_per_s": n * a.epochs / train_seconds,
+        "auc": auc,
+        "log_loss": log_loss,
+        "train_seconds": train_seconds,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (OSError, ValueError) as e:
+        print(f"pytorch_ctr: {e}", file=sys.stderr)
+        sys.exit(2)

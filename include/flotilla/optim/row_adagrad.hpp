@@ -1,0 +1,53 @@
+#pragma once
+// Adagrad on the rows a step touched, as PyTorch's torch.optim.Adagrad (without its learning-rate
+// decay and weight decay): per value, a running sum of squared gradients
+//
+//   acc += g^2,   w -= lr * g / (sqrt(acc) + eps),
+//
+// so that values seen often (a popular ID's row) take smaller steps than rare ones. The state is
+// the accumulator, one float per value, starting at `initial_accumulator`.
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "flotilla/concepts/row_optimizer.hpp"
+#include "flotilla/core/error.hpp"
+
+namespace flotilla::optim {
+
+struct RowAdagrad {
+  static constexpr std::string_view name = "row-Adagrad";
+  double learning_rate = 0.01;
+  double initial_accumulator = 0;
+  double epsilon = 1e-10;
+
+  std::size_t state_size(std::size_t dim) const noexcept { return dim; }
+
+  void init_state(std::span<const float> row, std::span<float> state) const {
+    check(row.size(), state.size(), row.size());
+    for (auto& a : state) a = static_cast<float>(initial_accumulator);
+  }
+
+  void apply(std::span<float> row, std::span<float> state, std::span<const float> gradient) const {
+    check(row.size(), state.size(), gradient.size());
+    const auto lr = static_cast<float>(learning_rate), eps = static_cast<float>(epsilon);
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const float g = gradient[i];
+      state[i] += g * g;
+      row[i] -= lr * (g / (std::sqrt(state[i]) + eps));
+    }
+  }
+
+ private:
+  static void check(std::size_t dim, std::size_t state, std::size_t gradient) {
+    if (state != dim || gradient != dim)
+      throw ShapeError(std::string(name) + ": a row of " + std::to_string(dim) + " values with " + std::to_string(state) +
+                       " state values (expected " + std::to_string(dim) + ") and a gradient of " +
+                       std::to_string(gradient));
+  }
+};
+static_assert(RowOptimizer<RowAdagrad>);
+
+}  // namespace flotilla::optim
