@@ -106,19 +106,30 @@ template <class Backend, class Codec>
 int train_with_codec(const Settings& s, const typename Backend::options& transport, const std::vector<fl::data::CtrExample>& tr,
                      const std::vector<fl::data::CtrExample>& te, bool report) {
   if (s.policy == "sync")
-    return train<fl::policy::Compressed<fl::policy::Synchronous<fl::topology::ParameterServer>, Codec>, Backend>(s, transport, tr, te, report);
+    return train<fl::policy::Compressed<Codec, fl::policy::Synchronous<fl::topology::ParameterServer>>, Backend>(s, transport, tr, te, report);
   if (s.policy == "async")
-    return train<fl::policy::Compressed<fl::policy::Asynchronous, Codec>, Backend>(s, transport, tr, te, report);
+    return train<fl::policy::Compressed<Codec, fl::policy::Asynchronous<fl::topology::ParameterServer>>, Backend>(s, transport, tr, te, report);
   if (s.policy == "stale")
-    return train<fl::policy::Compressed<fl::policy::BoundedStaleness<2>, Codec>, Backend>(s, transport, tr, te, report);
+    return train<fl::policy::Compressed<Codec, fl::policy::BoundedStaleness<2>>, Backend>(s, transport, tr, te, report);
   throw fl::ConfigError("--policy: '" + s.policy + "' is not one of sync, async, stale (bounded staleness 2)");
 }
 
-/// `ranks_known`: whether this process knows its rank before training (TCP: from the launcher),
-/// so that only rank 0 writes the data files and reports.
-template <class Backend>
-int run(int argc, char** argv, const char* program, const typename Backend::options& transport, bool reporter) {
+/// The in-process program's transport: nothing to set.
+struct InProcessFlags {
+  using backend = fl::transport::InProcess;
+  static constexpr bool generates = true;  // one process: it may write the data files itself
+  explicit InProcessFlags(fl::cli::Flags&) {}
+  backend::options options() const { return {}; }
+  std::size_t rank() const { return 0; }
+  void check(std::size_t, std::size_t) const {}
+};
+
+/// `TransportFlags` adds the transport's flags and says this process's rank; only rank 0 reports.
+template <class TransportFlags>
+int run(int argc, char** argv, const char* program) {
+  using Backend = typename TransportFlags::backend;
   fl::cli::Flags flags(program, "Click-through prediction with embedding rows on parameter servers");
+  TransportFlags transport_flags(flags);
   Settings s;
   auto& train_path = flags.add<std::filesystem::path>("train", {}, "Criteo-format training file (default: generate one)");
   auto& test_path = flags.add<std::filesystem::path>("test", {}, "Criteo-format held-out file (default: generate one)");
@@ -139,25 +150,32 @@ int run(int argc, char** argv, const char* program, const typename Backend::opti
   if (!flags.parse(argc, argv, std::cout)) return 0;
   s = Settings{train_path, test_path, dir, lines, test_lines, epochs, batch, workers, servers, policy, codec, row_lr,
                tower_lr, seed, metrics};
+  const auto transport = transport_flags.options();
+  const bool reporter = transport_flags.rank() == 0;
+  transport_flags.check(s.workers, s.servers);
 
   fl::data::CtrGeneratorOptions g;
   g.seed = s.seed;
   const bool generated = s.train.empty();
+  if (generated && !TransportFlags::generates)
+    throw fl::ConfigError("--train and --test: every rank reads the same files; write them first (flotilla-ctr-generate)");
   if (generated) {
     s.train = s.data_dir / "train.tsv";
     s.test = s.data_dir / "test.tsv";
     if (reporter) {
       std::filesystem::create_directories(s.data_dir);
       const auto t0 = std::chrono::steady_clock::now();
-      fl::data::write_criteo_files(g, s.train, s.lines, s.test, s.test_lines);
+      g.lines = s.lines;
+      fl::data::write_criteo(g, s.train);
+      fl::data::write_criteo(g.held_out(s.test_lines), s.test);
       std::printf("generated %zu training and %zu held-out lines in %s (%.1f s)\n", s.lines, s.test_lines,
                   s.data_dir.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   }
   if (s.test.empty()) throw fl::ConfigError("--test: a held-out file is needed with --train");
   fl::data::ReaderOptions ro;
-  const auto train_set = fl::data::read_ctr_file<fl::data::CriteoFormat>(s.train, ro);
-  const auto test_set = fl::data::read_ctr_file<fl::data::CriteoFormat>(s.test, ro);
+  const auto train_set = fl::data::read_ctr_file<fl::data::CriteoFormat>(s.train.string(), ro);
+  const auto test_set = fl::data::read_ctr_file<fl::data::CriteoFormat>(s.test.string(), ro);
   if (reporter) {
     std::printf("%zu training and %zu held-out examples; %zu workers, %zu servers, policy %s, codec %s\n", train_set.size(),
                 test_set.size(), s.workers, s.servers, s.policy.c_str(), s.codec.c_str());
