@@ -237,6 +237,13 @@ TEST_CASE("the generated file depends only on the seed: same bytes twice, howeve
   auto tail = small(3000 - 1234);
   tail.first_line = 1234;
   CHECK(generate(head) + generate(tail) == whole);
+
+  // Threads format chunks side by side; the bytes stay the same (with a partial last round).
+  auto threaded = small(3000);
+  threaded.lines = 8192 * 4 + 77;
+  auto serial = threaded;
+  threaded.threads = 3;
+  CHECK(generate(threaded) == generate(serial));
   CHECK(lines_of(whole).size() == 3000);
 }
 
