@@ -377,7 +377,7 @@ class CtrGenerator {
 
   /// Line `index` of this generator's stream (0-based, independent of first_line), as a Criteo
   /// reader with the default transform produces it; `line` is index - first_line + 1, its line
-  /// number in the file that starts at first_line.
+  /// number in the file that starts at first_line (0 for a line before that file).
   void example(std::uint64_t index, CtrExample& out) const {
     const detail::CtrDraw d = draw(index);
     out.label = d.label;
@@ -391,7 +391,7 @@ class CtrGenerator {
       if (d.present[f]) out.ids.push_back(d.ids[f]);
       out.offsets[f + 1] = static_cast<std::uint32_t>(out.ids.size());
     }
-    out.line = index - options_.first_line + 1;
+    out.line = index >= options_.first_line ? index - options_.first_line + 1 : 0;
   }
 
   /// Appends line `index` of the stream, with its newline, to `out`.
