@@ -173,7 +173,19 @@ TEST_CASE("a lookup rejects examples with too few fields or mismatched values, n
   CHECK_THROWS_WITH_AS(l.build(short_one, 0, 2, 0), doctest::Contains("line 17"), flotilla::ShapeError);
   const std::vector<CtrExample> bad_values{example({{1, 2}, {3}}, {1.0f, 2.0f}, 9)};
   CHECK_THROWS_WITH_AS(l.build(bad_values, 0, 2, 0), doctest::Contains("line 9"), flotilla::ShapeError);
+  CtrExample backwards = example({{1, 2}, {3}}, {}, 12);
+  backwards.offsets[1] = 3;  // field 0 would end after field 1 starts
+  backwards.offsets[2] = 2;
+  backwards.offsets.push_back(3);
+  CHECK_THROWS_WITH_AS(l.build(std::span<const CtrExample>(&backwards, 1), 0, 2, 0), doctest::Contains("line 12"),
+                       flotilla::ShapeError);
   CHECK_THROWS_AS(l.build(short_one, 250, 10, 0), flotilla::ConfigError);
+  // No fields read: an empty lookup, whatever the examples hold.
+  const std::vector<CtrExample> no_fields{CtrExample{}, CtrExample{}};
+  l.build(no_fields, 0, 0, 0);
+  CHECK(l.batch == 2);
+  CHECK(l.keys.empty());
+  CHECK(l.offsets == std::vector<std::uint32_t>{0});
   CHECK_THROWS_AS(l.build(short_one, 0, 2, std::uint64_t{1} << 63), flotilla::ConfigError);
 }
 

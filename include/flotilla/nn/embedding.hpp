@@ -177,11 +177,18 @@ inline void EmbeddingLookup::build(std::span<const data::CtrExample> examples, s
       throw ShapeError("embedding lookup: example " + std::to_string(i) + " of the batch (line " +
                        std::to_string(e.line) + ") has " + std::to_string(e.fields()) + " fields, the table reads [" +
                        std::to_string(first_field) + ", " + std::to_string(last_field) + ")");
-    if (e.offsets.back() != e.ids.size() || (!e.values.empty() && e.values.size() != e.ids.size()))
+    if (field_count == 0) continue;
+    const std::uint64_t end = e.offsets.back();
+    if (end != e.ids.size() || (!e.values.empty() && e.values.size() != e.ids.size()))
       throw ShapeError("embedding lookup: example " + std::to_string(i) + " of the batch (line " +
                        std::to_string(e.line) + ") has " + std::to_string(e.ids.size()) + " IDs, " +
-                       std::to_string(e.values.size()) + " values and offsets ending at " +
-                       std::to_string(e.offsets.back()));
+                       std::to_string(e.values.size()) + " values and offsets ending at " + std::to_string(end));
+    // Offsets that went backwards would make a field's ID count wrap around to billions.
+    for (std::size_t f = first_field; f < last_field; ++f)
+      if (e.offsets[f] > e.offsets[f + 1])
+        throw ShapeError("embedding lookup: example " + std::to_string(i) + " of the batch (line " +
+                         std::to_string(e.line) + "): field " + std::to_string(f) + "'s IDs start at " +
+                         std::to_string(e.offsets[f]) + " but end at " + std::to_string(e.offsets[f + 1]));
     total += e.offsets[last_field] - e.offsets[first_field];
   }
   if (total > std::numeric_limits<std::uint32_t>::max())
