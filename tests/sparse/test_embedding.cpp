@@ -294,7 +294,8 @@ TEST_CASE("an embedding equals a Dense layer fed the weighted multi-hot input, f
     for (std::size_t k = 0; k < y.size(); ++k) CHECK(emb[k] == doctest::Approx(y[k]).epsilon(1e-12));
 
     std::vector<double> dparams(Layer::parameter_count, 0.0), grad_rows(rows.size(), 0.0);
-    dense.backward({flotilla::ConstMatrixView<double>(x.data(), V, cols), flotilla::ConstMatrixView<double>(y.data(), D, cols),
+    dense.backward({flotilla::ConstMatrixView<double>(x.data(), V, cols),
+                    flotilla::ConstMatrixView<double>(y.data(), D, cols),
                     flotilla::ConstMatrixView<double>(dout.data(), D, cols), flotilla::empty_view<double>(), params,
                     dparams});
     flotilla::embedding_backward<double>(l, flotilla::ConstMatrixView<double>(dout.data(), D, cols), 0, D, pooling,
