@@ -3,6 +3,7 @@
 // same model. docs/ctr_generator.md describes the model and the flags.
 //
 //   flotilla-ctr-generate --lines 4000000 --out train.txt --test-lines 500000 --test-out test.txt
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <iostream>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "flotilla/cli/flags.hpp"
@@ -57,7 +59,9 @@ int run(int argc, char** argv) {
   auto& report = flags.add<bool>("report", true,
                                  "print the planted model's AUC and log loss on the held-out lines: the best a "
                                  "model can reach");
-  flags.at_least("lines", 1).above("zipf", 0).at_least("max-vocabulary", 10);
+  auto& threads = flags.add<unsigned>("threads", std::max(1U, std::thread::hardware_concurrency()),
+                                      "threads that format lines (the files do not depend on it)");
+  flags.at_least("lines", 1).at_least("threads", 1).above("zipf", 0).at_least("max-vocabulary", 10);
   if (!flags.parse(argc, argv, std::cout)) return 0;
 
   if (lines == 0) throw flotilla::ConfigError("flotilla-ctr-generate: --lines N is required (see --help)");
@@ -77,6 +81,7 @@ int run(int argc, char** argv) {
   o.click_rate = click_rate;
   o.categorical_weight_scale = weight_scale;
   o.dense_weight_scale = dense_weight_scale;
+  o.threads = threads;
   const double top = static_cast<double>(max_vocabulary);
   for (std::size_t f = 0; f < o.vocabulary.size(); ++f)
     o.vocabulary[f] = static_cast<std::uint64_t>(

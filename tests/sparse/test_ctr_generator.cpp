@@ -128,7 +128,8 @@ data::CtrGeneratorOptions small(std::uint64_t lines, std::uint64_t seed = 7) {
 // ---- metrics --------------------------------------------------------------------------------
 
 TEST_CASE("AUC and average precision match hand-computed values without ties") {
-  // Scikit-learn's documentation example: roc_auc_score 0.75, average_precision_score 0.8333.
+  // Scikit-learn's documentation example: roc_auc_score 0.75, average_precision_score 0.8333,
+  // both derived by hand here.
   // By hand: the positive at 0.8 beats both negatives, the one at 0.35 beats 0.1 but not 0.4: 3/4.
   // Thresholds 0.8 (P 1, R 1/2) and 0.35 (P 2/3, R 1) gain recall: AP = 1/2 + 1/2 * 2/3.
   const auto m = metrics({0.1, 0.4, 0.35, 0.8}, {0, 0, 1, 1});
@@ -237,6 +238,19 @@ TEST_CASE("the generated file depends only on the seed: same bytes twice, howeve
   auto tail = small(3000 - 1234);
   tail.first_line = 1234;
   CHECK(generate(head) + generate(tail) == whole);
+  // An example knows its line in the file that starts at first_line.
+  data::CtrExample e;
+  data::CtrGenerator(tail).example(1234 + 10, e);
+  CHECK(e.line == 11);
+  data::CtrGenerator(tail).example(3, e);
+  CHECK(e.line == 0);
+
+  // Threads format chunks side by side; the bytes stay the same (with a partial last round).
+  auto threaded = small(3000);
+  threaded.lines = 8192 * 4 + 77;
+  auto serial = threaded;
+  threaded.threads = 3;
+  CHECK(generate(threaded) == generate(serial));
   CHECK(lines_of(whole).size() == 3000);
 }
 

@@ -173,7 +173,19 @@ TEST_CASE("a lookup rejects examples with too few fields or mismatched values, n
   CHECK_THROWS_WITH_AS(l.build(short_one, 0, 2, 0), doctest::Contains("line 17"), flotilla::ShapeError);
   const std::vector<CtrExample> bad_values{example({{1, 2}, {3}}, {1.0f, 2.0f}, 9)};
   CHECK_THROWS_WITH_AS(l.build(bad_values, 0, 2, 0), doctest::Contains("line 9"), flotilla::ShapeError);
+  CtrExample backwards = example({{1, 2}, {3}}, {}, 12);
+  backwards.offsets[1] = 3;  // field 0 would end after field 1 starts
+  backwards.offsets[2] = 2;
+  backwards.offsets.push_back(3);
+  CHECK_THROWS_WITH_AS(l.build(std::span<const CtrExample>(&backwards, 1), 0, 2, 0), doctest::Contains("line 12"),
+                       flotilla::ShapeError);
   CHECK_THROWS_AS(l.build(short_one, 250, 10, 0), flotilla::ConfigError);
+  // No fields read: an empty lookup, whatever the examples hold.
+  const std::vector<CtrExample> no_fields{CtrExample{}, CtrExample{}};
+  l.build(no_fields, 0, 0, 0);
+  CHECK(l.batch == 2);
+  CHECK(l.keys.empty());
+  CHECK(l.offsets == std::vector<std::uint32_t>{0});
   CHECK_THROWS_AS(l.build(short_one, 0, 2, std::uint64_t{1} << 63), flotilla::ConfigError);
 }
 
@@ -282,7 +294,8 @@ TEST_CASE("an embedding equals a Dense layer fed the weighted multi-hot input, f
     for (std::size_t k = 0; k < y.size(); ++k) CHECK(emb[k] == doctest::Approx(y[k]).epsilon(1e-12));
 
     std::vector<double> dparams(Layer::parameter_count, 0.0), grad_rows(rows.size(), 0.0);
-    dense.backward({flotilla::ConstMatrixView<double>(x.data(), V, cols), flotilla::ConstMatrixView<double>(y.data(), D, cols),
+    dense.backward({flotilla::ConstMatrixView<double>(x.data(), V, cols),
+                    flotilla::ConstMatrixView<double>(y.data(), D, cols),
                     flotilla::ConstMatrixView<double>(dout.data(), D, cols), flotilla::empty_view<double>(), params,
                     dparams});
     flotilla::embedding_backward<double>(l, flotilla::ConstMatrixView<double>(dout.data(), D, cols), 0, D, pooling,

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -310,6 +311,12 @@ void check_bytes_per_step() {
   CHECK(pull_traffic.value_bytes_received == K * D * c);
   CHECK(push_traffic.bytes_sent() - pull_traffic.bytes_sent() == S * H + key_bytes * K + K * D * c);
   CHECK(push_traffic.value_bytes_sent == K * D * c);
+  // The servers' counters: one pull and one push each, every key once.
+  CHECK(servers[0]->counters().pulls == 1);
+  CHECK(servers[1]->counters().pushes == 1);
+  CHECK(servers[0]->counters().keys_pulled + servers[1]->counters().keys_pulled == K);
+  CHECK(servers[0]->counters().keys_pushed + servers[1]->counters().keys_pushed == K);
+  CHECK(servers[0]->rows(0) + servers[1]->rows(0) == K);
 }
 
 TEST_CASE("the bytes of a step equal the formula exactly, for 4-byte and 2-byte codecs") {
@@ -526,6 +533,13 @@ TEST_CASE("a saved shard loads back with its rows, optimizer state and update co
   CHECK(full_rows(shard).at(1).updates == 2);
   CHECK(full_rows(shard).at(1).state != std::vector<float>(3, 0.125f));
 
+  // A shard whose bound cannot hold the file's rows refuses it and keeps its own.
+  TableSpec small = spec(3);
+  small.max_bytes_per_shard = 1;
+  sparse::RowShard<TestAdagrad> tiny(small, TestAdagrad{});
+  CHECK_THROWS_WITH_AS(tiny.load(file), doctest::Contains("max_bytes_per_shard"), DataError);
+  CHECK(tiny.rows() == 0);
+
   // A file of another table is refused, naming the file.
   sparse::RowShard<TestAdagrad> other(spec(3, 8), TestAdagrad{});
   CHECK_THROWS_WITH_AS(other.load(file), doctest::Contains(file.c_str()), DataError);
@@ -622,6 +636,77 @@ TEST_CASE("servers restored from a checkpoint continue exactly as servers that n
       }
     }
   }
+}
+
+// ---- lost workers -------------------------------------------------------------------------------
+
+/// An in-process endpoint whose first receive from any peer reports worker `lost` lost, as a
+/// transport that outlives its peers does when one dies.
+struct LosingEndpoint {
+  InProcess::endpoint& e;
+  std::size_t lost;
+  bool reported = false, continuing = false;
+
+  std::size_t rank() const noexcept { return e.rank(); }
+  std::size_t size() const noexcept { return e.size(); }
+  TrafficCounters counters() const noexcept { return e.counters(); }
+  void send(std::size_t peer, Tag tag, std::span<const std::byte> b) { e.send(peer, tag, b); }
+  void recv(std::size_t peer, Tag tag, std::span<std::byte> b) { e.recv(peer, tag, b); }
+  void sendrecv(std::size_t to, Tag tag, std::span<const std::byte> out, std::size_t from, std::span<std::byte> in) {
+    e.sendrecv(to, tag, out, from, in);
+  }
+  std::size_t recv_any(Tag tag, std::span<std::byte> b) {
+    if (!reported) {
+      reported = true;
+      throw PeerLostError("rank " + std::to_string(rank()) + ": worker " + std::to_string(lost) + " was lost", lost);
+    }
+    return e.recv_any(tag, b);
+  }
+  void barrier() { e.barrier(); }
+  void continue_without_lost_peers(bool on) { continuing = on; }
+};
+static_assert(Transport<LosingEndpoint> && ContinuesWithoutLostPeers<LosingEndpoint>);
+
+/// Two workers and one server; worker 1 dies at once. Worker 0 runs three steps (pull, push) and
+/// returns what it pulled last.
+std::vector<float> run_with_lost_worker(bool aggregate, std::size_t staleness, std::optional<bool> go_on,
+                                        std::vector<std::unique_ptr<RowServer<codec::Fp32>>>& servers) {
+  sparse::RowServerOptions options;
+  options.continue_without_lost_workers = go_on;
+  servers = make_servers(1, {spec(1)}, optim::RowSGD{1.0}, options);
+  const std::vector<std::uint64_t> key{3};
+  std::vector<float> row(1);
+  InProcess::run(quick(), 3, [&](InProcess::endpoint& e) {
+    if (e.rank() == 2) {
+      LosingEndpoint losing{e, 1};
+      servers[0]->serve(losing, 2, aggregate, staleness);
+      return;
+    }
+    if (e.rank() == 1) return;  // dies before sending anything
+    RowClient<> c({1}, 2, 1);
+    for (std::uint64_t step = 0; step < 3; ++step) {
+      c.pull(e, 0, step, key, row);
+      c.push(e, 0, step, key, std::vector<float>{1.0f});
+    }
+    c.pull(e, 0, 3, key, row);
+    c.done(e);
+  });
+  return row;
+}
+
+TEST_CASE("a lost worker stops synchronous serving by default, and is dropped by asynchronous serving") {
+  std::vector<std::unique_ptr<RowServer<codec::Fp32>>> servers;
+  const float init = sparse::initial_row_value(1234, 7, 3, 0, 0.5f);
+  // Asynchronous under a staleness bound: the dead worker's clock no longer holds the other back.
+  CHECK(run_with_lost_worker(false, 1, std::nullopt, servers)[0] == init - 3.0f);
+  REQUIRE(servers[0]->dropped_workers().size() == 1);
+  CHECK(servers[0]->dropped_workers()[0].find("worker 1 was lost") != std::string::npos);
+  // Synchronous: the transport's error, naming the worker.
+  CHECK_THROWS_WITH_AS(run_with_lost_worker(true, 0, std::nullopt, servers), doctest::Contains("worker 1 was lost"),
+                       PeerLostError);
+  // Synchronous, told to go on: the steps are those of the worker left.
+  CHECK(run_with_lost_worker(true, 0, true, servers)[0] == init - 3.0f);
+  CHECK(servers[0]->counters().steps_applied == 3);
 }
 
 // ---- peers that announce too much ---------------------------------------------------------------

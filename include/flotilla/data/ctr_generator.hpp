@@ -16,12 +16,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "flotilla/core/error.hpp"
@@ -91,6 +93,8 @@ struct CtrGeneratorOptions {
   /// The share of clicks the bias is set for (in (0, 1)); ignored when `bias` is given.
   double click_rate = 0.25;
   std::optional<double> bias;
+  /// Threads that format lines while writing (at least 1); the bytes written do not depend on it.
+  unsigned threads = 1;
 
   /// The same planted model and distribution, another stream: a held-out file of `count` lines.
   CtrGeneratorOptions held_out(std::uint64_t count, std::uint64_t held_out_stream = 1) const {
@@ -146,7 +150,8 @@ struct CtrGeneratorOptions {
     } else if (!(click_rate > 0.0 && click_rate < 1.0)) {
       throw fail("click_rate is " + show(click_rate) + ", must be in (0, 1)");
     }
-    if (lines > ~std::uint64_t{0} - first_line) throw fail("first_line + lines overflows");
+    if (first_line > (std::uint64_t{1} << 62) || lines > (std::uint64_t{1} << 62))
+      throw fail("first_line and lines must each be at most 2^62");
   }
 };
 
@@ -164,25 +169,68 @@ inline constexpr std::size_t ctr_calibration_lines = 20000;
 /// centred and scaled to variance 1 (Irwin-Hall). Much cheaper than Box-Muller, and the exact
 /// shape of a weight's distribution does not matter here.
 inline double ctr_hashed_normal(std::uint64_t bits) noexcept {
-  double s = 0;
-  for (int i = 0; i < 4; ++i) s += static_cast<double>((bits >> (16 * i)) & 0xffffU);
+  const std::uint64_t sum = (bits & 0xffffU) + ((bits >> 16) & 0xffffU) + ((bits >> 32) & 0xffffU) + (bits >> 48);
   // Each 16-bit value is uniform on {0..65535}: mean 32767.5, variance (65536^2 - 1) / 12.
   constexpr double mean = 4 * 32767.5;
-  const double sd = std::sqrt(4.0 * (65536.0 * 65536.0 - 1.0) / 12.0);
-  return (s - mean) / sd;
+  constexpr double inverse_sd = 1.0 / 37837.227237206;  // 1 / sqrt(4 * (65536^2 - 1) / 12)
+  return (static_cast<double>(sum) - mean) * inverse_sd;
 }
 
-/// Zipf sampling over [1, n] by rejection-inversion (Hörmann and Derflinger, 1996): constant
-/// expected time and no table, whatever the vocabulary size.
+/// Zipf sampling over [1, n]: for small vocabularies an alias table (Walker; Vose's construction),
+/// one random word and no logarithm per draw; beyond alias_limit IDs rejection-inversion
+/// (Hörmann and Derflinger, 1996), constant expected time and no table whatever the size.
 class ZipfSampler {
  public:
+  static constexpr std::uint64_t alias_limit = 4096;
+
   ZipfSampler(std::uint64_t n, double exponent) : n_(static_cast<double>(n)), a_(exponent) {
     h_integral_x1_ = h_integral(1.5) - 1.0;
     h_integral_n_ = h_integral(n_ + 0.5);
     s_ = 2.0 - h_integral_inverse(h_integral(2.5) - h(2.0));
+    if (n <= alias_limit) build_alias(static_cast<std::size_t>(n));
   }
 
   std::uint64_t operator()(Generator& g) const noexcept {
+    if (!alias_.empty()) {
+      // High 32 bits pick a column (multiply-shift), low 32 bits decide between it and its alias.
+      const std::uint64_t bits = g();
+      const std::size_t column = static_cast<std::size_t>(((bits >> 32) * alias_.size()) >> 32);
+      const auto& c = alias_[column];
+      return (static_cast<std::uint32_t>(bits) < c.keep ? column : c.alias) + 1;
+    }
+    return rejection_inversion(g);
+  }
+
+ private:
+  struct Column {
+    std::uint32_t keep;   // keep this column when the low 32 bits are below it
+    std::uint32_t alias;  // else this one (0-based rank)
+  };
+
+  void build_alias(std::size_t n) {
+    std::vector<double> scaled(n);
+    double total = 0;
+    for (std::size_t k = 0; k < n; ++k) total += scaled[k] = std::pow(static_cast<double>(k + 1), -a_);
+    for (auto& v : scaled) v *= static_cast<double>(n) / total;
+    alias_.assign(n, Column{0xffffffffU, 0});
+    std::vector<std::uint32_t> small, large;
+    for (std::size_t k = 0; k < n; ++k) (scaled[k] < 1.0 ? small : large).push_back(static_cast<std::uint32_t>(k));
+    while (!small.empty() && !large.empty()) {
+      const std::uint32_t s = small.back(), l = large.back();
+      small.pop_back();
+      alias_[s] = Column{static_cast<std::uint32_t>(std::min(scaled[s] * 4294967296.0, 4294967295.0)), l};
+      scaled[l] -= 1.0 - scaled[s];
+      if (scaled[l] < 1.0) {
+        large.pop_back();
+        small.push_back(l);
+      }
+    }
+    // What remains holds probability 1 up to rounding: always kept.
+    for (auto k : small) alias_[k] = Column{0xffffffffU, k};
+    for (auto k : large) alias_[k] = Column{0xffffffffU, k};
+  }
+
+  std::uint64_t rejection_inversion(Generator& g) const noexcept {
     for (;;) {
       const double u = h_integral_n_ + g.uniform<double>() * (h_integral_x1_ - h_integral_n_);
       const double x = h_integral_inverse(u);
@@ -213,6 +261,7 @@ class ZipfSampler {
 
   double n_, a_;
   double h_integral_x1_ = 0, h_integral_n_ = 0, s_ = 0;
+  std::vector<Column> alias_;
 };
 
 /// One drawn line before formatting: raw counts (-1: empty) and IDs.
@@ -229,7 +278,16 @@ inline float ctr_dense_transform(std::int64_t x) noexcept {
   return x <= 0 ? 0.0f : static_cast<float>(std::log1p(static_cast<double>(x)));
 }
 
-inline constexpr char ctr_hex_digits[] = "0123456789abcdef";
+/// The two lowercase hex digits of every byte, so that an ID is written four bytes at a time.
+inline constexpr std::array<char, 512> ctr_hex_pairs = [] {
+  std::array<char, 512> t{};
+  constexpr char digits[] = "0123456789abcdef";
+  for (std::size_t b = 0; b < 256; ++b) {
+    t[2 * b] = digits[b >> 4];
+    t[2 * b + 1] = digits[b & 15];
+  }
+  return t;
+}();
 
 }  // namespace detail
 
@@ -319,7 +377,7 @@ class CtrGenerator {
 
   /// Line `index` of this generator's stream (0-based, independent of first_line), as a Criteo
   /// reader with the default transform produces it; `line` is index - first_line + 1, its line
-  /// number in the file that starts at first_line.
+  /// number in the file that starts at first_line (0 for a line before that file).
   void example(std::uint64_t index, CtrExample& out) const {
     const detail::CtrDraw d = draw(index);
     out.label = d.label;
@@ -333,7 +391,7 @@ class CtrGenerator {
       if (d.present[f]) out.ids.push_back(d.ids[f]);
       out.offsets[f + 1] = static_cast<std::uint32_t>(out.ids.size());
     }
-    out.line = index - options_.first_line + 1;
+    out.line = index >= options_.first_line ? index - options_.first_line + 1 : 0;
   }
 
   /// Appends line `index` of the stream, with its newline, to `out`.
@@ -350,27 +408,62 @@ class CtrGenerator {
       *p++ = '\t';
       if (!d.present[f]) continue;
       const std::uint32_t id = d.ids[f];
-      for (int s = 28; s >= 0; s -= 4) *p++ = detail::ctr_hex_digits[(id >> s) & 0xfU];
+      for (int s = 24; s >= 0; s -= 8) {
+        const char* pair = &detail::ctr_hex_pairs[2 * ((id >> s) & 0xffU)];
+        *p++ = pair[0];
+        *p++ = pair[1];
+      }
     }
     *p++ = '\n';
     out.append(buf, static_cast<std::size_t>(p - buf));
   }
 
-  /// Writes lines [first_line, first_line + lines) to `os`, a chunk at a time. Throws DataError
-  /// naming `name` when the stream fails.
+  /// Writes lines [first_line, first_line + lines) to `os`, a chunk at a time, with
+  /// options().threads threads formatting chunks side by side (the bytes do not depend on how
+  /// many). Throws DataError naming `name` when the stream fails.
   void write(std::ostream& os, const std::string& name = "<stream>") const {
-    constexpr std::uint64_t chunk = 4096;
-    std::string text;
-    text.reserve(chunk * 160);
+    constexpr std::uint64_t chunk = 8192;
+    const std::size_t threads = std::max<std::size_t>(1, options_.threads);
+    std::vector<std::string> texts(threads);
+    for (auto& t : texts) t.reserve(chunk * 256);
     std::uint64_t written = 0;
     const std::uint64_t end = options_.first_line + options_.lines;
+    auto fill = [&](std::size_t t, std::uint64_t from) {
+      texts[t].clear();
+      const std::uint64_t stop = from >= end ? end : std::min(end, from + chunk);
+      for (std::uint64_t i = from; i < stop; ++i) append_line(i, texts[t]);
+    };
     for (std::uint64_t i = options_.first_line; i < end;) {
-      const std::uint64_t stop = std::min(end, i + chunk);
-      text.clear();
-      for (; i < stop; ++i) append_line(i, text);
-      os.write(text.data(), static_cast<std::streamsize>(text.size()));
-      if (!os) throw DataError(name, written, "cannot write the generated click log (disk full or stream closed?)");
-      written += text.size();
+      const std::size_t used = static_cast<std::size_t>(std::min<std::uint64_t>(threads, (end - i + chunk - 1) / chunk));
+      if (used == 1) {
+        fill(0, i);
+      } else {
+        std::vector<std::exception_ptr> errors(used);
+        std::vector<std::thread> pool;
+        pool.reserve(used - 1);
+        for (std::size_t t = 1; t < used; ++t)
+          pool.emplace_back([&, t, from = i + t * chunk] {
+            try {
+              fill(t, from);
+            } catch (...) {
+              errors[t] = std::current_exception();
+            }
+          });
+        try {
+          fill(0, i);
+        } catch (...) {
+          errors[0] = std::current_exception();
+        }
+        for (auto& th : pool) th.join();
+        for (const auto& e : errors)
+          if (e) std::rethrow_exception(e);
+      }
+      for (std::size_t t = 0; t < used; ++t) {
+        os.write(texts[t].data(), static_cast<std::streamsize>(texts[t].size()));
+        if (!os) throw DataError(name, written, "cannot write the generated click log (disk full or stream closed?)");
+        written += texts[t].size();
+      }
+      i = std::min(end, i + used * chunk);
     }
     os.flush();
     if (!os) throw DataError(name, written, "cannot write the generated click log (disk full or stream closed?)");

@@ -76,8 +76,8 @@ struct BinaryCrossEntropyWithLogits {
     const Eigen::Index outputs = x.rows();
     double total = 0;
     for (Eigen::Index s = 0; s < x.cols(); ++s)
-      total += static_cast<double>(sample<T, Eigen::Index>(x.data() + s * outputs, t.values.data() + s * outputs, outputs,
-                                                           grad ? grad + s * outputs : nullptr, factor));
+      total += static_cast<double>(sample<T, Eigen::Index>(x.data() + s * outputs, t.values.data() + s * outputs,
+                                                           outputs, grad ? grad + s * outputs : nullptr, factor));
     return static_cast<T>(total);
   }
 

@@ -60,8 +60,8 @@ struct RowFtrl {
  private:
   static void check(std::size_t dim, std::size_t state, std::size_t gradient) {
     if (state != 2 * dim || gradient != dim)
-      throw ShapeError(std::string(name) + ": a row of " + std::to_string(dim) + " values with " + std::to_string(state) +
-                       " state values (expected " + std::to_string(2 * dim) + ") and a gradient of " +
+      throw ShapeError(std::string(name) + ": a row of " + std::to_string(dim) + " values with " +
+                       std::to_string(state) + " state values (expected " + std::to_string(2 * dim) + ") and a gradient of " +
                        std::to_string(gradient));
   }
 };

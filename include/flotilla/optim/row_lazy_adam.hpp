@@ -59,7 +59,8 @@ struct RowLazyAdam {
     config.beta2 = beta2;
     config.epsilon = epsilon;
     config.weight_decay = 0;
-    const auto rule = detail::adam_rule<false, float>(config, StepInfo{static_cast<std::uint64_t>(count), learning_rate});
+    const StepInfo info{static_cast<std::uint64_t>(count), learning_rate};
+    const auto rule = detail::adam_rule<false, float>(config, info);
     using Array = Eigen::Array<float, Eigen::Dynamic, 1>;
     const auto n = static_cast<Eigen::Index>(dim);
     rule(false, Eigen::Map<Array>(row.data(), n), Eigen::Map<const Array>(gradient.data(), n),
@@ -69,8 +70,8 @@ struct RowLazyAdam {
  private:
   static void check(std::size_t dim, std::size_t state, std::size_t gradient) {
     if (state != 2 * dim + 1 || gradient != dim)
-      throw ShapeError(std::string(name) + ": a row of " + std::to_string(dim) + " values with " + std::to_string(state) +
-                       " state values (expected " + std::to_string(2 * dim + 1) + ") and a gradient of " +
+      throw ShapeError(std::string(name) + ": a row of " + std::to_string(dim) + " values with " +
+                       std::to_string(state) + " state values (expected " + std::to_string(2 * dim + 1) + ") and a gradient of " +
                        std::to_string(gradient));
   }
 };

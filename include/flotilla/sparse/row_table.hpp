@@ -257,6 +257,12 @@ class RowShard final : public detail::RowTableBase {
     const auto got = flotilla::detail::load_le<std::uint32_t>(in.data() + size - 4);
     if (want != got) throw DataError(path, size - 4, "CRC-32 mismatch: the file is corrupt");
 
+    // Refused before the rows held are dropped, so a shard too small for the file keeps its rows.
+    const std::size_t need = (n + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_ * row_bytes_ + n * map_bytes_per_row;
+    if (spec_.max_bytes_per_shard != 0 && need > spec_.max_bytes_per_shard)
+      throw DataError(path, 32, std::to_string(n) + " rows need " + std::to_string(need) + " bytes, past table '" +
+                                    spec_.name + "''s bound of " + std::to_string(spec_.max_bytes_per_shard) +
+                                    " bytes per shard (max_bytes_per_shard)");
     clear();
     p += detail::row_file_header_size;
     std::uint64_t previous = 0;
