@@ -551,6 +551,16 @@ TEST_CASE("W sharded workers together read every line exactly once, each its own
   o.workers = 2;
   o.worker = 2;
   CHECK_THROWS_AS(data::CriteoReader("shard.tsv", bytes, o), ConfigError);
+  o.worker = 1;
+  o.chunk_bytes = 0;
+  CHECK_THROWS_AS(data::CriteoReader("shard.tsv", bytes, o), ConfigError);
+  o.chunk_bytes = 1;
+  o.max_line_bytes = 0;
+  CHECK_THROWS_AS(data::CriteoReader("shard.tsv", bytes, o), ConfigError);
+  o.max_line_bytes = 1;
+  data::CriteoReader tiny("shard.tsv", bytes, o);
+  data::CtrExample e;
+  CHECK_THROWS_AS(tiny.next(e), DataError);  // every line is longer than one byte
 }
 
 TEST_CASE("a shuffle buffer hands out a permutation of the shard that depends on the seed and the epoch") {
