@@ -300,6 +300,11 @@ TEST_CASE("skipped malformed lines are counted, and one more than max_skipped is
   CHECK(read_all(reader).size() == 7);
   CHECK(reader.skipped() == 3);
 
+  o.max_skipped = 0;
+  data::CriteoReader none_allowed("skip.tsv", bytes, o);
+  CHECK(std::string(data_error([&] { read_all(none_allowed); }).what())
+            .find("1 malformed line skipped, more than max_skipped = 0 allows; the last: line 2, column 1") != std::string::npos);
+
   o.max_skipped = 2;
   data::CriteoReader strict("skip.tsv", bytes, o);
   const DataError err = data_error([&] { read_all(strict); });
@@ -375,6 +380,7 @@ TEST_CASE("a gzip file read in small chunks gives the examples of the plain file
 
   const auto expected = data::read_ctr_file<data::CriteoFormat>(plain);
   REQUIRE(expected.size() == 2000);
+  CHECK(same_examples(data::read_ctr_file(plain), expected));
   for (const std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{1} << 20}) {
     CAPTURE(chunk);
     data::ReaderOptions o;
