@@ -3,6 +3,8 @@
 // parses into a well-formed example or a flotilla::Error says why; a crash, a sanitizer report, a
 // leak or another exception type is a bug. Each input is read twice: failing on the first
 // malformed line with tiny chunks, and skipping malformed lines as one of two shuffled shards.
+// gzip input is also decompressed by both decoders, the streaming one and gunzip(), which must
+// agree: the same bytes, or both an error.
 //
 //   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude \
 //       tests/fuzz/criteo_reader.cpp -o /tmp/cr && /tmp/cr -max_total_time=60 tests/fuzz/corpus/criteo_reader
@@ -11,8 +13,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "flotilla/data/criteo.hpp"
+#include "flotilla/data/gzip.hpp"
+#include "flotilla/data/gzip_stream.hpp"
 
 namespace {
 
@@ -48,10 +54,37 @@ void read(std::span<const std::uint8_t> bytes, const data::ReaderOptions& option
   }
 }
 
+void compare_decoders(std::span<const std::uint8_t> bytes) {
+  std::vector<std::uint8_t> whole;
+  bool whole_ok = true;
+  try {
+    whole = data::gunzip(bytes, "fuzz input", std::size_t{4} << 20);
+  } catch (const flotilla::DataError& e) {
+    // Past the cap the stream, which has none, may go on: nothing to compare.
+    if (std::string(e.what()).find("exceeds the maximum") != std::string::npos) return;
+    whole_ok = false;
+  }
+  std::vector<std::uint8_t> streamed;
+  bool stream_ok = true;
+  try {
+    data::GzipStream stream(bytes, "fuzz input", 1000);
+    const std::size_t held = stream.buffer_bytes();
+    std::vector<std::uint8_t> buf(777);
+    while (const std::size_t n = stream.read(buf)) {
+      streamed.insert(streamed.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+      if (stream.buffer_bytes() != held || streamed.size() > (std::size_t{4} << 20)) std::abort();
+    }
+  } catch (const flotilla::DataError&) {
+    stream_ok = false;
+  }
+  if (whole_ok != stream_ok || (whole_ok && whole != streamed)) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::uint8_t> bytes(data, size);
+  if (data::is_gzip(bytes)) compare_decoders(bytes);
   data::ReaderOptions strict;
   strict.chunk_bytes = 7;
   strict.max_line_bytes = 4096;

@@ -300,6 +300,11 @@ TEST_CASE("skipped malformed lines are counted, and one more than max_skipped is
   CHECK(read_all(reader).size() == 7);
   CHECK(reader.skipped() == 3);
 
+  o.max_skipped = 0;
+  data::CriteoReader none_allowed("skip.tsv", bytes, o);
+  CHECK(std::string(data_error([&] { read_all(none_allowed); }).what())
+            .find("1 malformed line skipped, more than max_skipped = 0 allows; the last: line 2, column 1") != std::string::npos);
+
   o.max_skipped = 2;
   data::CriteoReader strict("skip.tsv", bytes, o);
   const DataError err = data_error([&] { read_all(strict); });
@@ -375,6 +380,7 @@ TEST_CASE("a gzip file read in small chunks gives the examples of the plain file
 
   const auto expected = data::read_ctr_file<data::CriteoFormat>(plain);
   REQUIRE(expected.size() == 2000);
+  CHECK(same_examples(data::read_ctr_file(plain), expected));
   for (const std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{1} << 20}) {
     CAPTURE(chunk);
     data::ReaderOptions o;
@@ -551,6 +557,16 @@ TEST_CASE("W sharded workers together read every line exactly once, each its own
   o.workers = 2;
   o.worker = 2;
   CHECK_THROWS_AS(data::CriteoReader("shard.tsv", bytes, o), ConfigError);
+  o.worker = 1;
+  o.chunk_bytes = 0;
+  CHECK_THROWS_AS(data::CriteoReader("shard.tsv", bytes, o), ConfigError);
+  o.chunk_bytes = 1;
+  o.max_line_bytes = 0;
+  CHECK_THROWS_AS(data::CriteoReader("shard.tsv", bytes, o), ConfigError);
+  o.max_line_bytes = 1;
+  data::CriteoReader tiny("shard.tsv", bytes, o);
+  data::CtrExample e;
+  CHECK_THROWS_AS(tiny.next(e), DataError);  // every line is longer than one byte
 }
 
 TEST_CASE("a shuffle buffer hands out a permutation of the shard that depends on the seed and the epoch") {

@@ -130,4 +130,10 @@ struct CriteoFormat {
 /// Criteo examples from a plain or gzip file, sharded and optionally shuffled (see ctr_reader.hpp).
 using CriteoReader = CtrReader<CriteoFormat>;
 
+/// Every example of one shard of a Criteo file, in the order a reader gives them in epoch 0
+/// (Criteo is the format read_ctr_file() reads when none is named).
+inline std::vector<CtrExample> read_ctr_file(const std::string& path, const ReaderOptions& options = {}) {
+  return read_ctr_file<CriteoFormat>(path, options);
+}
+
 }  // namespace flotilla::data

@@ -182,7 +182,8 @@ class CtrReader {
         if (options_.on_malformed == OnMalformed::fail) throw;
         if (++skipped_ > options_.max_skipped)
           throw DataError(e.file(), e.offset(),
-                          std::to_string(skipped_) + " malformed lines skipped, more than max_skipped = " +
+                          std::to_string(skipped_) + (skipped_ == 1 ? " malformed line" : " malformed lines") +
+                              " skipped, more than max_skipped = " +
                               std::to_string(options_.max_skipped) + " allows; the last: " + detail::reason_of(e));
       }
     }

@@ -259,7 +259,8 @@ class Inflater {
   FLOTILLA_DECL bool step(std::size_t pause_at);
   /// After step() returned true: the offset of the first input byte after the stream.
   FLOTILLA_DECL std::size_t end_of_stream();
-  /// Drops the first `n` bytes of output (n <= size()); matches may still reach back to what is left.
+  /// Drops the first `n` bytes of output (at most size()); matches may still reach back to what is
+  /// left. Not for an Inflater with an AnnouncedSize, which judges the output from its start.
   FLOTILLA_DECL void discard_front(std::size_t n);
   /// The input offset that inflating has read up to (bytes before it are no longer needed).
   std::size_t input_position() const noexcept { return bits_.pos; }
