@@ -106,8 +106,21 @@ struct EmbeddingLookup {
   /// made with embedding_key(field, id, buckets). Throws ShapeError naming the example (its line)
   /// when one has fewer fields or inconsistent IDs and values, ConfigError when the fields cannot
   /// have keys of their own (see embedding_key).
-  void build(std::span<const data::CtrExample> examples, std::size_t first_field, std::size_t fields,
-             std::uint64_t buckets);
+  void build(std::span<const data::CtrExample> examples, std::size_t first_field, std::size_t field_count,
+             std::uint64_t buckets) {
+    build_from(examples.size(), [&](std::size_t i) -> const data::CtrExample& { return examples[i]; }, first_field,
+               field_count, buckets);
+  }
+  /// The same from examples held elsewhere (a batch drawn from a larger set, without copying).
+  void build(std::span<const data::CtrExample* const> examples, std::size_t first_field, std::size_t field_count,
+             std::uint64_t buckets) {
+    build_from(examples.size(), [&](std::size_t i) -> const data::CtrExample& { return *examples[i]; }, first_field,
+               field_count, buckets);
+  }
+  /// The same from `n` examples, example(i) the i-th.
+  template <class Example>
+  void build_from(std::size_t n, Example&& example, std::size_t first_field, std::size_t field_count,
+                  std::uint64_t buckets);
 
   /// Entries of sample i's field f: [begin, end) into slots and weights.
   std::pair<std::uint32_t, std::uint32_t> entries(std::size_t i, std::size_t f) const noexcept {
@@ -153,8 +166,9 @@ inline void sort_by_key(std::vector<KeyEntry>& a, std::vector<KeyEntry>& spare, 
 
 }  // namespace detail
 
-inline void EmbeddingLookup::build(std::span<const data::CtrExample> examples, std::size_t first_field,
-                                   std::size_t field_count, std::uint64_t buckets) {
+template <class Example>
+void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t first_field, std::size_t field_count,
+                                 std::uint64_t buckets) {
   const std::size_t last_field = first_field + field_count;
   if (buckets == 0 && last_field > embedding_max_unbucketed_fields)
     throw ConfigError("embedding lookup: fields [" + std::to_string(first_field) + ", " + std::to_string(last_field) +
@@ -164,7 +178,7 @@ inline void EmbeddingLookup::build(std::span<const data::CtrExample> examples, s
   if (buckets > 0 && last_field > 0 && buckets > std::numeric_limits<std::uint64_t>::max() / last_field)
     throw ConfigError("embedding lookup: " + std::to_string(last_field) + " fields of " + std::to_string(buckets) +
                       " buckets each do not fit in 64-bit keys");
-  batch = examples.size();
+  batch = n;
   fields = field_count;
   offsets.resize(batch * fields + 1);
   slots.clear();
@@ -173,7 +187,7 @@ inline void EmbeddingLookup::build(std::span<const data::CtrExample> examples, s
 
   std::size_t total = 0;
   for (std::size_t i = 0; i < batch; ++i) {
-    const data::CtrExample& e = examples[i];
+    const data::CtrExample& e = example(i);
     if (e.fields() < last_field)
       throw ShapeError("embedding lookup: example " + std::to_string(i) + " of the batch (line " +
                        std::to_string(e.line) + ") has " + std::to_string(e.fields()) + " fields, the table reads [" +
@@ -200,7 +214,7 @@ inline void EmbeddingLookup::build(std::span<const data::CtrExample> examples, s
 
   std::uint32_t entry = 0;
   for (std::size_t i = 0; i < batch; ++i) {
-    const data::CtrExample& e = examples[i];
+    const data::CtrExample& e = example(i);
     for (std::size_t f = 0; f < fields; ++f) {
       offsets[i * fields + f] = entry;
       const std::size_t field = first_field + f;
