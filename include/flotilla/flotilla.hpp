@@ -40,6 +40,7 @@
 #include "flotilla/concepts/layer.hpp"
 #include "flotilla/concepts/loss.hpp"
 #include "flotilla/concepts/optimizer.hpp"
+#include "flotilla/concepts/row_optimizer.hpp"
 #include "flotilla/concepts/schedule.hpp"
 #include "flotilla/concepts/transport.hpp"
 
@@ -48,6 +49,7 @@
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/dense.hpp"
 #include "flotilla/nn/dropout.hpp"
+#include "flotilla/nn/embedding.hpp"
 #include "flotilla/nn/flatten.hpp"
 #include "flotilla/nn/init.hpp"
 #include "flotilla/core/layer_args.hpp"
@@ -56,24 +58,37 @@
 #include "flotilla/nn/sequential.hpp"
 
 // Losses.
+#include "flotilla/loss/binary_cross_entropy.hpp"
 #include "flotilla/loss/mse.hpp"
 #include "flotilla/loss/softmax_cross_entropy.hpp"
 #include "flotilla/core/targets.hpp"
 
 // Optimizers and learning-rate schedules.
 #include "flotilla/optim/adam.hpp"
+#include "flotilla/optim/row_adagrad.hpp"
+#include "flotilla/optim/row_ftrl.hpp"
+#include "flotilla/optim/row_lazy_adam.hpp"
+#include "flotilla/optim/row_sgd.hpp"
 #include "flotilla/optim/schedule.hpp"
 #include "flotilla/optim/sgd.hpp"
 
 // Data sets and their file formats.
+#include "flotilla/data/criteo.hpp"
+#include "flotilla/data/ctr_example.hpp"
+#include "flotilla/data/ctr_generator.hpp"
+#include "flotilla/data/ctr_reader.hpp"
 #include "flotilla/data/dataset.hpp"
 #include "flotilla/data/fashion_mnist.hpp"
 #include "flotilla/data/gzip.hpp"
+#include "flotilla/data/gzip_stream.hpp"
 #include "flotilla/data/idx.hpp"
+#include "flotilla/data/libsvm.hpp"
+#include "flotilla/data/line_reader.hpp"
 #include "flotilla/data/loader.hpp"
 
 // Models and training.
 #include "flotilla/model.hpp"
+#include "flotilla/train/binary_metrics.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
 #include "flotilla/train/confusion.hpp"
@@ -121,6 +136,13 @@
 
 // Model-parallel, pipelined training (one network split into stages across ranks).
 #include "flotilla/pipeline.hpp"
+
+// Sparse models: embedding rows on parameter servers (click-through prediction).
+#include "flotilla/sparse/ctr_model.hpp"
+#include "flotilla/sparse/row_client.hpp"
+#include "flotilla/sparse/row_server.hpp"
+#include "flotilla/sparse/row_table.hpp"
+#include "flotilla/sparse/trainer.hpp"
 
 // Command-line flags for training programs.
 #include "flotilla/cli/flags.hpp"

@@ -10,9 +10,24 @@
 // this process, with one worker of batch N*B and one server, and compares what it holds: worker 0
 // the tower, each server its shard of the rows, which must be exactly the reference's rows that
 // the server owns. The job exits non-zero when anything differs by more than float rounding.
+//
+//   flotilla-launch -n W+S --restarts 1 -- flotilla_distributed_tcp sparse-equivalence S DIR
+//
+// does the same with checkpoint sets in DIR every 5 steps, and the last server killing itself with
+// SIGKILL in the first attempt, in the middle of its 300th row update: the launcher starts the
+// job again, which resumes from the newest complete set and must end with the same rows and tower
+// as the uninterrupted reference.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,7 +41,24 @@ namespace flotilla_test::sparse_equivalence {
 
 namespace fl = flotilla;
 using Tower = fl::Sequential<fl::Input<3 * 4 + 2>, fl::Dense<8>, fl::ReLU, fl::Dense<1>>;
-using Model = fl::sparse::CtrModel<fl::sparse::Inputs<3, 2>, fl::Embedding<4>, Tower, fl::optim::RowAdagrad, fl::optim::Adam,
+
+static std::size_t env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 10)) : 0;
+}
+
+/// Row Adagrad that, when armed, kills its process (SIGKILL: no handler, no cleanup, as kill -9
+/// from outside) in the middle of its `kill_at`-th update.
+struct KillableAdagrad : fl::optim::RowAdagrad {
+  std::size_t kill_at = 0;
+  std::shared_ptr<std::atomic<std::size_t>> applied = std::make_shared<std::atomic<std::size_t>>(0);
+  void apply(std::span<float> row, std::span<float> state, std::span<const float> gradient) const {
+    if (kill_at != 0 && ++*applied == kill_at) ::kill(::getpid(), SIGKILL);
+    fl::optim::RowAdagrad::apply(row, state, gradient);
+  }
+};
+
+using Model = fl::sparse::CtrModel<fl::sparse::Inputs<3, 2>, fl::Embedding<4>, Tower, KillableAdagrad, fl::optim::Adam,
                                    fl::sparse::Wide<fl::optim::RowAdagrad>>;
 using Sync = fl::policy::Synchronous<fl::topology::ParameterServer>;
 
@@ -50,8 +82,10 @@ static std::vector<fl::data::CtrExample> examples(std::size_t n) {
 }
 
 template <class B>
-static fl::sparse::Trainer<Model, Sync, B> trainer(std::size_t workers, std::size_t servers, typename B::options o) {
+static fl::sparse::Trainer<Model, Sync, B> trainer(std::size_t workers, std::size_t servers, typename B::options o,
+                                                   const std::filesystem::path& checkpoints = {}, std::size_t kill_at = 0) {
   Model m;
+  m.row_optimizer.kill_at = kill_at;
   m.row_optimizer.learning_rate = 0.1;
   m.wide_optimizer.learning_rate = 0.1;
   m.tower_optimizer.learning_rate = 0.01;
@@ -60,6 +94,11 @@ static fl::sparse::Trainer<Model, Sync, B> trainer(std::size_t workers, std::siz
   t.servers = servers;
   t.batch_size = global_batch / workers;
   t.seed = 5;
+  if (!checkpoints.empty()) {
+    t.checkpoints.directory = checkpoints;
+    t.checkpoints.every_steps = 5;
+    t.checkpoints.resume = true;
+  }
   return fl::sparse::Trainer<Model, Sync, B>(m, t, std::move(o));
 }
 
@@ -78,11 +117,12 @@ static int compare(const char* what, std::span<const float> got, std::span<const
 }
 
 int run(const Program& self, int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s SERVERS\n", self.name().c_str());
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s SERVERS [CHECKPOINT_DIRECTORY]\n", self.name().c_str());
     return 2;
   }
   const std::size_t servers = std::stoul(argv[1]);
+  const std::filesystem::path checkpoints = argc == 3 ? argv[2] : "";
   const auto data = examples(480);
   const auto options = backend_options();
   std::size_t rank = 0, size = 0;
@@ -102,8 +142,13 @@ int run(const Program& self, int argc, char** argv) {
     return 2;
   }
   const std::size_t workers = size - servers;
-  auto job = trainer<Backend>(workers, servers, options);
+  const bool killer = !checkpoints.empty() && env("FLOTILLA_RESTART") == 0 && rank == size - 1;
+  auto job = trainer<Backend>(workers, servers, options, checkpoints, killer ? 300 : 0);
   job.fit(data, {}, epochs);
+  if (!checkpoints.empty() && env("FLOTILLA_RESTART") == 0 && rank == 0) {
+    std::fprintf(stderr, "error: the first attempt finished: the server was never killed\n");
+    return 3;
+  }
 
   auto reference = trainer<fl::transport::InProcess>(1, 1, {});
   reference.fit(data, {}, epochs);

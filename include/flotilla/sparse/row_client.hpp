@@ -1,6 +1,6 @@
 #pragma once
 // A worker's side of the embedding-row servers (sparse/row_server.hpp; the messages are in
-// sparse/row_protocol.hpp): pull the rows of a batch's keys, push their gradients, ask for a
+// sparse/detail/row_protocol.hpp): pull the rows of a batch's keys, push their gradients, ask for a
 // checkpoint, say done.
 //
 // A pull sends every server its request before it waits for any reply, so the servers look up
@@ -18,7 +18,7 @@
 #include "flotilla/concepts/codec.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
-#include "flotilla/sparse/row_protocol.hpp"
+#include "flotilla/sparse/detail/row_protocol.hpp"
 #include "flotilla/sparse/row_table.hpp"
 
 namespace flotilla::sparse {

@@ -2,7 +2,7 @@
 // A parameter server of embedding rows: shard s of S of every table, served to W workers.
 //
 // Workers are ranks [0, W), servers ranks [first_server, first_server + S); the key k of a table
-// lives on server owner_of(k, S). The messages are in sparse/row_protocol.hpp. Per table:
+// lives on server owner_of(k, S). The messages are in sparse/detail/row_protocol.hpp. Per table:
 //  - synchronous (aggregate): the pushes of one step, one from every worker still training, are
 //    summed per key in worker order (so the sum does not depend on which push arrived first: the
 //    result is bitwise reproducible), and every touched row gets one optimizer step with its sum.
@@ -40,7 +40,7 @@
 #include "flotilla/concepts/row_optimizer.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
-#include "flotilla/sparse/row_protocol.hpp"
+#include "flotilla/sparse/detail/row_protocol.hpp"
 #include "flotilla/sparse/row_table.hpp"
 
 namespace flotilla::sparse {

@@ -21,7 +21,7 @@
 // As in flotilla::Trainer, the loss is scaled by 1 / (global batch), and with examples in memory
 // every worker takes its contiguous part of each global batch of one permutation drawn from the
 // seed and the epoch: synchronous training on W workers of batch B equals one worker with batch
-// W x B, to float rounding. Training from a file streams it (sparse/data_source.hpp).
+// W x B, to float rounding. Training from a file streams it (sparse/detail/data_source.hpp).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -61,9 +61,9 @@
 #include "flotilla/optim/row_lazy_adam.hpp"
 #include "flotilla/optim/row_sgd.hpp"
 #include "flotilla/optim/sgd.hpp"
-#include "flotilla/sparse/checkpoint.hpp"
+#include "flotilla/sparse/detail/checkpoint_set.hpp"
 #include "flotilla/sparse/ctr_model.hpp"
-#include "flotilla/sparse/data_source.hpp"
+#include "flotilla/sparse/detail/data_source.hpp"
 #include "flotilla/sparse/row_client.hpp"
 #include "flotilla/sparse/row_server.hpp"
 #include "flotilla/train/binary_metrics.hpp"
@@ -94,7 +94,7 @@ struct TrainerOptions {
   /// Bound on each server's share of a table, in bytes (0: none).
   std::size_t max_bytes_per_shard = 0;
   /// Checkpoint sets: directory, every_steps / every_seconds, keep, at_exit, resume
-  /// (sparse/checkpoint.hpp says what a set holds).
+  /// (sparse/detail/checkpoint_set.hpp says what a set holds).
   CheckpointPolicy checkpoints;
   /// One line per epoch on standard output (worker 0).
   bool verbose = false;
