@@ -17,7 +17,8 @@
 // order: the final rows are still known exactly.
 //
 // Then every process reads its peak resident memory (VmHWM, /proc/self/status):
-//  - a worker's stays below 64 MiB: it holds one step's keys, rows and gradients, never the table;
+//  - a worker's stays below 64 MiB: it holds one step's keys and rows (pushed back as their own
+//    gradients) and the client's buffers, never the table;
 //  - a server holds exactly the keys owner_of gives it (within 1% of a quarter), received each of
 //    them once in a push, and its peak is at least the values and update counts it holds (72 bytes
 //    a row: they are resident), at most what its shard counts (RowShard::bytes(), which includes
@@ -29,17 +30,19 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cmath>
 #include <cinttypes>
+#include <cmath>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <limits>
 #include <numeric>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flotilla/codec/fp32.hpp"
@@ -80,13 +83,15 @@ constexpr double learning_rate = 0.5;  // with the row as its own gradient: ever
 constexpr std::uint64_t sample_stride = 4099;
 
 constexpr std::size_t mib = std::size_t{1} << 20;
-/// A quarter of a server's values: a worker holds one step's rows (4 MiB) and gradients, never more.
+/// A quarter of a server's values: a worker holds one step's keys and rows (4.5 MiB) and the
+/// client's message buffers, never more.
 constexpr std::size_t worker_rss_bound = 64 * mib;
 /// What a server's process may hold beyond what its shard counts (RowShard::bytes()): the program,
 /// its libraries, the transport and the buffers of a few messages.
 constexpr std::size_t server_rss_allowance = 32 * mib;
-/// A server's rows may differ from a quarter of the keys by this fraction: 20 standard deviations
-/// of a binomial spread at 2^20 keys, over 200 at 2^24.
+/// A server's rows may differ from a quarter of the keys by this fraction. owner_of is a fixed
+/// function, so the counts are the same on every run; 1% is 6 standard deviations of a random
+/// assignment's spread at 2^20 keys and 24 at 2^24, so a hash as good as random passes easily.
 constexpr double spread_tolerance = 0.01;
 
 // Rank 0 collects one report from every other process on this tag (below the reserved ones).
