@@ -14,6 +14,7 @@ namespace ps_trainer_recovery { int run(const Program&, int, char**); }
 namespace ps_trainer_rejoin { int run(const Program&, int, char**); }
 namespace ring_recovery { int run(const Program&, int, char**); }
 namespace ps_restart { int run(const Program&, int, char**); }
+namespace sparse_memory { int run(const Program&, int, char**); }
 #endif
 }  // namespace flotilla_test
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
                          {"ps-trainer-rejoin", t::ps_trainer_rejoin::run},      // ps_trainer_rejoin.cpp
                          {"ring-recovery", t::ring_recovery::run},              // ring_recovery.cpp
                          {"ps-restart", t::ps_restart::run},                    // ps_restart.cpp
+                         {"sparse-memory", t::sparse_memory::run},              // sparse_memory.cpp
 #endif
                      });
 }
