@@ -45,7 +45,9 @@ struct Settings {
   std::string policy, codec;
   double row_lr = 0, tower_lr = 0;
   std::uint64_t seed = 1;
-  std::filesystem::path metrics;
+  std::filesystem::path metrics, plot;
+  bool stream = false;
+  std::size_t shuffle_buffer = 0;
 };
 
 /// The planted model's AUC and log loss on the held-out lines: what a perfect learner would reach.
@@ -72,9 +74,14 @@ int train(const Settings& s, const typename Backend::options& transport, const s
   o.seed = s.seed;
   o.verbose = report;
   o.metrics_file = s.metrics;
+  o.plot_file = s.plot;
   fl::sparse::Trainer<Model, Policy, Backend> trainer(model, o, transport);
   const auto t0 = std::chrono::steady_clock::now();
-  const fl::History h = trainer.fit(train_set, test_set, s.epochs);
+  fl::data::ReaderOptions reader;
+  reader.shuffle_buffer = s.shuffle_buffer;
+  reader.seed = s.seed;
+  const fl::History h = s.stream ? trainer.fit_file(s.train.string(), reader, test_set, s.epochs)
+                                 : trainer.fit(train_set, test_set, s.epochs);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!report || h.empty()) return 0;
   auto extra = [&](const char* name) {
@@ -83,14 +90,20 @@ int train(const Settings& s, const typename Backend::options& transport, const s
     return std::nan("");
   };
   // What a dense exchange of the same table would move: every row of it, pushed and pulled, by
-  // every worker, every step.
-  std::unordered_set<std::uint64_t> keys;
-  for (const auto& x : train_set)
-    for (std::size_t f = 0; f < x.fields(); ++f)
-      for (const auto id : x.field_ids(f)) keys.insert(fl::embedding_key(f, id, Model::embedding::buckets));
-  const double table_bytes = static_cast<double>(keys.size()) * embedding_dim * sizeof(float);
+  // every worker, every step. The rows are those the servers created: every ID of the training
+  // and held-out data.
+  std::size_t rows = trainer.rows_held();
+  if (rows == 0) {  // the servers are other processes: count the IDs
+    std::unordered_set<std::uint64_t> keys;
+    for (const auto* set : {&train_set, &test_set})
+      for (const auto& x : *set)
+        for (std::size_t f = 0; f < x.fields(); ++f)
+          for (const auto id : x.field_ids(f)) keys.insert(fl::embedding_key(f, id, Model::embedding::buckets));
+    rows = keys.size();
+  }
+  const double table_bytes = static_cast<double>(rows) * embedding_dim * sizeof(float);
   const auto& t = trainer.traffic();
-  std::printf("\nrows in the table: %zu (%.1f MiB of embeddings)\n", keys.size(), table_bytes / (1 << 20));
+  std::printf("\nrows in the table: %zu (%.1f MiB of embeddings)\n", rows, table_bytes / (1 << 20));
   std::printf("per worker and step: %.0f distinct rows pulled and pushed, %.1f KiB moved\n", t.distinct_keys_per_step,
               t.bytes_per_step / 1024);
   std::printf("a dense push and pull of the same table would move %.1f MiB per worker and step (%.0fx)\n",
@@ -146,10 +159,13 @@ int run(int argc, char** argv, const char* program) {
   auto& tower_lr = flags.add<double>("tower-lr", 1e-3, "Adam learning rate of the tower");
   auto& seed = flags.add<std::uint64_t>("seed", 1, "seed of the data, the initial values and the order");
   auto& metrics = flags.add<std::filesystem::path>("metrics", {}, "metrics file, one record per epoch (.jsonl or .csv)");
+  auto& plot = flags.add<std::filesystem::path>("plot", {}, "SVG plot of the losses and the AUC per epoch");
+  auto& stream = flags.add<bool>("stream", false, "stream the training file (larger than memory) instead of loading it");
+  auto& shuffle = flags.add<std::size_t>("shuffle-buffer", 0, "with --stream: examples in each worker's shuffle buffer (0: file order)");
   flags.at_least("epochs", 1).at_least("batch", 1).at_least("workers", 1).at_least("servers", 1).at_least("lines", 1);
   if (!flags.parse(argc, argv, std::cout)) return 0;
   s = Settings{train_path, test_path, dir, lines, test_lines, epochs, batch, workers, servers, policy, codec, row_lr,
-               tower_lr, seed, metrics};
+               tower_lr, seed, metrics, plot, stream, shuffle};
   const auto transport = transport_flags.options();
   const bool reporter = transport_flags.rank() == 0;
   transport_flags.check(s.workers, s.servers);
@@ -174,7 +190,8 @@ int run(int argc, char** argv, const char* program) {
   }
   if (s.test.empty()) throw fl::ConfigError("--test: a held-out file is needed with --train");
   fl::data::ReaderOptions ro;
-  const auto train_set = fl::data::read_ctr_file<fl::data::CriteoFormat>(s.train.string(), ro);
+  const auto train_set =
+      s.stream ? std::vector<fl::data::CtrExample>{} : fl::data::read_ctr_file<fl::data::CriteoFormat>(s.train.string(), ro);
   const auto test_set = fl::data::read_ctr_file<fl::data::CriteoFormat>(s.test.string(), ro);
   if (reporter) {
     std::printf("%zu training and %zu held-out examples; %zu workers, %zu servers, policy %s, codec %s\n", train_set.size(),

@@ -2,7 +2,9 @@
 // and tower), for every server count; asynchronous training learns; the traffic is the rows'.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -268,5 +270,41 @@ TEST_CASE("training from a file: N synchronous workers reading their shards equa
   const auto one = run_file(1);
   CHECK(one.rows.size() > 100);
   check_same(run_file(3), one, 2e-5);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the metrics file and the plot carry the held-out AUC, log loss, average precision and calibration") {
+  const auto data = planted_examples(960, 10), test = planted_examples(400, 11);
+  const auto dir = std::filesystem::temp_directory_path() / "flotilla-sparse-metrics";
+  std::filesystem::create_directories(dir);
+  auto o = options(2, 1, 32);
+  o.metrics_file = dir / "metrics.jsonl";
+  o.plot_file = dir / "curves.svg";
+  fl::sparse::Trainer<SmallModel, Sync> t(configured<SmallModel>(), o);
+  const auto h = t.fit(data, test, 2);
+  REQUIRE(h.size() == 2);
+  std::ifstream metrics(o.metrics_file);
+  std::string line;
+  std::size_t lines = 0;
+  while (std::getline(metrics, line)) {
+    ++lines;
+    for (const char* key : {"\"auc\":", "\"log_loss\":", "\"average_precision\":", "\"mean_predicted\":", "\"observed_rate\":",
+                            "\"rows_per_step\":", "\"bytes_per_step\":"})
+      CHECK_MESSAGE(line.find(key) != std::string::npos, key);
+  }
+  CHECK(lines == 2);
+  // The held-out log loss is the record's validation loss, and the probabilities kept agree.
+  double log_loss = 0;
+  const auto& p = t.last_test_probabilities();
+  REQUIRE(p.size() == test.size());
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const double q = std::clamp(static_cast<double>(p[i]), 1e-7, 1 - 1e-7);
+    log_loss -= test[i].label > 0.5f ? std::log(q) : std::log(1 - q);
+  }
+  CHECK(*h.back().val_loss == doctest::Approx(log_loss / static_cast<double>(p.size())).epsilon(1e-6));
+  std::ifstream svg(o.plot_file);
+  const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  CHECK(text.find(">AUC<") != std::string::npos);
+  CHECK(text.find("Accuracy") == std::string::npos);
   std::filesystem::remove_all(dir);
 }

@@ -71,6 +71,7 @@
 #include "flotilla/train/checkpoint_format.hpp"
 #include "flotilla/train/history.hpp"
 #include "flotilla/train/metrics_log.hpp"
+#include "flotilla/train/plot.hpp"
 #include "flotilla/transport/group.hpp"
 #include "flotilla/transport/in_process.hpp"
 
@@ -100,6 +101,9 @@ struct TrainerOptions {
   bool verbose = false;
   /// Metrics file, one record per epoch (.jsonl or .csv); empty: none.
   std::filesystem::path metrics_file;
+  /// An SVG plot of the losses and the validation AUC per epoch, rewritten after each; empty: none.
+  std::filesystem::path plot_file;
+  std::string plot_title = "flotilla click-through training";
 };
 
 /// What one step moved, averaged over worker 0's steps: the figures the design is about.
@@ -216,6 +220,22 @@ class Trainer {
           out[key] = std::vector<float>(row.begin(), row.end());
         });
     return out;
+  }
+
+  /// Rows of table `table` held by the servers this process hosts, and their bytes.
+  std::size_t rows_held(std::size_t table = embedding_table) const {
+    std::lock_guard lock(mutex_);
+    std::size_t n = 0;
+    for (const auto& [shard, server] : servers_)
+      if (table < server->tables()) n += server->rows(table);
+    return n;
+  }
+  std::size_t bytes_held(std::size_t table = embedding_table) const {
+    std::lock_guard lock(mutex_);
+    std::size_t n = 0;
+    for (const auto& [shard, server] : servers_)
+      if (table < server->tables()) n += server->bytes(table);
+    return n;
   }
 
   /// What each server this process hosts has done (keys pulled and pushed: a hot server shows as a
@@ -589,6 +609,11 @@ class Trainer {
       if (rank == 0) {
         traffic_ = traffic;
         if (log) log->write(r);
+        if (!options_.plot_file.empty()) {
+          History so_far = history;
+          so_far.push_back(r);
+          write_svg_plot(options_.plot_file, so_far, options_.plot_title);
+        }
         if (options_.verbose) {
           std::printf("epoch %llu/%llu: %s\n", static_cast<unsigned long long>(at.epoch + 1),
                       static_cast<unsigned long long>(end_epoch), flotilla::detail::epoch_summary(r).c_str());

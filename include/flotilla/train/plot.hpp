@@ -73,7 +73,8 @@ FLOTILLA_DECL void svg_panel(std::string& out, double x0, double y0, double w, d
 }  // namespace detail
 
 /// The learning curves of `history` as SVG text: loss (train, and validation where measured) on
-/// the left, accuracy on the right, against epoch. Non-finite values break a curve; a loss that
+/// the left, accuracy on the right (or, for records without accuracies, the validation AUC of
+/// their "auc" extra), against epoch. Non-finite values break a curve; a loss that
 /// spans two orders of magnitude or more is drawn on a log axis.
 FLOTILLA_DECL std::string svg_plot(const History& history, std::string_view title);
 
@@ -363,7 +364,20 @@ FLOTILLA_DECL std::string svg_plot(const History& history, std::string_view titl
   detail::svg_escape(out, title);
   out += "</text>\n";
   detail::svg_panel(out, 0, head, width / 2, height - head, "Loss", {train_loss, val_loss}, false);
-  detail::svg_panel(out, width / 2, head, width / 2, height - head, "Accuracy", {train_acc, val_acc}, true);
+  // A run without accuracies (click-through models) plots the validation AUC its records carry.
+  const bool accuracies = std::any_of(history.begin(), history.end(), [](const EpochRecord& r) {
+    return std::isfinite(r.train_accuracy) || (r.val_accuracy && std::isfinite(*r.val_accuracy));
+  });
+  detail::PlotSeries auc{"validation", orange, true, {}};
+  if (!accuracies)
+    for (const auto& r : history)
+      for (const auto& [name, value] : r.extra)
+        if (name == "auc") auc.points.emplace_back(static_cast<double>(r.epoch), value);
+  if (accuracies || auc.points.empty()) {
+    detail::svg_panel(out, width / 2, head, width / 2, height - head, "Accuracy", {train_acc, val_acc}, true);
+  } else {
+    detail::svg_panel(out, width / 2, head, width / 2, height - head, "AUC", {auc}, false);
+  }
   out += "</svg>\n";
   return out;
 }
