@@ -8,17 +8,20 @@
 // gradient per key into a block of the same shape, which comes down for the push.
 //
 //   cuda::EmbeddingLookup lookup;
-//   lookup.build(stream, examples, first_field, fields, buckets);   // waits for the keys
-//   pull(lookup.keys()) -> rows (device, keys x dim)
-//   lookup.forward(stream, rows, dim, Pooling::sum, activations);
-//   ... backward of the dense layers ...
-//   lookup.backward(stream, dactivations, dim, Pooling::sum, grad_rows);   // grad_rows +=
+//   lookup.build(stream, examples, first_field, fields, buckets);    // waits for the keys
+//   pull lookup.keys() into rows (device, keys().size() x dim, row-major)
+//   lookup.forward(stream, rows, rows_size, dim, Pooling::sum, {act, features, batch}, first_row);
+//   ... the dense layers' backward ...
+//   lookup.backward(stream, {dact, features, batch}, first_row, dim, Pooling::sum, grad, grad_size);
 //
 // The numbers are the CPU's: the same keys in the same order, the same slots, forward sums in the
 // CPU's order, and gradients that agree to float rounding, identical from run to run (see
 // cuda/embedding_steps.hpp for the order of every sum). Kernels are queued on the caller's stream
 // without waiting, except build, which returns once the keys are on the host. A lookup's calls
 // must be ordered: on one stream, or synchronized between streams.
+//
+// Thrust brings libcu++'s global namespace `cuda`: after `using namespace flotilla;`, a bare
+// `cuda::` is ambiguous in a file that includes this header, so write `flotilla::cuda::`.
 #include <thrust/fill.h>
 #include <thrust/system/cuda/execution_policy.h>
 #include <thrust/system_error.h>

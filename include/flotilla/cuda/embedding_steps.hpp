@@ -11,13 +11,16 @@
 // numbering) are indexed once per step:
 //
 //   1. stable sort of (key, entry) by key: equal keys keep their entries ascending;
-//   2. a flag where the key changes, and an inclusive scan of the flags: each sorted entry's slot
-//      (index of its key among the distinct keys); scattered back, each entry's slot;
-//   3. the first sorted position of every key (copy_if on the flags) and, gathered from there, the
-//      distinct keys, ascending;
+//   2. the first sorted position of every key (copy_if where the key changes) and, gathered from
+//      there, the distinct keys, ascending;
+//   3. each sorted entry's slot (index of its key among the distinct keys), by a binary search of
+//      its position among the key starts; scattered back, each entry's slot;
 //   4. each key's entries cut into chunks of at most embedding_chunk consecutive entries, and the
 //      first chunk of every key (a binary search of the key starts among the chunk starts);
 //   5. each entry's (sample, field), by a binary search of the entry among the offsets.
+//
+// (No inclusive_scan for the slots: CUB's scan dispatch draws g++ 12's -Wmaybe-uninitialized in
+// an optimized host build, an error under the project's flags; the searches cost as little.)
 //
 // Forward pools one output value per thread, adding the field's entries in entry order, as the
 // CPU does. Backward coalesces without atomics and without a floating-point scan (Thrust's scans
@@ -35,8 +38,6 @@
 #include <thrust/for_each.h>
 #include <thrust/gather.h>
 #include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
-#include <thrust/scan.h>
 #include <thrust/scatter.h>
 #include <thrust/sequence.h>
 #include <thrust/sort.h>
@@ -75,14 +76,6 @@ struct EmbeddingIndex {
   std::uint32_t* chunk_start = nullptr;        // [chunks + 1] chunk -> first sorted position; entries
   std::uint32_t* key_chunk = nullptr;          // [distinct + 1] slot -> first chunk; chunks
   std::uint64_t* keys = nullptr;               // [distinct] the distinct keys, ascending
-};
-
-// 1 at a sorted position whose key differs from the previous one.
-struct EmbeddingKeyChange {
-  const std::uint64_t* keys;
-  FLOTILLA_HOST_DEVICE std::uint32_t operator()(std::uint32_t j) const noexcept {
-    return j > 0 && keys[j] != keys[j - 1] ? 1u : 0u;
-  }
 };
 
 // True at the first sorted position of every key, and at the end (n).
@@ -176,12 +169,12 @@ void index_embedding_entries(Exec&& exec, EmbeddingIndex& x) {
   const thrust::counting_iterator<std::uint32_t> pos(0);
   thrust::sequence(exec, x.order, x.order + n);
   thrust::stable_sort_by_key(exec, x.sorted_keys, x.sorted_keys + n, x.order);
-  const auto changes = thrust::make_transform_iterator(pos, EmbeddingKeyChange{x.sorted_keys});
-  thrust::inclusive_scan(exec, changes, changes + n, x.rank);
-  thrust::scatter(exec, x.rank, x.rank + n, x.order, x.slots);
   const std::uint32_t* key_end = thrust::copy_if(exec, pos, pos + (n + 1), x.key_start, EmbeddingStartsKey{x.sorted_keys, n});
   x.distinct = static_cast<std::size_t>(key_end - x.key_start) - 1;
   thrust::gather(exec, x.key_start, x.key_start + x.distinct, x.sorted_keys, x.keys);
+  // Slot k holds sorted positions [key_start[k], key_start[k + 1]): the first later start is k + 1's.
+  thrust::upper_bound(exec, x.key_start + 1, x.key_start + x.distinct + 1, pos, pos + n, x.rank);
+  thrust::scatter(exec, x.rank, x.rank + n, x.order, x.slots);
   const std::uint32_t* chunk_end =
       thrust::copy_if(exec, pos, pos + (n + 1), x.chunk_start, EmbeddingStartsChunk{x.rank, x.key_start, n});
   x.chunks = static_cast<std::size_t>(chunk_end - x.chunk_start) - 1;
