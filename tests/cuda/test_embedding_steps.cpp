@@ -78,8 +78,12 @@ struct HostSteps {
     x.keys = keys.data();
     detail::index_embedding_entries(thrust::cpp::par, x);
   }
-  std::vector<std::uint64_t> distinct_keys() const { return {keys.begin(), keys.begin() + static_cast<long>(x.distinct)}; }
-  std::vector<std::uint32_t> entry_slots() const { return {slots.begin(), slots.begin() + static_cast<long>(x.entries)}; }
+  std::vector<std::uint64_t> distinct_keys() const {
+    return {keys.begin(), keys.begin() + static_cast<long>(x.distinct)};
+  }
+  std::vector<std::uint32_t> entry_slots() const {
+    return {slots.begin(), slots.begin() + static_cast<long>(x.entries)};
+  }
 };
 
 struct Case {
@@ -279,6 +283,7 @@ TEST_CASE("malformed entries are refused with the sample and field named") {
   CHECK_THROWS_AS(detail::gather_embedding_entries(batch, 250, 10, 0, keys, offsets, weights), flotilla::ConfigError);
   CtrExample unequal = short_one;
   unequal.values = {1.0f, 2.0f};
-  CHECK_THROWS_WITH_AS(detail::gather_embedding_entries(std::vector<CtrExample>{unequal}, 0, 1, 0, keys, offsets, weights),
+  const std::vector<CtrExample> unequal_batch{unequal};
+  CHECK_THROWS_WITH_AS(detail::gather_embedding_entries(unequal_batch, 0, 1, 0, keys, offsets, weights),
                        doctest::Contains("has 1 IDs, 2 values"), flotilla::ShapeError);
 }

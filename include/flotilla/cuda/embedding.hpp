@@ -132,6 +132,9 @@ class EmbeddingLookup {
              std::span<const std::uint32_t> offsets, std::span<const float> weights) {
     detail::check_embedding_entries(batch, fields, entry_keys.size(), offsets, weights.size());
     const std::size_t n = entry_keys.size();
+    // Growing a buffer frees the old one: until the index is rebuilt, nothing may point into it.
+    index_ = detail::EmbeddingIndex{};
+    distinct_ = 0;
     batch_ = batch;
     fields_ = fields;
     entries_ = n;
@@ -140,7 +143,8 @@ class EmbeddingLookup {
     weights_.reserve(n + 1);
     for (auto* b : {&order_, &rank_, &slots_, &owner_, &key_start_, &chunk_start_, &key_chunk_}) b->reserve(n + 1);
     keys_.reserve(n + 1);
-    FLOTILLA_CUDA_CHECK(cudaMemcpyAsync(offsets_.data(), offsets.data(), offsets.size_bytes(), cudaMemcpyHostToDevice, s));
+    FLOTILLA_CUDA_CHECK(
+        cudaMemcpyAsync(offsets_.data(), offsets.data(), offsets.size_bytes(), cudaMemcpyHostToDevice, s));
     if (n > 0) {
       FLOTILLA_CUDA_CHECK(
           cudaMemcpyAsync(sorted_keys_.data(), entry_keys.data(), entry_keys.size_bytes(), cudaMemcpyHostToDevice, s));
@@ -148,31 +152,33 @@ class EmbeddingLookup {
         FLOTILLA_CUDA_CHECK(
             cudaMemcpyAsync(weights_.data(), weights.data(), weights.size_bytes(), cudaMemcpyHostToDevice, s));
     }
-    index_ = detail::EmbeddingIndex{};
-    index_.batch = batch;
-    index_.fields = fields;
-    index_.entries = n;
-    index_.sorted_keys = sorted_keys_.data();
-    index_.offsets = offsets_.data();
-    index_.weights = weights_.data();
-    index_.order = order_.data();
-    index_.rank = rank_.data();
-    index_.slots = slots_.data();
-    index_.owner = owner_.data();
-    index_.key_start = key_start_.data();
-    index_.chunk_start = chunk_start_.data();
-    index_.key_chunk = key_chunk_.data();
-    index_.keys = keys_.data();
+    detail::EmbeddingIndex x;
+    x.batch = batch;
+    x.fields = fields;
+    x.entries = n;
+    x.sorted_keys = sorted_keys_.data();
+    x.offsets = offsets_.data();
+    x.weights = weights_.data();
+    x.order = order_.data();
+    x.rank = rank_.data();
+    x.slots = slots_.data();
+    x.owner = owner_.data();
+    x.key_start = key_start_.data();
+    x.chunk_start = chunk_start_.data();
+    x.key_chunk = key_chunk_.data();
+    x.keys = keys_.data();
     detail::thrust_checked("thrust: sort and de-duplicate the embedding keys", __FILE__, __LINE__, [&] {
       if (n > 0 && weights.empty()) thrust::fill_n(thrust::cuda::par_nosync.on(s), weights_.data(), n, 1.0f);
-      detail::index_embedding_entries(thrust::cuda::par_nosync(scratch_).on(s), index_);
+      detail::index_embedding_entries(thrust::cuda::par_nosync(scratch_).on(s), x);
     });
-    host_distinct_.reserve(index_.distinct);
-    distinct_ = index_.distinct;
-    if (distinct_ > 0)
-      FLOTILLA_CUDA_CHECK(cudaMemcpyAsync(host_distinct_.data(), keys_.data(), distinct_ * sizeof(std::uint64_t),
+    host_distinct_.reserve(x.distinct);
+    if (x.distinct > 0)
+      FLOTILLA_CUDA_CHECK(cudaMemcpyAsync(host_distinct_.data(), keys_.data(), x.distinct * sizeof(std::uint64_t),
                                           cudaMemcpyDeviceToHost, s));
     FLOTILLA_CUDA_CHECK(cudaStreamSynchronize(s));
+    // Only a complete build becomes the lookup's batch.
+    index_ = x;
+    distinct_ = x.distinct;
   }
 
   std::size_t batch() const noexcept { return batch_; }

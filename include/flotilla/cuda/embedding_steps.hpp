@@ -31,7 +31,7 @@
 // gradient, is summed in exactly the CPU's order. The chunks bound the serial work of a hot key
 // (a popular ID in every sample) to embedding_chunk + its entries / embedding_chunk additions.
 #if !__has_include(<thrust/sort.h>)
-#error "flotilla/cuda/embedding_steps.hpp needs Thrust (the CUDA toolkit's headers): link your target to flotilla::cuda (see docs/gpu.md)"
+#error "flotilla/cuda/embedding_steps.hpp needs Thrust, from the CUDA toolkit: link your target to flotilla::cuda (see docs/gpu.md)"
 #endif
 #include <thrust/binary_search.h>
 #include <thrust/copy.h>
@@ -154,7 +154,8 @@ struct EmbeddingKeyGradient {
   FLOTILLA_HOST_DEVICE void operator()(std::int64_t t) const noexcept {
     const std::int64_t d = t % dim, k = t / dim;
     float sum = grad[t];
-    for (std::uint32_t c = key_chunk[k]; c < key_chunk[k + 1]; ++c) sum += partial[static_cast<std::int64_t>(c) * dim + d];
+    for (std::uint32_t c = key_chunk[k]; c < key_chunk[k + 1]; ++c)
+      sum += partial[static_cast<std::int64_t>(c) * dim + d];
     grad[t] = sum;
   }
 };
@@ -169,7 +170,8 @@ void index_embedding_entries(Exec&& exec, EmbeddingIndex& x) {
   const thrust::counting_iterator<std::uint32_t> pos(0);
   thrust::sequence(exec, x.order, x.order + n);
   thrust::stable_sort_by_key(exec, x.sorted_keys, x.sorted_keys + n, x.order);
-  const std::uint32_t* key_end = thrust::copy_if(exec, pos, pos + (n + 1), x.key_start, EmbeddingStartsKey{x.sorted_keys, n});
+  const std::uint32_t* key_end =
+      thrust::copy_if(exec, pos, pos + (n + 1), x.key_start, EmbeddingStartsKey{x.sorted_keys, n});
   x.distinct = static_cast<std::size_t>(key_end - x.key_start) - 1;
   thrust::gather(exec, x.key_start, x.key_start + x.distinct, x.sorted_keys, x.keys);
   // Slot k holds sorted positions [key_start[k], key_start[k + 1]): the first later start is k + 1's.
@@ -208,7 +210,8 @@ void pool_embedding_rows(Exec&& exec, const EmbeddingIndex& x, const float* rows
 /// column-major, the field's values from first_row). `partial` has room for chunks x dim values.
 template <class Exec>
 void coalesce_embedding_gradients(Exec&& exec, const EmbeddingIndex& x, const float* dout, std::size_t ld,
-                                  std::size_t first_row, std::size_t dim, Pooling pooling, float* partial, float* grad) {
+                                  std::size_t first_row, std::size_t dim, Pooling pooling, float* partial,
+                                  float* grad) {
   if (x.distinct == 0 || dim == 0) return;
   const EmbeddingChunkGradient chunk{x.chunk_start,
                                      x.order,
@@ -222,9 +225,10 @@ void coalesce_embedding_gradients(Exec&& exec, const EmbeddingIndex& x, const fl
                                      static_cast<std::int64_t>(dim),
                                      static_cast<std::int64_t>(x.fields),
                                      pooling == Pooling::mean};
-  thrust::for_each_n(exec, thrust::counting_iterator<std::int64_t>(0), static_cast<std::int64_t>(x.chunks * dim), chunk);
+  const thrust::counting_iterator<std::int64_t> t(0);
+  thrust::for_each_n(exec, t, static_cast<std::int64_t>(x.chunks * dim), chunk);
   const EmbeddingKeyGradient key{x.key_chunk, partial, grad, static_cast<std::int64_t>(dim)};
-  thrust::for_each_n(exec, thrust::counting_iterator<std::int64_t>(0), static_cast<std::int64_t>(x.distinct * dim), key);
+  thrust::for_each_n(exec, t, static_cast<std::int64_t>(x.distinct * dim), key);
 }
 
 /// Checks a batch given as entries: offsets must hold batch * fields + 1 values, start at 0, never
