@@ -7,7 +7,7 @@
 // (keys x dim) block; forward pools from it into the activations, backward writes one coalesced
 // gradient per key into a block of the same shape, which comes down for the push.
 //
-//   cuda::EmbeddingLookup lookup;
+//   flotilla::cuda::EmbeddingLookup lookup;
 //   lookup.build(stream, examples, first_field, fields, buckets);    // waits for the keys
 //   pull lookup.keys() into rows (device, keys().size() x dim, row-major)
 //   lookup.forward(stream, rows, rows_size, dim, Pooling::sum, {act, features, batch}, first_row);
