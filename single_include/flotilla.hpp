@@ -10891,7 +10891,8 @@ FLOTILLA_DECL void svg_panel(std::string& out, double x0, double y0, double w, d
 }  // namespace detail
 
 /// The learning curves of `history` as SVG text: loss (train, and validation where measured) on
-/// the left, accuracy on the right, against epoch. Non-finite values break a curve; a loss that
+/// the left, accuracy on the right (or, for records without accuracies, the validation AUC of
+/// their "auc" extra), against epoch. Non-finite values break a curve; a loss that
 /// spans two orders of magnitude or more is drawn on a log axis.
 FLOTILLA_DECL std::string svg_plot(const History& history, std::string_view title);
 
@@ -11181,7 +11182,20 @@ FLOTILLA_DECL std::string svg_plot(const History& history, std::string_view titl
   detail::svg_escape(out, title);
   out += "</text>\n";
   detail::svg_panel(out, 0, head, width / 2, height - head, "Loss", {train_loss, val_loss}, false);
-  detail::svg_panel(out, width / 2, head, width / 2, height - head, "Accuracy", {train_acc, val_acc}, true);
+  // A run without accuracies (click-through models) plots the validation AUC its records carry.
+  const bool accuracies = std::any_of(history.begin(), history.end(), [](const EpochRecord& r) {
+    return std::isfinite(r.train_accuracy) || (r.val_accuracy && std::isfinite(*r.val_accuracy));
+  });
+  detail::PlotSeries auc{"validation", orange, true, {}};
+  if (!accuracies)
+    for (const auto& r : history)
+      for (const auto& [name, value] : r.extra)
+        if (name == "auc") auc.points.emplace_back(static_cast<double>(r.epoch), value);
+  if (accuracies || auc.points.empty()) {
+    detail::svg_panel(out, width / 2, head, width / 2, height - head, "Accuracy", {train_acc, val_acc}, true);
+  } else {
+    detail::svg_panel(out, width / 2, head, width / 2, height - head, "AUC", {auc}, false);
+  }
   out += "</svg>\n";
   return out;
 }
@@ -21496,6 +21510,9 @@ struct TrainerOptions {
   bool verbose = false;
   /// Metrics file, one record per epoch (.jsonl or .csv); empty: none.
   std::filesystem::path metrics_file;
+  /// An SVG plot of the losses and the validation AUC per epoch, rewritten after each; empty: none.
+  std::filesystem::path plot_file;
+  std::string plot_title = "flotilla click-through training";
 };
 
 /// What one step moved, averaged over worker 0's steps: the figures the design is about.
@@ -21612,6 +21629,22 @@ class Trainer {
           out[key] = std::vector<float>(row.begin(), row.end());
         });
     return out;
+  }
+
+  /// Rows of table `table` held by the servers this process hosts, and their bytes.
+  std::size_t rows_held(std::size_t table = embedding_table) const {
+    std::lock_guard lock(mutex_);
+    std::size_t n = 0;
+    for (const auto& [shard, server] : servers_)
+      if (table < server->tables()) n += server->rows(table);
+    return n;
+  }
+  std::size_t bytes_held(std::size_t table = embedding_table) const {
+    std::lock_guard lock(mutex_);
+    std::size_t n = 0;
+    for (const auto& [shard, server] : servers_)
+      if (table < server->tables()) n += server->bytes(table);
+    return n;
   }
 
   /// What each server this process hosts has done (keys pulled and pushed: a hot server shows as a
@@ -21985,6 +22018,11 @@ class Trainer {
       if (rank == 0) {
         traffic_ = traffic;
         if (log) log->write(r);
+        if (!options_.plot_file.empty()) {
+          History so_far = history;
+          so_far.push_back(r);
+          write_svg_plot(options_.plot_file, so_far, options_.plot_title);
+        }
         if (options_.verbose) {
           std::printf("epoch %llu/%llu: %s\n", static_cast<unsigned long long>(at.epoch + 1),
                       static_cast<unsigned long long>(end_epoch), flotilla::detail::epoch_summary(r).c_str());
