@@ -1,6 +1,7 @@
 // sparse::Trainer: synchronous training on N workers equals one worker with an N-times batch (rows
 // and tower), for every server count; asynchronous training learns; the traffic is the rows'.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -131,6 +132,11 @@ void check_same(const A& a, const B& b, double tolerance) {
 
 using Sync = fl::policy::Synchronous<fl::topology::ParameterServer>;
 
+// A directory of this test process's own.
+std::filesystem::path scratch(const std::string& name) {
+  return std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+}
+
 }  // namespace
 
 TEST_CASE("synchronous sparse training on N workers equals one worker with an N-times batch, for 1, 2 and 3 servers") {
@@ -192,7 +198,7 @@ TEST_CASE("two fit calls of one epoch each equal one fit of two epochs") {
 
 TEST_CASE("a run resumed from a checkpoint set ends exactly where an uninterrupted run ends") {
   const auto data = planted_examples(240, 8);
-  const auto dir = std::filesystem::temp_directory_path() / "flotilla-sparse-resume";
+  const auto dir = scratch("flotilla-sparse-resume");
   std::filesystem::remove_all(dir);
   auto o = options(2, 2, 12);
   o.checkpoints.directory = dir;
@@ -223,7 +229,7 @@ TEST_CASE("a run resumed from a checkpoint set ends exactly where an uninterrupt
 
 TEST_CASE("a checkpoint set of another model or server count is refused by name") {
   const auto data = planted_examples(120, 9);
-  const auto dir = std::filesystem::temp_directory_path() / "flotilla-sparse-mismatch";
+  const auto dir = scratch("flotilla-sparse-mismatch");
   std::filesystem::remove_all(dir);
   auto o = options(1, 2, 12);
   o.checkpoints.directory = dir;
@@ -240,7 +246,7 @@ TEST_CASE("a checkpoint set of another model or server count is refused by name"
 }
 
 TEST_CASE("training from a file: N synchronous workers reading their shards equal one worker with an N-times batch") {
-  const auto dir = std::filesystem::temp_directory_path() / "flotilla-sparse-file";
+  const auto dir = scratch("flotilla-sparse-file");
   std::filesystem::create_directories(dir);
   const auto path = (dir / "train.tsv").string();
   {
@@ -275,7 +281,7 @@ TEST_CASE("training from a file: N synchronous workers reading their shards equa
 
 TEST_CASE("the metrics file and the plot carry the held-out AUC, log loss, average precision and calibration") {
   const auto data = planted_examples(960, 10), test = planted_examples(400, 11);
-  const auto dir = std::filesystem::temp_directory_path() / "flotilla-sparse-metrics";
+  const auto dir = scratch("flotilla-sparse-metrics");
   std::filesystem::create_directories(dir);
   auto o = options(2, 1, 32);
   o.metrics_file = dir / "metrics.jsonl";
@@ -307,4 +313,24 @@ TEST_CASE("the metrics file and the plot carry the held-out AUC, log loss, avera
   CHECK(text.find(">AUC<") != std::string::npos);
   CHECK(text.find("Accuracy") == std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the bytes a training step moves are the theory's: the distinct rows' values and keys, and the headers") {
+  // Per step, a worker with K distinct keys of dim D, a codec of c bytes per value and S servers
+  // sends a pull request (S headers + 8K bytes of keys) and a push (S headers + 8K + K D c), and
+  // receives the rows (S headers + K D c). One worker: the tower needs no allreduce.
+  const auto data = planted_examples(600, 12);
+  constexpr double H = fl::sparse::detail::RowHeader::size, D = 4, S = 2;
+  auto bytes = [&](auto policy, double c) {
+    using P = decltype(policy);
+    fl::sparse::Trainer<SmallModel, P> t(configured<SmallModel>(), options(1, 2, 40));
+    t.fit(data, data, 2);  // the evaluations' pulls are not a step's
+    const auto& traffic = t.traffic();
+    CHECK(traffic.distinct_keys_per_step > 40);
+    CHECK(traffic.bytes_per_step == doctest::Approx(3 * S * H + (16 + 2 * D * c) * traffic.distinct_keys_per_step).epsilon(1e-12));
+    return traffic.bytes_per_step;
+  };
+  const double fp32 = bytes(Sync{}, 4);
+  const double fp16 = bytes(fl::policy::Compressed<fl::codec::Fp16, Sync>{}, 2);
+  CHECK(fp16 < fp32);
 }

@@ -487,7 +487,7 @@ class Trainer {
     const float scale = 1.0f / static_cast<float>(W * B);
     const std::uint64_t first_step = at.step;
     double keys_total = 0;
-    const TrafficCounters start_traffic = e.counters();
+    TrafficCounters moved{};  // by the training steps alone (not the evaluations)
     auto last_save = std::chrono::steady_clock::now();
     std::vector<std::uint64_t> unsaved;
 
@@ -527,6 +527,7 @@ class Trainer {
       source.skip(at.batch);
       double loss_sum = 0, samples = 0;
       const auto known = source.steps_per_epoch();
+      const TrafficCounters before = e.counters();
       for (;;) {
         bool full = known ? at.batch < *known && source.next_batch(batch) : source.next_batch(batch);
         if (!known && W > 1) {  // the epoch ends for all at the first step one worker cannot fill
@@ -581,6 +582,7 @@ class Trainer {
         ++at.batch;
         if (due()) save(false);
       }
+      moved += e.counters() - before;
       // The epoch's training loss, over all workers.
       std::array<double, 2> sums{loss_sum, samples};
       if (W > 1) collective::allreduce_sum(workers, std::span<double>(sums), detail::trainer_tag(2));
@@ -600,7 +602,6 @@ class Trainer {
                    {"mean_predicted", m.mean_predicted}, {"observed_rate", m.observed_rate}};
       }
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const auto moved = e.counters() - start_traffic;
       const double steps_run = static_cast<double>(std::max<std::uint64_t>(at.step - first_step, 1));
       const SparseTraffic traffic{keys_total / steps_run,
                                   static_cast<double>(moved.payload_bytes_sent + moved.payload_bytes_received) / steps_run};
