@@ -20246,17 +20246,17 @@ inline constexpr std::size_t key_bytes = 8;
 inline constexpr std::size_t max_directory_bytes = 4096;
 
 /// The payload sizes, for `count` keys of rows of `dim` values.
-template <class Codec>
+template <class WireCodec>
 constexpr std::size_t pull_payload_size(std::size_t count) noexcept {
   return count * key_bytes;
 }
-template <class Codec>
+template <class WireCodec>
 constexpr std::size_t reply_payload_size(std::size_t count, std::size_t dim) noexcept {
-  return Codec::encoded_size(count * dim);
+  return WireCodec::encoded_size(count * dim);
 }
-template <class Codec>
+template <class WireCodec>
 constexpr std::size_t push_payload_size(std::size_t count, std::size_t dim) noexcept {
-  return count * key_bytes + Codec::encoded_size(count * dim);
+  return count * key_bytes + WireCodec::encoded_size(count * dim);
 }
 
 inline void write_keys(std::byte* out, const std::uint64_t* keys, std::size_t n) noexcept {
@@ -20656,8 +20656,8 @@ struct RowTraffic {
   friend bool operator==(const RowTraffic&, const RowTraffic&) = default;
 };
 
-template <class Codec = codec::Fp32>
-  requires flotilla::Codec<Codec, float>
+template <class WireCodec = codec::Fp32>
+  requires Codec<WireCodec, float>
 class RowClient {
  public:
   /// `dims`: the width of each table, by index (as the servers added them).
@@ -20684,7 +20684,7 @@ class RowClient {
       auto& p = parts_[s];
       send_header(e, s, RowHeader{RowHeader::pull, static_cast<std::uint32_t>(table), 0, 0, step, p.keys.size()});
       if (p.keys.empty()) continue;
-      out_.resize(detail::pull_payload_size<Codec>(p.keys.size()));
+      out_.resize(detail::pull_payload_size<WireCodec>(p.keys.size()));
       detail::write_keys(out_.data(), p.keys.data(), p.keys.size());
       e.send(first_server_ + s, detail::row_tags::request_payload, out_);
       traffic_.key_bytes_sent += out_.size();
@@ -20698,11 +20698,11 @@ class RowClient {
                              std::to_string(p.keys.size()) + " keys of table " + std::to_string(table) + " with " +
                              std::to_string(h.count) + " rows of table " + std::to_string(h.table));
       if (p.keys.empty()) continue;
-      in_.resize(detail::reply_payload_size<Codec>(p.keys.size(), dim));
+      in_.resize(detail::reply_payload_size<WireCodec>(p.keys.size(), dim));
       e.recv(first_server_ + s, detail::row_tags::reply_payload, in_);
       traffic_.value_bytes_received += in_.size();
       values_.resize(p.keys.size() * dim);
-      Codec::decode(std::span<const std::byte>(in_), std::span<float>(values_));
+      WireCodec::decode(std::span<const std::byte>(in_), std::span<float>(values_));
       for (std::size_t i = 0; i < p.positions.size(); ++i)
         std::copy_n(values_.begin() + static_cast<std::ptrdiff_t>(i * dim), dim,
                     rows.begin() + static_cast<std::ptrdiff_t>(p.positions[i] * dim));
@@ -20726,9 +20726,9 @@ class RowClient {
       for (std::size_t i = 0; i < n; ++i)
         std::copy_n(gradients.begin() + static_cast<std::ptrdiff_t>(p.positions[i] * dim), dim,
                     values_.begin() + static_cast<std::ptrdiff_t>(i * dim));
-      out_.resize(detail::push_payload_size<Codec>(n, dim));
+      out_.resize(detail::push_payload_size<WireCodec>(n, dim));
       detail::write_keys(out_.data(), p.keys.data(), n);
-      Codec::encode(std::span<const float>(values_), std::span<std::byte>(out_).subspan(n * detail::key_bytes));
+      WireCodec::encode(std::span<const float>(values_), std::span<std::byte>(out_).subspan(n * detail::key_bytes));
       e.send(first_server_ + s, detail::row_tags::request_payload, out_);
       traffic_.key_bytes_sent += n * detail::key_bytes;
       traffic_.value_bytes_sent += out_.size() - n * detail::key_bytes;
@@ -20895,8 +20895,8 @@ inline std::string row_shard_path(const std::string& directory, std::size_t tabl
       .string();
 }
 
-template <class Codec = codec::Fp32>
-  requires flotilla::Codec<Codec, float>
+template <class WireCodec = codec::Fp32>
+  requires Codec<WireCodec, float>
 class RowServer {
  public:
   RowServer(std::size_t shard, std::size_t shards, RowServerOptions options = {})
@@ -21080,8 +21080,8 @@ class RowServer {
       h.write(hbuf.data());
       e.send(w, tags::reply, hbuf);
       if (n > 0) {
-        reply.resize(detail::reply_payload_size<Codec>(n, dim));
-        Codec::encode(std::span<const float>(values), std::span<std::byte>(reply));
+        reply.resize(detail::reply_payload_size<WireCodec>(n, dim));
+        WireCodec::encode(std::span<const float>(values), std::span<std::byte>(reply));
         e.send(w, tags::reply_payload, reply);
       }
       ++counters_.pulls;
@@ -21159,7 +21159,7 @@ class RowServer {
         switch (h.kind) {
           case RowHeader::pull: {
             bound_keys(w, h, "pull");
-            receive_payload(w, detail::pull_payload_size<Codec>(h.count));
+            receive_payload(w, detail::pull_payload_size<WireCodec>(h.count));
             Request r{h.kind, h.table, h.step, std::vector<std::uint64_t>(h.count), {}};
             detail::read_keys(payload.data(), r.keys.data(), r.keys.size());
             waiting[w].push_back(std::move(r));
@@ -21168,10 +21168,10 @@ class RowServer {
           case RowHeader::push: {
             bound_keys(w, h, "push");
             const std::size_t n = h.count, dim = tables_[h.table]->dim();
-            receive_payload(w, detail::push_payload_size<Codec>(n, dim));
+            receive_payload(w, detail::push_payload_size<WireCodec>(n, dim));
             Push p{std::vector<std::uint64_t>(n), std::vector<float>(n * dim)};
             detail::read_keys(payload.data(), p.keys.data(), n);
-            Codec::decode(std::span<const std::byte>(payload).subspan(n * detail::key_bytes), std::span<float>(p.gradients));
+            WireCodec::decode(std::span<const std::byte>(payload).subspan(n * detail::key_bytes), std::span<float>(p.gradients));
             ++counters_.pushes;
             counters_.keys_pushed += n;
             ++received[h.table][w];
@@ -21896,7 +21896,7 @@ class Trainer {
     const float scale = 1.0f / static_cast<float>(W * B);
     const std::uint64_t first_step = at.step;
     double keys_total = 0;
-    const TrafficCounters start_traffic = e.counters();
+    TrafficCounters moved{};  // by the training steps alone (not the evaluations)
     auto last_save = std::chrono::steady_clock::now();
     std::vector<std::uint64_t> unsaved;
 
@@ -21936,6 +21936,7 @@ class Trainer {
       source.skip(at.batch);
       double loss_sum = 0, samples = 0;
       const auto known = source.steps_per_epoch();
+      const TrafficCounters before = e.counters();
       for (;;) {
         bool full = known ? at.batch < *known && source.next_batch(batch) : source.next_batch(batch);
         if (!known && W > 1) {  // the epoch ends for all at the first step one worker cannot fill
@@ -21990,6 +21991,7 @@ class Trainer {
         ++at.batch;
         if (due()) save(false);
       }
+      moved += e.counters() - before;
       // The epoch's training loss, over all workers.
       std::array<double, 2> sums{loss_sum, samples};
       if (W > 1) collective::allreduce_sum(workers, std::span<double>(sums), detail::trainer_tag(2));
@@ -22009,7 +22011,6 @@ class Trainer {
                    {"mean_predicted", m.mean_predicted}, {"observed_rate", m.observed_rate}};
       }
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const auto moved = e.counters() - start_traffic;
       const double steps_run = static_cast<double>(std::max<std::uint64_t>(at.step - first_step, 1));
       const SparseTraffic traffic{keys_total / steps_run,
                                   static_cast<double>(moved.payload_bytes_sent + moved.payload_bytes_received) / steps_run};

@@ -39,8 +39,8 @@ struct RowTraffic {
   friend bool operator==(const RowTraffic&, const RowTraffic&) = default;
 };
 
-template <class Codec = codec::Fp32>
-  requires flotilla::Codec<Codec, float>
+template <class WireCodec = codec::Fp32>
+  requires Codec<WireCodec, float>
 class RowClient {
  public:
   /// `dims`: the width of each table, by index (as the servers added them).
@@ -67,7 +67,7 @@ class RowClient {
       auto& p = parts_[s];
       send_header(e, s, RowHeader{RowHeader::pull, static_cast<std::uint32_t>(table), 0, 0, step, p.keys.size()});
       if (p.keys.empty()) continue;
-      out_.resize(detail::pull_payload_size<Codec>(p.keys.size()));
+      out_.resize(detail::pull_payload_size<WireCodec>(p.keys.size()));
       detail::write_keys(out_.data(), p.keys.data(), p.keys.size());
       e.send(first_server_ + s, detail::row_tags::request_payload, out_);
       traffic_.key_bytes_sent += out_.size();
@@ -81,11 +81,11 @@ class RowClient {
                              std::to_string(p.keys.size()) + " keys of table " + std::to_string(table) + " with " +
                              std::to_string(h.count) + " rows of table " + std::to_string(h.table));
       if (p.keys.empty()) continue;
-      in_.resize(detail::reply_payload_size<Codec>(p.keys.size(), dim));
+      in_.resize(detail::reply_payload_size<WireCodec>(p.keys.size(), dim));
       e.recv(first_server_ + s, detail::row_tags::reply_payload, in_);
       traffic_.value_bytes_received += in_.size();
       values_.resize(p.keys.size() * dim);
-      Codec::decode(std::span<const std::byte>(in_), std::span<float>(values_));
+      WireCodec::decode(std::span<const std::byte>(in_), std::span<float>(values_));
       for (std::size_t i = 0; i < p.positions.size(); ++i)
         std::copy_n(values_.begin() + static_cast<std::ptrdiff_t>(i * dim), dim,
                     rows.begin() + static_cast<std::ptrdiff_t>(p.positions[i] * dim));
@@ -109,9 +109,9 @@ class RowClient {
       for (std::size_t i = 0; i < n; ++i)
         std::copy_n(gradients.begin() + static_cast<std::ptrdiff_t>(p.positions[i] * dim), dim,
                     values_.begin() + static_cast<std::ptrdiff_t>(i * dim));
-      out_.resize(detail::push_payload_size<Codec>(n, dim));
+      out_.resize(detail::push_payload_size<WireCodec>(n, dim));
       detail::write_keys(out_.data(), p.keys.data(), n);
-      Codec::encode(std::span<const float>(values_), std::span<std::byte>(out_).subspan(n * detail::key_bytes));
+      WireCodec::encode(std::span<const float>(values_), std::span<std::byte>(out_).subspan(n * detail::key_bytes));
       e.send(first_server_ + s, detail::row_tags::request_payload, out_);
       traffic_.key_bytes_sent += n * detail::key_bytes;
       traffic_.value_bytes_sent += out_.size() - n * detail::key_bytes;

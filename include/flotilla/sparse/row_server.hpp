@@ -70,8 +70,8 @@ inline std::string row_shard_path(const std::string& directory, std::size_t tabl
       .string();
 }
 
-template <class Codec = codec::Fp32>
-  requires flotilla::Codec<Codec, float>
+template <class WireCodec = codec::Fp32>
+  requires Codec<WireCodec, float>
 class RowServer {
  public:
   RowServer(std::size_t shard, std::size_t shards, RowServerOptions options = {})
@@ -255,8 +255,8 @@ class RowServer {
       h.write(hbuf.data());
       e.send(w, tags::reply, hbuf);
       if (n > 0) {
-        reply.resize(detail::reply_payload_size<Codec>(n, dim));
-        Codec::encode(std::span<const float>(values), std::span<std::byte>(reply));
+        reply.resize(detail::reply_payload_size<WireCodec>(n, dim));
+        WireCodec::encode(std::span<const float>(values), std::span<std::byte>(reply));
         e.send(w, tags::reply_payload, reply);
       }
       ++counters_.pulls;
@@ -334,7 +334,7 @@ class RowServer {
         switch (h.kind) {
           case RowHeader::pull: {
             bound_keys(w, h, "pull");
-            receive_payload(w, detail::pull_payload_size<Codec>(h.count));
+            receive_payload(w, detail::pull_payload_size<WireCodec>(h.count));
             Request r{h.kind, h.table, h.step, std::vector<std::uint64_t>(h.count), {}};
             detail::read_keys(payload.data(), r.keys.data(), r.keys.size());
             waiting[w].push_back(std::move(r));
@@ -343,10 +343,10 @@ class RowServer {
           case RowHeader::push: {
             bound_keys(w, h, "push");
             const std::size_t n = h.count, dim = tables_[h.table]->dim();
-            receive_payload(w, detail::push_payload_size<Codec>(n, dim));
+            receive_payload(w, detail::push_payload_size<WireCodec>(n, dim));
             Push p{std::vector<std::uint64_t>(n), std::vector<float>(n * dim)};
             detail::read_keys(payload.data(), p.keys.data(), n);
-            Codec::decode(std::span<const std::byte>(payload).subspan(n * detail::key_bytes), std::span<float>(p.gradients));
+            WireCodec::decode(std::span<const std::byte>(payload).subspan(n * detail::key_bytes), std::span<float>(p.gradients));
             ++counters_.pushes;
             counters_.keys_pushed += n;
             ++received[h.table][w];

@@ -79,17 +79,17 @@ inline constexpr std::size_t key_bytes = 8;
 inline constexpr std::size_t max_directory_bytes = 4096;
 
 /// The payload sizes, for `count` keys of rows of `dim` values.
-template <class Codec>
+template <class WireCodec>
 constexpr std::size_t pull_payload_size(std::size_t count) noexcept {
   return count * key_bytes;
 }
-template <class Codec>
+template <class WireCodec>
 constexpr std::size_t reply_payload_size(std::size_t count, std::size_t dim) noexcept {
-  return Codec::encoded_size(count * dim);
+  return WireCodec::encoded_size(count * dim);
 }
-template <class Codec>
+template <class WireCodec>
 constexpr std::size_t push_payload_size(std::size_t count, std::size_t dim) noexcept {
-  return count * key_bytes + Codec::encoded_size(count * dim);
+  return count * key_bytes + WireCodec::encoded_size(count * dim);
 }
 
 inline void write_keys(std::byte* out, const std::uint64_t* keys, std::size_t n) noexcept {
