@@ -48,6 +48,7 @@ struct Settings {
   std::filesystem::path metrics, plot;
   bool stream = false;
   std::size_t shuffle_buffer = 0;
+  std::uint64_t skip_malformed = 0;
 };
 
 /// The planted model's AUC and log loss on the held-out lines: what a perfect learner would reach.
@@ -59,6 +60,15 @@ inline fl::BinaryMetrics planted_metrics(const fl::data::CtrGeneratorOptions& g,
     y.push_back(x.label);
   }
   return fl::binary_metrics(std::span<const float>(p), std::span<const float>(y));
+}
+
+inline fl::data::ReaderOptions reader_options(const Settings& s) {
+  fl::data::ReaderOptions o;
+  if (s.skip_malformed > 0) {
+    o.on_malformed = fl::data::OnMalformed::skip;
+    o.max_skipped = s.skip_malformed;
+  }
+  return o;
 }
 
 template <class Policy, class Backend>
@@ -77,7 +87,7 @@ int train(const Settings& s, const typename Backend::options& transport, const s
   o.plot_file = s.plot;
   fl::sparse::Trainer<Model, Policy, Backend> trainer(model, o, transport);
   const auto t0 = std::chrono::steady_clock::now();
-  fl::data::ReaderOptions reader;
+  fl::data::ReaderOptions reader = reader_options(s);
   reader.shuffle_buffer = s.shuffle_buffer;
   reader.seed = s.seed;
   const fl::History h = s.stream ? trainer.fit_file(s.train.string(), reader, test_set, s.epochs)
@@ -162,10 +172,12 @@ int run(int argc, char** argv, const char* program) {
   auto& plot = flags.add<std::filesystem::path>("plot", {}, "SVG plot of the losses and the AUC per epoch");
   auto& stream = flags.add<bool>("stream", false, "stream the training file (larger than memory) instead of loading it");
   auto& shuffle = flags.add<std::size_t>("shuffle-buffer", 0, "with --stream: examples in each worker's shuffle buffer (0: file order)");
+  auto& skip_malformed = flags.add<std::uint64_t>(
+      "skip-malformed", 0, "skip and count up to this many malformed lines per pass (0: the first one is an error)");
   flags.at_least("epochs", 1).at_least("batch", 1).at_least("workers", 1).at_least("servers", 1).at_least("lines", 1);
   if (!flags.parse(argc, argv, std::cout)) return 0;
   s = Settings{train_path, test_path, dir, lines, test_lines, epochs, batch, workers, servers, policy, codec, row_lr,
-               tower_lr, seed, metrics, plot, stream, shuffle};
+               tower_lr, seed, metrics, plot, stream, shuffle, skip_malformed};
   const auto transport = transport_flags.options();
   const bool reporter = transport_flags.rank() == 0;
   transport_flags.check(s.workers, s.servers);
@@ -189,7 +201,7 @@ int run(int argc, char** argv, const char* program) {
     }
   }
   if (s.test.empty()) throw fl::ConfigError("--test: a held-out file is needed with --train");
-  fl::data::ReaderOptions ro;
+  const fl::data::ReaderOptions ro = reader_options(s);
   const auto train_set =
       s.stream ? std::vector<fl::data::CtrExample>{} : fl::data::read_ctr_file<fl::data::CriteoFormat>(s.train.string(), ro);
   const auto test_set = fl::data::read_ctr_file<fl::data::CriteoFormat>(s.test.string(), ro);

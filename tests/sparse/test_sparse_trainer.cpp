@@ -334,3 +334,43 @@ TEST_CASE("the bytes a training step moves are the theory's: the distinct rows' 
   const double fp16 = bytes(fl::policy::Compressed<fl::codec::Fp16, Sync>{}, 2);
   CHECK(fp16 < fp32);
 }
+
+TEST_CASE("malformed lines of a training file stop the run by name, or are skipped and counted when asked") {
+  const auto dir = scratch("flotilla-sparse-malformed");
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "train.tsv").string();
+  {
+    std::ofstream out(path);
+    fl::Generator g(4);
+    for (int i = 1; i <= 200; ++i) {
+      if (i == 50 || i == 51 || i == 130) {
+        out << (i == 130 ? "2" : "1\tnot-a-number") << "\n";  // a bad label; a bad integer feature
+        continue;
+      }
+      out << (g.below(4) == 0 ? 1 : 0);
+      for (int j = 0; j < 13; ++j) out << '\t' << g.below(9);
+      for (int f = 0; f < 26; ++f) out << '\t' << std::hex << (0x100 + g.below(7)) << std::dec;
+      out << '\n';
+    }
+  }
+  using Tower = fl::Sequential<fl::Input<26 * 2 + 13>, fl::Dense<1>>;
+  using Criteo = fl::sparse::CtrModel<fl::sparse::CriteoInputs, fl::Embedding<2>, Tower, fl::optim::RowAdagrad, fl::optim::Adam>;
+  {
+    fl::sparse::Trainer<Criteo, Sync> t(configured<Criteo>(), options(2, 1, 10));
+    CHECK_THROWS_WITH_AS(t.fit_file(path, {}, {}, 1), doctest::Contains("line 50"), fl::DataError);
+  }
+  fl::data::ReaderOptions skip;
+  skip.on_malformed = fl::data::OnMalformed::skip;
+  skip.max_skipped = 5;
+  fl::sparse::Trainer<Criteo, Sync> t(configured<Criteo>(), options(2, 1, 10));
+  const auto h = t.fit_file(path, skip, {}, 2);
+  REQUIRE(h.size() == 2);
+  for (const auto& r : h) {
+    double skipped = -1;
+    for (const auto& [k, v] : r.extra)
+      if (k == "malformed_lines_skipped") skipped = v;
+    CHECK(skipped == 3);
+  }
+  CHECK(t.steps() == 2 * 9);  // 197 good lines: worker 0 reads 99, worker 1 98; 9 full batches of 10 each
+  std::filesystem::remove_all(dir);
+}

@@ -51,6 +51,7 @@ class MemorySource {
     next_ = 0;
   }
   void skip(std::size_t steps) { next_ += steps; }
+  std::uint64_t skipped() const noexcept { return 0; }
 
   /// This worker's part of the next global batch, or false when the epoch has no full one left.
   bool next_batch(std::vector<const data::CtrExample*>& out) {
