@@ -21421,6 +21421,7 @@ class MemorySource {
     next_ = 0;
   }
   void skip(std::size_t steps) { next_ += steps; }
+  std::uint64_t skipped() const noexcept { return 0; }
 
   /// This worker's part of the next global batch, or false when the epoch has no full one left.
   bool next_batch(std::vector<const data::CtrExample*>& out) {
@@ -21993,7 +21994,7 @@ class Trainer {
       }
       moved += e.counters() - before;
       // The epoch's training loss, over all workers.
-      std::array<double, 2> sums{loss_sum, samples};
+      std::array<double, 3> sums{loss_sum, samples, static_cast<double>(source.skipped())};
       if (W > 1) collective::allreduce_sum(workers, std::span<double>(sums), detail::trainer_tag(2));
       const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       EpochRecord r;
@@ -22015,6 +22016,7 @@ class Trainer {
       const SparseTraffic traffic{keys_total / steps_run,
                                   static_cast<double>(moved.payload_bytes_sent + moved.payload_bytes_received) / steps_run};
       r.extra.push_back({"rows_per_step", traffic.distinct_keys_per_step});
+      r.extra.push_back({"malformed_lines_skipped", sums[2]});
       r.extra.push_back({"bytes_per_step", traffic.bytes_per_step});
       if (rank == 0) {
         traffic_ = traffic;
