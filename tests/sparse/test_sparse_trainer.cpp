@@ -12,6 +12,7 @@
 #include <string>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "flotilla/flotilla.hpp"
@@ -383,4 +384,20 @@ TEST_CASE("malformed lines of a training file stop the run by name, or are skipp
   }
   CHECK(t.steps() == 2 * 9);  // 197 good lines: worker 0 reads 99, worker 1 98; 9 full batches of 10 each
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("evaluating held-out examples reads rows they have not seen as those rows start, and creates none") {
+  const auto data = planted_examples(240, 13);
+  auto unseen = planted_examples(100, 14);
+  for (auto& x : unseen)
+    for (auto& id : x.ids) id += 1000;  // IDs no training example has
+  std::set<std::uint64_t> keys;
+  for (const auto& x : data)
+    for (std::size_t f = 0; f < x.fields(); ++f)
+      for (const auto id : x.field_ids(f)) keys.insert(fl::embedding_key(f, id, 0));
+  fl::sparse::Trainer<SmallModel, Sync> t(configured<SmallModel>(), options(2, 2, 12));
+  const auto h = t.fit(data, unseen, 1);
+  CHECK(t.rows_held() == keys.size());
+  CHECK(t.rows(0).size() == keys.size());
+  CHECK(h.back().val_loss.has_value());
 }

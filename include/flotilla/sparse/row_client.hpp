@@ -57,15 +57,19 @@ class RowClient {
   const RowTraffic& traffic() const noexcept { return traffic_; }
 
   /// The rows of `keys` (distinct) of `table`, row-major into `rows` (keys.size() * dim), as of
-  /// `step`: in synchronous training, after every step before it is applied.
+  /// `step`: in synchronous training, after every step before it is applied. Without `create`,
+  /// rows the servers do not hold come back with the values they would start with and are not
+  /// created (what an evaluation wants: held-out IDs do not grow the table).
   template <Transport E>
-  void pull(E& e, std::size_t table, std::uint64_t step, std::span<const std::uint64_t> keys, std::span<float> rows) {
+  void pull(E& e, std::size_t table, std::uint64_t step, std::span<const std::uint64_t> keys, std::span<float> rows,
+            bool create = true) {
     using detail::RowHeader;
     const std::size_t dim = check(table, keys.size(), rows.size(), "pull");
     split(keys);
     for (std::size_t s = 0; s < servers_; ++s) {
       auto& p = parts_[s];
-      send_header(e, s, RowHeader{RowHeader::pull, static_cast<std::uint32_t>(table), 0, 0, step, p.keys.size()});
+      send_header(e, s, RowHeader{RowHeader::pull, static_cast<std::uint32_t>(table), create ? 0 : RowHeader::lookup_only, 0,
+                                  step, p.keys.size()});
       if (p.keys.empty()) continue;
       out_.resize(detail::pull_payload_size<WireCodec>(p.keys.size()));
       detail::write_keys(out_.data(), p.keys.data(), p.keys.size());

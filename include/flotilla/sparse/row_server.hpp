@@ -128,7 +128,7 @@ class RowServer {
       std::vector<float> gradients;
     };
     struct Request {
-      std::uint32_t kind = 0, table = 0;
+      std::uint32_t kind = 0, table = 0, flags = 0;
       std::uint64_t step = 0;
       std::vector<std::uint64_t> keys;
       std::string directory;
@@ -250,7 +250,11 @@ class RowServer {
       auto& table = *tables_[r.table];
       const std::size_t n = r.keys.size(), dim = table.dim();
       values.resize(n * dim);
-      table.gather(std::span<const std::uint64_t>(r.keys), std::span<float>(values));
+      if (r.flags & RowHeader::lookup_only) {
+        table.peek(std::span<const std::uint64_t>(r.keys), std::span<float>(values));
+      } else {
+        table.gather(std::span<const std::uint64_t>(r.keys), std::span<float>(values));
+      }
       h.count = n;
       h.write(hbuf.data());
       e.send(w, tags::reply, hbuf);
@@ -335,7 +339,7 @@ class RowServer {
           case RowHeader::pull: {
             bound_keys(w, h, "pull");
             receive_payload(w, detail::pull_payload_size<WireCodec>(h.count));
-            Request r{h.kind, h.table, h.step, std::vector<std::uint64_t>(h.count), {}};
+            Request r{h.kind, h.table, h.flags, h.step, std::vector<std::uint64_t>(h.count), {}};
             detail::read_keys(payload.data(), r.keys.data(), r.keys.size());
             waiting[w].push_back(std::move(r));
             break;
@@ -366,7 +370,7 @@ class RowServer {
                                    std::to_string(h.count) + " bytes (1 to " +
                                    std::to_string(detail::max_directory_bytes) + " accepted)");
             receive_payload(w, h.count);
-            Request r{h.kind, 0, h.step, {}, std::string(reinterpret_cast<const char*>(payload.data()), payload.size())};
+            Request r{h.kind, 0, 0, h.step, {}, std::string(reinterpret_cast<const char*>(payload.data()), payload.size())};
             waiting[w].push_back(std::move(r));
             break;
           }

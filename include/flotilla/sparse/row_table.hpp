@@ -91,6 +91,8 @@ class RowTableBase {
   virtual std::uint64_t updates() const noexcept = 0;
   /// Copies the rows of `keys` into `out` (keys.size() * dim, row-major), creating missing rows.
   virtual void gather(std::span<const std::uint64_t> keys, std::span<float> out) = 0;
+  /// As gather, but a key without a row gets the values its row would start with, and no row.
+  virtual void peek(std::span<const std::uint64_t> keys, std::span<float> out) = 0;
   /// One optimizer step on each row of `keys` with its gradient (row-major), then updates() + 1.
   virtual void apply(std::span<const std::uint64_t> keys, std::span<const float> gradients) = 0;
   virtual void save(const std::string& path) const = 0;
@@ -156,6 +158,20 @@ class RowShard final : public detail::RowTableBase {
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const auto v = values_of(slot_of(keys[i]));
       std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(i * d));
+    }
+  }
+
+  void peek(std::span<const std::uint64_t> keys, std::span<float> out) override {
+    check_size("peek", keys.size(), out.size());
+    const std::size_t d = spec_.dim;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const std::span<float> to = out.subspan(i * d, d);
+      if (const auto it = slots_.find(keys[i]); it != slots_.end()) {
+        const auto v = values_of(it->second);
+        std::copy(v.begin(), v.end(), to.begin());
+      } else {
+        initial_values(keys[i], to);
+      }
     }
   }
 
@@ -324,6 +340,16 @@ class RowShard final : public detail::RowTableBase {
     return create(key, true);
   }
 
+  /// The values the row of `key` starts with.
+  void initial_values(std::uint64_t key, std::span<float> v) const {
+    if constexpr (row_optimizer_needs_zero_rows<O>) {
+      std::fill(v.begin(), v.end(), 0.0f);
+    } else {
+      for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = spec_.init_scale == 0.0f ? 0.0f : initial_row_value(spec_.seed, spec_.id, key, i, spec_.init_scale);
+    }
+  }
+
   /// A new slot for `key`: its values initialised (when `init`) and its optimizer state too.
   std::size_t create(std::uint64_t key, bool init) {
     const std::size_t s = rows_;
@@ -346,12 +372,7 @@ class RowShard final : public detail::RowTableBase {
     count_of(s) = 0;
     if (init) {
       auto v = values_of(s);
-      if constexpr (row_optimizer_needs_zero_rows<O>) {
-        std::fill(v.begin(), v.end(), 0.0f);
-      } else {
-        for (std::size_t i = 0; i < v.size(); ++i)
-          v[i] = spec_.init_scale == 0.0f ? 0.0f : initial_row_value(spec_.seed, spec_.id, key, i, spec_.init_scale);
-      }
+      initial_values(key, v);
       auto st = state_of(s);
       std::fill(st.begin(), st.end(), 0.0f);
       optimizer_.init_state(std::span<const float>(v), st);

@@ -405,14 +405,15 @@ class Trainer {
     std::vector<float> labels;
   };
 
-  /// Logits of `examples` (pulling their rows as of `step`) into b.logits.
+  /// Logits of `examples` (pulling their rows as of `step`; without `create`, rows not yet
+  /// created are read as they would start, and not created) into b.logits.
   template <class E, class Examples>
   void forward(E& e, RowClient<codec_type>& client, std::uint64_t step, const Examples& examples, Batch& b, network& net,
-               std::span<const float> params, const RunInfo& info) {
+               std::span<const float> params, const RunInfo& info, bool create = true) {
     const auto n = static_cast<Eigen::Index>(examples.size());
     b.lookup.build(examples, 0, fields, Model::embedding::buckets);
     b.rows.resize(b.lookup.keys.size() * dim);
-    client.pull(e, embedding_table, step, std::span<const std::uint64_t>(b.lookup.keys), std::span<float>(b.rows));
+    client.pull(e, embedding_table, step, std::span<const std::uint64_t>(b.lookup.keys), std::span<float>(b.rows), create);
     b.x.resize(static_cast<Eigen::Index>(Model::tower_inputs), n);
     embedding_forward<float>(b.lookup, std::span<const float>(b.rows), dim, Model::embedding::pooling,
                              MatrixView<float>(b.x.data(), b.x.rows(), b.x.cols()), 0);
@@ -424,7 +425,8 @@ class Trainer {
     if constexpr (Model::has_wide) {
       b.wide_lookup.build(examples, 0, fields, Model::wide::buckets);
       b.wide_rows.resize(b.wide_lookup.keys.size());
-      client.pull(e, wide_table, step, std::span<const std::uint64_t>(b.wide_lookup.keys), std::span<float>(b.wide_rows));
+      client.pull(e, wide_table, step, std::span<const std::uint64_t>(b.wide_lookup.keys), std::span<float>(b.wide_rows),
+                  create);
       // One pooled weight per field, summed into the logit.
       b.wide.resize(static_cast<Eigen::Index>(fields), n);
       embedding_forward<float>(b.wide_lookup, std::span<const float>(b.wide_rows), 1, Pooling::sum,
@@ -670,7 +672,7 @@ class Trainer {
     probabilities.reserve(end - begin);
     for (std::size_t i = begin; i < end; i += options_.batch_size) {
       const std::size_t n = std::min(options_.batch_size, end - i);
-      forward(e, client, step, test.subspan(i, n), b, net, params, RunInfo{Mode::eval, {}, options_.seed, 0});
+      forward(e, client, step, test.subspan(i, n), b, net, params, RunInfo{Mode::eval, {}, options_.seed, 0}, /*create=*/false);
       for (std::size_t k = 0; k < n; ++k) {
         const float z = b.logits(0, static_cast<Eigen::Index>(k));
         probabilities.push_back(z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z)));

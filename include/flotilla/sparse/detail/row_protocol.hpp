@@ -43,6 +43,9 @@ struct RowHeader {
   };
   /// reply flag to a checkpoint: the shard was saved.
   static constexpr std::uint32_t saved = 1;
+  /// pull flag: rows the server does not hold are answered with the values they would start with,
+  /// and not created (an evaluation's pull: held-out IDs must not grow the table).
+  static constexpr std::uint32_t lookup_only = 2;
 
   std::uint32_t kind = 0;
   std::uint32_t table = 0;
