@@ -5,7 +5,7 @@ trainer, trained on the same Criteo-format file, timed the same way.
     /usr/bin/python3 bench/ctr/pytorch_ctr.py --train train.txt --test test.txt \
         [--dim 16] [--table-size 262144 | 0] [--hidden 64,32 | none] [--batch 512] [--epochs 1] \
         [--lr 0.05] [--tower-optimizer adagrad|adam] [--tower-lr X] [--threads 1] [--max-lines N] \
-        [--row-init normal:0.01 | uniform:0.05] [--tower-init torch | glorot]
+        [--row-init normal:0.01 | uniform:0.05] [--tower-init torch | glorot] [--phases]
     /usr/bin/python3 bench/ctr/pytorch_ctr.py --self-test     # parser and metrics, without torch
 
 Files come from flotilla-ctr-generate (docs/ctr_generator.md) or are Criteo's own: label, 13
@@ -241,6 +241,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-lines", type=int, default=0, help="read at most this many training lines (0: all)")
+    ap.add_argument("--phases", action="store_true",
+                    help="also time each step's phases (adds a clock read between them) and report them")
     ap.add_argument("--self-test", action="store_true", help="check the parser and the metrics, then exit")
     a = ap.parse_args()
     if a.self_test:
@@ -342,15 +344,26 @@ def main():
     steps = 0
     cpu_start = time.process_time()
     start = time.perf_counter()
+    phases = {"forward": 0.0, "backward": 0.0, "table_step": 0.0, "tower_step": 0.0}
+    clock = time.perf_counter if a.phases else (lambda: 0.0)
     for _ in range(a.epochs):
         for b in range(0, n, a.batch):
+            t0 = clock()
             logits = model(r_train[b:b + a.batch], x_train[b:b + a.batch])
             loss = loss_fn(logits, y_train[b:b + a.batch])
             table_opt.zero_grad(set_to_none=True)
             tower_opt.zero_grad(set_to_none=True)
+            t1 = clock()
             loss.backward()
+            t2 = clock()
             table_opt.step()
+            t3 = clock()
             tower_opt.step()
+            t4 = clock()
+            phases["forward"] += t1 - t0
+            phases["backward"] += t2 - t1
+            phases["table_step"] += t3 - t2
+            phases["tower_step"] += t4 - t3
             steps += 1
     train_seconds = time.perf_counter() - start
     train_cpu_seconds = time.process_time() - cpu_start
@@ -373,6 +386,7 @@ def main():
         "table_rows": table_rows,
         "blas": next((p for p in loaded_libraries() if "blas" in os.path.basename(p)), None),
         "torch": torch.__version__,
+        **({"phase_seconds": phases} if a.phases else {}),
     }))
     return 0
 

@@ -14,7 +14,8 @@ server count:
 
 * runs examples/ctr in one process (workers and servers are threads), --workers W --servers S
   --batch B (per worker), synchronous, one epoch; samples/s is its RESULT's (the epoch's training
-  throughput, parsing and evaluation excluded), the best of --runs;
+  throughput, parsing and evaluation excluded), the best of --runs, each run on a quiet machine
+  as in ctr_vs_pytorch.py (repeated while others used more than --disturbance of it);
 * replays the epoch's keys with flotilla_ctr_server_load (same seed, same batches: the trainer's
   order, each worker its part of every global batch) and charges each worker's distinct keys of a
   step to owner_of(key, S): each server's share of the keys served, as RowServer's keys_pulled
@@ -37,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import benchlib  # noqa: E402
-from ctr_vs_pytorch import generate, quiet_enough, run_job  # noqa: E402
+from ctr_vs_pytorch import generate, measured  # noqa: E402
 
 
 def main():
@@ -53,8 +54,11 @@ def main():
     ap.add_argument("--test-lines", type=int, default=50000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--quiet", type=float, default=0.5)
-    ap.add_argument("--max-wait", type=float, default=60)
+    ap.add_argument("--quiet", type=float, default=0.15, help="wait before a run until others use less than this")
+    ap.add_argument("--max-wait", type=float, default=30, help="seconds to wait for that at most")
+    ap.add_argument("--disturbance", type=float, default=0.15,
+                    help="repeat a run during which others used more than this share of the machine")
+    ap.add_argument("--retries", type=int, default=4)
     ap.add_argument("--json")
     args = ap.parse_args()
     for p in (args.ctr, args.generate, args.server_load):
@@ -79,9 +83,8 @@ def main():
             for s in (servers if r % 2 == 0 else list(reversed(servers))):
                 argv = [args.ctr, "--train", train, "--test", test, "--workers", str(args.workers), "--servers", str(s),
                         "--batch", str(args.batch), "--epochs", "1", "--seed", str(args.seed)]
-                before = quiet_enough(args.quiet, args.max_wait)
-                result, _, foreign, cores = run_job("ctr", argv)
-                runs[s].append(dict(result, foreign=foreign, load_before=before, cores=cores))
+                result, foreign, cores, _ = measured("ctr, %d servers" % s, argv, args)
+                runs[s].append(dict(result, foreign=foreign, cores=cores))
                 print("  zipf %g, %d servers, run %d: %.0f samples/s, others used %.0f%%" % (
                     z, s, r + 1, result["samples_per_s"], 100 * foreign), file=sys.stderr)
         for s in servers:
@@ -90,16 +93,17 @@ def main():
 
     print("\nClick-through training on parameter servers: %d in-process workers x batch %d, %d lines, one epoch, %s" % (
         args.workers, args.batch, args.lines, started))
-    print("| IDs | servers | samples/s (best of %d) | other runs | keys per worker and step | hottest server's share "
-          "of keys served (even: 1/S) | hottest / mean | hottest share of IDs before coalescing | "
+    print("| IDs | servers | samples/s (best of %d) | other runs | cores used | keys per worker and step | hottest "
+          "server's share of keys served (even: 1/S) | hottest / mean | hottest share of IDs before coalescing | "
           "hottest share of rows held | AUC |" % args.runs)
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for x in rows:
         b, l = x["best"], x["load"]
         kind = "uniform (zipf %g)" % x["zipf"] if x["zipf"] < 0.01 else "zipf %g" % x["zipf"]
         others = ", ".join("%.0f" % r["samples_per_s"] for r in x["runs"] if r is not b)
-        print("| %s | %d | %.0f | %s | %.0f | %.4f | %.3f | %.4f | %.4f | %.4f |" % (
-            kind, x["servers"], b["samples_per_s"], others or "-", l["keys_per_step"], l["hottest_share"],
+        print("| %s | %d | %.0f | %s | %s | %.0f | %.4f | %.3f | %.4f | %.4f | %.4f |" % (
+            kind, x["servers"], b["samples_per_s"], others or "-", "%.2f" % b["cores"] if b["cores"] else "-",
+            l["keys_per_step"], l["hottest_share"],
             l["hottest_over_mean"], max(l["id_shares"]), max(l["row_shares"]), b["auc"]))
     foreign = [r["foreign"] for x in rows for r in x["runs"]]
     print("\nothers used %.0f-%.0f%% of the machine during the runs (load average at the end: %s)" % (
