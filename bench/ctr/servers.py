@@ -89,6 +89,13 @@ def main():
                     z, s, r + 1, result["samples_per_s"], 100 * foreign), file=sys.stderr)
         for s in servers:
             best = max(runs[s], key=lambda x: x["samples_per_s"])
+            # The replay must have formed the batches the trainer did: the distinct keys per step that
+            # the trainer reports are one of its workers' (whichever wrote the figure last).
+            for r in runs[s]:
+                if min(abs(r["rows_per_step"] - k) for k in load[s]["worker_keys_per_step"]) > 0.1:
+                    raise SystemExit("the trainer's distinct keys per step (%.1f) are none of the replay's workers' (%s): "
+                                     "the replay did not form the trainer's batches" % (
+                                         r["rows_per_step"], load[s]["worker_keys_per_step"]))
             rows.append({"zipf": z, "servers": s, "best": best, "runs": runs[s], "load": load[s], "planted": planted})
 
     print("\nClick-through training on parameter servers: %d in-process workers x batch %d, %d lines, one epoch, %s" % (
