@@ -38,10 +38,12 @@ times) when that was more than --disturbance; it runs each configuration --runs 
 """
 
 import argparse
+import atexit
 import json
 import os
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 
@@ -197,6 +199,7 @@ def main():
         ap.error("--ctr: %s is not an executable (build the ctr target)" % args.ctr)
 
     workdir = tempfile.mkdtemp(prefix="ctr_vs_pytorch_")
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)  # the generated files
     planted = None
     if args.train and args.test:
         train, test = args.train, args.test

@@ -27,10 +27,12 @@ RowServer::counters().
 """
 
 import argparse
+import atexit
 import json
 import os
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 
@@ -68,6 +70,7 @@ def main():
     exponents = [float(z) for z in args.zipf.split(",")]
 
     workdir = tempfile.mkdtemp(prefix="ctr_servers_")
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)  # the generated files
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     rows = []
     for z in exponents:
