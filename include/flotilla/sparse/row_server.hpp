@@ -31,7 +31,6 @@
 #include <span>
 #include <string>
 #include <system_error>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -40,6 +39,7 @@
 #include "flotilla/concepts/row_optimizer.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/sparse/detail/key_map.hpp"
 #include "flotilla/sparse/detail/row_protocol.hpp"
 #include "flotilla/sparse/row_table.hpp"
 
@@ -144,7 +144,7 @@ class RowServer {
     std::vector<std::byte> payload, reply;
     std::vector<float> values;
     // The step's sum per key, in the order keys first appear (worker order, then push order).
-    std::unordered_map<std::uint64_t, std::size_t> index;
+    detail::KeyMap index;
     std::vector<std::uint64_t> sum_keys;
     std::vector<float> sums;
 
@@ -173,12 +173,12 @@ class RowServer {
     auto add_to_sum = [&](std::size_t dim, const Push& p) {
       for (std::size_t i = 0; i < p.keys.size(); ++i) {
         const float* g = p.gradients.data() + i * dim;
-        const auto [it, fresh] = index.emplace(p.keys[i], sum_keys.size());
+        const auto [at, fresh] = index.insert(p.keys[i], static_cast<std::uint32_t>(sum_keys.size()));
         if (fresh) {
           sum_keys.push_back(p.keys[i]);
           sums.insert(sums.end(), g, g + dim);
         } else {
-          float* s = sums.data() + it->second * dim;
+          float* s = sums.data() + std::size_t{at} * dim;
           for (std::size_t j = 0; j < dim; ++j) s[j] += g[j];
         }
       }
@@ -200,6 +200,19 @@ class RowServer {
           }
         }
         if (!any || !complete) return;
+        std::size_t pushes = 0, only = 0;
+        for (std::size_t v = 0; v < workers; ++v)
+          if (!queued[t][v].empty()) ++pushes, only = v;
+        if (pushes == 1 && detail::strictly_ascending(queued[t][only].front().keys)) {
+          // One push (one worker left, or only one), its keys distinct (a client's push is in key
+          // order): its gradients are the step's sum already.
+          const Push& p = queued[t][only].front();
+          tables_[t]->apply(std::span<const std::uint64_t>(p.keys), std::span<const float>(p.gradients));
+          ++counters_.steps_applied;
+          queued[t][only].pop_front();
+          ++applied[t][only];
+          continue;
+        }
         begin_sum();
         for (std::size_t v = 0; v < workers; ++v) {
           if (queued[t][v].empty()) continue;

@@ -30,7 +30,6 @@
 #include <span>
 #include <string>
 #include <system_error>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -38,6 +37,7 @@
 #include "flotilla/concepts/row_optimizer.hpp"
 #include "flotilla/core/crc32.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/sparse/detail/key_map.hpp"
 #include "flotilla/core/random.hpp"
 
 namespace flotilla::sparse {
@@ -109,10 +109,6 @@ class RowTableBase {
 template <RowOptimizer O>
 class RowShard final : public detail::RowTableBase {
  public:
-  /// Map bytes counted per row: a node (next pointer, key, slot, the allocator's header) and a
-  /// bucket pointer at load factor 1. An estimate: standard libraries differ a little.
-  static constexpr std::size_t map_bytes_per_row = 2 * sizeof(void*) + 2 * sizeof(std::uint64_t) + 16;
-
   RowShard(TableSpec spec, O optimizer, std::size_t shard = 0, std::size_t shards = 1)
       : spec_(std::move(spec)), optimizer_(std::move(optimizer)), shard_(shard), shards_(shards) {
     if (spec_.dim == 0) throw ConfigError("table '" + spec_.name + "': dim must be at least 1");
@@ -139,14 +135,14 @@ class RowShard final : public detail::RowTableBase {
   std::size_t dim() const noexcept override { return spec_.dim; }
   std::size_t state_size() const noexcept override { return state_size_; }
   std::size_t rows() const noexcept override { return rows_; }
-  /// Slab bytes allocated (whole chunks) plus the map estimate for the rows held.
-  std::size_t bytes() const noexcept override { return chunks_.size() * chunk_rows_ * row_bytes_ + rows_ * map_bytes_per_row; }
+  /// Slab bytes allocated (whole chunks) plus the key map's arrays.
+  std::size_t bytes() const noexcept override { return chunks_.size() * chunk_rows_ * row_bytes_ + slots_.bytes(); }
   /// Rows per slab chunk, and the bytes a row takes in the slabs.
   std::size_t chunk_rows() const noexcept { return chunk_rows_; }
   std::size_t row_bytes() const noexcept { return row_bytes_; }
   /// Steps applied to the shard (each apply() call counts one).
   std::uint64_t updates() const noexcept override { return updates_; }
-  bool contains(std::uint64_t key) const { return slots_.count(key) != 0; }
+  bool contains(std::uint64_t key) const { return slots_.find(key) != detail::KeyMap::none; }
 
   /// The row of `key` (created if missing) and its optimizer state.
   std::span<float> row(std::uint64_t key) { return values_of(slot_of(key)); }
@@ -166,8 +162,8 @@ class RowShard final : public detail::RowTableBase {
     const std::size_t d = spec_.dim;
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const std::span<float> to = out.subspan(i * d, d);
-      if (const auto it = slots_.find(keys[i]); it != slots_.end()) {
-        const auto v = values_of(it->second);
+      if (const auto slot = slots_.find(keys[i]); slot != detail::KeyMap::none) {
+        const auto v = values_of(slot);
         std::copy(v.begin(), v.end(), to.begin());
       } else {
         initial_values(keys[i], to);
@@ -274,7 +270,7 @@ class RowShard final : public detail::RowTableBase {
     if (want != got) throw DataError(path, size - 4, "CRC-32 mismatch: the file is corrupt");
 
     // Refused before the rows held are dropped, so a shard too small for the file keeps its rows.
-    const std::size_t need = (n + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_ * row_bytes_ + n * map_bytes_per_row;
+    const std::size_t need = (n + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_ * row_bytes_ + detail::KeyMap::bytes_for_size(n);
     if (spec_.max_bytes_per_shard != 0 && need > spec_.max_bytes_per_shard)
       throw DataError(path, 32, std::to_string(n) + " rows need " + std::to_string(need) + " bytes, past table '" +
                                     spec_.name + "''s bound of " + std::to_string(spec_.max_bytes_per_shard) +
@@ -299,7 +295,7 @@ class RowShard final : public detail::RowTableBase {
 
   /// Drops every row.
   void clear() {
-    slots_.clear();
+    slots_ = detail::KeyMap{};
     chunks_.clear();
     rows_ = 0;
     updates_ = 0;
@@ -330,13 +326,15 @@ class RowShard final : public detail::RowTableBase {
   std::uint64_t& count_of(std::size_t s) const { return chunks_[s / chunk_rows_].counts[s % chunk_rows_]; }
 
   std::vector<std::pair<std::uint64_t, std::size_t>> sorted_slots() const {
-    std::vector<std::pair<std::uint64_t, std::size_t>> v(slots_.begin(), slots_.end());
+    std::vector<std::pair<std::uint64_t, std::size_t>> v;
+    v.reserve(slots_.size());
+    slots_.for_each([&](std::uint64_t key, std::uint32_t slot) { v.emplace_back(key, slot); });
     std::sort(v.begin(), v.end());
     return v;
   }
 
   std::size_t slot_of(std::uint64_t key) {
-    if (const auto it = slots_.find(key); it != slots_.end()) return it->second;
+    if (const auto slot = slots_.find(key); slot != detail::KeyMap::none) return slot;
     return create(key, true);
   }
 
@@ -354,7 +352,11 @@ class RowShard final : public detail::RowTableBase {
   std::size_t create(std::uint64_t key, bool init) {
     const std::size_t s = rows_;
     const bool new_chunk = s == chunks_.size() * chunk_rows_;
-    const std::size_t after = bytes() + map_bytes_per_row + (new_chunk ? chunk_rows_ * row_bytes_ : 0);
+    if (s >= detail::KeyMap::max_size)
+      throw Error("table '" + spec_.name + "' shard " + std::to_string(shard_) + " of " + std::to_string(shards_) +
+                  ": holds " + std::to_string(rows_) + " rows, the most one shard can");
+    const std::size_t after = chunks_.size() * chunk_rows_ * row_bytes_ + slots_.bytes_after_insert() +
+                              (new_chunk ? chunk_rows_ * row_bytes_ : 0);
     if (spec_.max_bytes_per_shard != 0 && after > spec_.max_bytes_per_shard)
       throw Error("table '" + spec_.name + "' shard " + std::to_string(shard_) + " of " + std::to_string(shards_) +
                   ": cannot create the row of key " + std::to_string(key) + ": it holds " + std::to_string(rows_) +
@@ -367,7 +369,7 @@ class RowShard final : public detail::RowTableBase {
       c.counts = std::make_unique<std::uint64_t[]>(chunk_rows_);
       chunks_.push_back(std::move(c));
     }
-    slots_.emplace(key, s);
+    slots_.insert(key, static_cast<std::uint32_t>(s));
     ++rows_;
     count_of(s) = 0;
     if (init) {
@@ -384,7 +386,7 @@ class RowShard final : public detail::RowTableBase {
   O optimizer_;
   std::size_t shard_, shards_;
   std::size_t state_size_ = 0, row_bytes_ = 0, chunk_rows_ = 1;
-  std::unordered_map<std::uint64_t, std::size_t> slots_;
+  detail::KeyMap slots_;
   std::vector<Chunk> chunks_;
   std::size_t rows_ = 0;
   std::uint64_t updates_ = 0;
