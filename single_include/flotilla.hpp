@@ -20210,6 +20210,9 @@ struct RowHeader {
   };
   /// reply flag to a checkpoint: the shard was saved.
   static constexpr std::uint32_t saved = 1;
+  /// pull flag: rows the server does not hold are answered with the values they would start with,
+  /// and not created (an evaluation's pull: held-out IDs must not grow the table).
+  static constexpr std::uint32_t lookup_only = 2;
 
   std::uint32_t kind = 0;
   std::uint32_t table = 0;
@@ -20301,10 +20304,119 @@ inline void read_keys(const std::byte* in, std::uint64_t* keys, std::size_t n) n
 #include <span>
 #include <string>
 #include <system_error>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+
+// ---- begin flotilla/sparse/detail/key_map.hpp ----
+// A map from 64-bit row keys to 32-bit slots, open addressing with linear probing.
+//
+// A server finds a few thousand rows per step in tables of millions. A node-based map
+// (std::unordered_map) costs a pointer chase and a cache miss per lookup, a heap node per row and
+// about 40 bytes per row on top of the row; this one keeps keys and slots in two flat arrays, at
+// most 70% full, so a lookup is one hash and, mostly, one or two adjacent probes, at 17 bytes per
+// row (12 bytes a cell).
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+
+namespace flotilla::sparse::detail {
+
+class KeyMap {
+ public:
+  /// The slot of an absent key, and the largest number of keys a map holds.
+  static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  static constexpr std::size_t max_size = none - 1;
+
+  std::size_t size() const noexcept { return size_; }
+  std::size_t capacity() const noexcept { return slots_.size(); }
+  /// Bytes of the arrays.
+  std::size_t bytes() const noexcept { return bytes_for(capacity()); }
+  /// Bytes of the arrays of a map grown from empty to hold n keys.
+  static std::size_t bytes_for_size(std::size_t n) { return bytes_for(KeyMap{}.grown_capacity(n)); }
+  /// Bytes of the arrays once one more key is in (after the growth that key would cause).
+  std::size_t bytes_after_insert() const noexcept { return bytes_for(grown_capacity(size_ + 1)); }
+
+  std::uint32_t find(std::uint64_t key) const noexcept {
+    if (size_ == 0) return none;
+    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+      if (slots_[i] == none) return none;
+      if (keys_[i] == key) return slots_[i];
+    }
+  }
+
+  /// Inserts (key, slot) when key is absent; returns the slot the key has and whether it is new.
+  std::pair<std::uint32_t, bool> insert(std::uint64_t key, std::uint32_t slot) {
+    if (slot == none) throw Error("sparse::KeyMap: slot " + std::to_string(slot) + " is reserved");
+    if (const std::size_t want = grown_capacity(size_ + 1); want != capacity()) rehash(want);
+    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+      if (slots_[i] == none) {
+        keys_[i] = key;
+        slots_[i] = slot;
+        ++size_;
+        return {slot, true};
+      }
+      if (keys_[i] == key) return {slots_[i], false};
+    }
+  }
+
+  /// Removes every key; keeps the arrays (a map refilled every step allocates once).
+  void clear() noexcept {
+    if (size_ == 0) return;
+    for (auto& s : slots_) s = none;
+    size_ = 0;
+  }
+
+  /// Calls f(key, slot) for every key, in no particular order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i] != none) f(keys_[i], slots_[i]);
+  }
+
+ private:
+  static std::size_t bytes_for(std::size_t cells) noexcept { return cells * (sizeof(std::uint64_t) + sizeof(std::uint32_t)); }
+
+  /// The capacity for n keys: a power of two at least 16, at most 70% full.
+  std::size_t grown_capacity(std::size_t n) const {
+    if (n > max_size) throw Error("sparse::KeyMap: more than " + std::to_string(max_size) + " keys");
+    std::size_t c = capacity() < 16 ? 16 : capacity();
+    while (n * 10 > c * 7) c *= 2;
+    return c;
+  }
+
+  std::size_t home(std::uint64_t key) const noexcept {
+    return static_cast<std::size_t>(flotilla::detail::mix(key, 0x243f6a8885a308d3ULL)) & mask_;
+  }
+
+  void rehash(std::size_t cells) {
+    std::vector<std::uint64_t> keys(cells);
+    std::vector<std::uint32_t> slots(cells, none);
+    keys.swap(keys_);
+    slots.swap(slots_);
+    mask_ = cells - 1;
+    size_ = 0;
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      if (slots[i] != none) insert(keys[i], slots[i]);
+  }
+
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::uint32_t> slots_;
+  std::size_t mask_ = 0, size_ = 0;
+};
+
+/// Whether `keys` ascend strictly (so are distinct).
+inline bool strictly_ascending(const std::vector<std::uint64_t>& keys) noexcept {
+  for (std::size_t i = 1; i < keys.size(); ++i)
+    if (keys[i] <= keys[i - 1]) return false;
+  return true;
+}
+
+}  // namespace flotilla::sparse::detail
+// ---- end flotilla/sparse/detail/key_map.hpp ----
 
 namespace flotilla::sparse {
 
@@ -20357,6 +20469,8 @@ class RowTableBase {
   virtual std::uint64_t updates() const noexcept = 0;
   /// Copies the rows of `keys` into `out` (keys.size() * dim, row-major), creating missing rows.
   virtual void gather(std::span<const std::uint64_t> keys, std::span<float> out) = 0;
+  /// As gather, but a key without a row gets the values its row would start with, and no row.
+  virtual void peek(std::span<const std::uint64_t> keys, std::span<float> out) = 0;
   /// One optimizer step on each row of `keys` with its gradient (row-major), then updates() + 1.
   virtual void apply(std::span<const std::uint64_t> keys, std::span<const float> gradients) = 0;
   virtual void save(const std::string& path) const = 0;
@@ -20373,10 +20487,6 @@ class RowTableBase {
 template <RowOptimizer O>
 class RowShard final : public detail::RowTableBase {
  public:
-  /// Map bytes counted per row: a node (next pointer, key, slot, the allocator's header) and a
-  /// bucket pointer at load factor 1. An estimate: standard libraries differ a little.
-  static constexpr std::size_t map_bytes_per_row = 2 * sizeof(void*) + 2 * sizeof(std::uint64_t) + 16;
-
   RowShard(TableSpec spec, O optimizer, std::size_t shard = 0, std::size_t shards = 1)
       : spec_(std::move(spec)), optimizer_(std::move(optimizer)), shard_(shard), shards_(shards) {
     if (spec_.dim == 0) throw ConfigError("table '" + spec_.name + "': dim must be at least 1");
@@ -20403,14 +20513,14 @@ class RowShard final : public detail::RowTableBase {
   std::size_t dim() const noexcept override { return spec_.dim; }
   std::size_t state_size() const noexcept override { return state_size_; }
   std::size_t rows() const noexcept override { return rows_; }
-  /// Slab bytes allocated (whole chunks) plus the map estimate for the rows held.
-  std::size_t bytes() const noexcept override { return chunks_.size() * chunk_rows_ * row_bytes_ + rows_ * map_bytes_per_row; }
+  /// Slab bytes allocated (whole chunks) plus the key map's arrays.
+  std::size_t bytes() const noexcept override { return chunks_.size() * chunk_rows_ * row_bytes_ + slots_.bytes(); }
   /// Rows per slab chunk, and the bytes a row takes in the slabs.
   std::size_t chunk_rows() const noexcept { return chunk_rows_; }
   std::size_t row_bytes() const noexcept { return row_bytes_; }
   /// Steps applied to the shard (each apply() call counts one).
   std::uint64_t updates() const noexcept override { return updates_; }
-  bool contains(std::uint64_t key) const { return slots_.count(key) != 0; }
+  bool contains(std::uint64_t key) const { return slots_.find(key) != detail::KeyMap::none; }
 
   /// The row of `key` (created if missing) and its optimizer state.
   std::span<float> row(std::uint64_t key) { return values_of(slot_of(key)); }
@@ -20422,6 +20532,20 @@ class RowShard final : public detail::RowTableBase {
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const auto v = values_of(slot_of(keys[i]));
       std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(i * d));
+    }
+  }
+
+  void peek(std::span<const std::uint64_t> keys, std::span<float> out) override {
+    check_size("peek", keys.size(), out.size());
+    const std::size_t d = spec_.dim;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const std::span<float> to = out.subspan(i * d, d);
+      if (const auto slot = slots_.find(keys[i]); slot != detail::KeyMap::none) {
+        const auto v = values_of(slot);
+        std::copy(v.begin(), v.end(), to.begin());
+      } else {
+        initial_values(keys[i], to);
+      }
     }
   }
 
@@ -20524,7 +20648,7 @@ class RowShard final : public detail::RowTableBase {
     if (want != got) throw DataError(path, size - 4, "CRC-32 mismatch: the file is corrupt");
 
     // Refused before the rows held are dropped, so a shard too small for the file keeps its rows.
-    const std::size_t need = (n + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_ * row_bytes_ + n * map_bytes_per_row;
+    const std::size_t need = (n + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_ * row_bytes_ + detail::KeyMap::bytes_for_size(n);
     if (spec_.max_bytes_per_shard != 0 && need > spec_.max_bytes_per_shard)
       throw DataError(path, 32, std::to_string(n) + " rows need " + std::to_string(need) + " bytes, past table '" +
                                     spec_.name + "''s bound of " + std::to_string(spec_.max_bytes_per_shard) +
@@ -20549,7 +20673,7 @@ class RowShard final : public detail::RowTableBase {
 
   /// Drops every row.
   void clear() {
-    slots_.clear();
+    slots_ = detail::KeyMap{};
     chunks_.clear();
     rows_ = 0;
     updates_ = 0;
@@ -20580,21 +20704,37 @@ class RowShard final : public detail::RowTableBase {
   std::uint64_t& count_of(std::size_t s) const { return chunks_[s / chunk_rows_].counts[s % chunk_rows_]; }
 
   std::vector<std::pair<std::uint64_t, std::size_t>> sorted_slots() const {
-    std::vector<std::pair<std::uint64_t, std::size_t>> v(slots_.begin(), slots_.end());
+    std::vector<std::pair<std::uint64_t, std::size_t>> v;
+    v.reserve(slots_.size());
+    slots_.for_each([&](std::uint64_t key, std::uint32_t slot) { v.emplace_back(key, slot); });
     std::sort(v.begin(), v.end());
     return v;
   }
 
   std::size_t slot_of(std::uint64_t key) {
-    if (const auto it = slots_.find(key); it != slots_.end()) return it->second;
+    if (const auto slot = slots_.find(key); slot != detail::KeyMap::none) return slot;
     return create(key, true);
+  }
+
+  /// The values the row of `key` starts with.
+  void initial_values(std::uint64_t key, std::span<float> v) const {
+    if constexpr (row_optimizer_needs_zero_rows<O>) {
+      std::fill(v.begin(), v.end(), 0.0f);
+    } else {
+      for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = spec_.init_scale == 0.0f ? 0.0f : initial_row_value(spec_.seed, spec_.id, key, i, spec_.init_scale);
+    }
   }
 
   /// A new slot for `key`: its values initialised (when `init`) and its optimizer state too.
   std::size_t create(std::uint64_t key, bool init) {
     const std::size_t s = rows_;
     const bool new_chunk = s == chunks_.size() * chunk_rows_;
-    const std::size_t after = bytes() + map_bytes_per_row + (new_chunk ? chunk_rows_ * row_bytes_ : 0);
+    if (s >= detail::KeyMap::max_size)
+      throw Error("table '" + spec_.name + "' shard " + std::to_string(shard_) + " of " + std::to_string(shards_) +
+                  ": holds " + std::to_string(rows_) + " rows, the most one shard can");
+    const std::size_t after = chunks_.size() * chunk_rows_ * row_bytes_ + slots_.bytes_after_insert() +
+                              (new_chunk ? chunk_rows_ * row_bytes_ : 0);
     if (spec_.max_bytes_per_shard != 0 && after > spec_.max_bytes_per_shard)
       throw Error("table '" + spec_.name + "' shard " + std::to_string(shard_) + " of " + std::to_string(shards_) +
                   ": cannot create the row of key " + std::to_string(key) + ": it holds " + std::to_string(rows_) +
@@ -20607,17 +20747,12 @@ class RowShard final : public detail::RowTableBase {
       c.counts = std::make_unique<std::uint64_t[]>(chunk_rows_);
       chunks_.push_back(std::move(c));
     }
-    slots_.emplace(key, s);
+    slots_.insert(key, static_cast<std::uint32_t>(s));
     ++rows_;
     count_of(s) = 0;
     if (init) {
       auto v = values_of(s);
-      if constexpr (row_optimizer_needs_zero_rows<O>) {
-        std::fill(v.begin(), v.end(), 0.0f);
-      } else {
-        for (std::size_t i = 0; i < v.size(); ++i)
-          v[i] = spec_.init_scale == 0.0f ? 0.0f : initial_row_value(spec_.seed, spec_.id, key, i, spec_.init_scale);
-      }
+      initial_values(key, v);
       auto st = state_of(s);
       std::fill(st.begin(), st.end(), 0.0f);
       optimizer_.init_state(std::span<const float>(v), st);
@@ -20629,7 +20764,7 @@ class RowShard final : public detail::RowTableBase {
   O optimizer_;
   std::size_t shard_, shards_;
   std::size_t state_size_ = 0, row_bytes_ = 0, chunk_rows_ = 1;
-  std::unordered_map<std::uint64_t, std::size_t> slots_;
+  detail::KeyMap slots_;
   std::vector<Chunk> chunks_;
   std::size_t rows_ = 0;
   std::uint64_t updates_ = 0;
@@ -20674,15 +20809,19 @@ class RowClient {
   const RowTraffic& traffic() const noexcept { return traffic_; }
 
   /// The rows of `keys` (distinct) of `table`, row-major into `rows` (keys.size() * dim), as of
-  /// `step`: in synchronous training, after every step before it is applied.
+  /// `step`: in synchronous training, after every step before it is applied. Without `create`,
+  /// rows the servers do not hold come back with the values they would start with and are not
+  /// created (what an evaluation wants: held-out IDs do not grow the table).
   template <Transport E>
-  void pull(E& e, std::size_t table, std::uint64_t step, std::span<const std::uint64_t> keys, std::span<float> rows) {
+  void pull(E& e, std::size_t table, std::uint64_t step, std::span<const std::uint64_t> keys, std::span<float> rows,
+            bool create = true) {
     using detail::RowHeader;
     const std::size_t dim = check(table, keys.size(), rows.size(), "pull");
     split(keys);
     for (std::size_t s = 0; s < servers_; ++s) {
       auto& p = parts_[s];
-      send_header(e, s, RowHeader{RowHeader::pull, static_cast<std::uint32_t>(table), 0, 0, step, p.keys.size()});
+      send_header(e, s, RowHeader{RowHeader::pull, static_cast<std::uint32_t>(table), create ? 0 : RowHeader::lookup_only, 0,
+                                  step, p.keys.size()});
       if (p.keys.empty()) continue;
       out_.resize(detail::pull_payload_size<WireCodec>(p.keys.size()));
       detail::write_keys(out_.data(), p.keys.data(), p.keys.size());
@@ -20863,7 +21002,6 @@ class RowClient {
 #include <span>
 #include <string>
 #include <system_error>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -20953,7 +21091,7 @@ class RowServer {
       std::vector<float> gradients;
     };
     struct Request {
-      std::uint32_t kind = 0, table = 0;
+      std::uint32_t kind = 0, table = 0, flags = 0;
       std::uint64_t step = 0;
       std::vector<std::uint64_t> keys;
       std::string directory;
@@ -20969,7 +21107,7 @@ class RowServer {
     std::vector<std::byte> payload, reply;
     std::vector<float> values;
     // The step's sum per key, in the order keys first appear (worker order, then push order).
-    std::unordered_map<std::uint64_t, std::size_t> index;
+    detail::KeyMap index;
     std::vector<std::uint64_t> sum_keys;
     std::vector<float> sums;
 
@@ -20998,12 +21136,12 @@ class RowServer {
     auto add_to_sum = [&](std::size_t dim, const Push& p) {
       for (std::size_t i = 0; i < p.keys.size(); ++i) {
         const float* g = p.gradients.data() + i * dim;
-        const auto [it, fresh] = index.emplace(p.keys[i], sum_keys.size());
+        const auto [at, fresh] = index.insert(p.keys[i], static_cast<std::uint32_t>(sum_keys.size()));
         if (fresh) {
           sum_keys.push_back(p.keys[i]);
           sums.insert(sums.end(), g, g + dim);
         } else {
-          float* s = sums.data() + it->second * dim;
+          float* s = sums.data() + std::size_t{at} * dim;
           for (std::size_t j = 0; j < dim; ++j) s[j] += g[j];
         }
       }
@@ -21025,6 +21163,19 @@ class RowServer {
           }
         }
         if (!any || !complete) return;
+        std::size_t pushes = 0, only = 0;
+        for (std::size_t v = 0; v < workers; ++v)
+          if (!queued[t][v].empty()) ++pushes, only = v;
+        if (pushes == 1 && detail::strictly_ascending(queued[t][only].front().keys)) {
+          // One push (one worker left, or only one), its keys distinct (a client's push is in key
+          // order): its gradients are the step's sum already.
+          const Push& p = queued[t][only].front();
+          tables_[t]->apply(std::span<const std::uint64_t>(p.keys), std::span<const float>(p.gradients));
+          ++counters_.steps_applied;
+          queued[t][only].pop_front();
+          ++applied[t][only];
+          continue;
+        }
         begin_sum();
         for (std::size_t v = 0; v < workers; ++v) {
           if (queued[t][v].empty()) continue;
@@ -21075,7 +21226,11 @@ class RowServer {
       auto& table = *tables_[r.table];
       const std::size_t n = r.keys.size(), dim = table.dim();
       values.resize(n * dim);
-      table.gather(std::span<const std::uint64_t>(r.keys), std::span<float>(values));
+      if (r.flags & RowHeader::lookup_only) {
+        table.peek(std::span<const std::uint64_t>(r.keys), std::span<float>(values));
+      } else {
+        table.gather(std::span<const std::uint64_t>(r.keys), std::span<float>(values));
+      }
       h.count = n;
       h.write(hbuf.data());
       e.send(w, tags::reply, hbuf);
@@ -21160,7 +21315,7 @@ class RowServer {
           case RowHeader::pull: {
             bound_keys(w, h, "pull");
             receive_payload(w, detail::pull_payload_size<WireCodec>(h.count));
-            Request r{h.kind, h.table, h.step, std::vector<std::uint64_t>(h.count), {}};
+            Request r{h.kind, h.table, h.flags, h.step, std::vector<std::uint64_t>(h.count), {}};
             detail::read_keys(payload.data(), r.keys.data(), r.keys.size());
             waiting[w].push_back(std::move(r));
             break;
@@ -21191,7 +21346,7 @@ class RowServer {
                                    std::to_string(h.count) + " bytes (1 to " +
                                    std::to_string(detail::max_directory_bytes) + " accepted)");
             receive_payload(w, h.count);
-            Request r{h.kind, 0, h.step, {}, std::string(reinterpret_cast<const char*>(payload.data()), payload.size())};
+            Request r{h.kind, 0, 0, h.step, {}, std::string(reinterpret_cast<const char*>(payload.data()), payload.size())};
             waiting[w].push_back(std::move(r));
             break;
           }
@@ -21815,14 +21970,15 @@ class Trainer {
     std::vector<float> labels;
   };
 
-  /// Logits of `examples` (pulling their rows as of `step`) into b.logits.
+  /// Logits of `examples` (pulling their rows as of `step`; without `create`, rows not yet
+  /// created are read as they would start, and not created) into b.logits.
   template <class E, class Examples>
   void forward(E& e, RowClient<codec_type>& client, std::uint64_t step, const Examples& examples, Batch& b, network& net,
-               std::span<const float> params, const RunInfo& info) {
+               std::span<const float> params, const RunInfo& info, bool create = true) {
     const auto n = static_cast<Eigen::Index>(examples.size());
     b.lookup.build(examples, 0, fields, Model::embedding::buckets);
     b.rows.resize(b.lookup.keys.size() * dim);
-    client.pull(e, embedding_table, step, std::span<const std::uint64_t>(b.lookup.keys), std::span<float>(b.rows));
+    client.pull(e, embedding_table, step, std::span<const std::uint64_t>(b.lookup.keys), std::span<float>(b.rows), create);
     b.x.resize(static_cast<Eigen::Index>(Model::tower_inputs), n);
     embedding_forward<float>(b.lookup, std::span<const float>(b.rows), dim, Model::embedding::pooling,
                              MatrixView<float>(b.x.data(), b.x.rows(), b.x.cols()), 0);
@@ -21834,7 +21990,8 @@ class Trainer {
     if constexpr (Model::has_wide) {
       b.wide_lookup.build(examples, 0, fields, Model::wide::buckets);
       b.wide_rows.resize(b.wide_lookup.keys.size());
-      client.pull(e, wide_table, step, std::span<const std::uint64_t>(b.wide_lookup.keys), std::span<float>(b.wide_rows));
+      client.pull(e, wide_table, step, std::span<const std::uint64_t>(b.wide_lookup.keys), std::span<float>(b.wide_rows),
+                  create);
       // One pooled weight per field, summed into the logit.
       b.wide.resize(static_cast<Eigen::Index>(fields), n);
       embedding_forward<float>(b.wide_lookup, std::span<const float>(b.wide_rows), 1, Pooling::sum,
@@ -21848,7 +22005,7 @@ class Trainer {
 
   /// The tower's parameters on the servers: the initial ones plus the change the rows hold.
   template <class E>
-  void pull_tower(E& e, RowClient<codec_type>& client, std::uint64_t step, std::vector<float>& params,
+  void pull_tower(E& e, RowClient<codec_type>& client, std::uint64_t step, Buffer<float>& params,
                   std::vector<float>& rows) {
     const std::size_t R = tower_rows(options_.tower_row);
     std::vector<std::uint64_t> keys(R);
@@ -21882,8 +22039,11 @@ class Trainer {
     if (tower_on_servers) dims.push_back(options_.tower_row);
     RowClient<codec_type> client(dims, W, options_.servers);
     network net;
-    std::vector<float> params = initial;  // each worker's replica, the same on all
-    std::vector<float> grads(network::parameter_count), tower_rows_buffer;
+    // Each worker's replica, the same on all. Cache-aligned, as the optimizer's state is: an
+    // element rule's vectorised loop then covers the same elements on every worker and in every
+    // run (a misaligned start moves a few into scalar code, which rounds differently).
+    Buffer<float> params(initial.begin(), initial.end()), grads(network::parameter_count);
+    std::vector<float> tower_rows_buffer;
     tower_state opt_state = initial_state;
     const std::span<const TensorInfo> tensors(network::tensors);
     Batch b;
@@ -22048,7 +22208,7 @@ class Trainer {
     client.done(e);
     if (rank == 0) {
       // Every worker's replica is the same; worker 0's is the trainer's.
-      tower_ = params;
+      tower_.assign(params.begin(), params.end());
       *tower_state_ = opt_state;
       steps_ = at.step;
       epoch_ = at.epoch;
@@ -22080,7 +22240,7 @@ class Trainer {
     probabilities.reserve(end - begin);
     for (std::size_t i = begin; i < end; i += options_.batch_size) {
       const std::size_t n = std::min(options_.batch_size, end - i);
-      forward(e, client, step, test.subspan(i, n), b, net, params, RunInfo{Mode::eval, {}, options_.seed, 0});
+      forward(e, client, step, test.subspan(i, n), b, net, params, RunInfo{Mode::eval, {}, options_.seed, 0}, /*create=*/false);
       for (std::size_t k = 0; k < n; ++k) {
         const float z = b.logits(0, static_cast<Eigen::Index>(k));
         probabilities.push_back(z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z)));

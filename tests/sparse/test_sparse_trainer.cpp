@@ -401,3 +401,12 @@ TEST_CASE("evaluating held-out examples reads rows they have not seen as those r
   CHECK(t.rows(0).size() == keys.size());
   CHECK(h.back().val_loss.has_value());
 }
+
+TEST_CASE("synchronous training is bit for bit the same run after run, on any number of servers") {
+  const auto data = planted_examples(480, 15);
+  const auto first = train<WideModel, Sync>(4, 1, 12, 2, data, {});
+  check_same(train<WideModel, Sync>(4, 1, 12, 2, data, {}), first, 0);
+  check_same(train<WideModel, Sync>(4, 3, 12, 2, data, {}), first, 0);
+  check_same(train<WideModel, Sync>(4, 2, 12, 2, data, {}, fl::sparse::TowerUpdates::servers),
+             train<WideModel, Sync>(4, 1, 12, 2, data, {}, fl::sparse::TowerUpdates::servers), 0);
+}

@@ -440,7 +440,7 @@ class Trainer {
 
   /// The tower's parameters on the servers: the initial ones plus the change the rows hold.
   template <class E>
-  void pull_tower(E& e, RowClient<codec_type>& client, std::uint64_t step, std::vector<float>& params,
+  void pull_tower(E& e, RowClient<codec_type>& client, std::uint64_t step, Buffer<float>& params,
                   std::vector<float>& rows) {
     const std::size_t R = tower_rows(options_.tower_row);
     std::vector<std::uint64_t> keys(R);
@@ -474,8 +474,11 @@ class Trainer {
     if (tower_on_servers) dims.push_back(options_.tower_row);
     RowClient<codec_type> client(dims, W, options_.servers);
     network net;
-    std::vector<float> params = initial;  // each worker's replica, the same on all
-    std::vector<float> grads(network::parameter_count), tower_rows_buffer;
+    // Each worker's replica, the same on all. Cache-aligned, as the optimizer's state is: an
+    // element rule's vectorised loop then covers the same elements on every worker and in every
+    // run (a misaligned start moves a few into scalar code, which rounds differently).
+    Buffer<float> params(initial.begin(), initial.end()), grads(network::parameter_count);
+    std::vector<float> tower_rows_buffer;
     tower_state opt_state = initial_state;
     const std::span<const TensorInfo> tensors(network::tensors);
     Batch b;
@@ -640,7 +643,7 @@ class Trainer {
     client.done(e);
     if (rank == 0) {
       // Every worker's replica is the same; worker 0's is the trainer's.
-      tower_ = params;
+      tower_.assign(params.begin(), params.end());
       *tower_state_ = opt_state;
       steps_ = at.step;
       epoch_ = at.epoch;
