@@ -22,8 +22,8 @@ server count:
   would count them, of the IDs behind them before a worker coalesces a batch's repeats, and of
   the rows held.
 
-The shares come from the replay, not from the servers' counters: sparse::Trainer does not expose
-RowServer::counters().
+The shares come from the replay, which counts what the servers' counters (RowServer::counters(),
+sparse::Trainer::server_counters()) count, with any number of servers, without running them.
 """
 
 import argparse
