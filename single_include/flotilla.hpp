@@ -21559,7 +21559,7 @@ inline std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, s
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   Generator g(flotilla::detail::mix(seed, 0x5eed0000ULL + epoch));
-  for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[g.below(i)]);
+  flotilla::shuffle(order.begin(), order.end(), g);  // qualified: ADL would also find std::shuffle
   return order;
 }
 
@@ -21728,7 +21728,10 @@ class Trainer {
   static constexpr std::size_t embedding_table = 0, wide_table = 1, tower_table = Model::has_wide ? 2 : 1;
 
   explicit Trainer(Model model = {}, TrainerOptions options = {}, typename Backend::options transport = {})
-      : model_(std::move(model)), options_(std::move(options)), transport_(std::move(transport)) {
+      : model_(std::move(model)),
+        options_(std::move(options)),
+        transport_(std::move(transport)),
+        tower_state_(network::parameter_count) {
     if (options_.workers == 0) throw ConfigError("sparse::Trainer: workers must be at least 1");
     if (options_.servers == 0) throw ConfigError("sparse::Trainer: servers must be at least 1");
     if (options_.batch_size == 0) throw ConfigError("sparse::Trainer: batch_size must be at least 1");
@@ -21738,7 +21741,6 @@ class Trainer {
     initial_tower_.assign(network::parameter_count, 0.0f);
     network{}.initialize(std::span<float>(initial_tower_), options_.seed);
     tower_ = initial_tower_;
-    tower_state_ = std::make_shared<tower_state>(network::parameter_count);
   }
 
   const TrainerOptions& options() const noexcept { return options_; }
@@ -21789,18 +21791,10 @@ class Trainer {
 
   /// Rows of table `table` held by the servers this process hosts, and their bytes.
   std::size_t rows_held(std::size_t table = embedding_table) const {
-    std::lock_guard lock(mutex_);
-    std::size_t n = 0;
-    for (const auto& [shard, server] : servers_)
-      if (table < server->tables()) n += server->rows(table);
-    return n;
+    return sum_over_servers(table, [](const auto& server, std::size_t t) { return server.rows(t); });
   }
   std::size_t bytes_held(std::size_t table = embedding_table) const {
-    std::lock_guard lock(mutex_);
-    std::size_t n = 0;
-    for (const auto& [shard, server] : servers_)
-      if (table < server->tables()) n += server->bytes(table);
-    return n;
+    return sum_over_servers(table, [](const auto& server, std::size_t t) { return server.bytes(t); });
   }
 
   /// What each server this process hosts has done (keys pulled and pushed: a hot server shows as a
@@ -21822,6 +21816,15 @@ class Trainer {
   struct Position {
     std::uint64_t step = 0, epoch = 0, batch = 0;  // updates done; epoch and batch where the next one is
   };
+
+  template <class F>
+  std::size_t sum_over_servers(std::size_t table, F&& of) const {
+    std::lock_guard lock(mutex_);
+    std::size_t n = 0;
+    for (const auto& [shard, server] : servers_)
+      if (table < server->tables()) n += of(*server, table);
+    return n;
+  }
 
   static void check_examples(std::span<const data::CtrExample> examples, const char* what) {
     for (std::size_t i = 0; i < examples.size(); ++i) {
@@ -21881,7 +21884,7 @@ class Trainer {
     }
     History history;
     const std::vector<float> tower = tower_;
-    const tower_state state = *tower_state_;
+    const tower_state state = tower_state_;
     Backend::run(transport_, W + S, [&](typename Backend::endpoint& e) {
       if (e.rank() >= W) {
         serve(e, resume ? std::optional<std::filesystem::path>(resume->directory) : std::nullopt);
@@ -21952,7 +21955,7 @@ class Trainer {
     if (r.u64("seed") != options_.seed)
       throw mismatch("saved with seed " + std::to_string(r.u64("seed")) + ", this job's is " + std::to_string(options_.seed));
     r.array_into<float>("tower", std::span<float>(tower_));
-    auto buffers = tower_state_->buffers();
+    auto buffers = tower_state_.buffers();
     for (std::size_t i = 0; i < buffers.size(); ++i) r.array_into<float>("tower_state_" + std::to_string(i), buffers[i]);
     Position p{r.u64("step"), r.u64("epoch"), r.u64("batch")};
     steps_ = p.step;
@@ -22061,28 +22064,28 @@ class Trainer {
     auto last_save = std::chrono::steady_clock::now();
     std::vector<std::uint64_t> unsaved;
 
-    auto save = [&](bool at_end) {
+    // Saves a set at update `p.step`, recording `p` as where a resumed run goes on.
+    auto save = [&](const Position& p) {
       if (rank != 0 || !cp.enabled()) return;
-      const auto set = detail::set_directory(cp.directory, at.step);
+      const auto set = detail::set_directory(cp.directory, p.step);
       if (std::filesystem::exists(detail::worker_file(set))) return;  // saved at this step already
-      const bool servers_saved = client.checkpoint(e, at.step, set.string());
+      const bool servers_saved = client.checkpoint(e, p.step, set.string());
       if (!servers_saved) {
         std::fprintf(stderr, "checkpoint: the set of step %llu is incomplete: a server could not save its rows (it says why)\n",
-                     static_cast<unsigned long long>(at.step));
-        unsaved.push_back(at.step);
+                     static_cast<unsigned long long>(p.step));
+        unsaved.push_back(p.step);
         return;
       }
       try {
-        if (tower_on_servers) pull_tower(e, client, at.step, params, tower_rows_buffer);
-        write_worker_file(set, at, params, opt_state);
+        if (tower_on_servers) pull_tower(e, client, p.step, params, tower_rows_buffer);
+        write_worker_file(set, p, params, opt_state);
         detail::rotate_sets(cp.directory, cp.keep);
       } catch (const CheckpointError& err) {
-        std::fprintf(stderr, "checkpoint: the set of step %llu is incomplete: %s\n", static_cast<unsigned long long>(at.step),
+        std::fprintf(stderr, "checkpoint: the set of step %llu is incomplete: %s\n", static_cast<unsigned long long>(p.step),
                      err.what());
-        unsaved.push_back(at.step);
+        unsaved.push_back(p.step);
       }
       last_save = std::chrono::steady_clock::now();
-      (void)at_end;
     };
     auto due = [&] {
       if (!cp.enabled()) return false;
@@ -22150,7 +22153,7 @@ class Trainer {
         }
         ++at.step;
         ++at.batch;
-        if (due()) save(false);
+        if (due()) save(at);
       }
       moved += e.counters() - before;
       // The epoch's training loss, over all workers.
@@ -22193,23 +22196,17 @@ class Trainer {
         }
       }
       history.push_back(std::move(r));
-      if (at.epoch + 1 < end_epoch && cp.enabled() && cp.every_steps == 0 && cp.every_seconds == 0) {
-        Position next = at;
-        ++next.epoch;
-        next.batch = 0;
-        std::swap(at, next);
-        save(false);
-        std::swap(at, next);
-      }
+      if (at.epoch + 1 < end_epoch && cp.enabled() && cp.every_steps == 0 && cp.every_seconds == 0)
+        save(Position{at.step, at.epoch + 1, 0});
     }
     at.batch = 0;
-    if (cp.enabled() && cp.at_exit) save(true);
+    if (cp.enabled() && cp.at_exit) save(at);
     if (tower_on_servers) pull_tower(e, client, at.step, params, tower_rows_buffer);
     client.done(e);
     if (rank == 0) {
       // Every worker's replica is the same; worker 0's is the trainer's.
       tower_.assign(params.begin(), params.end());
-      *tower_state_ = opt_state;
+      tower_state_ = opt_state;
       steps_ = at.step;
       epoch_ = at.epoch;
       batch_ = 0;
@@ -22279,7 +22276,7 @@ class Trainer {
   TrainerOptions options_;
   typename Backend::options transport_;
   std::vector<float> initial_tower_, tower_;
-  std::shared_ptr<tower_state> tower_state_;
+  tower_state tower_state_;
   std::uint64_t steps_ = 0, epoch_ = 0, batch_ = 0;
   mutable std::mutex mutex_;
   std::map<std::size_t, std::unique_ptr<RowServer<codec_type>>> servers_;

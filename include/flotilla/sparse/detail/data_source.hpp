@@ -34,7 +34,7 @@ inline std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, s
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   Generator g(flotilla::detail::mix(seed, 0x5eed0000ULL + epoch));
-  for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[g.below(i)]);
+  flotilla::shuffle(order.begin(), order.end(), g);  // qualified: ADL would also find std::shuffle
   return order;
 }
 
