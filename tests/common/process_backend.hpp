@@ -16,3 +16,24 @@ inline Backend::options backend_options() { return {}; }
 #else
 #error "define FLOTILLA_TEST_TCP or FLOTILLA_TEST_MPI"
 #endif
+
+#include <cstddef>
+#include <utility>
+
+namespace flotilla_test {
+
+/// This process's rank and the job's size, before any Trainer runs.
+inline std::pair<std::size_t, std::size_t> rank_and_size() {
+#if defined(FLOTILLA_TEST_TCP)
+  const auto o = backend_options();
+  return {o.rank, o.world_size};
+#else
+  flotilla::transport::mpi::detail::mpi_ensure_initialized();  // as the Trainer's job would
+  int r = 0, n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return {static_cast<std::size_t>(r), static_cast<std::size_t>(n)};
+#endif
+}
+
+}  // namespace flotilla_test

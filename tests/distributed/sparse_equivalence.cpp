@@ -125,18 +125,7 @@ int run(const Program& self, int argc, char** argv) {
   const std::filesystem::path checkpoints = argc == 3 ? argv[2] : "";
   const auto data = examples(480);
   const auto options = backend_options();
-  std::size_t rank = 0, size = 0;
-#if defined(FLOTILLA_TEST_TCP)
-  rank = options.rank;
-  size = options.world_size;
-#else
-  fl::transport::mpi::detail::mpi_ensure_initialized();
-  int r = 0, n = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  rank = static_cast<std::size_t>(r);
-  size = static_cast<std::size_t>(n);
-#endif
+  const auto [rank, size] = rank_and_size();
   if (size <= servers) {
     std::fprintf(stderr, "sparse-equivalence: %zu ranks leave no workers beside %zu servers\n", size, servers);
     return 2;

@@ -33,6 +33,7 @@ namespace flotilla_test::sync_equivalence {
 
 using flotilla_test::Backend;
 using flotilla_test::backend_options;
+using flotilla_test::rank_and_size;
 
 using namespace flotilla;
 using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
@@ -44,20 +45,6 @@ constexpr const char* backend_tag = "tcp";
 #else
 constexpr const char* backend_tag = "mpi";
 #endif
-
-/// This process's rank and the job's size.
-static std::pair<std::size_t, std::size_t> rank_and_size() {
-#if defined(FLOTILLA_TEST_TCP)
-  const auto o = backend_options();
-  return {o.rank, o.world_size};
-#else
-  flotilla::transport::mpi::detail::mpi_ensure_initialized();  // as the Trainer's job would
-  int r = 0, n = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return {static_cast<std::size_t>(r), static_cast<std::size_t>(n)};
-#endif
-}
 
 /// The timeline this process wrote: a worker's own file (rank 0 at `trace`, rank k at
 /// trace.rank<k>), holding its rank's compute and communication events on the machine's steady
