@@ -4392,6 +4392,28 @@ struct AdamW : detail::AdamConfig {
 #include <string_view>
 
 
+// ---- begin flotilla/optim/detail/row_sizes.hpp ----
+// The sizes a per-row optimizer checks on every call: a row, its state and its gradient.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+
+namespace flotilla::optim::detail {
+
+/// Throws ShapeError naming `optimizer` unless the state holds `expected_state` values and the
+/// gradient `dim`, for a row of `dim` values.
+inline void check_row_sizes(std::string_view optimizer, std::size_t dim, std::size_t state, std::size_t expected_state,
+                            std::size_t gradient) {
+  if (state != expected_state || gradient != dim)
+    throw ShapeError(std::string(optimizer) + ": a row of " + std::to_string(dim) + " values with " + std::to_string(state) +
+                     " state values (expected " + std::to_string(expected_state) + ") and a gradient of " +
+                     std::to_string(gradient));
+}
+
+}  // namespace flotilla::optim::detail
+// ---- end flotilla/optim/detail/row_sizes.hpp ----
+
 namespace flotilla::optim {
 
 struct RowAdagrad {
@@ -4418,11 +4440,8 @@ struct RowAdagrad {
   }
 
  private:
-  static void check(std::size_t dim, std::size_t state, std::size_t gradient) {
-    if (state != dim || gradient != dim)
-      throw ShapeError(std::string(name) + ": a row of " + std::to_string(dim) + " values with " +
-                       std::to_string(state) + " state values (expected " + std::to_string(dim) + ") and a gradient of " +
-                       std::to_string(gradient));
+  void check(std::size_t dim, std::size_t state, std::size_t gradient) const {
+    detail::check_row_sizes(name, dim, state, state_size(dim), gradient);
   }
 };
 static_assert(RowOptimizer<RowAdagrad>);
@@ -4488,11 +4507,8 @@ struct RowFtrl {
   }
 
  private:
-  static void check(std::size_t dim, std::size_t state, std::size_t gradient) {
-    if (state != 2 * dim || gradient != dim)
-      throw ShapeError(std::string(name) + ": a row of " + std::to_string(dim) + " values with " +
-                       std::to_string(state) + " state values (expected " + std::to_string(2 * dim) + ") and a gradient of " +
-                       std::to_string(gradient));
+  void check(std::size_t dim, std::size_t state, std::size_t gradient) const {
+    detail::check_row_sizes(name, dim, state, state_size(dim), gradient);
   }
 };
 static_assert(RowOptimizer<RowFtrl>);
@@ -4567,11 +4583,8 @@ struct RowLazyAdam {
   }
 
  private:
-  static void check(std::size_t dim, std::size_t state, std::size_t gradient) {
-    if (state != 2 * dim + 1 || gradient != dim)
-      throw ShapeError(std::string(name) + ": a row of " + std::to_string(dim) + " values with " +
-                       std::to_string(state) + " state values (expected " + std::to_string(2 * dim + 1) + ") and a gradient of " +
-                       std::to_string(gradient));
+  void check(std::size_t dim, std::size_t state, std::size_t gradient) const {
+    detail::check_row_sizes(name, dim, state, state_size(dim), gradient);
   }
 };
 static_assert(RowOptimizer<RowLazyAdam>);

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "flotilla/concepts/row_optimizer.hpp"
+#include "flotilla/optim/detail/row_sizes.hpp"
 #include "flotilla/core/error.hpp"
 
 namespace flotilla::optim {
@@ -41,11 +42,8 @@ struct RowAdagrad {
   }
 
  private:
-  static void check(std::size_t dim, std::size_t state, std::size_t gradient) {
-    if (state != dim || gradient != dim)
-      throw ShapeError(std::string(name) + ": a row of " + std::to_string(dim) + " values with " +
-                       std::to_string(state) + " state values (expected " + std::to_string(dim) + ") and a gradient of " +
-                       std::to_string(gradient));
+  void check(std::size_t dim, std::size_t state, std::size_t gradient) const {
+    detail::check_row_sizes(name, dim, state, state_size(dim), gradient);
   }
 };
 static_assert(RowOptimizer<RowAdagrad>);

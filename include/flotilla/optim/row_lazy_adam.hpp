@@ -29,6 +29,7 @@
 
 #include "flotilla/concepts/optimizer.hpp"
 #include "flotilla/concepts/row_optimizer.hpp"
+#include "flotilla/optim/detail/row_sizes.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/optim/adam.hpp"
 
@@ -68,11 +69,8 @@ struct RowLazyAdam {
   }
 
  private:
-  static void check(std::size_t dim, std::size_t state, std::size_t gradient) {
-    if (state != 2 * dim + 1 || gradient != dim)
-      throw ShapeError(std::string(name) + ": a row of " + std::to_string(dim) + " values with " +
-                       std::to_string(state) + " state values (expected " + std::to_string(2 * dim + 1) + ") and a gradient of " +
-                       std::to_string(gradient));
+  void check(std::size_t dim, std::size_t state, std::size_t gradient) const {
+    detail::check_row_sizes(name, dim, state, state_size(dim), gradient);
   }
 };
 static_assert(RowOptimizer<RowLazyAdam>);
