@@ -3116,14 +3116,156 @@ struct Dropout {
 // from it, backward writes one coalesced gradient per distinct key into a block of the same shape,
 // which is what a per-row optimizer (concepts/row_optimizer.hpp) is applied to.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+
+// ---- begin flotilla/core/detail/key_map.hpp ----
+// A map from 64-bit keys to 32-bit slots, open addressing with linear probing: a parameter
+// server's rows by key (sparse/row_table.hpp), a batch's distinct keys (nn/embedding.hpp).
+//
+// A server finds a few thousand rows per step in tables of millions. A node-based map
+// (std::unordered_map) costs a pointer chase and a cache miss per lookup, a heap node per row and
+// about 40 bytes per row on top of the row; this one keeps keys and slots in two flat arrays, at
+// most 70% full, so a lookup is one hash and, mostly, one or two adjacent probes, at 17 bytes per
+// row (12 bytes a cell).
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+
+// ---- begin flotilla/core/detail/prefetch.hpp ----
+// A hint that memory at `p` will be read soon. Lookups in tables larger than the caches (a
+// server's rows, a batch of examples in shuffled order) walk addresses the hardware cannot guess;
+// asking for them a few items ahead overlaps the misses instead of taking them one by one.
+
+#include <cstddef>
+
+namespace flotilla::detail {
+
+inline void prefetch(const void* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p);
+#else
+  (void)p;
+#endif
+}
+
+/// How many items ahead a lookup loop asks for the memory of the next ones: enough to cover a
+/// miss to DRAM at a few ns of work per item, few enough to stay in the L1 cache.
+inline constexpr std::size_t prefetch_distance = 32;
+
+}  // namespace flotilla::detail
+// ---- end flotilla/core/detail/prefetch.hpp ----
+
+namespace flotilla::detail {
+
+class KeyMap {
+ public:
+  /// The slot of an absent key, and the largest number of keys a map holds.
+  static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  static constexpr std::size_t max_size = none - 1;
+
+  std::size_t size() const noexcept { return size_; }
+  std::size_t capacity() const noexcept { return slots_.size(); }
+  /// Bytes of the arrays.
+  std::size_t bytes() const noexcept { return bytes_for(capacity()); }
+  /// Bytes of the arrays of a map grown from empty to hold n keys.
+  static std::size_t bytes_for_size(std::size_t n) { return bytes_for(KeyMap{}.grown_capacity(n)); }
+  /// Bytes of the arrays once one more key is in (after the growth that key would cause).
+  std::size_t bytes_after_insert() const noexcept { return bytes_for(grown_capacity(size_ + 1)); }
+
+  std::uint32_t find(std::uint64_t key) const noexcept {
+    if (size_ == 0) return none;
+    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+      if (slots_[i] == none) return none;
+      if (keys_[i] == key) return slots_[i];
+    }
+  }
+
+  /// Asks for the cells where a find or insert of `key` starts (see core/detail/prefetch.hpp).
+  void prefetch(std::uint64_t key) const noexcept {
+    if (slots_.empty()) return;
+    const std::size_t i = home(key);
+    flotilla::detail::prefetch(keys_.data() + i);
+    flotilla::detail::prefetch(slots_.data() + i);
+  }
+
+  /// Inserts (key, slot) when key is absent; returns the slot the key has and whether it is new.
+  std::pair<std::uint32_t, bool> insert(std::uint64_t key, std::uint32_t slot) {
+    if (slot == none) [[unlikely]]
+      throw Error("KeyMap: slot " + std::to_string(slot) + " is reserved");
+    // Past 70% full (or empty): grow. The same test as grown_capacity's, inline: inserts are the
+    // hot path of a batch's lookup.
+    if ((size_ + 1) * 10 > capacity() * 7) [[unlikely]]
+      rehash(grown_capacity(size_ + 1));
+    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+      if (slots_[i] == none) {
+        keys_[i] = key;
+        slots_[i] = slot;
+        ++size_;
+        return {slot, true};
+      }
+      if (keys_[i] == key) return {slots_[i], false};
+    }
+  }
+
+  /// Removes every key; keeps the arrays (a map refilled every step allocates once).
+  void clear() noexcept {
+    if (size_ == 0) return;
+    for (auto& s : slots_) s = none;
+    size_ = 0;
+  }
+
+  /// Calls f(key, slot) for every key, in no particular order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i] != none) f(keys_[i], slots_[i]);
+  }
+
+ private:
+  static std::size_t bytes_for(std::size_t cells) noexcept { return cells * (sizeof(std::uint64_t) + sizeof(std::uint32_t)); }
+
+  /// The capacity for n keys: a power of two at least 16, at most 70% full.
+  std::size_t grown_capacity(std::size_t n) const {
+    if (n > max_size) throw Error("KeyMap: more than " + std::to_string(max_size) + " keys");
+    std::size_t c = capacity() < 16 ? 16 : capacity();
+    while (n * 10 > c * 7) c *= 2;
+    return c;
+  }
+
+  std::size_t home(std::uint64_t key) const noexcept {
+    return static_cast<std::size_t>(mix(key, 0x243f6a8885a308d3ULL)) & mask_;
+  }
+
+  void rehash(std::size_t cells) {
+    std::vector<std::uint64_t> keys(cells);
+    std::vector<std::uint32_t> slots(cells, none);
+    keys.swap(keys_);
+    slots.swap(slots_);
+    mask_ = cells - 1;
+    size_ = 0;
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      if (slots[i] != none) insert(keys[i], slots[i]);
+  }
+
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::uint32_t> slots_;
+  std::size_t mask_ = 0, size_ = 0;
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/core/detail/key_map.hpp ----
 
 // ---- begin flotilla/data/ctr_example.hpp ----
 // One labelled example of a click log, as every click-through reader produces it and every sparse
@@ -3271,9 +3413,12 @@ struct EmbeddingLookup {
   }
 
  private:
-  // (key, entry) pairs and the radix sort's second buffer and counts, reused step to step.
+  // The batch's distinct keys (key -> index in order of first appearance), those keys with their
+  // index as they are sorted (and the radix sort's second buffer and counts), and each index's
+  // place in the sorted order: all reused step to step.
+  detail::KeyMap distinct_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> sorted_, spare_;
-  std::vector<std::uint32_t> counts_;
+  std::vector<std::uint32_t> counts_, rank_;
 };
 
 namespace detail {
@@ -3326,10 +3471,23 @@ void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t f
   offsets.resize(batch * fields + 1);
   slots.clear();
   weights.clear();
-  sorted_.clear();
 
+  // A batch drawn in shuffled order visits examples (and their arrays) all over the heap: their
+  // memory is asked for a few examples ahead, the struct first and then, once it is in, its arrays.
+  constexpr std::size_t ahead = flotilla::detail::prefetch_distance;
+  auto prefetch_arrays = [](const data::CtrExample& e) {
+    flotilla::detail::prefetch(e.offsets.data());
+    const auto* ids = reinterpret_cast<const char*>(e.ids.data());
+    const std::size_t id_bytes = e.ids.size() * sizeof(std::uint64_t);
+    for (std::size_t b = 0; b < id_bytes; b += 64) flotilla::detail::prefetch(ids + b);
+    flotilla::detail::prefetch(e.dense.data());
+  };
+  for (std::size_t i = 0; i < std::min(batch, 2 * ahead); ++i) flotilla::detail::prefetch(&example(i));
+  for (std::size_t i = 0; i < std::min(batch, ahead); ++i) prefetch_arrays(example(i));
   std::size_t total = 0;
   for (std::size_t i = 0; i < batch; ++i) {
+    if (i + 2 * ahead < batch) flotilla::detail::prefetch(&example(i + 2 * ahead));
+    if (i + ahead < batch) prefetch_arrays(example(i + ahead));
     const data::CtrExample& e = example(i);
     if (e.fields() < last_field)
       throw ShapeError("embedding lookup: example " + std::to_string(i) + " of the batch (line " +
@@ -3353,8 +3511,12 @@ void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t f
     throw ShapeError("embedding lookup: " + std::to_string(total) + " IDs in one batch, more than 2^32 - 1");
   slots.resize(total);
   weights.resize(total);
-  sorted_.resize(total);
 
+  // Distinct keys first, through a flat hash map (a batch repeats popular IDs: a few distinct keys
+  // per several entries), each entry's slot its key's index in order of first appearance; then
+  // only the distinct keys are sorted, and the entries' slots renumbered to the sorted order.
+  distinct_.clear();
+  sorted_.clear();
   std::uint32_t entry = 0;
   for (std::size_t i = 0; i < batch; ++i) {
     const data::CtrExample& e = example(i);
@@ -3364,7 +3526,10 @@ void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t f
       const auto ids = e.field_ids(field);
       const auto values = e.field_values(field);
       for (std::size_t j = 0; j < ids.size(); ++j, ++entry) {
-        sorted_[entry] = {embedding_key(field, ids[j], buckets), entry};
+        const std::uint64_t key = embedding_key(field, ids[j], buckets);
+        const auto [slot, fresh] = distinct_.insert(key, static_cast<std::uint32_t>(sorted_.size()));
+        if (fresh) sorted_.emplace_back(key, slot);
+        slots[entry] = slot;
         weights[entry] = values.empty() ? 1.0f : values[j];
       }
     }
@@ -3372,11 +3537,13 @@ void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t f
   offsets[batch * fields] = entry;
 
   detail::sort_by_key(sorted_, spare_, counts_);
-  keys.clear();
-  for (const auto& [key, where] : sorted_) {
-    if (keys.empty() || keys.back() != key) keys.push_back(key);
-    slots[where] = static_cast<std::uint32_t>(keys.size() - 1);
+  keys.resize(sorted_.size());
+  rank_.resize(sorted_.size());
+  for (std::size_t r = 0; r < sorted_.size(); ++r) {
+    keys[r] = sorted_[r].first;
+    rank_[sorted_[r].second] = static_cast<std::uint32_t>(r);
   }
+  for (auto& slot : slots) slot = rank_[slot];
 }
 
 namespace detail {
@@ -3399,6 +3566,77 @@ void check_embedding_shapes(const char* what, const EmbeddingLookup& l, std::siz
 }
 }  // namespace detail
 
+namespace detail {
+
+// Calls f with the row width as a compile-time constant when it is one of the usual ones (so that
+// the per-entry loops of pooling unroll into a few vector operations), else with 0: read it at run
+// time.
+template <class F>
+void with_row_width(std::size_t dim, F&& f) {
+  switch (dim) {
+    case 4: return f(std::integral_constant<std::size_t, 4>{});
+    case 8: return f(std::integral_constant<std::size_t, 8>{});
+    case 16: return f(std::integral_constant<std::size_t, 16>{});
+    case 32: return f(std::integral_constant<std::size_t, 32>{});
+    case 64: return f(std::integral_constant<std::size_t, 64>{});
+    default: return f(std::integral_constant<std::size_t, 0>{});
+  }
+}
+
+template <std::size_t Width, class T>
+void pool_forward(const EmbeddingLookup& l, const T* rows, std::size_t runtime_dim, Pooling pooling, T* out,
+                  std::size_t ld, std::size_t first_row) {
+  const std::size_t dim = Width != 0 ? Width : runtime_dim;
+  for (std::size_t i = 0; i < l.batch; ++i) {
+    T* column = out + i * ld + first_row;
+    for (std::size_t f = 0; f < l.fields; ++f) {
+      T* o = column + f * dim;
+      const auto [begin, end] = l.entries(i, f);
+      const T scale = pooling == Pooling::mean && end - begin > 1 ? T(1) / static_cast<T>(end - begin) : T(1);
+      if constexpr (Width != 0) {
+        // A known width: the sum stays in registers, stored once.
+        std::array<T, Width> sum{};
+        for (std::uint32_t e = begin; e < end; ++e) {
+          const T w = static_cast<T>(l.weights[e]);
+          const T* r = rows + static_cast<std::size_t>(l.slots[e]) * Width;
+          for (std::size_t d = 0; d < Width; ++d) sum[d] += w * r[d];
+        }
+        for (std::size_t d = 0; d < Width; ++d) o[d] = sum[d] * scale;
+      } else {
+        std::fill(o, o + dim, T(0));
+        for (std::uint32_t e = begin; e < end; ++e) {
+          const T w = static_cast<T>(l.weights[e]);
+          const T* r = rows + static_cast<std::size_t>(l.slots[e]) * dim;
+          for (std::size_t d = 0; d < dim; ++d) o[d] += w * r[d];
+        }
+        if (scale != T(1))
+          for (std::size_t d = 0; d < dim; ++d) o[d] *= scale;
+      }
+    }
+  }
+}
+
+template <std::size_t Width, class T>
+void pool_backward(const EmbeddingLookup& l, const T* dout, std::size_t ld, std::size_t first_row, std::size_t runtime_dim,
+                   Pooling pooling, T* grad_rows) {
+  const std::size_t dim = Width != 0 ? Width : runtime_dim;
+  for (std::size_t i = 0; i < l.batch; ++i) {
+    const T* column = dout + i * ld + first_row;
+    for (std::size_t f = 0; f < l.fields; ++f) {
+      const T* g = column + f * dim;
+      const auto [begin, end] = l.entries(i, f);
+      const T scale = pooling == Pooling::mean && end - begin > 1 ? T(1) / static_cast<T>(end - begin) : T(1);
+      for (std::uint32_t e = begin; e < end; ++e) {
+        const T w = static_cast<T>(l.weights[e]) * scale;
+        T* r = grad_rows + static_cast<std::size_t>(l.slots[e]) * dim;
+        for (std::size_t d = 0; d < dim; ++d) r[d] += w * g[d];
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
 /// Pooled forward: for each sample i and field f, rows [first_row + f*dim, first_row + (f+1)*dim)
 /// of column i of `out` become the sum over the field's IDs of weight * rows[slot] (divided by
 /// the number of IDs for Pooling::mean; an empty field gives zeros). `rows` is keys.size() x dim,
@@ -3407,24 +3645,10 @@ template <class T>
 void embedding_forward(const EmbeddingLookup& l, std::span<const T> rows, std::size_t dim, Pooling pooling,
                        MatrixView<T> out, std::size_t first_row) {
   detail::check_embedding_shapes<T>("embedding_forward", l, rows.size(), dim, out.rows(), out.cols(), first_row);
-  const std::size_t ld = static_cast<std::size_t>(out.rows());
-  for (std::size_t i = 0; i < l.batch; ++i) {
-    T* column = out.data() + i * ld + first_row;
-    for (std::size_t f = 0; f < l.fields; ++f) {
-      T* o = column + f * dim;
-      std::fill(o, o + dim, T(0));
-      const auto [begin, end] = l.entries(i, f);
-      for (std::uint32_t e = begin; e < end; ++e) {
-        const T w = static_cast<T>(l.weights[e]);
-        const T* r = rows.data() + static_cast<std::size_t>(l.slots[e]) * dim;
-        for (std::size_t d = 0; d < dim; ++d) o[d] += w * r[d];
-      }
-      if (pooling == Pooling::mean && end - begin > 1) {
-        const T scale = T(1) / static_cast<T>(end - begin);
-        for (std::size_t d = 0; d < dim; ++d) o[d] *= scale;
-      }
-    }
-  }
+  detail::with_row_width(dim, [&](auto width) {
+    detail::pool_forward<decltype(width)::value>(l, rows.data(), dim, pooling, out.data(),
+                                                 static_cast<std::size_t>(out.rows()), first_row);
+  });
 }
 
 /// Backward: grad_rows (keys.size() x dim, row-major) += for every entry, weight * the rows of
@@ -3435,20 +3659,10 @@ void embedding_backward(const EmbeddingLookup& l, ConstMatrixView<T> dout, std::
                         Pooling pooling, std::span<T> grad_rows) {
   detail::check_embedding_shapes<T>("embedding_backward", l, grad_rows.size(), dim, dout.rows(), dout.cols(),
                                     first_row);
-  const std::size_t ld = static_cast<std::size_t>(dout.rows());
-  for (std::size_t i = 0; i < l.batch; ++i) {
-    const T* column = dout.data() + i * ld + first_row;
-    for (std::size_t f = 0; f < l.fields; ++f) {
-      const T* g = column + f * dim;
-      const auto [begin, end] = l.entries(i, f);
-      const T scale = pooling == Pooling::mean && end - begin > 1 ? T(1) / static_cast<T>(end - begin) : T(1);
-      for (std::uint32_t e = begin; e < end; ++e) {
-        const T w = static_cast<T>(l.weights[e]) * scale;
-        T* r = grad_rows.data() + static_cast<std::size_t>(l.slots[e]) * dim;
-        for (std::size_t d = 0; d < dim; ++d) r[d] += w * g[d];
-      }
-    }
-  }
+  detail::with_row_width(dim, [&](auto width) {
+    detail::pool_backward<decltype(width)::value>(l, dout.data(), static_cast<std::size_t>(dout.rows()), first_row, dim,
+                                                  pooling, grad_rows.data());
+  });
 }
 
 }  // namespace flotilla
@@ -4385,11 +4599,12 @@ struct AdamW : detail::AdamConfig {
 //
 // so that values seen often (a popular ID's row) take smaller steps than rare ones. The state is
 // the accumulator, one float per value, starting at `initial_accumulator`.
-#include <cmath>
 #include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include <Eigen/Core>
 
 
 // ---- begin flotilla/optim/detail/row_sizes.hpp ----
@@ -4432,11 +4647,13 @@ struct RowAdagrad {
   void apply(std::span<float> row, std::span<float> state, std::span<const float> gradient) const {
     check(row.size(), state.size(), gradient.size());
     const auto lr = static_cast<float>(learning_rate), eps = static_cast<float>(epsilon);
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      const float g = gradient[i];
-      state[i] += g * g;
-      row[i] -= lr * (g / (std::sqrt(state[i]) + eps));
-    }
+    // Eigen's arrays, not a loop over std::sqrt: a scalar sqrt that may set errno keeps the
+    // compiler from vectorising the loop, and a row is updated thousands of times a step.
+    const auto n = static_cast<Eigen::Index>(row.size());
+    Eigen::Map<Eigen::ArrayXf> w(row.data(), n), acc(state.data(), n);
+    const Eigen::Map<const Eigen::ArrayXf> g(gradient.data(), n);
+    acc += g.square();
+    w -= lr * (g / (acc.sqrt() + eps));
   }
 
  private:
@@ -20175,6 +20392,7 @@ struct CtrModel {
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -20199,8 +20417,10 @@ struct CtrModel {
 // A push and `done` have no reply; a pull's reply may be deferred (synchronous step not applied
 // yet, or the worker too far ahead of the slowest); a checkpoint's reply says whether the shard
 // was saved. All integers little-endian.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 
 namespace flotilla::sparse::detail {
@@ -20261,6 +20481,13 @@ inline constexpr std::size_t key_bytes = 8;
 /// The longest checkpoint directory a server accepts.
 inline constexpr std::size_t max_directory_bytes = 4096;
 
+/// Whether rows on the wire are the bytes of the floats themselves (fp32 on a little-endian
+/// machine): then a reply is sent from, and received into, the rows' own buffer, with no encoding
+/// copy in between.
+template <class WireCodec>
+inline constexpr bool rows_travel_as_floats =
+    std::is_same_v<WireCodec, codec::Raw<float>> && std::endian::native == std::endian::little;
+
 /// The payload sizes, for `count` keys of rows of `dim` values.
 template <class WireCodec>
 constexpr std::size_t pull_payload_size(std::size_t count) noexcept {
@@ -20320,116 +20547,6 @@ inline void read_keys(const std::byte* in, std::uint64_t* keys, std::size_t n) n
 #include <utility>
 #include <vector>
 
-
-// ---- begin flotilla/sparse/detail/key_map.hpp ----
-// A map from 64-bit row keys to 32-bit slots, open addressing with linear probing.
-//
-// A server finds a few thousand rows per step in tables of millions. A node-based map
-// (std::unordered_map) costs a pointer chase and a cache miss per lookup, a heap node per row and
-// about 40 bytes per row on top of the row; this one keeps keys and slots in two flat arrays, at
-// most 70% full, so a lookup is one hash and, mostly, one or two adjacent probes, at 17 bytes per
-// row (12 bytes a cell).
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <utility>
-#include <vector>
-
-
-namespace flotilla::sparse::detail {
-
-class KeyMap {
- public:
-  /// The slot of an absent key, and the largest number of keys a map holds.
-  static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-  static constexpr std::size_t max_size = none - 1;
-
-  std::size_t size() const noexcept { return size_; }
-  std::size_t capacity() const noexcept { return slots_.size(); }
-  /// Bytes of the arrays.
-  std::size_t bytes() const noexcept { return bytes_for(capacity()); }
-  /// Bytes of the arrays of a map grown from empty to hold n keys.
-  static std::size_t bytes_for_size(std::size_t n) { return bytes_for(KeyMap{}.grown_capacity(n)); }
-  /// Bytes of the arrays once one more key is in (after the growth that key would cause).
-  std::size_t bytes_after_insert() const noexcept { return bytes_for(grown_capacity(size_ + 1)); }
-
-  std::uint32_t find(std::uint64_t key) const noexcept {
-    if (size_ == 0) return none;
-    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
-      if (slots_[i] == none) return none;
-      if (keys_[i] == key) return slots_[i];
-    }
-  }
-
-  /// Inserts (key, slot) when key is absent; returns the slot the key has and whether it is new.
-  std::pair<std::uint32_t, bool> insert(std::uint64_t key, std::uint32_t slot) {
-    if (slot == none) throw Error("sparse::KeyMap: slot " + std::to_string(slot) + " is reserved");
-    if (const std::size_t want = grown_capacity(size_ + 1); want != capacity()) rehash(want);
-    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
-      if (slots_[i] == none) {
-        keys_[i] = key;
-        slots_[i] = slot;
-        ++size_;
-        return {slot, true};
-      }
-      if (keys_[i] == key) return {slots_[i], false};
-    }
-  }
-
-  /// Removes every key; keeps the arrays (a map refilled every step allocates once).
-  void clear() noexcept {
-    if (size_ == 0) return;
-    for (auto& s : slots_) s = none;
-    size_ = 0;
-  }
-
-  /// Calls f(key, slot) for every key, in no particular order.
-  template <class F>
-  void for_each(F&& f) const {
-    for (std::size_t i = 0; i < slots_.size(); ++i)
-      if (slots_[i] != none) f(keys_[i], slots_[i]);
-  }
-
- private:
-  static std::size_t bytes_for(std::size_t cells) noexcept { return cells * (sizeof(std::uint64_t) + sizeof(std::uint32_t)); }
-
-  /// The capacity for n keys: a power of two at least 16, at most 70% full.
-  std::size_t grown_capacity(std::size_t n) const {
-    if (n > max_size) throw Error("sparse::KeyMap: more than " + std::to_string(max_size) + " keys");
-    std::size_t c = capacity() < 16 ? 16 : capacity();
-    while (n * 10 > c * 7) c *= 2;
-    return c;
-  }
-
-  std::size_t home(std::uint64_t key) const noexcept {
-    return static_cast<std::size_t>(flotilla::detail::mix(key, 0x243f6a8885a308d3ULL)) & mask_;
-  }
-
-  void rehash(std::size_t cells) {
-    std::vector<std::uint64_t> keys(cells);
-    std::vector<std::uint32_t> slots(cells, none);
-    keys.swap(keys_);
-    slots.swap(slots_);
-    mask_ = cells - 1;
-    size_ = 0;
-    for (std::size_t i = 0; i < slots.size(); ++i)
-      if (slots[i] != none) insert(keys[i], slots[i]);
-  }
-
-  std::vector<std::uint64_t> keys_;
-  std::vector<std::uint32_t> slots_;
-  std::size_t mask_ = 0, size_ = 0;
-};
-
-/// Whether `keys` ascend strictly (so are distinct).
-inline bool strictly_ascending(const std::vector<std::uint64_t>& keys) noexcept {
-  for (std::size_t i = 1; i < keys.size(); ++i)
-    if (keys[i] <= keys[i - 1]) return false;
-  return true;
-}
-
-}  // namespace flotilla::sparse::detail
-// ---- end flotilla/sparse/detail/key_map.hpp ----
 
 namespace flotilla::sparse {
 
@@ -20533,7 +20650,7 @@ class RowShard final : public detail::RowTableBase {
   std::size_t row_bytes() const noexcept { return row_bytes_; }
   /// Steps applied to the shard (each apply() call counts one).
   std::uint64_t updates() const noexcept override { return updates_; }
-  bool contains(std::uint64_t key) const { return slots_.find(key) != detail::KeyMap::none; }
+  bool contains(std::uint64_t key) const { return slots_.find(key) != flotilla::detail::KeyMap::none; }
 
   /// The row of `key` (created if missing) and its optimizer state.
   std::span<float> row(std::uint64_t key) { return values_of(slot_of(key)); }
@@ -20542,8 +20659,11 @@ class RowShard final : public detail::RowTableBase {
   void gather(std::span<const std::uint64_t> keys, std::span<float> out) override {
     check_size("gather", keys.size(), out.size());
     const std::size_t d = spec_.dim;
+    resolve(keys);
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      const auto v = values_of(slot_of(keys[i]));
+      if (i + flotilla::detail::prefetch_distance < keys.size())
+        flotilla::detail::prefetch(values_of(found_[i + flotilla::detail::prefetch_distance]).data());
+      const auto v = values_of(found_[i]);
       std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(i * d));
     }
   }
@@ -20553,7 +20673,7 @@ class RowShard final : public detail::RowTableBase {
     const std::size_t d = spec_.dim;
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const std::span<float> to = out.subspan(i * d, d);
-      if (const auto slot = slots_.find(keys[i]); slot != detail::KeyMap::none) {
+      if (const auto slot = slots_.find(keys[i]); slot != flotilla::detail::KeyMap::none) {
         const auto v = values_of(slot);
         std::copy(v.begin(), v.end(), to.begin());
       } else {
@@ -20565,8 +20685,10 @@ class RowShard final : public detail::RowTableBase {
   void apply(std::span<const std::uint64_t> keys, std::span<const float> gradients) override {
     check_size("apply", keys.size(), gradients.size());
     const std::size_t d = spec_.dim;
+    resolve(keys);
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      const std::size_t s = slot_of(keys[i]);
+      if (i + flotilla::detail::prefetch_distance < keys.size()) prefetch_row(found_[i + flotilla::detail::prefetch_distance]);
+      const std::size_t s = found_[i];
       optimizer_.apply(values_of(s), state_of(s), gradients.subspan(i * d, d));
       ++count_of(s);
     }
@@ -20661,7 +20783,7 @@ class RowShard final : public detail::RowTableBase {
     if (want != got) throw DataError(path, size - 4, "CRC-32 mismatch: the file is corrupt");
 
     // Refused before the rows held are dropped, so a shard too small for the file keeps its rows.
-    const std::size_t need = (n + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_ * row_bytes_ + detail::KeyMap::bytes_for_size(n);
+    const std::size_t need = (n + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_ * row_bytes_ + flotilla::detail::KeyMap::bytes_for_size(n);
     if (spec_.max_bytes_per_shard != 0 && need > spec_.max_bytes_per_shard)
       throw DataError(path, 32, std::to_string(n) + " rows need " + std::to_string(need) + " bytes, past table '" +
                                     spec_.name + "''s bound of " + std::to_string(spec_.max_bytes_per_shard) +
@@ -20686,16 +20808,18 @@ class RowShard final : public detail::RowTableBase {
 
   /// Drops every row.
   void clear() {
-    slots_ = detail::KeyMap{};
+    slots_ = flotilla::detail::KeyMap{};
     chunks_.clear();
     rows_ = 0;
     updates_ = 0;
   }
 
  private:
+  // Cache-line aligned, so that a row of 16 floats is one line, not two. Mutable: a const shard
+  // still hands out its rows to its own non-const members; the public const interface only reads.
   struct Chunk {
-    std::unique_ptr<float[]> values, state;
-    std::unique_ptr<std::uint64_t[]> counts;
+    mutable Buffer<float> values, state;
+    mutable Buffer<std::uint64_t> counts;
   };
 
   void check_size(const char* op, std::size_t keys, std::size_t values) const {
@@ -20705,14 +20829,12 @@ class RowShard final : public detail::RowTableBase {
                        std::to_string(values) + " values");
   }
 
-  // The slabs are owned through pointers, so a const shard can still hand out its rows to
-  // its own non-const members; the public const interface only reads them.
   std::span<float> values_of(std::size_t s) const {
-    return {chunks_[s / chunk_rows_].values.get() + (s % chunk_rows_) * spec_.dim, spec_.dim};
+    return {chunks_[s / chunk_rows_].values.data() + (s % chunk_rows_) * spec_.dim, spec_.dim};
   }
   std::span<float> state_of(std::size_t s) const {
     if (state_size_ == 0) return {};
-    return {chunks_[s / chunk_rows_].state.get() + (s % chunk_rows_) * state_size_, state_size_};
+    return {chunks_[s / chunk_rows_].state.data() + (s % chunk_rows_) * state_size_, state_size_};
   }
   std::uint64_t& count_of(std::size_t s) const { return chunks_[s / chunk_rows_].counts[s % chunk_rows_]; }
 
@@ -20724,8 +20846,27 @@ class RowShard final : public detail::RowTableBase {
     return v;
   }
 
+  // The slot of every key (rows created for missing ones) into found_: the map is asked for the
+  // cells of a key a few keys before it is looked up, so that the misses of a table larger than
+  // the caches overlap.
+  void resolve(std::span<const std::uint64_t> keys) {
+    found_.resize(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (i + flotilla::detail::prefetch_distance < keys.size())
+        slots_.prefetch(keys[i + flotilla::detail::prefetch_distance]);
+      found_[i] = static_cast<std::uint32_t>(slot_of(keys[i]));
+    }
+  }
+
+  void prefetch_row(std::size_t s) const noexcept {
+    const std::size_t c = s / chunk_rows_, r = s % chunk_rows_;
+    flotilla::detail::prefetch(chunks_[c].values.data() + r * spec_.dim);
+    if (state_size_) flotilla::detail::prefetch(chunks_[c].state.data() + r * state_size_);
+    flotilla::detail::prefetch(chunks_[c].counts.data() + r);
+  }
+
   std::size_t slot_of(std::uint64_t key) {
-    if (const auto slot = slots_.find(key); slot != detail::KeyMap::none) return slot;
+    if (const auto slot = slots_.find(key); slot != flotilla::detail::KeyMap::none) return slot;
     return create(key, true);
   }
 
@@ -20743,7 +20884,7 @@ class RowShard final : public detail::RowTableBase {
   std::size_t create(std::uint64_t key, bool init) {
     const std::size_t s = rows_;
     const bool new_chunk = s == chunks_.size() * chunk_rows_;
-    if (s >= detail::KeyMap::max_size)
+    if (s >= flotilla::detail::KeyMap::max_size)
       throw Error("table '" + spec_.name + "' shard " + std::to_string(shard_) + " of " + std::to_string(shards_) +
                   ": holds " + std::to_string(rows_) + " rows, the most one shard can");
     const std::size_t after = chunks_.size() * chunk_rows_ * row_bytes_ + slots_.bytes_after_insert() +
@@ -20755,9 +20896,9 @@ class RowShard final : public detail::RowTableBase {
                   ", past the bound of " + std::to_string(spec_.max_bytes_per_shard) + " bytes (max_bytes_per_shard)");
     if (new_chunk) {
       Chunk c;
-      c.values = std::make_unique<float[]>(chunk_rows_ * spec_.dim);
-      if (state_size_) c.state = std::make_unique<float[]>(chunk_rows_ * state_size_);
-      c.counts = std::make_unique<std::uint64_t[]>(chunk_rows_);
+      c.values.resize(chunk_rows_ * spec_.dim);
+      c.state.resize(chunk_rows_ * state_size_);
+      c.counts.resize(chunk_rows_);
       chunks_.push_back(std::move(c));
     }
     slots_.insert(key, static_cast<std::uint32_t>(s));
@@ -20777,8 +20918,9 @@ class RowShard final : public detail::RowTableBase {
   O optimizer_;
   std::size_t shard_, shards_;
   std::size_t state_size_ = 0, row_bytes_ = 0, chunk_rows_ = 1;
-  detail::KeyMap slots_;
+  flotilla::detail::KeyMap slots_;
   std::vector<Chunk> chunks_;
+  std::vector<std::uint32_t> found_;  // resolve()'s slots, kept step to step
   std::size_t rows_ = 0;
   std::uint64_t updates_ = 0;
 };
@@ -20850,11 +20992,19 @@ class RowClient {
                              std::to_string(p.keys.size()) + " keys of table " + std::to_string(table) + " with " +
                              std::to_string(h.count) + " rows of table " + std::to_string(h.table));
       if (p.keys.empty()) continue;
-      in_.resize(detail::reply_payload_size<WireCodec>(p.keys.size(), dim));
-      e.recv(first_server_ + s, detail::row_tags::reply_payload, in_);
-      traffic_.value_bytes_received += in_.size();
-      values_.resize(p.keys.size() * dim);
-      WireCodec::decode(std::span<const std::byte>(in_), std::span<float>(values_));
+      // One server holds every key: its rows arrive in the caller's order, straight into `rows`.
+      const bool in_place = p.keys.size() == keys.size();
+      const std::span<float> decoded = in_place ? rows : (values_.resize(p.keys.size() * dim), std::span<float>(values_));
+      if constexpr (detail::rows_travel_as_floats<WireCodec>) {
+        e.recv(first_server_ + s, detail::row_tags::reply_payload, std::as_writable_bytes(decoded));
+        traffic_.value_bytes_received += decoded.size_bytes();
+      } else {
+        in_.resize(detail::reply_payload_size<WireCodec>(p.keys.size(), dim));
+        e.recv(first_server_ + s, detail::row_tags::reply_payload, in_);
+        traffic_.value_bytes_received += in_.size();
+        WireCodec::decode(std::span<const std::byte>(in_), decoded);
+      }
+      if (in_place) continue;
       for (std::size_t i = 0; i < p.positions.size(); ++i)
         std::copy_n(values_.begin() + static_cast<std::ptrdiff_t>(i * dim), dim,
                     rows.begin() + static_cast<std::ptrdiff_t>(p.positions[i] * dim));
@@ -20874,13 +21024,18 @@ class RowClient {
       const std::size_t n = p.keys.size();
       send_header(e, s, RowHeader{RowHeader::push, static_cast<std::uint32_t>(table), 0, 0, step, n});
       if (n == 0) continue;
-      values_.resize(n * dim);
-      for (std::size_t i = 0; i < n; ++i)
-        std::copy_n(gradients.begin() + static_cast<std::ptrdiff_t>(p.positions[i] * dim), dim,
-                    values_.begin() + static_cast<std::ptrdiff_t>(i * dim));
+      // One server takes every key: the gradients are encoded from the caller's buffer as they are.
+      const bool in_place = n == keys.size();
+      if (!in_place) {
+        values_.resize(n * dim);
+        for (std::size_t i = 0; i < n; ++i)
+          std::copy_n(gradients.begin() + static_cast<std::ptrdiff_t>(p.positions[i] * dim), dim,
+                      values_.begin() + static_cast<std::ptrdiff_t>(i * dim));
+      }
       out_.resize(detail::push_payload_size<WireCodec>(n, dim));
       detail::write_keys(out_.data(), p.keys.data(), n);
-      WireCodec::encode(std::span<const float>(values_), std::span<std::byte>(out_).subspan(n * detail::key_bytes));
+      WireCodec::encode(in_place ? gradients : std::span<const float>(values_),
+                        std::span<std::byte>(out_).subspan(n * detail::key_bytes));
       e.send(first_server_ + s, detail::row_tags::request_payload, out_);
       traffic_.key_bytes_sent += n * detail::key_bytes;
       traffic_.value_bytes_sent += out_.size() - n * detail::key_bytes;
@@ -20938,10 +21093,16 @@ class RowClient {
       p.keys.clear();
       p.positions.clear();
     }
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      auto& p = parts_[owner_of(keys[i], servers_)];
-      p.keys.push_back(keys[i]);
-      p.positions.push_back(i);
+    if (servers_ == 1) {  // every key is the one server's, in the caller's order
+      parts_[0].keys.assign(keys.begin(), keys.end());
+      parts_[0].positions.resize(keys.size());
+      std::iota(parts_[0].positions.begin(), parts_[0].positions.end(), std::size_t{0});
+    } else {
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        auto& p = parts_[owner_of(keys[i], servers_)];
+        p.keys.push_back(keys[i]);
+        p.positions.push_back(i);
+      }
     }
     for (std::size_t s = 0; s < servers_; ++s)
       if (parts_[s].keys.size() > options_.max_keys_per_message)
@@ -21046,6 +21207,15 @@ inline std::string row_shard_path(const std::string& directory, std::size_t tabl
       .string();
 }
 
+namespace detail {
+/// Whether `keys` ascend strictly (so are distinct).
+inline bool strictly_ascending(const std::vector<std::uint64_t>& keys) noexcept {
+  for (std::size_t i = 1; i < keys.size(); ++i)
+    if (keys[i] <= keys[i - 1]) return false;
+  return true;
+}
+}  // namespace detail
+
 template <class WireCodec = codec::Fp32>
   requires Codec<WireCodec, float>
 class RowServer {
@@ -21109,6 +21279,26 @@ class RowServer {
       std::vector<std::uint64_t> keys;
       std::string directory;
     };
+    // Buffers of requests and pushes answered or applied, reused for the next ones: a step's
+    // pushes are hundreds of KiB, and a fresh allocation of that size is fresh pages to fault in.
+    constexpr std::size_t spare_buffers = 8;
+    std::vector<Push> spare_pushes;
+    std::vector<std::vector<std::uint64_t>> spare_key_lists;
+    auto spare_push = [&] {
+      if (spare_pushes.empty()) return Push{};
+      Push p = std::move(spare_pushes.back());
+      spare_pushes.pop_back();
+      return p;
+    };
+    auto recycle_push = [&](Push&& p) {
+      if (spare_pushes.size() < spare_buffers) spare_pushes.push_back(std::move(p));
+    };
+    auto spare_keys = [&] {
+      if (spare_key_lists.empty()) return std::vector<std::uint64_t>{};
+      auto k = std::move(spare_key_lists.back());
+      spare_key_lists.pop_back();
+      return k;
+    };
     std::vector<std::vector<std::deque<Push>>> queued(T, std::vector<std::deque<Push>>(aggregate ? workers : 0));
     std::vector<std::vector<std::uint64_t>> received(T, std::vector<std::uint64_t>(workers, 0));
     std::vector<std::vector<std::uint64_t>> applied(T, std::vector<std::uint64_t>(workers, 0));
@@ -21120,7 +21310,7 @@ class RowServer {
     std::vector<std::byte> payload, reply;
     std::vector<float> values;
     // The step's sum per key, in the order keys first appear (worker order, then push order).
-    detail::KeyMap index;
+    flotilla::detail::KeyMap index;
     std::vector<std::uint64_t> sum_keys;
     std::vector<float> sums;
 
@@ -21182,9 +21372,10 @@ class RowServer {
         if (pushes == 1 && detail::strictly_ascending(queued[t][only].front().keys)) {
           // One push (one worker left, or only one), its keys distinct (a client's push is in key
           // order): its gradients are the step's sum already.
-          const Push& p = queued[t][only].front();
+          Push& p = queued[t][only].front();
           tables_[t]->apply(std::span<const std::uint64_t>(p.keys), std::span<const float>(p.gradients));
           ++counters_.steps_applied;
+          recycle_push(std::move(p));
           queued[t][only].pop_front();
           ++applied[t][only];
           continue;
@@ -21193,6 +21384,7 @@ class RowServer {
         for (std::size_t v = 0; v < workers; ++v) {
           if (queued[t][v].empty()) continue;
           add_to_sum(tables_[t]->dim(), queued[t][v].front());
+          recycle_push(std::move(queued[t][v].front()));
           queued[t][v].pop_front();
           ++applied[t][v];
         }
@@ -21248,9 +21440,13 @@ class RowServer {
       h.write(hbuf.data());
       e.send(w, tags::reply, hbuf);
       if (n > 0) {
-        reply.resize(detail::reply_payload_size<WireCodec>(n, dim));
-        WireCodec::encode(std::span<const float>(values), std::span<std::byte>(reply));
-        e.send(w, tags::reply_payload, reply);
+        if constexpr (detail::rows_travel_as_floats<WireCodec>) {
+          e.send(w, tags::reply_payload, std::as_bytes(std::span<const float>(values)));
+        } else {
+          reply.resize(detail::reply_payload_size<WireCodec>(n, dim));
+          WireCodec::encode(std::span<const float>(values), std::span<std::byte>(reply));
+          e.send(w, tags::reply_payload, reply);
+        }
       }
       ++counters_.pulls;
       counters_.keys_pulled += n;
@@ -21261,10 +21457,11 @@ class RowServer {
         again = false;
         for (std::size_t w = 0; w < workers; ++w) {
           while (!waiting[w].empty() && answerable(w, waiting[w].front())) {
-            const Request r = std::move(waiting[w].front());
+            Request r = std::move(waiting[w].front());
             waiting[w].pop_front();
             try {
               answer(w, r);
+              if (spare_key_lists.size() < spare_buffers) spare_key_lists.push_back(std::move(r.keys));
             } catch (const PeerLostError& err) {
               drop(err);
               again = true;  // the slowest may have changed
@@ -21328,7 +21525,8 @@ class RowServer {
           case RowHeader::pull: {
             bound_keys(w, h, "pull");
             receive_payload(w, detail::pull_payload_size<WireCodec>(h.count));
-            Request r{h.kind, h.table, h.flags, h.step, std::vector<std::uint64_t>(h.count), {}};
+            Request r{h.kind, h.table, h.flags, h.step, spare_keys(), {}};
+            r.keys.resize(h.count);
             detail::read_keys(payload.data(), r.keys.data(), r.keys.size());
             waiting[w].push_back(std::move(r));
             break;
@@ -21337,7 +21535,9 @@ class RowServer {
             bound_keys(w, h, "push");
             const std::size_t n = h.count, dim = tables_[h.table]->dim();
             receive_payload(w, detail::push_payload_size<WireCodec>(n, dim));
-            Push p{std::vector<std::uint64_t>(n), std::vector<float>(n * dim)};
+            Push p = spare_push();
+            p.keys.resize(n);
+            p.gradients.resize(n * dim);
             detail::read_keys(payload.data(), p.keys.data(), n);
             WireCodec::decode(std::span<const std::byte>(payload).subspan(n * detail::key_bytes), std::span<float>(p.gradients));
             ++counters_.pushes;
@@ -21349,6 +21549,7 @@ class RowServer {
               begin_sum();
               add_to_sum(dim, p);
               apply_sum(h.table);
+              recycle_push(std::move(p));
               ++applied[h.table][w];
             }
             break;

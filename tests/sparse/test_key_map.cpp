@@ -1,4 +1,4 @@
-// sparse::detail::KeyMap, the servers' map from row keys to slots, against std::map.
+// detail::KeyMap, the flat map from 64-bit keys to slots (a server's rows, a batch's distinct keys), against std::map.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -6,10 +6,10 @@
 #include <map>
 
 #include "flotilla/core/random.hpp"
-#include "flotilla/sparse/detail/key_map.hpp"
+#include "flotilla/core/detail/key_map.hpp"
 
 namespace {
-using flotilla::sparse::detail::KeyMap;
+using flotilla::detail::KeyMap;
 }
 
 TEST_CASE("the key map finds every key inserted, whatever the keys, through its growth, and keeps the first slot") {

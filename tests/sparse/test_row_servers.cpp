@@ -447,7 +447,7 @@ TEST_CASE("creating a row past a shard's memory bound is an error naming the tab
   TableSpec bounded = spec(16);
   sparse::RowShard<TestAdagrad> probe(bounded, TestAdagrad{});
   const std::size_t chunk = probe.chunk_rows() * probe.row_bytes();
-  bounded.max_bytes_per_shard = 2 * chunk + sparse::detail::KeyMap::bytes_for_size(2 * probe.chunk_rows());
+  bounded.max_bytes_per_shard = 2 * chunk + flotilla::detail::KeyMap::bytes_for_size(2 * probe.chunk_rows());
   sparse::RowShard<TestAdagrad> shard(bounded, TestAdagrad{}, 1, 4);
   std::uint64_t key = 0;
   std::string message;

@@ -9,14 +9,18 @@
 // from it, backward writes one coalesced gradient per distinct key into a block of the same shape,
 // which is what a per-row optimizer (concepts/row_optimizer.hpp) is applied to.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "flotilla/core/detail/key_map.hpp"
+#include "flotilla/core/detail/prefetch.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/data/ctr_example.hpp"
@@ -128,9 +132,12 @@ struct EmbeddingLookup {
   }
 
  private:
-  // (key, entry) pairs and the radix sort's second buffer and counts, reused step to step.
+  // The batch's distinct keys (key -> index in order of first appearance), those keys with their
+  // index as they are sorted (and the radix sort's second buffer and counts), and each index's
+  // place in the sorted order: all reused step to step.
+  detail::KeyMap distinct_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> sorted_, spare_;
-  std::vector<std::uint32_t> counts_;
+  std::vector<std::uint32_t> counts_, rank_;
 };
 
 namespace detail {
@@ -183,10 +190,23 @@ void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t f
   offsets.resize(batch * fields + 1);
   slots.clear();
   weights.clear();
-  sorted_.clear();
 
+  // A batch drawn in shuffled order visits examples (and their arrays) all over the heap: their
+  // memory is asked for a few examples ahead, the struct first and then, once it is in, its arrays.
+  constexpr std::size_t ahead = flotilla::detail::prefetch_distance;
+  auto prefetch_arrays = [](const data::CtrExample& e) {
+    flotilla::detail::prefetch(e.offsets.data());
+    const auto* ids = reinterpret_cast<const char*>(e.ids.data());
+    const std::size_t id_bytes = e.ids.size() * sizeof(std::uint64_t);
+    for (std::size_t b = 0; b < id_bytes; b += 64) flotilla::detail::prefetch(ids + b);
+    flotilla::detail::prefetch(e.dense.data());
+  };
+  for (std::size_t i = 0; i < std::min(batch, 2 * ahead); ++i) flotilla::detail::prefetch(&example(i));
+  for (std::size_t i = 0; i < std::min(batch, ahead); ++i) prefetch_arrays(example(i));
   std::size_t total = 0;
   for (std::size_t i = 0; i < batch; ++i) {
+    if (i + 2 * ahead < batch) flotilla::detail::prefetch(&example(i + 2 * ahead));
+    if (i + ahead < batch) prefetch_arrays(example(i + ahead));
     const data::CtrExample& e = example(i);
     if (e.fields() < last_field)
       throw ShapeError("embedding lookup: example " + std::to_string(i) + " of the batch (line " +
@@ -210,8 +230,12 @@ void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t f
     throw ShapeError("embedding lookup: " + std::to_string(total) + " IDs in one batch, more than 2^32 - 1");
   slots.resize(total);
   weights.resize(total);
-  sorted_.resize(total);
 
+  // Distinct keys first, through a flat hash map (a batch repeats popular IDs: a few distinct keys
+  // per several entries), each entry's slot its key's index in order of first appearance; then
+  // only the distinct keys are sorted, and the entries' slots renumbered to the sorted order.
+  distinct_.clear();
+  sorted_.clear();
   std::uint32_t entry = 0;
   for (std::size_t i = 0; i < batch; ++i) {
     const data::CtrExample& e = example(i);
@@ -221,7 +245,10 @@ void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t f
       const auto ids = e.field_ids(field);
       const auto values = e.field_values(field);
       for (std::size_t j = 0; j < ids.size(); ++j, ++entry) {
-        sorted_[entry] = {embedding_key(field, ids[j], buckets), entry};
+        const std::uint64_t key = embedding_key(field, ids[j], buckets);
+        const auto [slot, fresh] = distinct_.insert(key, static_cast<std::uint32_t>(sorted_.size()));
+        if (fresh) sorted_.emplace_back(key, slot);
+        slots[entry] = slot;
         weights[entry] = values.empty() ? 1.0f : values[j];
       }
     }
@@ -229,11 +256,13 @@ void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t f
   offsets[batch * fields] = entry;
 
   detail::sort_by_key(sorted_, spare_, counts_);
-  keys.clear();
-  for (const auto& [key, where] : sorted_) {
-    if (keys.empty() || keys.back() != key) keys.push_back(key);
-    slots[where] = static_cast<std::uint32_t>(keys.size() - 1);
+  keys.resize(sorted_.size());
+  rank_.resize(sorted_.size());
+  for (std::size_t r = 0; r < sorted_.size(); ++r) {
+    keys[r] = sorted_[r].first;
+    rank_[sorted_[r].second] = static_cast<std::uint32_t>(r);
   }
+  for (auto& slot : slots) slot = rank_[slot];
 }
 
 namespace detail {
@@ -256,6 +285,77 @@ void check_embedding_shapes(const char* what, const EmbeddingLookup& l, std::siz
 }
 }  // namespace detail
 
+namespace detail {
+
+// Calls f with the row width as a compile-time constant when it is one of the usual ones (so that
+// the per-entry loops of pooling unroll into a few vector operations), else with 0: read it at run
+// time.
+template <class F>
+void with_row_width(std::size_t dim, F&& f) {
+  switch (dim) {
+    case 4: return f(std::integral_constant<std::size_t, 4>{});
+    case 8: return f(std::integral_constant<std::size_t, 8>{});
+    case 16: return f(std::integral_constant<std::size_t, 16>{});
+    case 32: return f(std::integral_constant<std::size_t, 32>{});
+    case 64: return f(std::integral_constant<std::size_t, 64>{});
+    default: return f(std::integral_constant<std::size_t, 0>{});
+  }
+}
+
+template <std::size_t Width, class T>
+void pool_forward(const EmbeddingLookup& l, const T* rows, std::size_t runtime_dim, Pooling pooling, T* out,
+                  std::size_t ld, std::size_t first_row) {
+  const std::size_t dim = Width != 0 ? Width : runtime_dim;
+  for (std::size_t i = 0; i < l.batch; ++i) {
+    T* column = out + i * ld + first_row;
+    for (std::size_t f = 0; f < l.fields; ++f) {
+      T* o = column + f * dim;
+      const auto [begin, end] = l.entries(i, f);
+      const T scale = pooling == Pooling::mean && end - begin > 1 ? T(1) / static_cast<T>(end - begin) : T(1);
+      if constexpr (Width != 0) {
+        // A known width: the sum stays in registers, stored once.
+        std::array<T, Width> sum{};
+        for (std::uint32_t e = begin; e < end; ++e) {
+          const T w = static_cast<T>(l.weights[e]);
+          const T* r = rows + static_cast<std::size_t>(l.slots[e]) * Width;
+          for (std::size_t d = 0; d < Width; ++d) sum[d] += w * r[d];
+        }
+        for (std::size_t d = 0; d < Width; ++d) o[d] = sum[d] * scale;
+      } else {
+        std::fill(o, o + dim, T(0));
+        for (std::uint32_t e = begin; e < end; ++e) {
+          const T w = static_cast<T>(l.weights[e]);
+          const T* r = rows + static_cast<std::size_t>(l.slots[e]) * dim;
+          for (std::size_t d = 0; d < dim; ++d) o[d] += w * r[d];
+        }
+        if (scale != T(1))
+          for (std::size_t d = 0; d < dim; ++d) o[d] *= scale;
+      }
+    }
+  }
+}
+
+template <std::size_t Width, class T>
+void pool_backward(const EmbeddingLookup& l, const T* dout, std::size_t ld, std::size_t first_row, std::size_t runtime_dim,
+                   Pooling pooling, T* grad_rows) {
+  const std::size_t dim = Width != 0 ? Width : runtime_dim;
+  for (std::size_t i = 0; i < l.batch; ++i) {
+    const T* column = dout + i * ld + first_row;
+    for (std::size_t f = 0; f < l.fields; ++f) {
+      const T* g = column + f * dim;
+      const auto [begin, end] = l.entries(i, f);
+      const T scale = pooling == Pooling::mean && end - begin > 1 ? T(1) / static_cast<T>(end - begin) : T(1);
+      for (std::uint32_t e = begin; e < end; ++e) {
+        const T w = static_cast<T>(l.weights[e]) * scale;
+        T* r = grad_rows + static_cast<std::size_t>(l.slots[e]) * dim;
+        for (std::size_t d = 0; d < dim; ++d) r[d] += w * g[d];
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
 /// Pooled forward: for each sample i and field f, rows [first_row + f*dim, first_row + (f+1)*dim)
 /// of column i of `out` become the sum over the field's IDs of weight * rows[slot] (divided by
 /// the number of IDs for Pooling::mean; an empty field gives zeros). `rows` is keys.size() x dim,
@@ -264,24 +364,10 @@ template <class T>
 void embedding_forward(const EmbeddingLookup& l, std::span<const T> rows, std::size_t dim, Pooling pooling,
                        MatrixView<T> out, std::size_t first_row) {
   detail::check_embedding_shapes<T>("embedding_forward", l, rows.size(), dim, out.rows(), out.cols(), first_row);
-  const std::size_t ld = static_cast<std::size_t>(out.rows());
-  for (std::size_t i = 0; i < l.batch; ++i) {
-    T* column = out.data() + i * ld + first_row;
-    for (std::size_t f = 0; f < l.fields; ++f) {
-      T* o = column + f * dim;
-      std::fill(o, o + dim, T(0));
-      const auto [begin, end] = l.entries(i, f);
-      for (std::uint32_t e = begin; e < end; ++e) {
-        const T w = static_cast<T>(l.weights[e]);
-        const T* r = rows.data() + static_cast<std::size_t>(l.slots[e]) * dim;
-        for (std::size_t d = 0; d < dim; ++d) o[d] += w * r[d];
-      }
-      if (pooling == Pooling::mean && end - begin > 1) {
-        const T scale = T(1) / static_cast<T>(end - begin);
-        for (std::size_t d = 0; d < dim; ++d) o[d] *= scale;
-      }
-    }
-  }
+  detail::with_row_width(dim, [&](auto width) {
+    detail::pool_forward<decltype(width)::value>(l, rows.data(), dim, pooling, out.data(),
+                                                 static_cast<std::size_t>(out.rows()), first_row);
+  });
 }
 
 /// Backward: grad_rows (keys.size() x dim, row-major) += for every entry, weight * the rows of
@@ -292,20 +378,10 @@ void embedding_backward(const EmbeddingLookup& l, ConstMatrixView<T> dout, std::
                         Pooling pooling, std::span<T> grad_rows) {
   detail::check_embedding_shapes<T>("embedding_backward", l, grad_rows.size(), dim, dout.rows(), dout.cols(),
                                     first_row);
-  const std::size_t ld = static_cast<std::size_t>(dout.rows());
-  for (std::size_t i = 0; i < l.batch; ++i) {
-    const T* column = dout.data() + i * ld + first_row;
-    for (std::size_t f = 0; f < l.fields; ++f) {
-      const T* g = column + f * dim;
-      const auto [begin, end] = l.entries(i, f);
-      const T scale = pooling == Pooling::mean && end - begin > 1 ? T(1) / static_cast<T>(end - begin) : T(1);
-      for (std::uint32_t e = begin; e < end; ++e) {
-        const T w = static_cast<T>(l.weights[e]) * scale;
-        T* r = grad_rows.data() + static_cast<std::size_t>(l.slots[e]) * dim;
-        for (std::size_t d = 0; d < dim; ++d) r[d] += w * g[d];
-      }
-    }
-  }
+  detail::with_row_width(dim, [&](auto width) {
+    detail::pool_backward<decltype(width)::value>(l, dout.data(), static_cast<std::size_t>(dout.rows()), first_row, dim,
+                                                  pooling, grad_rows.data());
+  });
 }
 
 }  // namespace flotilla

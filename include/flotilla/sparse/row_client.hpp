@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -85,11 +86,19 @@ class RowClient {
                              std::to_string(p.keys.size()) + " keys of table " + std::to_string(table) + " with " +
                              std::to_string(h.count) + " rows of table " + std::to_string(h.table));
       if (p.keys.empty()) continue;
-      in_.resize(detail::reply_payload_size<WireCodec>(p.keys.size(), dim));
-      e.recv(first_server_ + s, detail::row_tags::reply_payload, in_);
-      traffic_.value_bytes_received += in_.size();
-      values_.resize(p.keys.size() * dim);
-      WireCodec::decode(std::span<const std::byte>(in_), std::span<float>(values_));
+      // One server holds every key: its rows arrive in the caller's order, straight into `rows`.
+      const bool in_place = p.keys.size() == keys.size();
+      const std::span<float> decoded = in_place ? rows : (values_.resize(p.keys.size() * dim), std::span<float>(values_));
+      if constexpr (detail::rows_travel_as_floats<WireCodec>) {
+        e.recv(first_server_ + s, detail::row_tags::reply_payload, std::as_writable_bytes(decoded));
+        traffic_.value_bytes_received += decoded.size_bytes();
+      } else {
+        in_.resize(detail::reply_payload_size<WireCodec>(p.keys.size(), dim));
+        e.recv(first_server_ + s, detail::row_tags::reply_payload, in_);
+        traffic_.value_bytes_received += in_.size();
+        WireCodec::decode(std::span<const std::byte>(in_), decoded);
+      }
+      if (in_place) continue;
       for (std::size_t i = 0; i < p.positions.size(); ++i)
         std::copy_n(values_.begin() + static_cast<std::ptrdiff_t>(i * dim), dim,
                     rows.begin() + static_cast<std::ptrdiff_t>(p.positions[i] * dim));
@@ -109,13 +118,18 @@ class RowClient {
       const std::size_t n = p.keys.size();
       send_header(e, s, RowHeader{RowHeader::push, static_cast<std::uint32_t>(table), 0, 0, step, n});
       if (n == 0) continue;
-      values_.resize(n * dim);
-      for (std::size_t i = 0; i < n; ++i)
-        std::copy_n(gradients.begin() + static_cast<std::ptrdiff_t>(p.positions[i] * dim), dim,
-                    values_.begin() + static_cast<std::ptrdiff_t>(i * dim));
+      // One server takes every key: the gradients are encoded from the caller's buffer as they are.
+      const bool in_place = n == keys.size();
+      if (!in_place) {
+        values_.resize(n * dim);
+        for (std::size_t i = 0; i < n; ++i)
+          std::copy_n(gradients.begin() + static_cast<std::ptrdiff_t>(p.positions[i] * dim), dim,
+                      values_.begin() + static_cast<std::ptrdiff_t>(i * dim));
+      }
       out_.resize(detail::push_payload_size<WireCodec>(n, dim));
       detail::write_keys(out_.data(), p.keys.data(), n);
-      WireCodec::encode(std::span<const float>(values_), std::span<std::byte>(out_).subspan(n * detail::key_bytes));
+      WireCodec::encode(in_place ? gradients : std::span<const float>(values_),
+                        std::span<std::byte>(out_).subspan(n * detail::key_bytes));
       e.send(first_server_ + s, detail::row_tags::request_payload, out_);
       traffic_.key_bytes_sent += n * detail::key_bytes;
       traffic_.value_bytes_sent += out_.size() - n * detail::key_bytes;
@@ -173,10 +187,16 @@ class RowClient {
       p.keys.clear();
       p.positions.clear();
     }
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      auto& p = parts_[owner_of(keys[i], servers_)];
-      p.keys.push_back(keys[i]);
-      p.positions.push_back(i);
+    if (servers_ == 1) {  // every key is the one server's, in the caller's order
+      parts_[0].keys.assign(keys.begin(), keys.end());
+      parts_[0].positions.resize(keys.size());
+      std::iota(parts_[0].positions.begin(), parts_[0].positions.end(), std::size_t{0});
+    } else {
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        auto& p = parts_[owner_of(keys[i], servers_)];
+        p.keys.push_back(keys[i]);
+        p.positions.push_back(i);
+      }
     }
     for (std::size_t s = 0; s < servers_; ++s)
       if (parts_[s].keys.size() > options_.max_keys_per_message)

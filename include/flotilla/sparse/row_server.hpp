@@ -39,7 +39,7 @@
 #include "flotilla/concepts/row_optimizer.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
-#include "flotilla/sparse/detail/key_map.hpp"
+#include "flotilla/core/detail/key_map.hpp"
 #include "flotilla/sparse/detail/row_protocol.hpp"
 #include "flotilla/sparse/row_table.hpp"
 
@@ -69,6 +69,15 @@ inline std::string row_shard_path(const std::string& directory, std::size_t tabl
                                               "-of" + std::to_string(shards) + ".bin"))
       .string();
 }
+
+namespace detail {
+/// Whether `keys` ascend strictly (so are distinct).
+inline bool strictly_ascending(const std::vector<std::uint64_t>& keys) noexcept {
+  for (std::size_t i = 1; i < keys.size(); ++i)
+    if (keys[i] <= keys[i - 1]) return false;
+  return true;
+}
+}  // namespace detail
 
 template <class WireCodec = codec::Fp32>
   requires Codec<WireCodec, float>
@@ -133,6 +142,26 @@ class RowServer {
       std::vector<std::uint64_t> keys;
       std::string directory;
     };
+    // Buffers of requests and pushes answered or applied, reused for the next ones: a step's
+    // pushes are hundreds of KiB, and a fresh allocation of that size is fresh pages to fault in.
+    constexpr std::size_t spare_buffers = 8;
+    std::vector<Push> spare_pushes;
+    std::vector<std::vector<std::uint64_t>> spare_key_lists;
+    auto spare_push = [&] {
+      if (spare_pushes.empty()) return Push{};
+      Push p = std::move(spare_pushes.back());
+      spare_pushes.pop_back();
+      return p;
+    };
+    auto recycle_push = [&](Push&& p) {
+      if (spare_pushes.size() < spare_buffers) spare_pushes.push_back(std::move(p));
+    };
+    auto spare_keys = [&] {
+      if (spare_key_lists.empty()) return std::vector<std::uint64_t>{};
+      auto k = std::move(spare_key_lists.back());
+      spare_key_lists.pop_back();
+      return k;
+    };
     std::vector<std::vector<std::deque<Push>>> queued(T, std::vector<std::deque<Push>>(aggregate ? workers : 0));
     std::vector<std::vector<std::uint64_t>> received(T, std::vector<std::uint64_t>(workers, 0));
     std::vector<std::vector<std::uint64_t>> applied(T, std::vector<std::uint64_t>(workers, 0));
@@ -144,7 +173,7 @@ class RowServer {
     std::vector<std::byte> payload, reply;
     std::vector<float> values;
     // The step's sum per key, in the order keys first appear (worker order, then push order).
-    detail::KeyMap index;
+    flotilla::detail::KeyMap index;
     std::vector<std::uint64_t> sum_keys;
     std::vector<float> sums;
 
@@ -206,9 +235,10 @@ class RowServer {
         if (pushes == 1 && detail::strictly_ascending(queued[t][only].front().keys)) {
           // One push (one worker left, or only one), its keys distinct (a client's push is in key
           // order): its gradients are the step's sum already.
-          const Push& p = queued[t][only].front();
+          Push& p = queued[t][only].front();
           tables_[t]->apply(std::span<const std::uint64_t>(p.keys), std::span<const float>(p.gradients));
           ++counters_.steps_applied;
+          recycle_push(std::move(p));
           queued[t][only].pop_front();
           ++applied[t][only];
           continue;
@@ -217,6 +247,7 @@ class RowServer {
         for (std::size_t v = 0; v < workers; ++v) {
           if (queued[t][v].empty()) continue;
           add_to_sum(tables_[t]->dim(), queued[t][v].front());
+          recycle_push(std::move(queued[t][v].front()));
           queued[t][v].pop_front();
           ++applied[t][v];
         }
@@ -272,9 +303,13 @@ class RowServer {
       h.write(hbuf.data());
       e.send(w, tags::reply, hbuf);
       if (n > 0) {
-        reply.resize(detail::reply_payload_size<WireCodec>(n, dim));
-        WireCodec::encode(std::span<const float>(values), std::span<std::byte>(reply));
-        e.send(w, tags::reply_payload, reply);
+        if constexpr (detail::rows_travel_as_floats<WireCodec>) {
+          e.send(w, tags::reply_payload, std::as_bytes(std::span<const float>(values)));
+        } else {
+          reply.resize(detail::reply_payload_size<WireCodec>(n, dim));
+          WireCodec::encode(std::span<const float>(values), std::span<std::byte>(reply));
+          e.send(w, tags::reply_payload, reply);
+        }
       }
       ++counters_.pulls;
       counters_.keys_pulled += n;
@@ -285,10 +320,11 @@ class RowServer {
         again = false;
         for (std::size_t w = 0; w < workers; ++w) {
           while (!waiting[w].empty() && answerable(w, waiting[w].front())) {
-            const Request r = std::move(waiting[w].front());
+            Request r = std::move(waiting[w].front());
             waiting[w].pop_front();
             try {
               answer(w, r);
+              if (spare_key_lists.size() < spare_buffers) spare_key_lists.push_back(std::move(r.keys));
             } catch (const PeerLostError& err) {
               drop(err);
               again = true;  // the slowest may have changed
@@ -352,7 +388,8 @@ class RowServer {
           case RowHeader::pull: {
             bound_keys(w, h, "pull");
             receive_payload(w, detail::pull_payload_size<WireCodec>(h.count));
-            Request r{h.kind, h.table, h.flags, h.step, std::vector<std::uint64_t>(h.count), {}};
+            Request r{h.kind, h.table, h.flags, h.step, spare_keys(), {}};
+            r.keys.resize(h.count);
             detail::read_keys(payload.data(), r.keys.data(), r.keys.size());
             waiting[w].push_back(std::move(r));
             break;
@@ -361,7 +398,9 @@ class RowServer {
             bound_keys(w, h, "push");
             const std::size_t n = h.count, dim = tables_[h.table]->dim();
             receive_payload(w, detail::push_payload_size<WireCodec>(n, dim));
-            Push p{std::vector<std::uint64_t>(n), std::vector<float>(n * dim)};
+            Push p = spare_push();
+            p.keys.resize(n);
+            p.gradients.resize(n * dim);
             detail::read_keys(payload.data(), p.keys.data(), n);
             WireCodec::decode(std::span<const std::byte>(payload).subspan(n * detail::key_bytes), std::span<float>(p.gradients));
             ++counters_.pushes;
@@ -373,6 +412,7 @@ class RowServer {
               begin_sum();
               add_to_sum(dim, p);
               apply_sum(h.table);
+              recycle_push(std::move(p));
               ++applied[h.table][w];
             }
             break;

@@ -36,9 +36,11 @@
 #include "flotilla/codec/little_endian.hpp"
 #include "flotilla/concepts/row_optimizer.hpp"
 #include "flotilla/core/crc32.hpp"
+#include "flotilla/core/detail/key_map.hpp"
+#include "flotilla/core/detail/prefetch.hpp"
 #include "flotilla/core/error.hpp"
-#include "flotilla/sparse/detail/key_map.hpp"
 #include "flotilla/core/random.hpp"
+#include "flotilla/core/tensor.hpp"
 
 namespace flotilla::sparse {
 
@@ -142,7 +144,7 @@ class RowShard final : public detail::RowTableBase {
   std::size_t row_bytes() const noexcept { return row_bytes_; }
   /// Steps applied to the shard (each apply() call counts one).
   std::uint64_t updates() const noexcept override { return updates_; }
-  bool contains(std::uint64_t key) const { return slots_.find(key) != detail::KeyMap::none; }
+  bool contains(std::uint64_t key) const { return slots_.find(key) != flotilla::detail::KeyMap::none; }
 
   /// The row of `key` (created if missing) and its optimizer state.
   std::span<float> row(std::uint64_t key) { return values_of(slot_of(key)); }
@@ -151,8 +153,11 @@ class RowShard final : public detail::RowTableBase {
   void gather(std::span<const std::uint64_t> keys, std::span<float> out) override {
     check_size("gather", keys.size(), out.size());
     const std::size_t d = spec_.dim;
+    resolve(keys);
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      const auto v = values_of(slot_of(keys[i]));
+      if (i + flotilla::detail::prefetch_distance < keys.size())
+        flotilla::detail::prefetch(values_of(found_[i + flotilla::detail::prefetch_distance]).data());
+      const auto v = values_of(found_[i]);
       std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(i * d));
     }
   }
@@ -162,7 +167,7 @@ class RowShard final : public detail::RowTableBase {
     const std::size_t d = spec_.dim;
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const std::span<float> to = out.subspan(i * d, d);
-      if (const auto slot = slots_.find(keys[i]); slot != detail::KeyMap::none) {
+      if (const auto slot = slots_.find(keys[i]); slot != flotilla::detail::KeyMap::none) {
         const auto v = values_of(slot);
         std::copy(v.begin(), v.end(), to.begin());
       } else {
@@ -174,8 +179,10 @@ class RowShard final : public detail::RowTableBase {
   void apply(std::span<const std::uint64_t> keys, std::span<const float> gradients) override {
     check_size("apply", keys.size(), gradients.size());
     const std::size_t d = spec_.dim;
+    resolve(keys);
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      const std::size_t s = slot_of(keys[i]);
+      if (i + flotilla::detail::prefetch_distance < keys.size()) prefetch_row(found_[i + flotilla::detail::prefetch_distance]);
+      const std::size_t s = found_[i];
       optimizer_.apply(values_of(s), state_of(s), gradients.subspan(i * d, d));
       ++count_of(s);
     }
@@ -270,7 +277,7 @@ class RowShard final : public detail::RowTableBase {
     if (want != got) throw DataError(path, size - 4, "CRC-32 mismatch: the file is corrupt");
 
     // Refused before the rows held are dropped, so a shard too small for the file keeps its rows.
-    const std::size_t need = (n + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_ * row_bytes_ + detail::KeyMap::bytes_for_size(n);
+    const std::size_t need = (n + chunk_rows_ - 1) / chunk_rows_ * chunk_rows_ * row_bytes_ + flotilla::detail::KeyMap::bytes_for_size(n);
     if (spec_.max_bytes_per_shard != 0 && need > spec_.max_bytes_per_shard)
       throw DataError(path, 32, std::to_string(n) + " rows need " + std::to_string(need) + " bytes, past table '" +
                                     spec_.name + "''s bound of " + std::to_string(spec_.max_bytes_per_shard) +
@@ -295,16 +302,18 @@ class RowShard final : public detail::RowTableBase {
 
   /// Drops every row.
   void clear() {
-    slots_ = detail::KeyMap{};
+    slots_ = flotilla::detail::KeyMap{};
     chunks_.clear();
     rows_ = 0;
     updates_ = 0;
   }
 
  private:
+  // Cache-line aligned, so that a row of 16 floats is one line, not two. Mutable: a const shard
+  // still hands out its rows to its own non-const members; the public const interface only reads.
   struct Chunk {
-    std::unique_ptr<float[]> values, state;
-    std::unique_ptr<std::uint64_t[]> counts;
+    mutable Buffer<float> values, state;
+    mutable Buffer<std::uint64_t> counts;
   };
 
   void check_size(const char* op, std::size_t keys, std::size_t values) const {
@@ -314,14 +323,12 @@ class RowShard final : public detail::RowTableBase {
                        std::to_string(values) + " values");
   }
 
-  // The slabs are owned through pointers, so a const shard can still hand out its rows to
-  // its own non-const members; the public const interface only reads them.
   std::span<float> values_of(std::size_t s) const {
-    return {chunks_[s / chunk_rows_].values.get() + (s % chunk_rows_) * spec_.dim, spec_.dim};
+    return {chunks_[s / chunk_rows_].values.data() + (s % chunk_rows_) * spec_.dim, spec_.dim};
   }
   std::span<float> state_of(std::size_t s) const {
     if (state_size_ == 0) return {};
-    return {chunks_[s / chunk_rows_].state.get() + (s % chunk_rows_) * state_size_, state_size_};
+    return {chunks_[s / chunk_rows_].state.data() + (s % chunk_rows_) * state_size_, state_size_};
   }
   std::uint64_t& count_of(std::size_t s) const { return chunks_[s / chunk_rows_].counts[s % chunk_rows_]; }
 
@@ -333,8 +340,27 @@ class RowShard final : public detail::RowTableBase {
     return v;
   }
 
+  // The slot of every key (rows created for missing ones) into found_: the map is asked for the
+  // cells of a key a few keys before it is looked up, so that the misses of a table larger than
+  // the caches overlap.
+  void resolve(std::span<const std::uint64_t> keys) {
+    found_.resize(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (i + flotilla::detail::prefetch_distance < keys.size())
+        slots_.prefetch(keys[i + flotilla::detail::prefetch_distance]);
+      found_[i] = static_cast<std::uint32_t>(slot_of(keys[i]));
+    }
+  }
+
+  void prefetch_row(std::size_t s) const noexcept {
+    const std::size_t c = s / chunk_rows_, r = s % chunk_rows_;
+    flotilla::detail::prefetch(chunks_[c].values.data() + r * spec_.dim);
+    if (state_size_) flotilla::detail::prefetch(chunks_[c].state.data() + r * state_size_);
+    flotilla::detail::prefetch(chunks_[c].counts.data() + r);
+  }
+
   std::size_t slot_of(std::uint64_t key) {
-    if (const auto slot = slots_.find(key); slot != detail::KeyMap::none) return slot;
+    if (const auto slot = slots_.find(key); slot != flotilla::detail::KeyMap::none) return slot;
     return create(key, true);
   }
 
@@ -352,7 +378,7 @@ class RowShard final : public detail::RowTableBase {
   std::size_t create(std::uint64_t key, bool init) {
     const std::size_t s = rows_;
     const bool new_chunk = s == chunks_.size() * chunk_rows_;
-    if (s >= detail::KeyMap::max_size)
+    if (s >= flotilla::detail::KeyMap::max_size)
       throw Error("table '" + spec_.name + "' shard " + std::to_string(shard_) + " of " + std::to_string(shards_) +
                   ": holds " + std::to_string(rows_) + " rows, the most one shard can");
     const std::size_t after = chunks_.size() * chunk_rows_ * row_bytes_ + slots_.bytes_after_insert() +
@@ -364,9 +390,9 @@ class RowShard final : public detail::RowTableBase {
                   ", past the bound of " + std::to_string(spec_.max_bytes_per_shard) + " bytes (max_bytes_per_shard)");
     if (new_chunk) {
       Chunk c;
-      c.values = std::make_unique<float[]>(chunk_rows_ * spec_.dim);
-      if (state_size_) c.state = std::make_unique<float[]>(chunk_rows_ * state_size_);
-      c.counts = std::make_unique<std::uint64_t[]>(chunk_rows_);
+      c.values.resize(chunk_rows_ * spec_.dim);
+      c.state.resize(chunk_rows_ * state_size_);
+      c.counts.resize(chunk_rows_);
       chunks_.push_back(std::move(c));
     }
     slots_.insert(key, static_cast<std::uint32_t>(s));
@@ -386,8 +412,9 @@ class RowShard final : public detail::RowTableBase {
   O optimizer_;
   std::size_t shard_, shards_;
   std::size_t state_size_ = 0, row_bytes_ = 0, chunk_rows_ = 1;
-  detail::KeyMap slots_;
+  flotilla::detail::KeyMap slots_;
   std::vector<Chunk> chunks_;
+  std::vector<std::uint32_t> found_;  // resolve()'s slots, kept step to step
   std::size_t rows_ = 0;
   std::uint64_t updates_ = 0;
 };

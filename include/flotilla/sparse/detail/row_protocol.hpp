@@ -17,9 +17,12 @@
 // A push and `done` have no reply; a pull's reply may be deferred (synchronous step not applied
 // yet, or the worker too far ahead of the slowest); a checkpoint's reply says whether the shard
 // was saved. All integers little-endian.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
+#include "flotilla/codec/fp32.hpp"
 #include "flotilla/codec/little_endian.hpp"
 #include "flotilla/core/message_tags.hpp"
 
@@ -80,6 +83,13 @@ struct RowHeader {
 inline constexpr std::size_t key_bytes = 8;
 /// The longest checkpoint directory a server accepts.
 inline constexpr std::size_t max_directory_bytes = 4096;
+
+/// Whether rows on the wire are the bytes of the floats themselves (fp32 on a little-endian
+/// machine): then a reply is sent from, and received into, the rows' own buffer, with no encoding
+/// copy in between.
+template <class WireCodec>
+inline constexpr bool rows_travel_as_floats =
+    std::is_same_v<WireCodec, codec::Raw<float>> && std::endian::native == std::endian::little;
 
 /// The payload sizes, for `count` keys of rows of `dim` values.
 template <class WireCodec>

@@ -1,5 +1,6 @@
 #pragma once
-// A map from 64-bit row keys to 32-bit slots, open addressing with linear probing.
+// A map from 64-bit keys to 32-bit slots, open addressing with linear probing: a parameter
+// server's rows by key (sparse/row_table.hpp), a batch's distinct keys (nn/embedding.hpp).
 //
 // A server finds a few thousand rows per step in tables of millions. A node-based map
 // (std::unordered_map) costs a pointer chase and a cache miss per lookup, a heap node per row and
@@ -12,10 +13,11 @@
 #include <utility>
 #include <vector>
 
+#include "flotilla/core/detail/prefetch.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/random.hpp"
 
-namespace flotilla::sparse::detail {
+namespace flotilla::detail {
 
 class KeyMap {
  public:
@@ -40,10 +42,22 @@ class KeyMap {
     }
   }
 
+  /// Asks for the cells where a find or insert of `key` starts (see core/detail/prefetch.hpp).
+  void prefetch(std::uint64_t key) const noexcept {
+    if (slots_.empty()) return;
+    const std::size_t i = home(key);
+    flotilla::detail::prefetch(keys_.data() + i);
+    flotilla::detail::prefetch(slots_.data() + i);
+  }
+
   /// Inserts (key, slot) when key is absent; returns the slot the key has and whether it is new.
   std::pair<std::uint32_t, bool> insert(std::uint64_t key, std::uint32_t slot) {
-    if (slot == none) throw Error("sparse::KeyMap: slot " + std::to_string(slot) + " is reserved");
-    if (const std::size_t want = grown_capacity(size_ + 1); want != capacity()) rehash(want);
+    if (slot == none) [[unlikely]]
+      throw Error("KeyMap: slot " + std::to_string(slot) + " is reserved");
+    // Past 70% full (or empty): grow. The same test as grown_capacity's, inline: inserts are the
+    // hot path of a batch's lookup.
+    if ((size_ + 1) * 10 > capacity() * 7) [[unlikely]]
+      rehash(grown_capacity(size_ + 1));
     for (std::size_t i = home(key);; i = (i + 1) & mask_) {
       if (slots_[i] == none) {
         keys_[i] = key;
@@ -74,14 +88,14 @@ class KeyMap {
 
   /// The capacity for n keys: a power of two at least 16, at most 70% full.
   std::size_t grown_capacity(std::size_t n) const {
-    if (n > max_size) throw Error("sparse::KeyMap: more than " + std::to_string(max_size) + " keys");
+    if (n > max_size) throw Error("KeyMap: more than " + std::to_string(max_size) + " keys");
     std::size_t c = capacity() < 16 ? 16 : capacity();
     while (n * 10 > c * 7) c *= 2;
     return c;
   }
 
   std::size_t home(std::uint64_t key) const noexcept {
-    return static_cast<std::size_t>(flotilla::detail::mix(key, 0x243f6a8885a308d3ULL)) & mask_;
+    return static_cast<std::size_t>(mix(key, 0x243f6a8885a308d3ULL)) & mask_;
   }
 
   void rehash(std::size_t cells) {
@@ -100,11 +114,4 @@ class KeyMap {
   std::size_t mask_ = 0, size_ = 0;
 };
 
-/// Whether `keys` ascend strictly (so are distinct).
-inline bool strictly_ascending(const std::vector<std::uint64_t>& keys) noexcept {
-  for (std::size_t i = 1; i < keys.size(); ++i)
-    if (keys[i] <= keys[i - 1]) return false;
-  return true;
-}
-
-}  // namespace flotilla::sparse::detail
+}  // namespace flotilla::detail

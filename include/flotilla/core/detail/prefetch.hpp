@@ -1,0 +1,22 @@
+#pragma once
+// A hint that memory at `p` will be read soon. Lookups in tables larger than the caches (a
+// server's rows, a batch of examples in shuffled order) walk addresses the hardware cannot guess;
+// asking for them a few items ahead overlaps the misses instead of taking them one by one.
+
+#include <cstddef>
+
+namespace flotilla::detail {
+
+inline void prefetch(const void* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p);
+#else
+  (void)p;
+#endif
+}
+
+/// How many items ahead a lookup loop asks for the memory of the next ones: enough to cover a
+/// miss to DRAM at a few ns of work per item, few enough to stay in the L1 cache.
+inline constexpr std::size_t prefetch_distance = 32;
+
+}  // namespace flotilla::detail
