@@ -19,10 +19,10 @@ examples/ctr's RESULT line, the epoch's training samples over the epoch's wall t
 including) the held-out evaluation. PyTorch (bench/ctr/pytorch_ctr.py): samples over the wall time
 of the training loop, the files having been parsed into tensors first.
 
-Configurations (flotilla in-process: workers and one parameter server are threads of one process):
+Configurations (flotilla in-process: workers and parameter servers are threads of one process):
 * one CPU (both processes under `taskset -c 0`): flotilla 1 worker + 1 server, PyTorch 1 thread;
-* two CPUs: flotilla 1 worker + 1 server, flotilla 2 workers (each --batch / 2) + 1 server,
-  PyTorch 1 thread, 2 threads, and 2 threads with OMP_WAIT_POLICY=passive (libgomp's default
+* two CPUs: flotilla 1 worker + 1 server, 2 workers (each --batch / 2) + 1 server, 2 workers + 2
+  servers; PyTorch 1 thread, 2 threads, and 2 threads with OMP_WAIT_POLICY=passive (libgomp's default
   spinning makes PyTorch's 2 threads over ten times slower whenever another process holds one of
   the two cores, as on this shared machine).
 A flotilla configuration's ratio is to PyTorch's fastest configuration on as many CPUs.
@@ -146,9 +146,9 @@ def configurations(args):
     """(label, side, cpus, argv maker) of every configuration."""
     one_cpu = ["taskset", "-c", "0"]
 
-    def flotilla(workers):
+    def flotilla(workers, servers=1):
         return lambda train, test: [args.ctr, "--train", train, "--test", test, "--workers", str(workers),
-                                    "--servers", "1", "--batch", str(args.batch // workers), "--epochs", "1",
+                                    "--servers", str(servers), "--batch", str(args.batch // workers), "--epochs", "1",
                                     "--row-lr", str(args.row_lr), "--tower-lr", str(args.tower_lr),
                                     "--seed", str(args.seed)]
 
@@ -159,13 +159,14 @@ def configurations(args):
                                     "--tower-lr", str(args.tower_lr), "--row-init", "uniform:0.05",
                                     "--tower-init", "glorot", "--threads", str(threads), "--seed", str(args.seed)]
 
-    f1, f2, p1, p2 = flotilla(1), flotilla(2), pytorch(1), pytorch(2)
+    f1, f2, f22, p1, p2 = flotilla(1), flotilla(2), flotilla(2, 2), pytorch(1), pytorch(2)
     passive = ["env", "OMP_WAIT_POLICY=passive"]
     return [
         ("flotilla 1 worker + 1 server", "flotilla", 1, lambda tr, te: one_cpu + f1(tr, te)),
         ("PyTorch 1 thread", "pytorch", 1, lambda tr, te: one_cpu + p1(tr, te)),
         ("flotilla 1 worker + 1 server", "flotilla", 2, f1),
         ("flotilla 2 workers + 1 server", "flotilla", 2, f2),
+        ("flotilla 2 workers + 2 servers", "flotilla", 2, f22),
         ("PyTorch 1 thread", "pytorch", 2, p1),
         ("PyTorch 2 threads", "pytorch", 2, p2),
         ("PyTorch 2 threads, OMP_WAIT_POLICY=passive", "pytorch", 2, lambda tr, te: passive + p2(tr, te)),

@@ -132,9 +132,13 @@ struct EmbeddingLookup {
   }
 
  private:
+  void check_fields(std::size_t first_field, std::size_t field_count, std::uint64_t buckets) const;
+  void index_entries();
+
   // The batch's distinct keys (key -> index in order of first appearance), those keys with their
   // index as they are sorted (and the radix sort's second buffer and counts), and each index's
   // place in the sorted order: all reused step to step.
+  std::vector<std::uint64_t> entry_keys_;
   detail::KeyMap distinct_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> sorted_, spare_;
   std::vector<std::uint32_t> counts_, rank_;
@@ -142,12 +146,20 @@ struct EmbeddingLookup {
 
 namespace detail {
 
-// Sorts (key, entry) pairs by key (the order of equal keys is of no consequence). Measured on
-// 4096 examples x 26 fields of log-uniform IDs (73k distinct keys of 106k): std::sort 5.0 ms, a
-// hash map of distinct keys then a sort of those 6.0 ms (2.3 ms at 24k distinct), and this LSD
-// radix sort 1.3 ms: six passes of 11 bits, skipping those whose digit is the same for every key
-// (the top ones when keys are bucketed). std::sort stays for small batches, where clearing the
-// counts would cost more than it saves.
+// The arrays an embedding lookup reads of one example (see core/detail/prefetch.hpp for why this is
+// always inlined).
+[[gnu::always_inline]] inline void prefetch_arrays(const data::CtrExample& e) noexcept {
+  flotilla::detail::prefetch(e.offsets.data());
+  const auto* ids = reinterpret_cast<const char*>(e.ids.data());
+  const std::size_t id_bytes = e.ids.size() * sizeof(std::uint64_t);
+  for (std::size_t b = 0; b < id_bytes; b += 64) flotilla::detail::prefetch(ids + b);
+  flotilla::detail::prefetch(e.dense.data());
+}
+
+// Sorts (key, index) pairs by key (a batch's distinct keys, so no two are equal): an LSD radix
+// sort, six passes of 11 bits, skipping those whose digit is the same for every key (the top ones
+// when keys are bucketed); std::sort for small inputs, where clearing the counts would cost more
+// than it saves.
 using KeyEntry = std::pair<std::uint64_t, std::uint32_t>;
 inline void sort_by_key(std::vector<KeyEntry>& a, std::vector<KeyEntry>& spare, std::vector<std::uint32_t>& counts) {
   const std::size_t n = a.size();
@@ -177,14 +189,7 @@ template <class Example>
 void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t first_field, std::size_t field_count,
                                  std::uint64_t buckets) {
   const std::size_t last_field = first_field + field_count;
-  if (buckets == 0 && last_field > embedding_max_unbucketed_fields)
-    throw ConfigError("embedding lookup: fields [" + std::to_string(first_field) + ", " + std::to_string(last_field) +
-                      ") without buckets, but only fields below " +
-                      std::to_string(embedding_max_unbucketed_fields) +
-                      " have keys of their own; give the table buckets");
-  if (buckets > 0 && last_field > 0 && buckets > std::numeric_limits<std::uint64_t>::max() / last_field)
-    throw ConfigError("embedding lookup: " + std::to_string(last_field) + " fields of " + std::to_string(buckets) +
-                      " buckets each do not fit in 64-bit keys");
+  check_fields(first_field, field_count, buckets);
   batch = n;
   fields = field_count;
   offsets.resize(batch * fields + 1);
@@ -194,19 +199,12 @@ void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t f
   // A batch drawn in shuffled order visits examples (and their arrays) all over the heap: their
   // memory is asked for a few examples ahead, the struct first and then, once it is in, its arrays.
   constexpr std::size_t ahead = flotilla::detail::prefetch_distance;
-  auto prefetch_arrays = [](const data::CtrExample& e) {
-    flotilla::detail::prefetch(e.offsets.data());
-    const auto* ids = reinterpret_cast<const char*>(e.ids.data());
-    const std::size_t id_bytes = e.ids.size() * sizeof(std::uint64_t);
-    for (std::size_t b = 0; b < id_bytes; b += 64) flotilla::detail::prefetch(ids + b);
-    flotilla::detail::prefetch(e.dense.data());
-  };
   for (std::size_t i = 0; i < std::min(batch, 2 * ahead); ++i) flotilla::detail::prefetch(&example(i));
-  for (std::size_t i = 0; i < std::min(batch, ahead); ++i) prefetch_arrays(example(i));
+  for (std::size_t i = 0; i < std::min(batch, ahead); ++i) detail::prefetch_arrays(example(i));
   std::size_t total = 0;
   for (std::size_t i = 0; i < batch; ++i) {
     if (i + 2 * ahead < batch) flotilla::detail::prefetch(&example(i + 2 * ahead));
-    if (i + ahead < batch) prefetch_arrays(example(i + ahead));
+    if (i + ahead < batch) detail::prefetch_arrays(example(i + ahead));
     const data::CtrExample& e = example(i);
     if (e.fields() < last_field)
       throw ShapeError("embedding lookup: example " + std::to_string(i) + " of the batch (line " +
@@ -231,29 +229,53 @@ void EmbeddingLookup::build_from(std::size_t n, Example&& example, std::size_t f
   slots.resize(total);
   weights.resize(total);
 
-  // Distinct keys first, through a flat hash map (a batch repeats popular IDs: a few distinct keys
-  // per several entries), each entry's slot its key's index in order of first appearance; then
-  // only the distinct keys are sorted, and the entries' slots renumbered to the sorted order.
-  distinct_.clear();
-  sorted_.clear();
+  // Each entry's key (in entry_keys_), then the distinct keys through a flat hash map
+  // (a batch repeats popular IDs: a few distinct keys per several entries), its cells asked for a
+  // few entries ahead; an entry's slot is first its key's index in order of first appearance, then,
+  // once only the distinct keys are sorted, its index in that order.
+  entry_keys_.resize(total);
   std::uint32_t entry = 0;
   for (std::size_t i = 0; i < batch; ++i) {
     const data::CtrExample& e = example(i);
+    const std::uint32_t* field_offsets = e.offsets.data();
+    const std::uint64_t* ids = e.ids.data();
+    const float* values = e.values.empty() ? nullptr : e.values.data();
     for (std::size_t f = 0; f < fields; ++f) {
       offsets[i * fields + f] = entry;
       const std::size_t field = first_field + f;
-      const auto ids = e.field_ids(field);
-      const auto values = e.field_values(field);
-      for (std::size_t j = 0; j < ids.size(); ++j, ++entry) {
-        const std::uint64_t key = embedding_key(field, ids[j], buckets);
-        const auto [slot, fresh] = distinct_.insert(key, static_cast<std::uint32_t>(sorted_.size()));
-        if (fresh) sorted_.emplace_back(key, slot);
-        slots[entry] = slot;
-        weights[entry] = values.empty() ? 1.0f : values[j];
+      for (std::uint32_t k = field_offsets[field], end = field_offsets[field + 1]; k < end; ++k, ++entry) {
+        entry_keys_[entry] = embedding_key(field, ids[k], buckets);
+        weights[entry] = values ? values[k] : 1.0f;
       }
     }
   }
   offsets[batch * fields] = entry;
+  index_entries();
+}
+
+inline void EmbeddingLookup::check_fields(std::size_t first_field, std::size_t field_count, std::uint64_t buckets) const {
+  const std::size_t last_field = first_field + field_count;
+  if (buckets == 0 && last_field > embedding_max_unbucketed_fields)
+    throw ConfigError("embedding lookup: fields [" + std::to_string(first_field) + ", " + std::to_string(last_field) +
+                      ") without buckets, but only fields below " +
+                      std::to_string(embedding_max_unbucketed_fields) +
+                      " have keys of their own; give the table buckets");
+  if (buckets > 0 && last_field > 0 && buckets > std::numeric_limits<std::uint64_t>::max() / last_field)
+    throw ConfigError("embedding lookup: " + std::to_string(last_field) + " fields of " + std::to_string(buckets) +
+                      " buckets each do not fit in 64-bit keys");
+}
+
+inline void EmbeddingLookup::index_entries() {
+  const std::size_t total = entry_keys_.size();
+  distinct_.clear();
+  sorted_.clear();
+  constexpr std::size_t map_ahead = flotilla::detail::prefetch_distance;
+  for (std::size_t k = 0; k < total; ++k) {
+    if (k + map_ahead < total) distinct_.prefetch(entry_keys_[k + map_ahead]);
+    const auto [slot, fresh] = distinct_.insert(entry_keys_[k], static_cast<std::uint32_t>(sorted_.size()));
+    if (fresh) sorted_.emplace_back(entry_keys_[k], slot);
+    slots[k] = slot;
+  }
 
   detail::sort_by_key(sorted_, spare_, counts_);
   keys.resize(sorted_.size());

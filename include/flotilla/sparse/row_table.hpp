@@ -352,7 +352,7 @@ class RowShard final : public detail::RowTableBase {
     }
   }
 
-  void prefetch_row(std::size_t s) const noexcept {
+  [[gnu::always_inline]] void prefetch_row(std::size_t s) const noexcept {
     const std::size_t c = s / chunk_rows_, r = s % chunk_rows_;
     flotilla::detail::prefetch(chunks_[c].values.data() + r * spec_.dim);
     if (state_size_) flotilla::detail::prefetch(chunks_[c].state.data() + r * state_size_);

@@ -43,7 +43,7 @@ class KeyMap {
   }
 
   /// Asks for the cells where a find or insert of `key` starts (see core/detail/prefetch.hpp).
-  void prefetch(std::uint64_t key) const noexcept {
+  [[gnu::always_inline]] void prefetch(std::uint64_t key) const noexcept {
     if (slots_.empty()) return;
     const std::size_t i = home(key);
     flotilla::detail::prefetch(keys_.data() + i);
