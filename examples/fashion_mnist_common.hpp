@@ -64,8 +64,8 @@ int train_and_report(const Settings& s) {
   const float mean = train.inputs.mean();
   const float stddev = std::sqrt((train.inputs.array() - mean).square().mean());
   for (auto* d : {&train, &test}) d->inputs = (d->inputs.array() - mean) / stddev;
-  std::printf("%zu training and %zu test images; model with %zu parameters\n", train.size(), test.size(),
-              Model::parameter_count);
+  std::printf("%zu training and %zu test images; the model:\n%s\n", train.size(), test.size(),
+              flotilla::summary<typename Model::architecture, typename Model::scalar_type>().to_string().c_str());
 
   flotilla::TrainerOptions<Model> options;
   options.optimizer.learning_rate = s.learning_rate;

@@ -3724,6 +3724,160 @@ struct Flatten {
 }  // namespace flotilla
 // ---- end flotilla/nn/flatten.hpp ----
 
+// ---- begin flotilla/nn/layer_cost.hpp ----
+// What each layer of a network costs, estimated by the compiler from the layer types and the shapes
+// Sequential infers: the numbers a model summary (nn/summary.hpp) prints and the pipeline's
+// automatic split balances (pipeline/balance.hpp).
+//
+// Per sample:
+//  - forward FLOPs. A layer may declare `static constexpr std::uint64_t forward_flops` itself.
+//    Otherwise a layer with parameters is taken to be a linear map with one bias per output
+//    channel, evaluated at every output position (Dense: once; Conv2D: at every pixel):
+//      2 * (parameters - channels) * (output size / channels),
+//    which is exact for Dense and Conv2D; a layer without parameters costs one operation per
+//    input value (activations, pooling, copies).
+//  - backward FLOPs: a layer with parameters computes two products of the forward's size (the
+//    gradient of its input and of its weights); one without, one pass over its values.
+//  - the bytes of its output (what crosses a cut placed after it, and what a stage keeps per
+//    micro-batch until its backward) and of its parameters.
+//
+// These are estimates of arithmetic, not of time: memory-bound layers cost more than their FLOPs
+// say. measure_layer_costs (timing.hpp) replaces them with timings of the layers on this machine.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+
+// ---- begin flotilla/nn/sequential.hpp ----
+// Sequential<Input<...>, Layers...>: a network as a type. Each layer spec is bound to the shape the
+// previous one produces, so shapes are inferred, and a mismatch stops the compiler with the
+// offending layer's static_assert message.
+#include <cstddef>
+#include <type_traits>
+
+
+namespace flotilla {
+namespace detail {
+
+template <class... Ts>
+struct type_list {
+  static constexpr std::size_t size = sizeof...(Ts);
+};
+
+template <class T, class List>
+struct prepend;
+template <class T, class... Ts>
+struct prepend<T, type_list<Ts...>> {
+  using type = type_list<T, Ts...>;
+};
+
+template <class In, class T, class... Specs>
+struct bind_chain {
+  using layers = type_list<>;
+  using output_shape = In;
+};
+template <class In, class T, class S, class... Rest>
+struct bind_chain<In, T, S, Rest...> {
+  static_assert(check_layer_spec<S, In, T>());
+  using first = typename S::template layer<In, T>;
+  using next = bind_chain<typename first::output_shape, T, Rest...>;
+  using layers = typename prepend<first, typename next::layers>::type;
+  using output_shape = typename next::output_shape;
+};
+
+template <class S>
+struct is_input : std::false_type {};
+template <std::size_t... D>
+struct is_input<Input<D...>> : std::true_type {};
+
+}  // namespace detail
+
+template <class InputSpec, class... Specs>
+struct Sequential {
+  static_assert(detail::is_input<InputSpec>::value,
+                "Sequential<Input<...>, Layers...>: the first argument must be Input<...>, the shape of one "
+                "sample (e.g. Input<784> or Input<1, 28, 28>)");
+  static_assert(sizeof...(Specs) > 0, "Sequential<Input<...>, Layers...>: a network needs at least one layer");
+
+  using input_shape = typename InputSpec::shape;
+  /// The concrete layers for scalar type T, as a detail::type_list.
+  template <class T>
+  using layers = typename detail::bind_chain<input_shape, T, Specs...>::layers;
+  using output_shape = typename detail::bind_chain<input_shape, float, Specs...>::output_shape;
+  static constexpr std::size_t depth = sizeof...(Specs);
+};
+
+namespace detail {
+template <class A>
+struct is_sequential : std::false_type {};
+template <class I, class... S>
+struct is_sequential<Sequential<I, S...>> : std::true_type {};
+}  // namespace detail
+
+}  // namespace flotilla
+// ---- end flotilla/nn/sequential.hpp ----
+
+namespace flotilla {
+
+struct LayerCost {
+  std::string_view name;              ///< the layer's name, e.g. "Conv2D"
+  std::uint64_t forward_flops = 0;    ///< per sample
+  std::uint64_t backward_flops = 0;   ///< per sample
+  std::uint64_t output_bytes = 0;     ///< per sample
+  std::uint64_t parameter_bytes = 0;  ///< the layer's parameters
+  /// What the balancer evens out: forward and backward work per sample.
+  constexpr std::uint64_t compute() const noexcept { return forward_flops + backward_flops; }
+};
+
+/// The estimate for one concrete layer type L (see the header comment).
+template <class L>
+constexpr LayerCost estimate_layer_cost() {
+  using T = typename L::scalar_type;
+  constexpr std::uint64_t in = L::input_shape::size, out = L::output_shape::size;
+  constexpr std::uint64_t channels = L::output_shape::dims[0];
+  constexpr std::uint64_t params = L::parameter_count;
+  LayerCost c;
+  c.name = L::name;
+  c.output_bytes = out * sizeof(T);
+  c.parameter_bytes = params * sizeof(T);
+  if constexpr (requires { { L::forward_flops } -> std::convertible_to<std::uint64_t>; }) {
+    c.forward_flops = L::forward_flops;
+    c.backward_flops = params > 0 ? 2 * c.forward_flops : c.forward_flops;
+  } else if constexpr (params > channels) {
+    c.forward_flops = 2 * (params - channels) * (out / channels);
+    c.backward_flops = 2 * c.forward_flops;
+  } else {
+    c.forward_flops = in;
+    c.backward_flops = in;
+  }
+  return c;
+}
+
+namespace detail {
+template <class List>
+struct costs_of;
+template <class... Ls>
+struct costs_of<type_list<Ls...>> {
+  static constexpr std::array<LayerCost, sizeof...(Ls)> value{estimate_layer_cost<Ls>()...};
+};
+}  // namespace detail
+
+/// Every layer's estimated cost, in layer order, for scalar type T.
+template <Architecture Arch, class T = float>
+inline constexpr auto estimated_costs = detail::costs_of<typename Arch::template layers<T>>::value;
+
+/// The balancer's input: compute() of each layer.
+template <Architecture Arch, class T = float>
+constexpr std::array<std::uint64_t, Arch::depth> estimated_compute() {
+  std::array<std::uint64_t, Arch::depth> r{};
+  for (std::size_t i = 0; i < Arch::depth; ++i) r[i] = estimated_costs<Arch, T>[i].compute();
+  return r;
+}
+
+}  // namespace flotilla
+// ---- end flotilla/nn/layer_cost.hpp ----
+
 // ---- begin flotilla/nn/maxpool2d.hpp ----
 // MaxPool2D<K, Stride>: the maximum of each K x K window, per channel. Windows that would run past
 // the edge are dropped (floor), as in PyTorch. The position of each maximum is remembered so that
@@ -3849,75 +4003,6 @@ struct MaxPool2D {
 #include <type_traits>
 #include <utility>
 
-
-// ---- begin flotilla/nn/sequential.hpp ----
-// Sequential<Input<...>, Layers...>: a network as a type. Each layer spec is bound to the shape the
-// previous one produces, so shapes are inferred, and a mismatch stops the compiler with the
-// offending layer's static_assert message.
-#include <cstddef>
-#include <type_traits>
-
-
-namespace flotilla {
-namespace detail {
-
-template <class... Ts>
-struct type_list {
-  static constexpr std::size_t size = sizeof...(Ts);
-};
-
-template <class T, class List>
-struct prepend;
-template <class T, class... Ts>
-struct prepend<T, type_list<Ts...>> {
-  using type = type_list<T, Ts...>;
-};
-
-template <class In, class T, class... Specs>
-struct bind_chain {
-  using layers = type_list<>;
-  using output_shape = In;
-};
-template <class In, class T, class S, class... Rest>
-struct bind_chain<In, T, S, Rest...> {
-  static_assert(check_layer_spec<S, In, T>());
-  using first = typename S::template layer<In, T>;
-  using next = bind_chain<typename first::output_shape, T, Rest...>;
-  using layers = typename prepend<first, typename next::layers>::type;
-  using output_shape = typename next::output_shape;
-};
-
-template <class S>
-struct is_input : std::false_type {};
-template <std::size_t... D>
-struct is_input<Input<D...>> : std::true_type {};
-
-}  // namespace detail
-
-template <class InputSpec, class... Specs>
-struct Sequential {
-  static_assert(detail::is_input<InputSpec>::value,
-                "Sequential<Input<...>, Layers...>: the first argument must be Input<...>, the shape of one "
-                "sample (e.g. Input<784> or Input<1, 28, 28>)");
-  static_assert(sizeof...(Specs) > 0, "Sequential<Input<...>, Layers...>: a network needs at least one layer");
-
-  using input_shape = typename InputSpec::shape;
-  /// The concrete layers for scalar type T, as a detail::type_list.
-  template <class T>
-  using layers = typename detail::bind_chain<input_shape, T, Specs...>::layers;
-  using output_shape = typename detail::bind_chain<input_shape, float, Specs...>::output_shape;
-  static constexpr std::size_t depth = sizeof...(Specs);
-};
-
-namespace detail {
-template <class A>
-struct is_sequential : std::false_type {};
-template <class I, class... S>
-struct is_sequential<Sequential<I, S...>> : std::true_type {};
-}  // namespace detail
-
-}  // namespace flotilla
-// ---- end flotilla/nn/sequential.hpp ----
 
 namespace flotilla {
 
@@ -4221,6 +4306,131 @@ class Network {
 
 }  // namespace flotilla
 // ---- end flotilla/nn/network.hpp ----
+
+// ---- begin flotilla/nn/summary.hpp ----
+// A model's summary, as Keras' summary() prints it: each layer with the shape it produces, its
+// parameters and its forward FLOPs per sample, then the totals. Everything in it is known at
+// compile time (the shapes Sequential infers, the estimates of nn/layer_cost.hpp); summary()
+// only lays it out.
+//
+//   #  layer      output shape   parameters  forward FLOPs
+//   1  Conv2D     32 x 28 x 28          320        476,672
+//   ...
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <iterator>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+namespace flotilla {
+
+struct LayerSummary {
+  std::string_view name;                  ///< e.g. "Conv2D"
+  std::vector<std::size_t> output_shape;  ///< one sample's: {N}, or {C, H, W} for an image
+  std::size_t parameters = 0;
+  std::uint64_t forward_flops = 0;  ///< per sample (nn/layer_cost.hpp says how it is counted)
+};
+
+struct ModelSummary {
+  std::vector<std::size_t> input_shape;
+  std::vector<LayerSummary> layers;
+  std::size_t parameters = 0;        ///< all of them (the sum of the layers')
+  std::size_t parameter_bytes = 0;   ///< in the model's scalar type
+  std::uint64_t forward_flops = 0;   ///< per sample, the sum of the layers'
+
+  /// The table: one line per layer, then the totals.
+  std::string to_string() const {
+    std::vector<std::vector<std::string>> rows{{"#", "layer", "output shape", "parameters", "forward FLOPs"}};
+    rows.push_back({"", "input", shape_text(input_shape), "", ""});
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const auto& l = layers[i];
+      rows.push_back({std::to_string(i + 1), std::string(l.name), shape_text(l.output_shape),
+                      grouped(l.parameters), grouped(l.forward_flops)});
+    }
+    rows.push_back({"", "total", "", grouped(parameters), grouped(forward_flops)});
+    std::vector<std::size_t> width(rows[0].size(), 0);
+    for (const auto& r : rows)
+      for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+    std::string out;
+    for (const auto& r : rows) {
+      for (std::size_t c = 0; c < r.size(); ++c) {
+        // Names and shapes to the left, counts to the right, as numbers are read.
+        const std::string pad(width[c] - r[c].size(), ' ');
+        out += c == 0 ? "" : "  ";
+        out += c == 1 || c == 2 ? r[c] + pad : pad + r[c];
+      }
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+      out += '\n';
+    }
+    out += "parameters: " + grouped(parameters) + " (" + bytes_text(parameter_bytes) +
+           "); forward FLOPs per sample: " + grouped(forward_flops) + '\n';
+    return out;
+  }
+
+  friend std::ostream& operator<<(std::ostream& os, const ModelSummary& s) { return os << s.to_string(); }
+
+ private:
+  static std::string shape_text(const std::vector<std::size_t>& dims) {
+    std::string s;
+    for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? " x " : "") + std::to_string(dims[i]);
+    return s;
+  }
+  static std::string grouped(std::uint64_t n) {
+    std::string digits = std::to_string(n), s;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+      if (i > 0 && (digits.size() - i) % 3 == 0) s += ',';
+      s += digits[i];
+    }
+    return s;
+  }
+  static std::string bytes_text(std::size_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB"};
+    double v = static_cast<double>(bytes);
+    std::size_t u = 0;
+    while (v >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+    return buf;
+  }
+};
+
+namespace detail {
+template <class S>
+std::vector<std::size_t> dims_of() {
+  return std::vector<std::size_t>(S::dims.begin(), S::dims.end());
+}
+template <class List>
+struct summarize_layers;
+template <class... Ls>
+struct summarize_layers<type_list<Ls...>> {
+  static std::vector<LayerSummary> get() {
+    return {LayerSummary{Ls::name, dims_of<typename Ls::output_shape>(), Ls::parameter_count,
+                         estimate_layer_cost<Ls>().forward_flops}...};
+  }
+};
+}  // namespace detail
+
+/// The summary of architecture Arch (a Sequential) in scalar type T.
+template <Architecture Arch, class T = float>
+ModelSummary summary() {
+  ModelSummary s;
+  s.input_shape = detail::dims_of<typename Arch::input_shape>();
+  s.layers = detail::summarize_layers<typename Arch::template layers<T>>::get();
+  for (const auto& l : s.layers) {
+    s.parameters += l.parameters;
+    s.forward_flops += l.forward_flops;
+  }
+  s.parameter_bytes = s.parameters * sizeof(T);
+  return s;
+}
+
+}  // namespace flotilla
+// ---- end flotilla/nn/summary.hpp ----
 
 // Losses.
 
@@ -18475,85 +18685,15 @@ constexpr Split balance(std::span<const std::uint64_t> costs, std::size_t stages
 // ---- end flotilla/pipeline/balance.hpp ----
 
 // ---- begin flotilla/pipeline/cost_model.hpp ----
-// What each layer of a network costs, estimated by the compiler from the layer types and the shapes
-// Sequential infers: the numbers the automatic split balances (balance.hpp) and a Plan prints.
-//
-// Per sample:
-//  - forward FLOPs. A layer may declare `static constexpr std::uint64_t forward_flops` itself.
-//    Otherwise a layer with parameters is taken to be a linear map with one bias per output
-//    channel, evaluated at every output position (Dense: once; Conv2D: at every pixel):
-//      2 * (parameters - channels) * (output size / channels),
-//    which is exact for Dense and Conv2D; a layer without parameters costs one operation per
-//    input value (activations, pooling, copies).
-//  - backward FLOPs: a layer with parameters computes two products of the forward's size (the
-//    gradient of its input and of its weights); one without, one pass over its values.
-//  - the bytes of its output (what crosses a cut placed after it, and what a stage keeps per
-//    micro-batch until its backward) and of its parameters.
-//
-// These are estimates of arithmetic, not of time: memory-bound layers cost more than their FLOPs
-// say. measure_layer_costs (timing.hpp) replaces them with timings of the layers on this machine.
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <string_view>
-
+// The per-layer cost estimates the automatic split balances and a Plan prints: those of
+// nn/layer_cost.hpp, under the names the pipeline has always used for them.
 
 namespace flotilla::pipeline {
 
-struct LayerCost {
-  std::string_view name;              ///< the layer's name, e.g. "Conv2D"
-  std::uint64_t forward_flops = 0;    ///< per sample
-  std::uint64_t backward_flops = 0;   ///< per sample
-  std::uint64_t output_bytes = 0;     ///< per sample
-  std::uint64_t parameter_bytes = 0;  ///< the layer's parameters
-  /// What the balancer evens out: forward and backward work per sample.
-  constexpr std::uint64_t compute() const noexcept { return forward_flops + backward_flops; }
-};
-
-/// The estimate for one concrete layer type L (see the header comment).
-template <class L>
-constexpr LayerCost estimate_layer_cost() {
-  using T = typename L::scalar_type;
-  constexpr std::uint64_t in = L::input_shape::size, out = L::output_shape::size;
-  constexpr std::uint64_t channels = L::output_shape::dims[0];
-  constexpr std::uint64_t params = L::parameter_count;
-  LayerCost c;
-  c.name = L::name;
-  c.output_bytes = out * sizeof(T);
-  c.parameter_bytes = params * sizeof(T);
-  if constexpr (requires { { L::forward_flops } -> std::convertible_to<std::uint64_t>; }) {
-    c.forward_flops = L::forward_flops;
-    c.backward_flops = params > 0 ? 2 * c.forward_flops : c.forward_flops;
-  } else if constexpr (params > channels) {
-    c.forward_flops = 2 * (params - channels) * (out / channels);
-    c.backward_flops = 2 * c.forward_flops;
-  } else {
-    c.forward_flops = in;
-    c.backward_flops = in;
-  }
-  return c;
-}
-
-namespace detail {
-template <class List>
-struct costs_of;
-template <class... Ls>
-struct costs_of<flotilla::detail::type_list<Ls...>> {
-  static constexpr std::array<LayerCost, sizeof...(Ls)> value{estimate_layer_cost<Ls>()...};
-};
-}  // namespace detail
-
-/// Every layer's estimated cost, in layer order, for scalar type T.
-template <Architecture Arch, class T = float>
-inline constexpr auto estimated_costs = detail::costs_of<typename Arch::template layers<T>>::value;
-
-/// The balancer's input: compute() of each layer.
-template <Architecture Arch, class T = float>
-constexpr std::array<std::uint64_t, Arch::depth> estimated_compute() {
-  std::array<std::uint64_t, Arch::depth> r{};
-  for (std::size_t i = 0; i < Arch::depth; ++i) r[i] = estimated_costs<Arch, T>[i].compute();
-  return r;
-}
+using flotilla::estimate_layer_cost;
+using flotilla::estimated_compute;
+using flotilla::estimated_costs;
+using flotilla::LayerCost;
 
 }  // namespace flotilla::pipeline
 // ---- end flotilla/pipeline/cost_model.hpp ----

@@ -208,6 +208,8 @@ int run(int argc, char** argv, const char* program) {
   if (reporter) {
     std::printf("%zu training and %zu held-out examples; %zu workers, %zu servers, policy %s, codec %s\n", train_set.size(),
                 test_set.size(), s.workers, s.servers, s.policy.c_str(), s.codec.c_str());
+    std::printf("the tower (its input: %zu fields x %zu values of the embedding rows, then the numeric features):\n%s",
+                fl::data::criteo_categorical_fields, embedding_dim, fl::summary<Tower>().to_string().c_str());
     if (generated) {
       const auto best = planted_metrics(g, test_set);
       std::printf("the planted model on the held-out lines: AUC %.4f, log loss %.4f\n", best.auc, best.log_loss);

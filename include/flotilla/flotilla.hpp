@@ -52,10 +52,12 @@
 #include "flotilla/nn/embedding.hpp"
 #include "flotilla/nn/flatten.hpp"
 #include "flotilla/nn/init.hpp"
+#include "flotilla/nn/layer_cost.hpp"
 #include "flotilla/core/layer_args.hpp"
 #include "flotilla/nn/maxpool2d.hpp"
 #include "flotilla/nn/network.hpp"
 #include "flotilla/nn/sequential.hpp"
+#include "flotilla/nn/summary.hpp"
 
 // Losses.
 #include "flotilla/loss/binary_cross_entropy.hpp"
