@@ -296,6 +296,18 @@ FLOTILLA_HOST_DEVICE auto where_positive(const X& test, const Y& value) {
   }
 }
 
+/// `if_positive` where `test` > 0, else `otherwise`, element by element.
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X, class A, class B>
+FLOTILLA_HOST_DEVICE auto select_positive(const X& test, const A& if_positive, const B& otherwise) {
+  using S = scalar_t<X>;
+  if constexpr (is_scalar<X>) {
+    return test > S(0) ? if_positive : otherwise;
+  } else {
+    return (test > S(0)).select(if_positive, otherwise);
+  }
+}
+
 /// -1, 0 or +1 by the sign of x.
 FLOTILLA_HOST_DEVICE_TEMPLATE
 template <class X>
@@ -2442,7 +2454,7 @@ concept TransportBackend =
 // Layers and networks.
 
 // ---- begin flotilla/nn/activation.hpp ----
-// Element-wise activations: ReLU, Tanh, Sigmoid. The output keeps the input's shape. Backward uses
+// Element-wise activations: ReLU, LeakyReLU, Tanh, Sigmoid. The output keeps the input's shape. Backward uses
 // the saved output (each derivative is a function of y), so nothing extra is stored.
 // Each function type supplies forward(x) and backward(y, dy) as FLOTILLA_HOST_DEVICE functions of
 // either one element or an Eigen array (core/element_math.hpp): the CPU layer applies them to whole
@@ -2487,6 +2499,22 @@ struct ReluFn {
   }
 };
 
+template <float Slope>
+struct LeakyReluFn {
+  static constexpr std::string_view name = "LeakyReLU";
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class X>
+  FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
+    return element::select_positive(x, x, x * element::scalar_t<X>(Slope));
+  }
+  // The output is positive exactly where the input is (the slope is), so it tells the branch.
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class Y, class DY>
+  FLOTILLA_HOST_DEVICE static auto backward(const Y& y, const DY& dy) {
+    return element::select_positive(y, dy, dy * element::scalar_t<Y>(Slope));
+  }
+};
+
 struct TanhFn {
   static constexpr std::string_view name = "Tanh";
   FLOTILLA_HOST_DEVICE_TEMPLATE
@@ -2522,6 +2550,16 @@ struct SigmoidFn {
 struct ReLU {
   template <class In, class T>
   using layer = detail::ElementwiseLayer<detail::ReluFn, In, T>;
+};
+
+/// x where x > 0, else Slope * x (PyTorch's nn.LeakyReLU; its default slope, 0.01).
+template <float Slope = 0.01f>
+struct LeakyReLU {
+  static_assert(Slope > 0.0f,
+                "LeakyReLU<Slope>: the slope must be > 0 (backward tells the input's sign from the output's; for a "
+                "slope of 0, use ReLU)");
+  template <class In, class T>
+  using layer = detail::ElementwiseLayer<detail::LeakyReluFn<Slope>, In, T>;
 };
 
 /// tanh(x).

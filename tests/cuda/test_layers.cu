@@ -100,6 +100,7 @@ TEST_CASE("gpu: MaxPool2D forward and backward match the CPU") {
 
 TEST_CASE("gpu: activations, Flatten and Dropout match the CPU") {
   compare_network<Sequential<Input<33>, ReLU>>("ReLU");
+  compare_network<Sequential<Input<33>, LeakyReLU<0.1f>>>("LeakyReLU<0.1>");
   compare_network<Sequential<Input<33>, Tanh>>("Tanh");
   compare_network<Sequential<Input<33>, Sigmoid>>("Sigmoid");
   compare_network<Sequential<Input<2, 3, 4>, Flatten>>("Flatten");

@@ -50,12 +50,25 @@ void check_elements_match_arrays() {
 
 TEST_CASE("activation element functions give the same values on one element as on arrays") {
   check_elements_match_arrays<flotilla::detail::ReluFn>();
+  check_elements_match_arrays<flotilla::detail::LeakyReluFn<0.01f>>();
+  check_elements_match_arrays<flotilla::detail::LeakyReluFn<0.2f>>();
   check_elements_match_arrays<flotilla::detail::TanhFn>();
   check_elements_match_arrays<flotilla::detail::SigmoidFn>();
 }
 
+TEST_CASE("LeakyReLU: x above zero, slope times x below, and the slope's gradient below") {
+  using F = flotilla::detail::LeakyReluFn<0.2f>;
+  CHECK(F::forward(3.0f) == 3.0f);
+  CHECK(F::forward(-2.0f) == doctest::Approx(-0.4f));
+  CHECK(F::forward(0.0f) == 0.0f);
+  CHECK(F::backward(F::forward(3.0f), 1.5f) == 1.5f);
+  CHECK(F::backward(F::forward(-2.0f), 1.5f) == doctest::Approx(0.3f));
+}
+
 TEST_CASE("activation gradients") {
   CHECK_GRADIENTS((check_layer<ReLU, Shape<11>>()));
+  CHECK_GRADIENTS((check_layer<LeakyReLU<>, Shape<11>>()));
+  CHECK_GRADIENTS((check_layer<LeakyReLU<0.3f>, Shape<2, 3, 3>>()));
   CHECK_GRADIENTS((check_layer<Tanh, Shape<11>>()));
   CHECK_GRADIENTS((check_layer<Sigmoid, Shape<2, 3, 3>>()));
 }

@@ -123,6 +123,18 @@ FLOTILLA_HOST_DEVICE auto where_positive(const X& test, const Y& value) {
   }
 }
 
+/// `if_positive` where `test` > 0, else `otherwise`, element by element.
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X, class A, class B>
+FLOTILLA_HOST_DEVICE auto select_positive(const X& test, const A& if_positive, const B& otherwise) {
+  using S = scalar_t<X>;
+  if constexpr (is_scalar<X>) {
+    return test > S(0) ? if_positive : otherwise;
+  } else {
+    return (test > S(0)).select(if_positive, otherwise);
+  }
+}
+
 /// -1, 0 or +1 by the sign of x.
 FLOTILLA_HOST_DEVICE_TEMPLATE
 template <class X>

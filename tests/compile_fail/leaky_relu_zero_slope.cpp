@@ -1,0 +1,18 @@
+// LeakyReLU<0> cannot tell the input's sign from its output in backward (and is ReLU anyway).
+#include "flotilla/nn/activation.hpp"
+#include "flotilla/nn/dense.hpp"
+#include "flotilla/nn/network.hpp"
+#include "flotilla/nn/sequential.hpp"
+
+using namespace flotilla;
+
+#ifdef FLOTILLA_SHOULD_FAIL
+using Net = Sequential<Input<8>, Dense<4>, LeakyReLU<0.0f>, Dense<1>>;
+#else
+using Net = Sequential<Input<8>, Dense<4>, LeakyReLU<0.1f>, Dense<1>>;
+#endif
+
+int main() {
+  Network<Net> net;
+  return static_cast<int>(net.batch_size());
+}
