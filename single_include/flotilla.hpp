@@ -4377,9 +4377,21 @@ struct LayerSummary {
 struct ModelSummary {
   std::vector<std::size_t> input_shape;
   std::vector<LayerSummary> layers;
-  std::size_t parameters = 0;        ///< all of them (the sum of the layers')
-  std::size_t parameter_bytes = 0;   ///< in the model's scalar type
-  std::uint64_t forward_flops = 0;   ///< per sample, the sum of the layers'
+  std::size_t scalar_bytes = 0;  ///< of the model's scalar type
+
+  /// The layers' parameters, all together, and their bytes.
+  std::size_t parameters() const noexcept {
+    std::size_t n = 0;
+    for (const auto& l : layers) n += l.parameters;
+    return n;
+  }
+  std::size_t parameter_bytes() const noexcept { return parameters() * scalar_bytes; }
+  /// Per sample, the layers' forward FLOPs together.
+  std::uint64_t forward_flops() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& l : layers) n += l.forward_flops;
+    return n;
+  }
 
   /// The table: one line per layer, then the totals.
   std::string to_string() const {
@@ -4390,7 +4402,7 @@ struct ModelSummary {
       rows.push_back({std::to_string(i + 1), std::string(l.name), shape_text(l.output_shape),
                       grouped(l.parameters), grouped(l.forward_flops)});
     }
-    rows.push_back({"", "total", "", grouped(parameters), grouped(forward_flops)});
+    rows.push_back({"", "total", "", grouped(parameters()), grouped(forward_flops())});
     std::vector<std::size_t> width(rows[0].size(), 0);
     for (const auto& r : rows)
       for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
@@ -4405,8 +4417,8 @@ struct ModelSummary {
       while (!out.empty() && out.back() == ' ') out.pop_back();
       out += '\n';
     }
-    out += "parameters: " + grouped(parameters) + " (" + bytes_text(parameter_bytes) +
-           "); forward FLOPs per sample: " + grouped(forward_flops) + '\n';
+    out += "parameters: " + grouped(parameters()) + " (" + bytes_text(parameter_bytes()) +
+           "); forward FLOPs per sample: " + grouped(forward_flops()) + '\n';
     return out;
   }
 
@@ -4459,11 +4471,7 @@ ModelSummary summary() {
   ModelSummary s;
   s.input_shape = detail::dims_of<typename Arch::input_shape>();
   s.layers = detail::summarize_layers<typename Arch::template layers<T>>::get();
-  for (const auto& l : s.layers) {
-    s.parameters += l.parameters;
-    s.forward_flops += l.forward_flops;
-  }
-  s.parameter_bytes = s.parameters * sizeof(T);
+  s.scalar_bytes = sizeof(T);
   return s;
 }
 
@@ -21063,10 +21071,9 @@ class RowShard final : public detail::RowTableBase {
   }
 
   [[gnu::always_inline]] void prefetch_row(std::size_t s) const noexcept {
-    const std::size_t c = s / chunk_rows_, r = s % chunk_rows_;
-    flotilla::detail::prefetch(chunks_[c].values.data() + r * spec_.dim);
-    if (state_size_) flotilla::detail::prefetch(chunks_[c].state.data() + r * state_size_);
-    flotilla::detail::prefetch(chunks_[c].counts.data() + r);
+    flotilla::detail::prefetch(values_of(s).data());
+    if (state_size_) flotilla::detail::prefetch(state_of(s).data());
+    flotilla::detail::prefetch(&count_of(s));
   }
 
   std::size_t slot_of(std::uint64_t key) {
@@ -21380,6 +21387,7 @@ class RowClient {
 #include <span>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -21488,20 +21496,16 @@ class RowServer {
     constexpr std::size_t spare_buffers = 8;
     std::vector<Push> spare_pushes;
     std::vector<std::vector<std::uint64_t>> spare_key_lists;
-    auto spare_push = [&] {
-      if (spare_pushes.empty()) return Push{};
-      Push p = std::move(spare_pushes.back());
-      spare_pushes.pop_back();
-      return p;
+    auto take_spare = [](auto& pool) {
+      typename std::remove_reference_t<decltype(pool)>::value_type x{};
+      if (!pool.empty()) {
+        x = std::move(pool.back());
+        pool.pop_back();
+      }
+      return x;
     };
-    auto recycle_push = [&](Push&& p) {
-      if (spare_pushes.size() < spare_buffers) spare_pushes.push_back(std::move(p));
-    };
-    auto spare_keys = [&] {
-      if (spare_key_lists.empty()) return std::vector<std::uint64_t>{};
-      auto k = std::move(spare_key_lists.back());
-      spare_key_lists.pop_back();
-      return k;
+    auto keep_spare = [](auto& pool, auto&& x) {
+      if (pool.size() < spare_buffers) pool.push_back(std::move(x));
     };
     std::vector<std::vector<std::deque<Push>>> queued(T, std::vector<std::deque<Push>>(aggregate ? workers : 0));
     std::vector<std::vector<std::uint64_t>> received(T, std::vector<std::uint64_t>(workers, 0));
@@ -21579,7 +21583,7 @@ class RowServer {
           Push& p = queued[t][only].front();
           tables_[t]->apply(std::span<const std::uint64_t>(p.keys), std::span<const float>(p.gradients));
           ++counters_.steps_applied;
-          recycle_push(std::move(p));
+          keep_spare(spare_pushes, std::move(p));
           queued[t][only].pop_front();
           ++applied[t][only];
           continue;
@@ -21588,7 +21592,7 @@ class RowServer {
         for (std::size_t v = 0; v < workers; ++v) {
           if (queued[t][v].empty()) continue;
           add_to_sum(tables_[t]->dim(), queued[t][v].front());
-          recycle_push(std::move(queued[t][v].front()));
+          keep_spare(spare_pushes, std::move(queued[t][v].front()));
           queued[t][v].pop_front();
           ++applied[t][v];
         }
@@ -21665,7 +21669,7 @@ class RowServer {
             waiting[w].pop_front();
             try {
               answer(w, r);
-              if (spare_key_lists.size() < spare_buffers) spare_key_lists.push_back(std::move(r.keys));
+              keep_spare(spare_key_lists, std::move(r.keys));
             } catch (const PeerLostError& err) {
               drop(err);
               again = true;  // the slowest may have changed
@@ -21729,7 +21733,7 @@ class RowServer {
           case RowHeader::pull: {
             bound_keys(w, h, "pull");
             receive_payload(w, detail::pull_payload_size<WireCodec>(h.count));
-            Request r{h.kind, h.table, h.flags, h.step, spare_keys(), {}};
+            Request r{h.kind, h.table, h.flags, h.step, take_spare(spare_key_lists), {}};
             r.keys.resize(h.count);
             detail::read_keys(payload.data(), r.keys.data(), r.keys.size());
             waiting[w].push_back(std::move(r));
@@ -21739,7 +21743,7 @@ class RowServer {
             bound_keys(w, h, "push");
             const std::size_t n = h.count, dim = tables_[h.table]->dim();
             receive_payload(w, detail::push_payload_size<WireCodec>(n, dim));
-            Push p = spare_push();
+            Push p = take_spare(spare_pushes);
             p.keys.resize(n);
             p.gradients.resize(n * dim);
             detail::read_keys(payload.data(), p.keys.data(), n);
@@ -21753,7 +21757,7 @@ class RowServer {
               begin_sum();
               add_to_sum(dim, p);
               apply_sum(h.table);
-              recycle_push(std::move(p));
+              keep_spare(spare_pushes, std::move(p));
               ++applied[h.table][w];
             }
             break;

@@ -53,11 +53,11 @@ TEST_CASE("summary: shapes, parameters and FLOPs of each layer, and the totals")
     parameters += want[i].parameters;
     flops += want[i].flops;
   }
-  CHECK(s.parameters == parameters);
-  CHECK(s.parameters == fl::Network<Cnn, float>::parameter_count);
-  CHECK(s.forward_flops == flops);
-  CHECK(s.parameter_bytes == parameters * sizeof(float));
-  CHECK(fl::summary<Cnn, double>().parameter_bytes == parameters * sizeof(double));
+  CHECK(s.parameters() == parameters);
+  CHECK(s.parameters() == fl::Network<Cnn, float>::parameter_count);
+  CHECK(s.forward_flops() == flops);
+  CHECK(s.parameter_bytes() == parameters * sizeof(float));
+  CHECK(fl::summary<Cnn, double>().parameter_bytes() == parameters * sizeof(double));
 }
 
 TEST_CASE("summary: the printed table, one line per layer between the input and the totals") {

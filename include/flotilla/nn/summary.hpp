@@ -33,9 +33,21 @@ struct LayerSummary {
 struct ModelSummary {
   std::vector<std::size_t> input_shape;
   std::vector<LayerSummary> layers;
-  std::size_t parameters = 0;        ///< all of them (the sum of the layers')
-  std::size_t parameter_bytes = 0;   ///< in the model's scalar type
-  std::uint64_t forward_flops = 0;   ///< per sample, the sum of the layers'
+  std::size_t scalar_bytes = 0;  ///< of the model's scalar type
+
+  /// The layers' parameters, all together, and their bytes.
+  std::size_t parameters() const noexcept {
+    std::size_t n = 0;
+    for (const auto& l : layers) n += l.parameters;
+    return n;
+  }
+  std::size_t parameter_bytes() const noexcept { return parameters() * scalar_bytes; }
+  /// Per sample, the layers' forward FLOPs together.
+  std::uint64_t forward_flops() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& l : layers) n += l.forward_flops;
+    return n;
+  }
 
   /// The table: one line per layer, then the totals.
   std::string to_string() const {
@@ -46,7 +58,7 @@ struct ModelSummary {
       rows.push_back({std::to_string(i + 1), std::string(l.name), shape_text(l.output_shape),
                       grouped(l.parameters), grouped(l.forward_flops)});
     }
-    rows.push_back({"", "total", "", grouped(parameters), grouped(forward_flops)});
+    rows.push_back({"", "total", "", grouped(parameters()), grouped(forward_flops())});
     std::vector<std::size_t> width(rows[0].size(), 0);
     for (const auto& r : rows)
       for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
@@ -61,8 +73,8 @@ struct ModelSummary {
       while (!out.empty() && out.back() == ' ') out.pop_back();
       out += '\n';
     }
-    out += "parameters: " + grouped(parameters) + " (" + bytes_text(parameter_bytes) +
-           "); forward FLOPs per sample: " + grouped(forward_flops) + '\n';
+    out += "parameters: " + grouped(parameters()) + " (" + bytes_text(parameter_bytes()) +
+           "); forward FLOPs per sample: " + grouped(forward_flops()) + '\n';
     return out;
   }
 
@@ -115,11 +127,7 @@ ModelSummary summary() {
   ModelSummary s;
   s.input_shape = detail::dims_of<typename Arch::input_shape>();
   s.layers = detail::summarize_layers<typename Arch::template layers<T>>::get();
-  for (const auto& l : s.layers) {
-    s.parameters += l.parameters;
-    s.forward_flops += l.forward_flops;
-  }
-  s.parameter_bytes = s.parameters * sizeof(T);
+  s.scalar_bytes = sizeof(T);
   return s;
 }
 

@@ -31,6 +31,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -147,20 +148,16 @@ class RowServer {
     constexpr std::size_t spare_buffers = 8;
     std::vector<Push> spare_pushes;
     std::vector<std::vector<std::uint64_t>> spare_key_lists;
-    auto spare_push = [&] {
-      if (spare_pushes.empty()) return Push{};
-      Push p = std::move(spare_pushes.back());
-      spare_pushes.pop_back();
-      return p;
+    auto take_spare = [](auto& pool) {
+      typename std::remove_reference_t<decltype(pool)>::value_type x{};
+      if (!pool.empty()) {
+        x = std::move(pool.back());
+        pool.pop_back();
+      }
+      return x;
     };
-    auto recycle_push = [&](Push&& p) {
-      if (spare_pushes.size() < spare_buffers) spare_pushes.push_back(std::move(p));
-    };
-    auto spare_keys = [&] {
-      if (spare_key_lists.empty()) return std::vector<std::uint64_t>{};
-      auto k = std::move(spare_key_lists.back());
-      spare_key_lists.pop_back();
-      return k;
+    auto keep_spare = [](auto& pool, auto&& x) {
+      if (pool.size() < spare_buffers) pool.push_back(std::move(x));
     };
     std::vector<std::vector<std::deque<Push>>> queued(T, std::vector<std::deque<Push>>(aggregate ? workers : 0));
     std::vector<std::vector<std::uint64_t>> received(T, std::vector<std::uint64_t>(workers, 0));
@@ -238,7 +235,7 @@ class RowServer {
           Push& p = queued[t][only].front();
           tables_[t]->apply(std::span<const std::uint64_t>(p.keys), std::span<const float>(p.gradients));
           ++counters_.steps_applied;
-          recycle_push(std::move(p));
+          keep_spare(spare_pushes, std::move(p));
           queued[t][only].pop_front();
           ++applied[t][only];
           continue;
@@ -247,7 +244,7 @@ class RowServer {
         for (std::size_t v = 0; v < workers; ++v) {
           if (queued[t][v].empty()) continue;
           add_to_sum(tables_[t]->dim(), queued[t][v].front());
-          recycle_push(std::move(queued[t][v].front()));
+          keep_spare(spare_pushes, std::move(queued[t][v].front()));
           queued[t][v].pop_front();
           ++applied[t][v];
         }
@@ -324,7 +321,7 @@ class RowServer {
             waiting[w].pop_front();
             try {
               answer(w, r);
-              if (spare_key_lists.size() < spare_buffers) spare_key_lists.push_back(std::move(r.keys));
+              keep_spare(spare_key_lists, std::move(r.keys));
             } catch (const PeerLostError& err) {
               drop(err);
               again = true;  // the slowest may have changed
@@ -388,7 +385,7 @@ class RowServer {
           case RowHeader::pull: {
             bound_keys(w, h, "pull");
             receive_payload(w, detail::pull_payload_size<WireCodec>(h.count));
-            Request r{h.kind, h.table, h.flags, h.step, spare_keys(), {}};
+            Request r{h.kind, h.table, h.flags, h.step, take_spare(spare_key_lists), {}};
             r.keys.resize(h.count);
             detail::read_keys(payload.data(), r.keys.data(), r.keys.size());
             waiting[w].push_back(std::move(r));
@@ -398,7 +395,7 @@ class RowServer {
             bound_keys(w, h, "push");
             const std::size_t n = h.count, dim = tables_[h.table]->dim();
             receive_payload(w, detail::push_payload_size<WireCodec>(n, dim));
-            Push p = spare_push();
+            Push p = take_spare(spare_pushes);
             p.keys.resize(n);
             p.gradients.resize(n * dim);
             detail::read_keys(payload.data(), p.keys.data(), n);
@@ -412,7 +409,7 @@ class RowServer {
               begin_sum();
               add_to_sum(dim, p);
               apply_sum(h.table);
-              recycle_push(std::move(p));
+              keep_spare(spare_pushes, std::move(p));
               ++applied[h.table][w];
             }
             break;

@@ -353,10 +353,9 @@ class RowShard final : public detail::RowTableBase {
   }
 
   [[gnu::always_inline]] void prefetch_row(std::size_t s) const noexcept {
-    const std::size_t c = s / chunk_rows_, r = s % chunk_rows_;
-    flotilla::detail::prefetch(chunks_[c].values.data() + r * spec_.dim);
-    if (state_size_) flotilla::detail::prefetch(chunks_[c].state.data() + r * state_size_);
-    flotilla::detail::prefetch(chunks_[c].counts.data() + r);
+    flotilla::detail::prefetch(values_of(s).data());
+    if (state_size_) flotilla::detail::prefetch(state_of(s).data());
+    flotilla::detail::prefetch(&count_of(s));
   }
 
   std::size_t slot_of(std::uint64_t key) {
