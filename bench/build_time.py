@@ -8,6 +8,11 @@ definitions' own translation unit (bench/compile/flotilla_src.cpp), which a prog
 compiles once whatever its number of translation units, is timed once per flag set.
 
     /usr/bin/python3 bench/build_time.py [--runs 3] [--cxx g++] [--json out.json]
+    /usr/bin/python3 bench/build_time.py --examples [--runs 3]
+
+--examples compiles two examples instead, at -O2, header-only (include/): the residual network's
+translation unit (examples/fashion_mnist_resnet.cpp: blocks, branches, BatchNorm) against the
+CNN's (examples/fashion_mnist_cnn.cpp), alternated, and prints the ratio of their times.
 
 Run from anywhere; it compiles (-c) into a temporary directory. Like the other drivers it waits for
 a quiet machine before each compile and repeats a compile that others disturbed.
@@ -31,9 +36,9 @@ FLAGS = {"-O2": ["-O2"], "-O3 -march=native": ["-O3", "-march=native"]}
 MODES = {"header-only": [], "separate": ["-DFLOTILLA_SEPARATE_COMPILATION"]}
 
 
-def compile_once(cxx, flags, source, out):
+def compile_once(cxx, flags, source, out, include="single_include"):
     argv = ["/usr/bin/time", "-v", cxx, "-std=c++20"] + flags + [
-        "-DNDEBUG", "-I", os.path.join(ROOT, "single_include"), "-isystem", "/usr/include/eigen3", "-pthread", "-c",
+        "-DNDEBUG", "-I", os.path.join(ROOT, include), "-isystem", "/usr/include/eigen3", "-pthread", "-c",
         source, "-o", out]
     r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode != 0:
@@ -51,12 +56,12 @@ def compile_once(cxx, flags, source, out):
             "argv": argv[2:]}
 
 
-def timed(args, flags, source, out):
+def timed(args, flags, source, out, include="single_include"):
     """One undisturbed compile (up to six tries)."""
     for _ in range(6):
         benchlib.wait_quiet(args.quiet)
         with benchlib.Disturbance(lambda: [os.getpid()]) as d:
-            r = compile_once(args.cxx, flags, source, out)
+            r = compile_once(args.cxx, flags, source, out, include)
         r["foreign"] = d.foreign
         if d.foreign <= args.disturbance:
             return r
@@ -64,8 +69,35 @@ def timed(args, flags, source, out):
     return r
 
 
+EXAMPLES = {"CNN (fashion_mnist_cnn.cpp)": os.path.join(ROOT, "examples", "fashion_mnist_cnn.cpp"),
+            "ResNet (fashion_mnist_resnet.cpp)": os.path.join(ROOT, "examples", "fashion_mnist_resnet.cpp")}
+
+
+def compare_examples(args, version, started):
+    results = {name: [] for name in EXAMPLES}
+    names = list(EXAMPLES)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.runs):
+            for name in (names if i % 2 == 0 else names[::-1]):
+                r = timed(args, ["-O2"], EXAMPLES[name], os.path.join(tmp, "a.o"), include="include")
+                results[name].append(r)
+                print("  %s: %.1f s, %.0f MiB" % (name, r["wall_s"], r["max_rss_mib"]), file=sys.stderr)
+    print("\nCompile (-c, -O2, header-only) of two examples' translation units, %s, %d runs each, alternated; %s"
+          % (version, args.runs, started))
+    print("| translation unit | wall s: median (min-max) | CPU s (user+sys): median | peak memory MiB: median | object KiB |")
+    print("|---|---|---|---|---|")
+    for name, rs in results.items():
+        print("| %s | %s | %.1f | %.0f | %.0f |" % (
+            name, benchlib.fmt_spread([r["wall_s"] for r in rs], 1), benchlib.median([r["user_s"] + r["sys_s"] for r in rs]),
+            benchlib.median([r["max_rss_mib"] for r in rs]), benchlib.median([r["object_kib"] for r in rs])))
+    cnn, resnet = (benchlib.median([r["wall_s"] for r in results[n]]) for n in names)
+    print("\nResNet / CNN = %.2f (median wall times)" % (resnet / cnn))
+    benchlib.emit_json(args.json, {"started": started, "compiler": version, "examples": results})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--examples", action="store_true", help="the ResNet example's translation unit against the CNN's")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--cxx", default="g++")
     ap.add_argument("--quiet", type=float, default=0.10)
@@ -74,6 +106,9 @@ def main():
     args = ap.parse_args()
     version = subprocess.run([args.cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    if args.examples:
+        compare_examples(args, version, started)
+        return
     variants = [(f, m) for f in FLAGS for m in MODES]
     results = {"%s, %s" % v: [] for v in variants}
     definitions = {}

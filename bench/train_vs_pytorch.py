@@ -2,9 +2,9 @@
 """Training throughput, flotilla against PyTorch, on this machine, in one invocation.
 
     /usr/bin/python3 bench/train_vs_pytorch.py --flotilla build/bench/flotilla_train_bench \
-        [--models mlp,cnn] [--threads 1,2] [--runs 7] [--json out.json]
+        [--models mlp,cnn,resnet] [--threads 1,2] [--runs 7] [--json out.json]
 
-Both sides train the same model (the MLP 784-256-128-10 or the CNN of docs/benchmarks.md) on the same
+Both sides train the same model (the MLP 784-256-128-10, the CNN or the residual network of docs/benchmarks.md) on the same
 Fashion-MNIST samples held in memory (the first 937 x 64 training images), batch 64, SGD with
 momentum 0.9, softmax cross-entropy, with the same number of threads:
 
@@ -33,8 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 BATCH = 64
-DEFAULT_STEPS = {"mlp": 1500, "cnn": 150}
-DEFAULT_WARMUP = {"mlp": 300, "cnn": 30}
+DEFAULT_STEPS = {"mlp": 1500, "cnn": 150, "resnet": 60}
+DEFAULT_WARMUP = {"mlp": 300, "cnn": 30, "resnet": 10}
 
 
 # ---- the PyTorch side ---------------------------------------------------------------------------------
@@ -47,9 +47,35 @@ def torch_model(name):
         net = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
                             nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
                             nn.Flatten(), nn.Linear(1024, 10))
+    elif name == "resnet":
+        net = resnet()
     else:
         raise SystemExit("unknown model " + name)
     return net
+
+
+def resnet():
+    """examples/fashion_mnist_resnet.hpp: He et al.'s CIFAR ResNet shape with two basic blocks a stage."""
+    import torch.nn as nn
+
+    class Basic(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1), nn.BatchNorm2d(cout), nn.ReLU(),
+                                      nn.Conv2d(cout, cout, 3, 1, 1), nn.BatchNorm2d(cout))
+            # flotilla's Project: a 1 x 1 convolution with a bias, as every flotilla convolution has.
+            self.shortcut = nn.Identity() if stride == 1 and cin == cout else nn.Conv2d(cin, cout, 1, stride)
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.relu(self.body(x) + self.shortcut(x))
+
+    def stage(cin, cout, stride, blocks):
+        return [Basic(cin, cout, stride)] + [Basic(cout, cout, 1) for _ in range(blocks - 1)]
+
+    return nn.Sequential(nn.Conv2d(1, 16, 3, 1, 1), nn.BatchNorm2d(16), nn.ReLU(),
+                         *stage(16, 16, 1, 2), *stage(16, 32, 2, 2), *stage(32, 64, 2, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
 
 
 def worker(args):
@@ -63,7 +89,7 @@ def worker(args):
     images, labels = benchlib.fashion_mnist("train")
     n = len(images) // BATCH * BATCH
     x_all = torch.from_numpy(np.ascontiguousarray(images[:n]))
-    if args.model == "cnn":
+    if args.model in ("cnn", "resnet"):
         x_all = x_all.reshape(n, 1, 28, 28)
     y_all = torch.from_numpy(labels[:n])
     model = torch_model(args.model)
@@ -188,8 +214,8 @@ def main():
     ap.add_argument("--models", default="mlp,cnn")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=7, help="timed runs of each side per configuration")
-    ap.add_argument("--steps", type=int, default=0, help="steps per timed run (default: mlp 1500, cnn 150)")
-    ap.add_argument("--warmup", type=int, default=0, help="untimed steps first (default: mlp 300, cnn 30)")
+    ap.add_argument("--steps", type=int, default=0, help="steps per timed run (default: mlp 1500, cnn 150, resnet 60)")
+    ap.add_argument("--warmup", type=int, default=0, help="untimed steps first (default: mlp 300, cnn 30, resnet 10)")
     ap.add_argument("--quiet", type=float, default=0.10, help="wait before each run until the machine is less busy")
     ap.add_argument("--disturbance", type=float, default=0.05,
                     help="repeat a run during which others used more than this fraction of the machine")

@@ -24,6 +24,8 @@ struct Settings {
   std::uint64_t seed;
   std::filesystem::path metrics, plot, checkpoint, resume;
   std::string schedule = "cosine";
+  double weight_decay = 0;   ///< on weights only: biases and normalisation parameters are left alone
+  std::size_t workers = 1;   ///< in-process workers (threads of this process), each a share of the batch
 };
 
 /// Parses the flags over `defaults`. Returns false when the program should exit (after --help).
@@ -43,11 +45,17 @@ inline bool parse_flags(int argc, char** argv, const char* name, const char* wha
   auto& resume = flags.add<std::filesystem::path>("resume", s.resume, "checkpoint to resume from");
   auto& schedule = flags.add<std::string>("schedule", s.schedule,
                                           "learning-rate schedule: cosine (from --lr down to 0 over the run) or constant");
+  auto& weight_decay = flags.add<double>("weight-decay", s.weight_decay,
+                                         "weight decay of the weights (not of biases or normalisation parameters)");
+  auto& workers = flags.add<std::size_t>("workers", s.workers,
+                                         "in-process workers, each with --batch samples of every update (sync)");
   flags.at_least("epochs", 1).at_least("batch", 1).above("lr", 0).at_least("momentum", 0).at_least("threads", 1);
+  flags.at_least("weight-decay", 0).at_least("workers", 1);
   if (!flags.parse(argc, argv, std::cout)) return false;
   if (schedule != "cosine" && schedule != "constant")
     throw flotilla::ConfigError("--schedule: expected cosine or constant, not '" + schedule + "'");
-  s = Settings{data_dir, epochs, batch, lr, momentum, threads, seed, metrics, plot, checkpoint, resume, schedule};
+  s = Settings{data_dir, epochs, batch, lr, momentum, threads, seed, metrics, plot, checkpoint, resume, schedule,
+               weight_decay, workers};
   return true;
 }
 
@@ -72,10 +80,16 @@ int train_and_report(const Settings& s) {
   if constexpr (requires { options.optimizer.momentum; }) options.optimizer.momentum = s.momentum;
   options.batch_size = s.batch;
   options.threads = s.threads;
+  options.workers = s.workers;
+  if (s.weight_decay > 0) {
+    options.optimizer.weight_decay = s.weight_decay;
+    options.optimizer.decay_biases = false;
+    options.optimizer.decay_normalization = false;
+  }
   options.seed = s.seed;
   if (s.schedule == "cosine") {
     // Annealing the rate to zero over the run is worth a point or more of test accuracy at the end.
-    const std::size_t steps_per_epoch = (train.size() + s.batch - 1) / s.batch;
+    const std::size_t steps_per_epoch = (train.size() + s.batch * s.workers - 1) / (s.batch * s.workers);
     options.schedule = flotilla::schedule::Cosine{.total = s.epochs * steps_per_epoch, .min_factor = 0.0, .warmup = 0};
   }
   flotilla::Trainer<Model> trainer(options);

@@ -168,6 +168,9 @@ struct Cuda {};
 #include <cmath>
 #include <type_traits>
 
+// Eigen declares ArrayBase::erf() in Core but defines it here; its float form is vectorised.
+#include <unsupported/Eigen/SpecialFunctions>
+
 
 // ---- begin flotilla/core/host_device.hpp ----
 // FLOTILLA_HOST_DEVICE marks a function that both engines run: the CPU engine calls it from host
@@ -270,6 +273,20 @@ FLOTILLA_HOST_DEVICE auto tanh(const X& x) {
 #endif
   } else {
     return x.tanh();
+  }
+}
+
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X>
+FLOTILLA_HOST_DEVICE auto erf(const X& x) {
+  if constexpr (is_scalar<X>) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<X, float>) return ::erff(x); else return ::erf(x);
+#else
+    return std::erf(x);
+#endif
+  } else {
+    return x.erf();
   }
 }
 
@@ -1777,8 +1794,43 @@ namespace flotilla {
 /// Training enables stochastic layers (Dropout); evaluation makes every layer deterministic.
 enum class Mode { train, eval };
 
-/// What a parameter tensor is for. Optimizers may treat them differently (no decay on biases).
-enum class TensorRole { weight, bias, other };
+/// What a parameter tensor is for. Optimizers may treat them differently (no decay on biases or
+/// on normalisation parameters).
+///  - `normalization`: the learned scale and shift of a normalisation layer (BatchNorm's gamma and
+///    beta), which weight decay usually leaves alone;
+///  - `state`: not trained: values a layer keeps from step to step (BatchNorm's running mean and
+///    variance). They live in the flat parameter buffer, so that checkpoints, broadcasts and
+///    parameter-server shards carry them like any parameter, but no optimizer sees them: the
+///    layer writes each step's increment into the gradient buffer, where the workers' increments
+///    are combined as gradients are (a sum weighted by their share of the global batch), and the
+///    update adds it (see apply_state_increments).
+enum class TensorRole { weight, bias, other, normalization, state };
+
+/// Which samples a normalisation layer's batch statistics are taken over: the worker's batch (all
+/// its threads' parts) or the global batch of every worker in the update.
+enum class StatisticsScope { worker, global };
+
+/// Sums a few values over every part of a training step that shares a normalisation's statistics
+/// (the threads of a worker, and, for StatisticsScope::global, the workers): each part passes its
+/// own values and gets the sum back, in a fixed order, so the result does not depend on timing.
+/// Every part must call it the same number of times, in the same order (layers call it in forward
+/// and backward, in layer order). A non-owning reference to a callable, valid during the call
+/// that was given it.
+class StatisticsSum {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, StatisticsSum> &&
+             std::is_invocable_v<F&, std::span<double>, StatisticsScope>)
+  explicit StatisticsSum(F& f) noexcept
+      : target_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* target, std::span<double> values, StatisticsScope scope) { (*static_cast<F*>(target))(values, scope); }) {}
+
+  void operator()(std::span<double> values, StatisticsScope scope) const { call_(target_, values, scope); }
+
+ private:
+  void* target_;
+  void (*call_)(void*, std::span<double>, StatisticsScope);
+};
 
 /// One parameter tensor of a layer, as the layer declares it.
 struct TensorSpec {
@@ -1812,6 +1864,12 @@ struct ForwardArgs {
   std::span<const std::uint64_t> sample_ids;
   /// Key for per-sample randomness: mixes the run's seed, the epoch and the layer's position.
   std::uint64_t noise_key = 0;
+  /// In training, where the parts of the step meet to sum batch statistics; null when this call's
+  /// batch is all there is (a layer then takes its statistics over it alone).
+  const StatisticsSum* statistics = nullptr;
+  /// In training, each sample's weight in the update's gradient (1 / the samples it averages
+  /// over): what a layer's `state` increments are weighted by. 0 outside training steps.
+  double sample_weight = 0;
 };
 
 /// Arguments of Layer::backward. The layer adds d(loss)/d(params) into `param_grads` (gradients
@@ -1825,6 +1883,9 @@ struct BackwardArgs {
   mutable MatrixView<T> input_grad;
   std::span<const T> params;
   std::span<T> param_grads;
+  /// As in the forward that this backward follows (ForwardArgs).
+  const StatisticsSum* statistics = nullptr;
+  double sample_weight = 0;
 
   bool wants_input_grad() const noexcept { return input_grad.data() != nullptr; }
 };
@@ -2191,6 +2252,8 @@ inline constexpr std::array reserved_tags{
     ReservedTags{"group_barrier", 0x03},
     ReservedTags{"policy_collective", 0x04},
     ReservedTags{"exchange_state", 0x05},
+    // Normalisation layers' batch statistics over the global batch (SyncBatchNorm).
+    ReservedTags{"normalization_statistics", 0x06},
     // Parameter servers.
     ReservedTags{"ps_push", 0x10},
     ReservedTags{"ps_reply", 0x11},
@@ -2454,12 +2517,16 @@ concept TransportBackend =
 // Layers and networks.
 
 // ---- begin flotilla/nn/activation.hpp ----
-// Element-wise activations: ReLU, LeakyReLU, Tanh, Sigmoid. The output keeps the input's shape. Backward uses
-// the saved output (each derivative is a function of y), so nothing extra is stored.
-// Each function type supplies forward(x) and backward(y, dy) as FLOTILLA_HOST_DEVICE functions of
-// either one element or an Eigen array (core/element_math.hpp): the CPU layer applies them to whole
-// arrays, the CUDA engine to one element per thread (cuda/layers.hpp).
+// Element-wise activations: ReLU, LeakyReLU, Tanh, Sigmoid, GELU. The output keeps the input's shape.
+// Backward uses the saved output where the derivative is a function of y, so nothing extra is
+// stored; GELU's is not (it is not monotonic, so y does not determine x), and takes the input,
+// which the network keeps anyway.
+// Each function type supplies forward(x) and backward(y, dy) (or backward(x, dy), declaring
+// `backward_from_input`) as FLOTILLA_HOST_DEVICE functions of either one element or an Eigen array
+// (core/element_math.hpp): the CPU layer applies them to whole arrays, the CUDA engine to one
+// element per thread (cuda/layers.hpp).
 #include <cstddef>
+#include <ratio>
 #include <span>
 #include <string_view>
 
@@ -2467,7 +2534,12 @@ concept TransportBackend =
 namespace flotilla {
 namespace detail {
 
-/// Shared shape of the element-wise layers; `F` supplies forward(x) and backward(y, dy).
+/// Whether F's backward takes the layer's input x rather than its output y.
+template <class F>
+inline constexpr bool backward_from_input = requires { requires F::backward_from_input; };
+
+/// Shared shape of the element-wise layers; `F` supplies forward(x) and backward(y, dy), or
+/// backward(x, dy) when it declares `static constexpr bool backward_from_input = true`.
 template <class F, class In, class T>
 struct ElementwiseLayer {
   static_assert(AnyShape<In>, "activation: input_shape must be a flotilla::Shape");
@@ -2479,7 +2551,12 @@ struct ElementwiseLayer {
 
   void forward(const ForwardArgs<T>& a) { a.output = F::forward(a.input.array()).matrix(); }
   void backward(const BackwardArgs<T>& a) {
-    if (a.wants_input_grad()) a.input_grad.array() = F::backward(a.output.array(), a.output_grad.array());
+    if (!a.wants_input_grad()) return;
+    if constexpr (backward_from_input<F>) {
+      a.input_grad.array() = F::backward(a.input.array(), a.output_grad.array());
+    } else {
+      a.input_grad.array() = F::backward(a.output.array(), a.output_grad.array());
+    }
   }
 };
 
@@ -2499,19 +2576,26 @@ struct ReluFn {
   }
 };
 
-template <float Slope>
+/// `Slope` is a std::ratio (a floating-point template argument would shut out compilers without
+/// them: clang before 18).
+template <class Slope>
 struct LeakyReluFn {
   static constexpr std::string_view name = "LeakyReLU";
   FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class S>
+  FLOTILLA_HOST_DEVICE static constexpr S slope() {
+    return S(Slope::num) / S(Slope::den);
+  }
+  FLOTILLA_HOST_DEVICE_TEMPLATE
   template <class X>
   FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
-    return element::select_positive(x, x, x * element::scalar_t<X>(Slope));
+    return element::select_positive(x, x, x * slope<element::scalar_t<X>>());
   }
   // The output is positive exactly where the input is (the slope is), so it tells the branch.
   FLOTILLA_HOST_DEVICE_TEMPLATE
   template <class Y, class DY>
   FLOTILLA_HOST_DEVICE static auto backward(const Y& y, const DY& dy) {
-    return element::select_positive(y, dy, dy * element::scalar_t<Y>(Slope));
+    return element::select_positive(y, dy, dy * slope<element::scalar_t<Y>>());
   }
 };
 
@@ -2544,6 +2628,27 @@ struct SigmoidFn {
   }
 };
 
+/// x * Phi(x), Phi the standard normal CDF, 0.5 (1 + erf(x / sqrt 2)): PyTorch's nn.GELU() (its
+/// default, not the tanh approximation).
+struct GeluFn {
+  static constexpr std::string_view name = "GELU";
+  static constexpr bool backward_from_input = true;
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class X>
+  FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
+    using S = element::scalar_t<X>;
+    return S(0.5) * x * (S(1) + element::erf(x * S(0.70710678118654752440)));
+  }
+  // d/dx x Phi(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class X, class DY>
+  FLOTILLA_HOST_DEVICE static auto backward(const X& x, const DY& dy) {
+    using S = element::scalar_t<X>;
+    return dy * (S(0.5) * (S(1) + element::erf(x * S(0.70710678118654752440))) +
+                 x * element::exp(S(-0.5) * element::square(x)) * S(0.39894228040143267794));
+  }
+};
+
 }  // namespace detail
 
 /// max(0, x).
@@ -2552,10 +2657,11 @@ struct ReLU {
   using layer = detail::ElementwiseLayer<detail::ReluFn, In, T>;
 };
 
-/// x where x > 0, else Slope * x (PyTorch's nn.LeakyReLU; its default slope, 0.01).
-template <float Slope = 0.01f>
+/// x where x > 0, else Slope * x (PyTorch's nn.LeakyReLU; its default slope, 0.01). The slope is a
+/// std::ratio: LeakyReLU<std::ratio<1, 5>> for 0.2.
+template <class Slope = std::ratio<1, 100>>
 struct LeakyReLU {
-  static_assert(Slope > 0.0f,
+  static_assert(Slope::num > 0,
                 "LeakyReLU<Slope>: the slope must be > 0 (backward tells the input's sign from the output's; for a "
                 "slope of 0, use ReLU)");
   template <class In, class T>
@@ -2574,12 +2680,1162 @@ struct Sigmoid {
   using layer = detail::ElementwiseLayer<detail::SigmoidFn, In, T>;
 };
 
+/// x * Phi(x), with Phi the standard normal CDF (the exact form, as PyTorch's nn.GELU()).
+struct GELU {
+  template <class In, class T>
+  using layer = detail::ElementwiseLayer<detail::GeluFn, In, T>;
+};
+
 }  // namespace flotilla
 // ---- end flotilla/nn/activation.hpp ----
 
+// ---- begin flotilla/nn/avg_pool2d.hpp ----
+// AvgPool2D<K, Stride, Padding>: the mean of each K x K window, per channel, with PyTorch's
+// nn.AvgPool2d conventions: windows that would run past the (padded) edge are dropped (floor), and
+// the padding counts as zeros in every window's mean (count_include_pad), so that every window
+// divides by K * K and backward spreads each output gradient evenly over its window.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+
+namespace flotilla {
+
+template <std::size_t Kernel, std::size_t Stride = Kernel, std::size_t Padding = 0>
+struct AvgPool2D {
+  static_assert(Kernel > 0, "AvgPool2D<K>: the window size K must be > 0");
+  static_assert(Stride > 0, "AvgPool2D<K, Stride>: the stride must be > 0");
+  // As PyTorch: a window then always holds at least one value of the image.
+  static_assert(2 * Padding <= Kernel, "AvgPool2D<K, Stride, Padding>: the padding must be at most half the window");
+
+  template <class In, class T>
+  struct layer {
+    static_assert(AnyShape<In>, "AvgPool2D: input_shape must be a flotilla::Shape");
+    static_assert(ImageShape<In>, "AvgPool2D: its input is a vector (Shape<N>); it needs an image Shape<C, H, W>");
+    static constexpr std::size_t C = In::dims[0], H = In::dims[1], W = In::dims[2];
+    static_assert(Kernel <= H + 2 * Padding && Kernel <= W + 2 * Padding,
+                  "AvgPool2D<K>: the window is larger than the (padded) input image");
+    static constexpr std::size_t OH = (H + 2 * Padding - Kernel) / Stride + 1;
+    static constexpr std::size_t OW = (W + 2 * Padding - Kernel) / Stride + 1;
+
+    using spec = AvgPool2D;  // the spec this layer was bound from (device backends dispatch on it)
+    static constexpr std::size_t kernel = Kernel, stride = Stride, padding = Padding;
+    using scalar_type = T;
+    using input_shape = In;
+    using output_shape = Shape<C, OH, OW>;
+    static constexpr std::string_view name = "AvgPool2D";
+    static constexpr std::size_t parameter_count = 0;
+    // Every output value adds up its window: overlapping windows read each input value several
+    // times, which the default estimate (one operation per input value) would miss.
+    static constexpr std::uint64_t forward_flops = std::uint64_t{output_shape::size} * Kernel * Kernel;
+
+    void forward(const ForwardArgs<T>& a) {
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      constexpr T scale = T(1) / T(Kernel * Kernel);
+      for (std::size_t s = 0; s < batch; ++s) {
+        const T* x = a.input.data() + s * In::size;
+        T* y = a.output.data() + s * output_shape::size;
+        for (std::size_t oy = 0; oy < OH; ++oy) {
+          const Cover rows = covered(oy, H);
+          for (std::size_t ox = 0; ox < OW; ++ox) {
+            const Cover cols = covered(ox, W);
+            T* out = y + (oy * OW + ox) * C;
+            for (std::size_t c = 0; c < C; ++c) out[c] = T(0);
+            for (std::size_t iy = rows.begin; iy < rows.end; ++iy)
+              for (std::size_t ix = cols.begin; ix < cols.end; ++ix) {
+                const T* in = x + (iy * W + ix) * C;
+                for (std::size_t c = 0; c < C; ++c) out[c] += in[c];
+              }
+            for (std::size_t c = 0; c < C; ++c) out[c] *= scale;
+          }
+        }
+      }
+    }
+
+    void backward(const BackwardArgs<T>& a) {
+      if (!a.wants_input_grad()) return;
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      constexpr T scale = T(1) / T(Kernel * Kernel);
+      // Windows that miss some input values (a stride above K, a ragged edge) leave them at zero.
+      a.input_grad.setZero();
+      for (std::size_t s = 0; s < batch; ++s) {
+        const T* dy = a.output_grad.data() + s * output_shape::size;
+        T* dx = a.input_grad.data() + s * In::size;
+        for (std::size_t oy = 0; oy < OH; ++oy) {
+          const Cover rows = covered(oy, H);
+          for (std::size_t ox = 0; ox < OW; ++ox) {
+            const Cover cols = covered(ox, W);
+            const T* g = dy + (oy * OW + ox) * C;
+            for (std::size_t iy = rows.begin; iy < rows.end; ++iy)
+              for (std::size_t ix = cols.begin; ix < cols.end; ++ix) {
+                T* d = dx + (iy * W + ix) * C;
+                for (std::size_t c = 0; c < C; ++c) d[c] += g[c] * scale;
+              }
+          }
+        }
+      }
+    }
+
+   private:
+    struct Cover {
+      std::size_t begin, end;
+    };
+    /// The image rows (or columns, of an image `extent` wide) that window `o` covers, its padding cut off.
+    static constexpr Cover covered(std::size_t o, std::size_t extent) {
+      const std::size_t first = o * Stride;  // in padded coordinates
+      return {std::max(first, Padding) - Padding, std::min(first + Kernel - Padding, extent)};
+    }
+  };
+};
+
+}  // namespace flotilla
+// ---- end flotilla/nn/avg_pool2d.hpp ----
+
+// ---- begin flotilla/nn/batch_norm.hpp ----
+// Batch normalisation (Ioffe & Szegedy, 2015), with PyTorch's conventions:
+//
+//   BatchNorm2D<>   images Shape<C, H, W>: one mean and variance per channel, over the batch and
+//                   every pixel (nn.BatchNorm2d);
+//   BatchNorm1D<>   vectors Shape<N>: one per feature, over the batch (nn.BatchNorm1d);
+//   SyncBatchNorm2D, SyncBatchNorm1D: the same with statistics over the global batch of every
+//                   worker (nn.SyncBatchNorm), so that sync training on N workers equals one
+//                   worker with an N-times batch.
+//
+// y = gamma (x - mean) / sqrt(var + eps) + beta. In training, mean and var are the batch's, the
+// variance biased (divided by n); the running estimates move by momentum 0.1 towards the batch's
+// mean and unbiased variance (divided by n - 1); evaluation normalises with the running estimates.
+// eps = 1e-5. Both can be changed, as ratios: BatchNorm2D<Scope, std::ratio<1, 100>> for a
+// momentum of 0.01.
+//
+// Parameters: weight (gamma) and bias (beta), of role `normalization` (optimizers can leave them
+// out of weight decay); running_mean and running_var, of role `state`: not trained. They live in
+// the flat parameter buffer, so checkpoints, broadcasts and server shards carry them; in training,
+// backward writes each step's increment momentum * (batch statistic - running) into their
+// gradient slots, weighted by the share of the update's samples this call had, and the update
+// adds the workers' summed increments (optim/state_tensors.hpp): every worker ends with the same
+// running statistics whatever the policy.
+//
+// "The batch" is every sample of the step that the statistics scope covers: a worker's threads
+// meet through ForwardArgs::statistics to sum their parts' sums, so a worker's batch is normalised
+// as one whatever its thread count; the global scope adds the other workers' (one small allreduce
+// per layer in forward, another in backward for the gradient's two sums). Without that meeting
+// point (a layer run on its own, a pipeline's micro-batch) the statistics are this call's batch.
+// Sums are taken in double.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <ratio>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+namespace flotilla {
+namespace detail {
+
+/// Batch normalisation over C channels of `In` (C = the channels of an image, the size of a
+/// vector); a sample is `pixels` groups of C values, channels-last.
+template <class Spec, class In, class T, std::size_t C, StatisticsScope Scope, class Momentum, class Epsilon>
+struct BatchNormLayer {
+  static constexpr std::size_t pixels = In::size / C;
+
+  using spec = Spec;
+  using scalar_type = T;
+  using input_shape = In;
+  using output_shape = In;
+  static constexpr std::string_view name = Spec::name;
+  static constexpr StatisticsScope scope = Scope;
+  static constexpr double momentum = static_cast<double>(Momentum::num) / static_cast<double>(Momentum::den);
+  static constexpr double epsilon = static_cast<double>(Epsilon::num) / static_cast<double>(Epsilon::den);
+  static constexpr std::array<TensorSpec, 4> tensors{{
+      {"weight", C, TensorRole::normalization},
+      {"bias", C, TensorRole::normalization},
+      {"running_mean", C, TensorRole::state},
+      {"running_var", C, TensorRole::state},
+  }};
+  static constexpr std::size_t parameter_count = 4 * C;
+  // Statistics, normalisation and the affine map: a few operations per value.
+  static constexpr std::uint64_t forward_flops = 5 * In::size;
+  static constexpr std::uint64_t backward_flops = 8 * In::size;
+
+  void initialize(std::span<T> params, Generator& /*g*/) const {
+    std::fill_n(params.begin(), C, T(1));                    // gamma
+    std::fill_n(params.begin() + C, C, T(0));                // beta
+    std::fill_n(params.begin() + 2 * C, C, T(0));            // running mean
+    std::fill_n(params.begin() + 3 * C, C, T(1));            // running variance
+  }
+
+  void forward(const ForwardArgs<T>& a) {
+    const auto batch = static_cast<std::size_t>(a.input.cols());
+    const T* x = a.input.data();
+    T* y = a.output.data();
+    const T* gamma = a.params.data();
+    const T* beta = gamma + C;
+    trained_ = a.mode == Mode::train;
+    if (trained_) {
+      // Sums of x and x^2 per channel, and the count, over this call's samples, then over every
+      // part the scope covers.
+      // (Accumulators in locals: the compiler keeps them in registers, which it could not do for
+      // members that the stores might alias.)
+      std::array<double, C> sum{}, squares{};
+      for (std::size_t v = 0; v < batch * pixels; ++v) {
+        const T* row = x + v * C;
+        for (std::size_t c = 0; c < C; ++c) {
+          const double value = static_cast<double>(row[c]);
+          sum[c] += value;
+          squares[c] += value * value;
+        }
+      }
+      sums_.resize(2 * C + 1);
+      std::copy(sum.begin(), sum.end(), sums_.begin());
+      std::copy(squares.begin(), squares.end(), sums_.begin() + C);
+      sums_[2 * C] = static_cast<double>(batch * pixels);
+      if (a.statistics) (*a.statistics)(std::span<double>(sums_), Scope);
+      count_ = sums_[2 * C];
+      if (count_ < 2)
+        throw ShapeError(std::string(name) + ": training needs more than one value per channel to normalise over, got " +
+                         std::to_string(static_cast<std::size_t>(count_)) +
+                         " (a batch of one sample through a layer over vectors)");
+      for (std::size_t c = 0; c < C; ++c) {
+        const double mean = sums_[c] / count_;
+        const double var = std::max(sums_[C + c] / count_ - mean * mean, 0.0);
+        mean_[c] = mean;
+        var_[c] = var;
+        inv_std_[c] = 1.0 / std::sqrt(var + epsilon);
+      }
+    } else {
+      const T* running_mean = gamma + 2 * C;
+      const T* running_var = gamma + 3 * C;
+      for (std::size_t c = 0; c < C; ++c) {
+        mean_[c] = static_cast<double>(running_mean[c]);
+        inv_std_[c] = 1.0 / std::sqrt(static_cast<double>(running_var[c]) + epsilon);
+      }
+    }
+    // y = x * scale + shift per channel (locals: y's stores cannot alias them).
+    std::array<T, C> scale, shift;
+    for (std::size_t c = 0; c < C; ++c) {
+      scale[c] = static_cast<T>(static_cast<double>(gamma[c]) * inv_std_[c]);
+      shift[c] = static_cast<T>(static_cast<double>(beta[c]) - mean_[c] * static_cast<double>(gamma[c]) * inv_std_[c]);
+    }
+    scale_ = scale;
+    for (std::size_t v = 0; v < batch * pixels; ++v) {
+      const T* in = x + v * C;
+      T* out = y + v * C;
+      for (std::size_t c = 0; c < C; ++c) out[c] = in[c] * scale[c] + shift[c];
+    }
+  }
+
+  void backward(const BackwardArgs<T>& a) {
+    const auto batch = static_cast<std::size_t>(a.input.cols());
+    const T* x = a.input.data();
+    const T* dy = a.output_grad.data();
+    const T* gamma = a.params.data();
+    T* dgamma = a.param_grads.data();
+    T* dbeta = dgamma + C;
+    // Sums of dy and dy * xhat per channel: this call's are the gradients of beta and gamma (the
+    // engine adds the parts' and workers' gradients); all the scope's are in the input gradient.
+    std::array<T, C> centre, inv_std;
+    for (std::size_t c = 0; c < C; ++c) centre[c] = static_cast<T>(mean_[c]), inv_std[c] = static_cast<T>(inv_std_[c]);
+    std::array<double, C> sum_dy{}, sum_dy_xhat{};
+    for (std::size_t v = 0; v < batch * pixels; ++v) {
+      const T* in = x + v * C;
+      const T* g = dy + v * C;
+      for (std::size_t c = 0; c < C; ++c) {
+        sum_dy[c] += static_cast<double>(g[c]);
+        sum_dy_xhat[c] += static_cast<double>(g[c] * ((in[c] - centre[c]) * inv_std[c]));
+      }
+    }
+    grad_sums_.resize(2 * C);
+    std::copy(sum_dy.begin(), sum_dy.end(), grad_sums_.begin());
+    std::copy(sum_dy_xhat.begin(), sum_dy_xhat.end(), grad_sums_.begin() + C);
+    for (std::size_t c = 0; c < C; ++c) {
+      dbeta[c] += static_cast<T>(grad_sums_[c]);
+      dgamma[c] += static_cast<T>(grad_sums_[C + c]);
+    }
+    if (trained_ && a.sample_weight != 0) {
+      // The running estimates' increments, weighted by this call's share of the update's samples.
+      const double weight = static_cast<double>(batch) * a.sample_weight * momentum;
+      const T* running_mean = gamma + 2 * C;
+      const T* running_var = gamma + 3 * C;
+      T* dmean = dgamma + 2 * C;
+      T* dvar = dgamma + 3 * C;
+      for (std::size_t c = 0; c < C; ++c) {
+        const double unbiased = var_[c] * count_ / (count_ - 1);
+        dmean[c] += static_cast<T>(weight * (mean_[c] - static_cast<double>(running_mean[c])));
+        dvar[c] += static_cast<T>(weight * (unbiased - static_cast<double>(running_var[c])));
+      }
+    }
+    if (!a.wants_input_grad()) return;
+    T* dx = a.input_grad.data();
+    const std::array<T, C> scale = scale_;
+    if (!trained_) {
+      // The running statistics are constants: dx = dy * gamma / sqrt(running var + eps).
+      for (std::size_t v = 0; v < batch * pixels; ++v)
+        for (std::size_t c = 0; c < C; ++c) dx[v * C + c] = dy[v * C + c] * scale[c];
+      return;
+    }
+    // dx = gamma / std * (dy - mean(dy) - xhat * mean(dy * xhat)), the means over the statistics'
+    // samples: the same parts and workers as in forward.
+    if (a.statistics) (*a.statistics)(std::span<double>(grad_sums_), Scope);
+    std::array<T, C> mean_dy, mean_dy_xhat;
+    for (std::size_t c = 0; c < C; ++c) {
+      mean_dy[c] = static_cast<T>(grad_sums_[c] / count_);
+      mean_dy_xhat[c] = static_cast<T>(grad_sums_[C + c] / count_);
+    }
+    for (std::size_t v = 0; v < batch * pixels; ++v) {
+      const T* in = x + v * C;
+      const T* g = dy + v * C;
+      T* out = dx + v * C;
+      for (std::size_t c = 0; c < C; ++c) {
+        const T xhat = (in[c] - centre[c]) * inv_std[c];
+        out[c] = scale[c] * (g[c] - mean_dy[c] - xhat * mean_dy_xhat[c]);
+      }
+    }
+  }
+
+ private:
+  bool trained_ = false;
+  double count_ = 0;
+  std::vector<double> sums_, grad_sums_;
+  std::array<double, C> mean_{}, var_{}, inv_std_{};
+  std::array<T, C> scale_{};  // gamma / std, per channel: forward's, and backward's factor
+};
+
+}  // namespace detail
+
+/// Batch normalisation of images, per channel (see batch_norm.hpp).
+template <StatisticsScope Scope = StatisticsScope::worker, class Momentum = std::ratio<1, 10>,
+          class Epsilon = std::ratio<1, 100000>>
+struct BatchNorm2D {
+  static_assert(Momentum::num > 0 && Momentum::num <= Momentum::den,
+                "BatchNorm2D<Scope, Momentum>: the momentum (a std::ratio) must be in (0, 1]");
+  static_assert(Epsilon::num > 0, "BatchNorm2D<Scope, Momentum, Epsilon>: epsilon (a std::ratio) must be > 0");
+  static constexpr std::string_view name = Scope == StatisticsScope::global ? "SyncBatchNorm2D" : "BatchNorm2D";
+  template <class In, class T>
+  struct layer : detail::BatchNormLayer<BatchNorm2D, In, T, In::dims[0], Scope, Momentum, Epsilon> {
+    static_assert(ImageShape<In>,
+                  "BatchNorm2D: its input is a vector (Shape<N>); BatchNorm2D normalises each channel of an image "
+                  "Shape<C, H, W> over the batch and the pixels: use BatchNorm1D for vectors");
+  };
+};
+
+/// Batch normalisation of vectors, per feature (see batch_norm.hpp).
+template <StatisticsScope Scope = StatisticsScope::worker, class Momentum = std::ratio<1, 10>,
+          class Epsilon = std::ratio<1, 100000>>
+struct BatchNorm1D {
+  static_assert(Momentum::num > 0 && Momentum::num <= Momentum::den,
+                "BatchNorm1D<Scope, Momentum>: the momentum (a std::ratio) must be in (0, 1]");
+  static_assert(Epsilon::num > 0, "BatchNorm1D<Scope, Momentum, Epsilon>: epsilon (a std::ratio) must be > 0");
+  static constexpr std::string_view name = Scope == StatisticsScope::global ? "SyncBatchNorm1D" : "BatchNorm1D";
+  template <class In, class T>
+  struct layer : detail::BatchNormLayer<BatchNorm1D, In, T, In::size, Scope, Momentum, Epsilon> {
+    static_assert(!ImageShape<In>,
+                  "BatchNorm1D: its input is an image (Shape<C, H, W>); BatchNorm1D normalises each feature of a "
+                  "vector over the batch: use BatchNorm2D for images (per channel), or Flatten first");
+  };
+};
+
+/// Statistics over the global batch of every worker (PyTorch's SyncBatchNorm).
+using SyncBatchNorm2D = BatchNorm2D<StatisticsScope::global>;
+using SyncBatchNorm1D = BatchNorm1D<StatisticsScope::global>;
+
+}  // namespace flotilla
+// ---- end flotilla/nn/batch_norm.hpp ----
+
+// ---- begin flotilla/nn/block.hpp ----
+// Block<Layers...>: a sub-network that is itself a layer spec, so that it can be named and reused:
+//
+//   template <std::size_t F>
+//   using ConvUnit = Block<Conv2D<F, 3, 1, same>, ReLU>;
+//   using Net = Sequential<Input<1, 28, 28>, ConvUnit<16>, ConvUnit<16>, MaxPool2D<2>, ...>;
+//
+// Repeat<N, Spec>: Spec N times in a row, each bound to the shape the one before produces (dlib's
+// repeat). Both run their layers as Sequential does; to the network around them they are one layer
+// whose parameters are their layers' in order, so the flat buffer, the optimizers, the policies and
+// the checkpoints see nothing new, and a pipeline never cuts inside one.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <tuple>
+
+
+// ---- begin flotilla/nn/detail/layer_parts.hpp ----
+// What every layer made of layers (a chain of them in a block, branches side by side) needs to know
+// about its parts at compile time: each part's slice of the layer's parameters, the tensor table
+// with qualified names, the initialisation and the estimated cost.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+
+// ---- begin flotilla/nn/detail/scoped_tensors.hpp ----
+// The tensor table of a layer made of layers (blocks, branches, residual connections): the parts'
+// tensors one after another, each name qualified by the part it belongs to, as PyTorch names a
+// module's parameters ("0.weight", "body.1.bias", "shortcut.weight").
+//
+// The qualified names are built by the compiler into a character table that the block type holds
+// as a static constant, so its TensorSpec names are string_views with static storage like every
+// other layer's.
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+
+namespace flotilla::detail {
+
+/// A part's tensor before its name is qualified: the scope is the part's position when `label`
+/// is empty, the label otherwise.
+struct ScopedTensor {
+  std::string_view label;
+  std::size_t position = 0;
+  TensorSpec tensor;
+};
+
+constexpr std::size_t decimal_digits(std::size_t n) noexcept {
+  std::size_t d = 1;
+  while (n >= 10) {
+    n /= 10;
+    ++d;
+  }
+  return d;
+}
+
+template <std::size_t K>
+constexpr std::size_t qualified_name_chars(const std::array<ScopedTensor, K>& parts) noexcept {
+  std::size_t n = 0;
+  for (const auto& p : parts)
+    n += (p.label.empty() ? decimal_digits(p.position) : p.label.size()) + 1 + p.tensor.name.size();
+  return n;
+}
+
+/// The qualified names, "<scope>.<name>", packed in one character array.
+template <std::size_t Chars, std::size_t K>
+struct QualifiedNames {
+  std::array<char, Chars + 1> chars{};  // + 1: never a zero-length array
+  std::array<std::size_t, K + 1> starts{};
+
+  constexpr std::string_view operator[](std::size_t i) const noexcept {
+    return std::string_view(chars.data() + starts[i], starts[i + 1] - starts[i]);
+  }
+};
+
+template <std::size_t Chars, std::size_t K>
+constexpr QualifiedNames<Chars, K> qualify(const std::array<ScopedTensor, K>& parts) noexcept {
+  QualifiedNames<Chars, K> out;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < K; ++i) {
+    out.starts[i] = at;
+    const auto& p = parts[i];
+    if (p.label.empty()) {
+      const std::size_t digits = decimal_digits(p.position);
+      std::size_t v = p.position;
+      for (std::size_t d = digits; d-- > 0; v /= 10) out.chars[at + d] = static_cast<char>('0' + v % 10);
+      at += digits;
+    } else {
+      for (char c : p.label) out.chars[at++] = c;
+    }
+    out.chars[at++] = '.';
+    for (char c : p.tensor.name) out.chars[at++] = c;
+  }
+  out.starts[K] = at;
+  return out;
+}
+
+/// The tensor table, with names pointing into `names` (a static constant of the block type).
+template <std::size_t K, class Names>
+constexpr std::array<TensorSpec, K> qualified_tensors(const std::array<ScopedTensor, K>& parts, const Names& names) noexcept {
+  std::array<TensorSpec, K> out{};
+  for (std::size_t i = 0; i < K; ++i) out[i] = TensorSpec{names[i], parts[i].tensor.size, parts[i].tensor.role};
+  return out;
+}
+
+/// How many tensors layer L declares (none without parameters).
+template <class L>
+constexpr std::size_t tensor_count_of() noexcept {
+  if constexpr (L::parameter_count > 0) {
+    return L::tensors.size();
+  } else {
+    return 0;
+  }
+}
+
+/// Appends L's tensors to `out` from `k` on, scoped by `label` or, when it is empty, `position`.
+template <class L, std::size_t K>
+constexpr void append_scoped(std::array<ScopedTensor, K>& out, std::size_t& k, std::string_view label,
+                             std::size_t position) noexcept {
+  if constexpr (L::parameter_count > 0)
+    for (const auto& t : L::tensors) out[k++] = ScopedTensor{label, position, t};
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/nn/detail/scoped_tensors.hpp ----
+
+// ---- begin flotilla/nn/layer_cost.hpp ----
+// What each layer of a network costs, estimated by the compiler from the layer types and the shapes
+// Sequential infers: the numbers a model summary (nn/summary.hpp) prints and the pipeline's
+// automatic split balances (pipeline/balance.hpp).
+//
+// Per sample:
+//  - forward FLOPs. A layer may declare `static constexpr std::uint64_t forward_flops` itself.
+//    Otherwise a layer with parameters is taken to be a linear map with one bias per output
+//    channel, evaluated at every output position (Dense: once; Conv2D: at every pixel):
+//      2 * (parameters - channels) * (output size / channels),
+//    which is exact for Dense and Conv2D; a layer without parameters costs one operation per
+//    input value (activations, pooling, copies).
+//  - backward FLOPs: a layer with parameters computes two products of the forward's size (the
+//    gradient of its input and of its weights); one without, one pass over its values.
+//  - the bytes of its output (what crosses a cut placed after it, and what a stage keeps per
+//    micro-batch until its backward) and of its parameters.
+//
+// These are estimates of arithmetic, not of time: memory-bound layers cost more than their FLOPs
+// say. measure_layer_costs (timing.hpp) replaces them with timings of the layers on this machine.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+
+// ---- begin flotilla/nn/sequential.hpp ----
+// Sequential<Input<...>, Layers...>: a network as a type. Each layer spec is bound to the shape the
+// previous one produces, so shapes are inferred, and a mismatch stops the compiler with the
+// offending layer's static_assert message.
+#include <cstddef>
+#include <type_traits>
+
+
+namespace flotilla {
+namespace detail {
+
+template <class... Ts>
+struct type_list {
+  static constexpr std::size_t size = sizeof...(Ts);
+};
+
+template <class T, class List>
+struct prepend;
+template <class T, class... Ts>
+struct prepend<T, type_list<Ts...>> {
+  using type = type_list<T, Ts...>;
+};
+
+template <class In, class T, class... Specs>
+struct bind_chain {
+  using layers = type_list<>;
+  using output_shape = In;
+};
+template <class In, class T, class S, class... Rest>
+struct bind_chain<In, T, S, Rest...> {
+  static_assert(check_layer_spec<S, In, T>());
+  using first = typename S::template layer<In, T>;
+  using next = bind_chain<typename first::output_shape, T, Rest...>;
+  using layers = typename prepend<first, typename next::layers>::type;
+  using output_shape = typename next::output_shape;
+};
+
+template <class S>
+struct is_input : std::false_type {};
+template <std::size_t... D>
+struct is_input<Input<D...>> : std::true_type {};
+
+}  // namespace detail
+
+template <class InputSpec, class... Specs>
+struct Sequential {
+  static_assert(detail::is_input<InputSpec>::value,
+                "Sequential<Input<...>, Layers...>: the first argument must be Input<...>, the shape of one "
+                "sample (e.g. Input<784> or Input<1, 28, 28>)");
+  static_assert(sizeof...(Specs) > 0, "Sequential<Input<...>, Layers...>: a network needs at least one layer");
+
+  using input_shape = typename InputSpec::shape;
+  /// The concrete layers for scalar type T, as a detail::type_list.
+  template <class T>
+  using layers = typename detail::bind_chain<input_shape, T, Specs...>::layers;
+  using output_shape = typename detail::bind_chain<input_shape, float, Specs...>::output_shape;
+  static constexpr std::size_t depth = sizeof...(Specs);
+};
+
+namespace detail {
+template <class A>
+struct is_sequential : std::false_type {};
+template <class I, class... S>
+struct is_sequential<Sequential<I, S...>> : std::true_type {};
+}  // namespace detail
+
+}  // namespace flotilla
+// ---- end flotilla/nn/sequential.hpp ----
+
+namespace flotilla {
+
+struct LayerCost {
+  std::string_view name;              ///< the layer's name, e.g. "Conv2D"
+  std::uint64_t forward_flops = 0;    ///< per sample
+  std::uint64_t backward_flops = 0;   ///< per sample
+  std::uint64_t output_bytes = 0;     ///< per sample
+  std::uint64_t parameter_bytes = 0;  ///< the layer's parameters
+  /// What the balancer evens out: forward and backward work per sample.
+  constexpr std::uint64_t compute() const noexcept { return forward_flops + backward_flops; }
+};
+
+/// The estimate for one concrete layer type L (see the header comment).
+template <class L>
+constexpr LayerCost estimate_layer_cost() {
+  using T = typename L::scalar_type;
+  constexpr std::uint64_t in = L::input_shape::size, out = L::output_shape::size;
+  constexpr std::uint64_t channels = L::output_shape::dims[0];
+  constexpr std::uint64_t params = L::parameter_count;
+  LayerCost c;
+  c.name = L::name;
+  c.output_bytes = out * sizeof(T);
+  c.parameter_bytes = params * sizeof(T);
+  if constexpr (requires { { L::forward_flops } -> std::convertible_to<std::uint64_t>; }) {
+    c.forward_flops = L::forward_flops;
+    c.backward_flops = params > 0 ? 2 * c.forward_flops : c.forward_flops;
+  } else if constexpr (params > channels) {
+    c.forward_flops = 2 * (params - channels) * (out / channels);
+    c.backward_flops = 2 * c.forward_flops;
+  } else {
+    c.forward_flops = in;
+    c.backward_flops = in;
+  }
+  return c;
+}
+
+namespace detail {
+template <class List>
+struct costs_of;
+template <class... Ls>
+struct costs_of<type_list<Ls...>> {
+  static constexpr std::array<LayerCost, sizeof...(Ls)> value{estimate_layer_cost<Ls>()...};
+};
+}  // namespace detail
+
+/// Every layer's estimated cost, in layer order, for scalar type T.
+template <Architecture Arch, class T = float>
+inline constexpr auto estimated_costs = detail::costs_of<typename Arch::template layers<T>>::value;
+
+/// The balancer's input: compute() of each layer.
+template <Architecture Arch, class T = float>
+constexpr std::array<std::uint64_t, Arch::depth> estimated_compute() {
+  std::array<std::uint64_t, Arch::depth> r{};
+  for (std::size_t i = 0; i < Arch::depth; ++i) r[i] = estimated_costs<Arch, T>[i].compute();
+  return r;
+}
+
+}  // namespace flotilla
+// ---- end flotilla/nn/layer_cost.hpp ----
+
+namespace flotilla::detail {
+
+template <std::size_t N>
+constexpr std::array<std::size_t, N> exclusive_prefix_sums(const std::array<std::size_t, N>& a) noexcept {
+  std::array<std::size_t, N> r{};
+  std::size_t sum = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    r[i] = sum;
+    sum += a[i];
+  }
+  return r;
+}
+
+/// Calls f.template operator()<I>() for I = 0 .. N-1, or N-1 .. 0.
+template <std::size_t N, class F>
+void for_each_index(F&& f) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<I>(), ...); }(std::make_index_sequence<N>{});
+}
+template <std::size_t N, class F>
+void for_each_index_reverse(F&& f) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<N - 1 - I>(), ...); }(std::make_index_sequence<N>{});
+}
+
+template <class... Ls>
+struct LayerParts {
+  static constexpr std::size_t size = sizeof...(Ls);
+  using tuple_type = std::tuple<Ls...>;
+  template <std::size_t I>
+  using part = std::tuple_element_t<I, tuple_type>;
+
+  static constexpr std::array<std::size_t, size> parameter_counts{Ls::parameter_count...};
+  static constexpr std::array<std::size_t, size> parameter_offsets = exclusive_prefix_sums(parameter_counts);
+  static constexpr std::size_t parameter_count = (Ls::parameter_count + ... + 0);
+  static constexpr std::size_t tensor_count = (tensor_count_of<Ls>() + ... + 0);
+  static constexpr std::uint64_t forward_flops = (estimate_layer_cost<Ls>().forward_flops + ... + 0);
+  static constexpr std::uint64_t backward_flops = (estimate_layer_cost<Ls>().backward_flops + ... + 0);
+
+  /// The parts' tensors in order; part i's scoped by labels[i], or by its position where the
+  /// label is empty (or no labels are given).
+  static constexpr std::array<ScopedTensor, tensor_count> scoped(std::array<std::string_view, size> labels = {}) noexcept {
+    std::array<ScopedTensor, tensor_count> out{};
+    std::size_t k = 0;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (append_scoped<part<I>>(out, k, labels[I], I), ...);
+    }(std::make_index_sequence<size>{});
+    return out;
+  }
+
+  /// Part I's slice of the layer's parameters (or gradients).
+  template <std::size_t I, class S>
+  static S slice(S all) noexcept {
+    return all.subspan(parameter_offsets[I], parameter_counts[I]);
+  }
+
+  /// Each part with parameters draws them from its own sub-stream of `g`.
+  template <class T>
+  static void initialize(const tuple_type& parts, std::span<T> params, Generator& g) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (initialize_part<I>(parts, params, g), ...);
+    }(std::make_index_sequence<size>{});
+  }
+
+ private:
+  template <std::size_t I, class T>
+  static void initialize_part(const tuple_type& parts, std::span<T> params, Generator& g) {
+    if constexpr (parameter_counts[I] > 0) {
+      Generator own = g.fork(I);
+      std::get<I>(parts).initialize(slice<I>(params), own);
+    }
+  }
+};
+
+template <class List>
+struct parts_of;
+template <class... Ls>
+struct parts_of<type_list<Ls...>> {
+  using type = LayerParts<Ls...>;
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/nn/detail/layer_parts.hpp ----
+
+namespace flotilla {
+namespace detail {
+
+/// The layers bound from Specs, run one after the other inside one layer. Intermediate
+/// activations are kept here until backward; the last layer writes the block's output directly.
+template <class Spec, class In, class T, class... Specs>
+class LayerChain {
+  using bound = bind_chain<In, T, Specs...>;
+  using parts = typename parts_of<typename bound::layers>::type;
+  static constexpr std::size_t depth = parts::size;
+  template <std::size_t I>
+  using part = typename parts::template part<I>;
+
+  template <std::size_t... I>
+  static constexpr std::array<std::size_t, depth> out_sizes(std::index_sequence<I...>) {
+    return {part<I>::output_shape::size...};
+  }
+  static constexpr std::array<std::size_t, depth> output_sizes = out_sizes(std::make_index_sequence<depth>{});
+  static constexpr std::array<std::size_t, depth> activation_offsets = exclusive_prefix_sums(output_sizes);
+  static constexpr auto scoped_tensors = parts::scoped();
+  static constexpr auto names = qualify<qualified_name_chars(scoped_tensors)>(scoped_tensors);
+
+ public:
+  using spec = Spec;  // the spec this layer was bound from (device backends dispatch on it)
+  using scalar_type = T;
+  using input_shape = In;
+  using output_shape = typename bound::output_shape;
+  using layers = typename bound::layers;  ///< the bound layers, as a detail::type_list
+  static constexpr std::string_view name = Spec::name;
+  static constexpr std::size_t parameter_count = parts::parameter_count;
+  static constexpr std::array<TensorSpec, parts::tensor_count> tensors = qualified_tensors(scoped_tensors, names);
+  static constexpr std::uint64_t forward_flops = parts::forward_flops;
+  static constexpr std::uint64_t backward_flops = parts::backward_flops;
+
+  void initialize(std::span<T> params, Generator& g) const { parts::initialize(layers_, params, g); }
+
+  void forward(const ForwardArgs<T>& a) {
+    const auto batch = a.input.cols();
+    batch_ = static_cast<std::size_t>(batch);
+    // Every activation but the last (which is the block's output).
+    const std::size_t kept = activation_offsets[depth - 1];
+    if (activations_.size() < kept * batch_) activations_.resize(kept * batch_);
+    for_each_index<depth>([&]<std::size_t I>() {
+      ForwardArgs<T> f{input_of<I>(a.input), I + 1 == depth ? a.output : activation<I>(),
+                       parts::template slice<I>(a.params), a.mode, a.sample_ids, detail::mix(a.noise_key, I + 1),
+                       a.statistics, a.sample_weight};
+      std::get<I>(layers_).forward(f);
+    });
+  }
+
+  void backward(const BackwardArgs<T>& a) {
+    const auto batch = a.input.cols();
+    std::size_t widest = 0;
+    for (std::size_t i = 1; i < depth; ++i) widest = std::max(widest, part_input_size(i));
+    if (grad_a_.size() < widest * batch_) {
+      grad_a_.resize(widest * batch_);
+      grad_b_.resize(widest * batch_);
+    }
+    const T* upstream = a.output_grad.data();
+    for_each_index_reverse<depth>([&]<std::size_t I>() {
+      using L = part<I>;
+      // (A view cannot be re-pointed after construction: assignment copies values.)
+      MatrixView<T> din = [&] {
+        if constexpr (I > 0) {
+          return MatrixView<T>((I % 2 ? grad_a_ : grad_b_).data(), static_cast<Eigen::Index>(L::input_shape::size), batch);
+        } else {
+          return a.input_grad;
+        }
+      }();
+      const T* out = I + 1 == depth ? a.output.data() : activation<I>().data();
+      BackwardArgs<T> b{input_of<I>(a.input), ConstMatrixView<T>(out, static_cast<Eigen::Index>(L::output_shape::size), batch),
+                        ConstMatrixView<T>(upstream, static_cast<Eigen::Index>(L::output_shape::size), batch), din,
+                        parts::template slice<I>(a.params), parts::template slice<I>(a.param_grads), a.statistics,
+                        a.sample_weight};
+      std::get<I>(layers_).backward(b);
+      upstream = din.data();
+    });
+  }
+
+  template <std::size_t I>
+  part<I>& layer() noexcept {
+    return std::get<I>(layers_);
+  }
+
+ private:
+  static constexpr std::size_t part_input_size(std::size_t i) { return i == 0 ? In::size : output_sizes[i - 1]; }
+
+  template <std::size_t I>
+  MatrixView<T> activation() {
+    return MatrixView<T>(activations_.data() + activation_offsets[I] * batch_, static_cast<Eigen::Index>(output_sizes[I]),
+                         static_cast<Eigen::Index>(batch_));
+  }
+  template <std::size_t I>
+  ConstMatrixView<T> input_of(ConstMatrixView<T> block_input) {
+    if constexpr (I == 0) {
+      return block_input;
+    } else {
+      const auto a = activation<I - 1>();
+      return ConstMatrixView<T>(a.data(), a.rows(), a.cols());
+    }
+  }
+
+  typename parts::tuple_type layers_{};
+  Buffer<T> activations_;
+  Buffer<T> grad_a_, grad_b_;
+  std::size_t batch_ = 0;
+};
+
+template <class S, std::size_t N, class List = type_list<>>
+struct repeat_list {
+  using type = typename repeat_list<S, N - 1, typename prepend<S, List>::type>::type;
+};
+template <class S, class List>
+struct repeat_list<S, 0, List> {
+  using type = List;
+};
+
+template <class Spec, class In, class T, class List>
+struct chain_of;
+template <class Spec, class In, class T, class... Specs>
+struct chain_of<Spec, In, T, type_list<Specs...>> {
+  using type = LayerChain<Spec, In, T, Specs...>;
+};
+
+}  // namespace detail
+
+/// A named, reusable sub-network: Layers in a row, as one layer spec.
+template <class... Specs>
+struct Block {
+  static_assert(sizeof...(Specs) > 0, "Block<Layers...>: a block needs at least one layer");
+  static constexpr std::string_view name = "Block";
+  template <class In, class T>
+  using layer = detail::LayerChain<Block, In, T, Specs...>;
+};
+
+/// Spec N times in a row (N >= 1), each bound to the shape the previous one produces.
+template <std::size_t N, class Spec>
+struct Repeat {
+  static_assert(N > 0, "Repeat<N, Block>: N must be at least 1");
+  static constexpr std::string_view name = "Repeat";
+  template <class In, class T>
+  using layer = typename detail::chain_of<Repeat, In, T, typename detail::repeat_list<Spec, N>::type>::type;
+};
+
+}  // namespace flotilla
+// ---- end flotilla/nn/block.hpp ----
+
+// ---- begin flotilla/nn/branches.hpp ----
+// Parallel branches over one input, joined into one output:
+//
+//   Concat<Branches...>  the branches' outputs side by side: along channels for images (which must
+//                        all have the same height and width), one after the other for vectors
+//                        (GoogLeNet's inception modules, DenseNet's dense blocks);
+//   Add<Branches...>     their sum, of outputs of one shape (Residual<Block> is Add<Block, Identity>
+//                        with the messages of a residual connection).
+//
+// A branch is any layer spec: a Block<...> for a chain of them, Identity for the input itself (not
+// copied: the join reads the input directly). The branches' parameters follow one another in the
+// flat buffer, named "0.weight", "1.bias", ... as PyTorch names a module's.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+
+namespace flotilla {
+
+/// The input, unchanged: the branch of a shortcut.
+struct Identity {
+  template <class In, class T>
+  struct layer {
+    static_assert(AnyShape<In>, "Identity: input_shape must be a flotilla::Shape");
+    using spec = Identity;
+    using scalar_type = T;
+    using input_shape = In;
+    using output_shape = In;
+    static constexpr std::string_view name = "Identity";
+    static constexpr std::size_t parameter_count = 0;
+    static constexpr std::uint64_t forward_flops = 0;
+    static constexpr std::uint64_t backward_flops = 0;
+    void forward(const ForwardArgs<T>& a) { a.output = a.input; }
+    void backward(const BackwardArgs<T>& a) {
+      if (a.wants_input_grad()) a.input_grad = a.output_grad;
+    }
+  };
+};
+
+namespace detail {
+
+template <class S>
+inline constexpr bool is_identity = std::is_same_v<S, Identity>;
+
+/// Branch outputs added: every branch must produce the same shape.
+struct AddJoin {
+  template <class Out0, class... Outs>
+  static constexpr bool check() {
+    static_assert((std::is_same_v<Out0, Outs> && ...),
+                  "Add<Branches...>: the branches produce different shapes; they can only be added when every "
+                  "branch's output has the same shape (see the shapes in the instantiation below)");
+    return true;
+  }
+  template <class Out0, class... Outs>
+  using output_shape = Out0;
+};
+
+/// Branch outputs side by side.
+struct ConcatJoin {
+  template <class Out0, class... Outs>
+  static constexpr bool check() {
+    static_assert(((ImageShape<Out0> == ImageShape<Outs>) && ...),
+                  "Concat<Branches...>: some branches produce images and others vectors; concatenate images with "
+                  "images (along channels) or vectors with vectors (put Flatten at the end of the image branches)");
+    if constexpr (ImageShape<Out0> && (ImageShape<Outs> && ...)) {
+      static_assert(((Out0::dims[1] == Outs::dims[1] && Out0::dims[2] == Outs::dims[2]) && ...),
+                    "Concat<Branches...>: the branches produce images of different sizes; images are concatenated "
+                    "along channels and must all have the same height and width");
+    }
+    return true;
+  }
+  template <class Out0, class... Outs>
+  static constexpr auto shape() {
+    if constexpr (ImageShape<Out0>) {
+      return Shape<(Out0::dims[0] + ... + Outs::dims[0]), Out0::dims[1], Out0::dims[2]>{};
+    } else {
+      return Shape<(Out0::size + ... + Outs::size)>{};
+    }
+  }
+  template <class Out0, class... Outs>
+  using output_shape = decltype(shape<Out0, Outs...>());
+};
+
+/// The branches bound to In, run on the same input and joined. `Spec` gives the name, `Labels`
+/// the scope of each branch's tensors (empty: their positions).
+template <class Spec, class Join, class In, class T, class... Specs>
+class BranchLayer {
+  static_assert(Join::template check<typename Specs::template layer<In, T>::output_shape...>());
+  using parts = LayerParts<typename Specs::template layer<In, T>...>;
+  static constexpr std::size_t count = parts::size;
+  template <std::size_t I>
+  using part = typename parts::template part<I>;
+  template <std::size_t I>
+  static constexpr bool identity = is_identity<std::tuple_element_t<I, std::tuple<Specs...>>>;
+
+  static constexpr auto scoped_tensors = parts::scoped(Spec::labels());
+  static constexpr auto names = qualify<qualified_name_chars(scoped_tensors)>(scoped_tensors);
+
+ public:
+  using spec = Spec;
+  using scalar_type = T;
+  using input_shape = In;
+  using output_shape = typename Join::template output_shape<typename Specs::template layer<In, T>::output_shape...>;
+  static constexpr std::string_view name = Spec::name;
+  static constexpr std::size_t parameter_count = parts::parameter_count;
+  static constexpr std::array<TensorSpec, parts::tensor_count> tensors = qualified_tensors(scoped_tensors, names);
+  // The join: one pass over the output.
+  static constexpr std::uint64_t forward_flops = parts::forward_flops + output_shape::size;
+  static constexpr std::uint64_t backward_flops = parts::backward_flops + In::size * (count - 1);
+
+ private:
+  template <std::size_t... I>
+  static constexpr std::array<std::size_t, count> out_sizes(std::index_sequence<I...>) {
+    return {(identity<I> ? 0 : part<I>::output_shape::size)...};
+  }
+  // Each branch's output is kept (its backward may need it); the identity's is the input.
+  static constexpr std::array<std::size_t, count> kept_sizes = out_sizes(std::make_index_sequence<count>{});
+  static constexpr std::array<std::size_t, count> kept_offsets = exclusive_prefix_sums(kept_sizes);
+  static constexpr std::size_t kept_total = kept_offsets[count - 1] + kept_sizes[count - 1];
+  static constexpr bool concat = std::is_same_v<Join, ConcatJoin>;
+  // Channels of each branch per pixel (a vector is one pixel).
+  static constexpr std::size_t pixels = ImageShape<output_shape> ? output_shape::dims[1] * output_shape::dims[2] : 1;
+  template <std::size_t... I>
+  static constexpr std::array<std::size_t, count> widths(std::index_sequence<I...>) {
+    return {(part<I>::output_shape::size / pixels)...};
+  }
+  static constexpr std::array<std::size_t, count> branch_widths = widths(std::make_index_sequence<count>{});
+  static constexpr std::array<std::size_t, count> branch_firsts = exclusive_prefix_sums(branch_widths);
+
+ public:
+  void initialize(std::span<T> params, Generator& g) const { parts::initialize(layers_, params, g); }
+
+  void forward(const ForwardArgs<T>& a) {
+    batch_ = static_cast<std::size_t>(a.input.cols());
+    if (outputs_.size() < kept_total * batch_) outputs_.resize(kept_total * batch_);
+    for_each_index<count>([&]<std::size_t I>() {
+      if constexpr (!identity<I>) {
+        ForwardArgs<T> f{a.input, output_of<I>(), parts::template slice<I>(a.params), a.mode, a.sample_ids,
+                         detail::mix(a.noise_key, I + 1), a.statistics, a.sample_weight};
+        std::get<I>(layers_).forward(f);
+      }
+    });
+    if constexpr (concat) {
+      for_each_index<count>([&]<std::size_t I>() {
+        scatter_columns(branch_output<I>(a.input).data(), a.output.data(), branch_firsts[I], branch_widths[I]);
+      });
+    } else if constexpr (count == 2) {
+      a.output = branch_output<0>(a.input) + branch_output<1>(a.input);  // one pass: a residual connection
+    } else {
+      a.output = branch_output<0>(a.input);
+      for_each_index<count>([&]<std::size_t I>() {
+        if constexpr (I > 0) a.output += branch_output<I>(a.input);
+      });
+    }
+  }
+
+  void backward(const BackwardArgs<T>& a) {
+    const auto batch = static_cast<Eigen::Index>(batch_);
+    const bool wants = a.wants_input_grad();
+    if constexpr (concat) {
+      if (output_grads_.size() < output_shape::size * batch_) output_grads_.resize(output_shape::size * batch_);
+    }
+    if (wants && count > 1 && scratch_.size() < In::size * batch_) scratch_.resize(In::size * batch_);
+    bool first = true;  // the first branch to give an input gradient writes it, the others add
+    for_each_index<count>([&]<std::size_t I>() {
+      using L = part<I>;
+      const T* dy = a.output_grad.data();
+      if constexpr (concat) {
+        T* mine = output_grads_.data() + branch_firsts[I] * pixels * batch_;
+        gather_columns(a.output_grad.data(), mine, branch_firsts[I], branch_widths[I]);
+        dy = mine;
+      }
+      const auto dy_view = ConstMatrixView<T>(dy, static_cast<Eigen::Index>(L::output_shape::size), batch);
+      if constexpr (identity<I>) {
+        if (!wants) return;
+        if (first) {
+          a.input_grad = dy_view;
+        } else {
+          a.input_grad += dy_view;
+        }
+      } else {
+        T* din = !wants ? nullptr : first ? a.input_grad.data() : scratch_.data();
+        BackwardArgs<T> b{a.input, ConstMatrixView<T>(output_of<I>().data(), static_cast<Eigen::Index>(L::output_shape::size), batch),
+                          dy_view, MatrixView<T>(din, din ? static_cast<Eigen::Index>(In::size) : 0, din ? batch : 0),
+                          parts::template slice<I>(a.params), parts::template slice<I>(a.param_grads), a.statistics,
+                          a.sample_weight};
+        std::get<I>(layers_).backward(b);
+        if (!wants) return;
+        if (!first) a.input_grad += ConstMatrixView<T>(scratch_.data(), static_cast<Eigen::Index>(In::size), batch);
+      }
+      first = false;
+    });
+  }
+
+  template <std::size_t I>
+  part<I>& layer() noexcept {
+    return std::get<I>(layers_);
+  }
+
+ private:
+  template <std::size_t I>
+  MatrixView<T> output_of() {
+    return MatrixView<T>(outputs_.data() + kept_offsets[I] * batch_, static_cast<Eigen::Index>(part<I>::output_shape::size),
+                         static_cast<Eigen::Index>(batch_));
+  }
+  template <std::size_t I>
+  ConstMatrixView<T> branch_output(ConstMatrixView<T> input) {
+    if constexpr (identity<I>) {
+      return input;
+    } else {
+      const auto out = output_of<I>();
+      return ConstMatrixView<T>(out.data(), out.rows(), out.cols());
+    }
+  }
+
+  // Branch values (width per pixel, `width` x pixels x batch) into the joined output's channels
+  // [first, first + width) of every pixel, and back.
+  void scatter_columns(const T* from, T* to, std::size_t first, std::size_t width) const {
+    const std::size_t all = output_shape::size / pixels;
+    for (std::size_t p = 0; p < pixels * batch_; ++p) std::copy_n(from + p * width, width, to + p * all + first);
+  }
+  void gather_columns(const T* from, T* to, std::size_t first, std::size_t width) const {
+    const std::size_t all = output_shape::size / pixels;
+    for (std::size_t p = 0; p < pixels * batch_; ++p) std::copy_n(from + p * all + first, width, to + p * width);
+  }
+
+  typename parts::tuple_type layers_{};
+  Buffer<T> outputs_, output_grads_, scratch_;
+  std::size_t batch_ = 0;
+};
+
+template <class... Specs>
+constexpr std::array<std::string_view, sizeof...(Specs)> positions() noexcept {
+  return {};
+}
+
+}  // namespace detail
+
+/// The branches' outputs side by side (channels for images, one after another for vectors).
+template <class... Branches>
+struct Concat {
+  static_assert(sizeof...(Branches) >= 2, "Concat<Branches...>: give at least two branches");
+  static constexpr std::string_view name = "Concat";
+  static constexpr auto labels() noexcept { return detail::positions<Branches...>(); }
+  template <class In, class T>
+  using layer = detail::BranchLayer<Concat, detail::ConcatJoin, In, T, Branches...>;
+};
+
+/// The sum of the branches' outputs, which must all have one shape.
+template <class... Branches>
+struct Add {
+  static_assert(sizeof...(Branches) >= 2, "Add<Branches...>: give at least two branches");
+  static constexpr std::string_view name = "Add";
+  static constexpr auto labels() noexcept { return detail::positions<Branches...>(); }
+  template <class In, class T>
+  using layer = detail::BranchLayer<Add, detail::AddJoin, In, T, Branches...>;
+};
+
+}  // namespace flotilla
+// ---- end flotilla/nn/branches.hpp ----
+
 // ---- begin flotilla/nn/conv2d.hpp ----
 // Conv2D<F, K, Stride, Padding>: 2-D convolution of an image Shape<C, H, W> with F filters of K x K,
-// by im2col and one matrix product per chunk of images.
+// by im2col and one matrix product per chunk of images. Padding `same` pads (K - 1) / 2 on every
+// side, so that the output is H x W at stride 1 (ceil(H / Stride) x ceil(W / Stride) otherwise).
 //
 // Images are channels-last in memory, so one row of a K x K patch is K*C contiguous input values:
 // im2col is a sequence of contiguous copies, and the product W (F x K*K*C) * cols (K*K*C x pixels)
@@ -2659,32 +3915,42 @@ struct LeCunUniform {
 
 namespace flotilla {
 
+/// Conv2D's Padding for an output as large as the input at stride 1: `Conv2D<16, 3, 1, same>`.
+/// Resolved to (K - 1) / 2 for an odd K (an even one would need more padding on one side than on
+/// the other).
+inline constexpr std::size_t same = static_cast<std::size_t>(-1);
+
 template <std::size_t Filters, std::size_t Kernel, std::size_t Stride = 1, std::size_t Padding = 0,
           class Init = init::He>
 struct Conv2D {
   static_assert(Filters > 0, "Conv2D<F, K>: the number of filters F must be > 0");
   static_assert(Kernel > 0, "Conv2D<F, K>: the kernel size K must be > 0");
   static_assert(Stride > 0, "Conv2D<F, K, Stride>: the stride must be > 0");
+  static_assert(Padding != same || Kernel % 2 == 1,
+                "Conv2D<F, K, Stride, same>: 'same' padding needs an odd kernel size K (it pads (K - 1) / 2 on each "
+                "side); give the padding as a number for an even K");
 
   template <class In, class T>
   struct layer {
+    /// The padding on each side, `same` resolved.
+    static constexpr std::size_t padding = Padding == same ? (Kernel - 1) / 2 : Padding;
     static_assert(AnyShape<In>, "Conv2D: input_shape must be a flotilla::Shape");
     static_assert(ImageShape<In>,
                   "Conv2D: its input is a vector (Shape<N>); Conv2D needs an image Shape<C, H, W> "
                   "(declare Input<C, H, W>, and do not Flatten before it)");
     static constexpr std::size_t C = In::dims[0], H = In::dims[1], W = In::dims[2];
-    static_assert(Kernel <= H + 2 * Padding && Kernel <= W + 2 * Padding,
+    static_assert(Kernel <= H + 2 * padding && Kernel <= W + 2 * padding,
                   "Conv2D<F, K>: the kernel is larger than the (padded) input image");
-    static_assert(Padding < Kernel, "Conv2D<F, K, S, P>: padding must be smaller than the kernel");
+    static_assert(padding < Kernel, "Conv2D<F, K, S, P>: padding must be smaller than the kernel");
     static_assert(Initializer<Init, T>, "Conv2D: Init must be an initialiser (see nn/init.hpp)");
 
-    static constexpr std::size_t OH = (H + 2 * Padding - Kernel) / Stride + 1;
-    static constexpr std::size_t OW = (W + 2 * Padding - Kernel) / Stride + 1;
+    static constexpr std::size_t OH = (H + 2 * padding - Kernel) / Stride + 1;
+    static constexpr std::size_t OW = (W + 2 * padding - Kernel) / Stride + 1;
     static constexpr std::size_t patch = Kernel * Kernel * C;
     static constexpr std::size_t pixels = OH * OW;
 
     using spec = Conv2D;  // the spec this layer was bound from (device backends dispatch on it)
-    static constexpr std::size_t kernel = Kernel, stride = Stride, padding = Padding;
+    static constexpr std::size_t kernel = Kernel, stride = Stride;
     using scalar_type = T;
     using input_shape = In;
     using output_shape = Shape<Filters, OH, OW>;
@@ -2739,9 +4005,9 @@ struct Conv2D {
     // ---- implicit im2col (float with an sgemm kernel) ----------------------------------------
     static constexpr bool implicit_im2col = std::is_same_v<T, float> && detail::sgemm_has_kernel;
     using index = detail::sgemm_index;
-    // The patches are read from a zero-padded copy of the image when Padding > 0, so that the
+    // The patches are read from a zero-padded copy of the image when padding > 0, so that the
     // packers never test bounds: HP x WP x C per image.
-    static constexpr std::size_t HP = H + 2 * Padding, WP = W + 2 * Padding;
+    static constexpr std::size_t HP = H + 2 * padding, WP = W + 2 * padding;
     static constexpr std::size_t image_size = HP * WP * C;
     static constexpr std::size_t row_len = Kernel * C;  // one kernel row of a patch, contiguous in the image
 
@@ -2876,7 +4142,7 @@ struct Conv2D {
 
     /// The images the patches are read from: the input itself, or its zero-padded copy.
     const float* patch_source(const ConstMatrixView<T>& input) {
-      if constexpr (Padding == 0) {
+      if constexpr (padding == 0) {
         return input.data();
       } else {
         const auto batch = static_cast<std::size_t>(input.cols());
@@ -2884,7 +4150,7 @@ struct Conv2D {
         if (padded_.size() < image_size * batch) padded_.resize(image_size * batch);
         for (std::size_t s = 0; s < batch; ++s)
           for (std::size_t y = 0; y < H; ++y)
-            std::memcpy(padded_.data() + s * image_size + ((y + Padding) * WP + Padding) * C,
+            std::memcpy(padded_.data() + s * image_size + ((y + padding) * WP + padding) * C,
                         input.data() + s * In::size + y * W * C, W * C * sizeof(T));
         return padded_.data();
       }
@@ -2905,7 +4171,7 @@ struct Conv2D {
       const float* dy = a.output_grad.data();
       // The patches come from the image the forward pass read (the padded copy it made, when
       // padded), as the explicit path's backward reuses the forward's cols.
-      const float* images = Padding == 0 ? a.input.data() : padded_.data();
+      const float* images = padding == 0 ? a.input.data() : padded_.data();
       detail::sgemm_packed(static_cast<index>(Filters), static_cast<index>(patch + 1), n,
                            detail::SgemmPackA{dy, 1, static_cast<index>(Filters)}, PatchRows{images},
                            a.param_grads.data(), static_cast<index>(Filters), /*accumulate=*/true);
@@ -2935,8 +4201,8 @@ struct Conv2D {
         for (std::size_t ox = 0; ox < OW; ++ox) {
           const std::size_t q = oy * OW + ox;
           for (std::size_t ky = 0; ky < Kernel; ++ky) {
-            const auto iy = static_cast<std::ptrdiff_t>(oy * Stride + ky) - static_cast<std::ptrdiff_t>(Padding);
-            const auto ix0 = static_cast<std::ptrdiff_t>(ox * Stride) - static_cast<std::ptrdiff_t>(Padding);
+            const auto iy = static_cast<std::ptrdiff_t>(oy * Stride + ky) - static_cast<std::ptrdiff_t>(padding);
+            const auto ix0 = static_cast<std::ptrdiff_t>(ox * Stride) - static_cast<std::ptrdiff_t>(padding);
             const std::size_t col_offset = q * patch + ky * Kernel * C;
             if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(H)) {
               row(col_offset, std::size_t{0}, std::size_t{0}, std::size_t{0});
@@ -2955,7 +4221,7 @@ struct Conv2D {
     static void im2col(const T* x, T* cols) {
       for_each_patch_row([&](std::size_t col, std::size_t xo, std::size_t kb, std::size_t ke) {
         T* dst = cols + col;
-        if constexpr (Padding > 0) {
+        if constexpr (padding > 0) {
           std::fill(dst, dst + kb * C, T(0));
           std::fill(dst + std::max(kb, ke) * C, dst + Kernel * C, T(0));
         }
@@ -2979,7 +4245,7 @@ struct Conv2D {
 
     Buffer<T> cols_;     // explicit path: the im2col matrix of the last forward pass
     Buffer<T> dcols_;    // W^T dY (explicit path: whole batch; implicit path: one chunk)
-    Buffer<T> padded_;   // implicit path, Padding > 0: the zero-padded input images
+    Buffer<T> padded_;   // implicit path, padding > 0: the zero-padded input images
     Buffer<float> wt_;   // implicit path: W^T packed for the input gradient
   };
 };
@@ -3762,159 +5028,172 @@ struct Flatten {
 }  // namespace flotilla
 // ---- end flotilla/nn/flatten.hpp ----
 
-// ---- begin flotilla/nn/layer_cost.hpp ----
-// What each layer of a network costs, estimated by the compiler from the layer types and the shapes
-// Sequential infers: the numbers a model summary (nn/summary.hpp) prints and the pipeline's
-// automatic split balances (pipeline/balance.hpp).
-//
-// Per sample:
-//  - forward FLOPs. A layer may declare `static constexpr std::uint64_t forward_flops` itself.
-//    Otherwise a layer with parameters is taken to be a linear map with one bias per output
-//    channel, evaluated at every output position (Dense: once; Conv2D: at every pixel):
-//      2 * (parameters - channels) * (output size / channels),
-//    which is exact for Dense and Conv2D; a layer without parameters costs one operation per
-//    input value (activations, pooling, copies).
-//  - backward FLOPs: a layer with parameters computes two products of the forward's size (the
-//    gradient of its input and of its weights); one without, one pass over its values.
-//  - the bytes of its output (what crosses a cut placed after it, and what a stage keeps per
-//    micro-batch until its backward) and of its parameters.
-//
-// These are estimates of arithmetic, not of time: memory-bound layers cost more than their FLOPs
-// say. measure_layer_costs (timing.hpp) replaces them with timings of the layers on this machine.
-#include <array>
+// ---- begin flotilla/nn/global_avg_pool.hpp ----
+// GlobalAvgPool: an image Shape<C, H, W> becomes the vector Shape<C> of its channels' means over
+// every pixel, as He et al.'s ResNets end before their classifier: a Dense can follow it directly,
+// and the classifier's size does not grow with the image.
 #include <cstddef>
-#include <cstdint>
 #include <string_view>
 
 
-// ---- begin flotilla/nn/sequential.hpp ----
-// Sequential<Input<...>, Layers...>: a network as a type. Each layer spec is bound to the shape the
-// previous one produces, so shapes are inferred, and a mismatch stops the compiler with the
-// offending layer's static_assert message.
+namespace flotilla {
+
+struct GlobalAvgPool {
+  template <class In, class T>
+  struct layer {
+    static_assert(AnyShape<In>, "GlobalAvgPool: input_shape must be a flotilla::Shape");
+    static_assert(ImageShape<In>,
+                  "GlobalAvgPool: its input is a vector (Shape<N>); it needs an image Shape<C, H, W> (it averages "
+                  "each channel over the pixels)");
+    static constexpr std::size_t C = In::dims[0], H = In::dims[1], W = In::dims[2];
+    static constexpr std::size_t pixels = H * W;
+
+    using spec = GlobalAvgPool;  // the spec this layer was bound from (device backends dispatch on it)
+    using scalar_type = T;
+    using input_shape = In;
+    using output_shape = Shape<C>;
+    static constexpr std::string_view name = "GlobalAvgPool";
+    static constexpr std::size_t parameter_count = 0;
+
+    // Channels-last, a sample is the column-major (C x pixels) matrix: the means are its row means.
+    void forward(const ForwardArgs<T>& a) {
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      for (std::size_t s = 0; s < batch; ++s)
+        a.output.col(static_cast<Eigen::Index>(s)) = image(a.input.data(), s).rowwise().sum() * scale;
+    }
+
+    void backward(const BackwardArgs<T>& a) {
+      if (!a.wants_input_grad()) return;
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      for (std::size_t s = 0; s < batch; ++s) {
+        auto dx = MatrixView<T>(a.input_grad.data() + s * In::size, static_cast<Eigen::Index>(C),
+                                static_cast<Eigen::Index>(pixels));
+        dx.colwise() = a.output_grad.col(static_cast<Eigen::Index>(s)) * scale;
+      }
+    }
+
+   private:
+    static constexpr T scale = T(1) / T(pixels);
+    static ConstMatrixView<T> image(const T* x, std::size_t s) {
+      return ConstMatrixView<T>(x + s * In::size, static_cast<Eigen::Index>(C), static_cast<Eigen::Index>(pixels));
+    }
+  };
+};
+
+}  // namespace flotilla
+// ---- end flotilla/nn/global_avg_pool.hpp ----
+
+// ---- begin flotilla/nn/layer_norm.hpp ----
+// LayerNorm (Ba, Kiros & Hinton, 2016): each sample normalised over all of its values, then scaled
+// and shifted element by element, as PyTorch's nn.LayerNorm(normalized_shape = the sample's shape):
+//
+//   y = gamma * (x - mean) / sqrt(var + eps) + beta,   mean and (biased) var over one sample.
+//
+// Nothing is shared between samples, so it needs no batch statistics, no running estimates and no
+// communication, and behaves the same in training and evaluation. eps = 1e-5 by default
+// (LayerNorm<std::ratio<1, 1000000>> for 1e-6).
+// Parameters: weight (gamma) and bias (beta), one per value of a sample, of role `normalization`.
+#include <array>
+#include <cmath>
 #include <cstddef>
-#include <type_traits>
+#include <cstdint>
+#include <ratio>
+#include <span>
+#include <string_view>
+#include <vector>
 
 
 namespace flotilla {
-namespace detail {
 
-template <class... Ts>
-struct type_list {
-  static constexpr std::size_t size = sizeof...(Ts);
+template <class Epsilon = std::ratio<1, 100000>>
+struct LayerNorm {
+  static_assert(Epsilon::num > 0, "LayerNorm<Epsilon>: epsilon (a std::ratio) must be > 0");
+  static constexpr double epsilon = static_cast<double>(Epsilon::num) / static_cast<double>(Epsilon::den);
+
+  template <class In, class T>
+  struct layer {
+    static_assert(AnyShape<In>, "LayerNorm: input_shape must be a flotilla::Shape");
+    static_assert(In::size > 1, "LayerNorm: a sample of one value normalises to zero; it needs at least two");
+    static constexpr std::size_t D = In::size;
+
+    using spec = LayerNorm;
+    using scalar_type = T;
+    using input_shape = In;
+    using output_shape = In;
+    static constexpr std::string_view name = "LayerNorm";
+    static constexpr std::array<TensorSpec, 2> tensors{{
+        {"weight", D, TensorRole::normalization},
+        {"bias", D, TensorRole::normalization},
+    }};
+    static constexpr std::size_t parameter_count = 2 * D;
+    static constexpr std::uint64_t forward_flops = 5 * D;
+    static constexpr std::uint64_t backward_flops = 8 * D;
+
+    void initialize(std::span<T> params, Generator& /*g*/) const {
+      std::fill_n(params.begin(), D, T(1));
+      std::fill_n(params.begin() + D, D, T(0));
+    }
+
+    void forward(const ForwardArgs<T>& a) {
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      const T* gamma = a.params.data();
+      const T* beta = gamma + D;
+      mean_.resize(batch);
+      inv_std_.resize(batch);
+      for (std::size_t s = 0; s < batch; ++s) {
+        const T* x = a.input.data() + s * D;
+        T* y = a.output.data() + s * D;
+        double sum = 0, squares = 0;
+        for (std::size_t i = 0; i < D; ++i) sum += static_cast<double>(x[i]);
+        const double mean = sum / D;
+        for (std::size_t i = 0; i < D; ++i) {
+          const double d = static_cast<double>(x[i]) - mean;
+          squares += d * d;
+        }
+        const double inv_std = 1.0 / std::sqrt(squares / D + epsilon);
+        const T m = static_cast<T>(mean), r = static_cast<T>(inv_std);  // locals: y's stores cannot alias them
+        mean_[s] = m;
+        inv_std_[s] = r;
+        for (std::size_t i = 0; i < D; ++i) y[i] = gamma[i] * ((x[i] - m) * r) + beta[i];
+      }
+    }
+
+    void backward(const BackwardArgs<T>& a) {
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      const T* gamma = a.params.data();
+      T* dgamma = a.param_grads.data();
+      T* dbeta = dgamma + D;
+      for (std::size_t s = 0; s < batch; ++s) {
+        const T* x = a.input.data() + s * D;
+        const T* dy = a.output_grad.data() + s * D;
+        // dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, means over the sample.
+        const T m = mean_[s], r = inv_std_[s];
+        double sum_g = 0, sum_gx = 0;
+        for (std::size_t i = 0; i < D; ++i) {
+          const T xhat = (x[i] - m) * r;
+          dgamma[i] += dy[i] * xhat;
+          dbeta[i] += dy[i];
+          const double g = static_cast<double>(dy[i] * gamma[i]);
+          sum_g += g;
+          sum_gx += g * static_cast<double>(xhat);
+        }
+        if (!a.wants_input_grad()) continue;
+        const T mean_g = static_cast<T>(sum_g / D), mean_gx = static_cast<T>(sum_gx / D);
+        T* dx = a.input_grad.data() + s * D;
+        for (std::size_t i = 0; i < D; ++i) {
+          const T xhat = (x[i] - m) * r;
+          dx[i] = r * (dy[i] * gamma[i] - mean_g - xhat * mean_gx);
+        }
+      }
+    }
+
+   private:
+    std::vector<T> mean_, inv_std_;
+  };
 };
-
-template <class T, class List>
-struct prepend;
-template <class T, class... Ts>
-struct prepend<T, type_list<Ts...>> {
-  using type = type_list<T, Ts...>;
-};
-
-template <class In, class T, class... Specs>
-struct bind_chain {
-  using layers = type_list<>;
-  using output_shape = In;
-};
-template <class In, class T, class S, class... Rest>
-struct bind_chain<In, T, S, Rest...> {
-  static_assert(check_layer_spec<S, In, T>());
-  using first = typename S::template layer<In, T>;
-  using next = bind_chain<typename first::output_shape, T, Rest...>;
-  using layers = typename prepend<first, typename next::layers>::type;
-  using output_shape = typename next::output_shape;
-};
-
-template <class S>
-struct is_input : std::false_type {};
-template <std::size_t... D>
-struct is_input<Input<D...>> : std::true_type {};
-
-}  // namespace detail
-
-template <class InputSpec, class... Specs>
-struct Sequential {
-  static_assert(detail::is_input<InputSpec>::value,
-                "Sequential<Input<...>, Layers...>: the first argument must be Input<...>, the shape of one "
-                "sample (e.g. Input<784> or Input<1, 28, 28>)");
-  static_assert(sizeof...(Specs) > 0, "Sequential<Input<...>, Layers...>: a network needs at least one layer");
-
-  using input_shape = typename InputSpec::shape;
-  /// The concrete layers for scalar type T, as a detail::type_list.
-  template <class T>
-  using layers = typename detail::bind_chain<input_shape, T, Specs...>::layers;
-  using output_shape = typename detail::bind_chain<input_shape, float, Specs...>::output_shape;
-  static constexpr std::size_t depth = sizeof...(Specs);
-};
-
-namespace detail {
-template <class A>
-struct is_sequential : std::false_type {};
-template <class I, class... S>
-struct is_sequential<Sequential<I, S...>> : std::true_type {};
-}  // namespace detail
 
 }  // namespace flotilla
-// ---- end flotilla/nn/sequential.hpp ----
-
-namespace flotilla {
-
-struct LayerCost {
-  std::string_view name;              ///< the layer's name, e.g. "Conv2D"
-  std::uint64_t forward_flops = 0;    ///< per sample
-  std::uint64_t backward_flops = 0;   ///< per sample
-  std::uint64_t output_bytes = 0;     ///< per sample
-  std::uint64_t parameter_bytes = 0;  ///< the layer's parameters
-  /// What the balancer evens out: forward and backward work per sample.
-  constexpr std::uint64_t compute() const noexcept { return forward_flops + backward_flops; }
-};
-
-/// The estimate for one concrete layer type L (see the header comment).
-template <class L>
-constexpr LayerCost estimate_layer_cost() {
-  using T = typename L::scalar_type;
-  constexpr std::uint64_t in = L::input_shape::size, out = L::output_shape::size;
-  constexpr std::uint64_t channels = L::output_shape::dims[0];
-  constexpr std::uint64_t params = L::parameter_count;
-  LayerCost c;
-  c.name = L::name;
-  c.output_bytes = out * sizeof(T);
-  c.parameter_bytes = params * sizeof(T);
-  if constexpr (requires { { L::forward_flops } -> std::convertible_to<std::uint64_t>; }) {
-    c.forward_flops = L::forward_flops;
-    c.backward_flops = params > 0 ? 2 * c.forward_flops : c.forward_flops;
-  } else if constexpr (params > channels) {
-    c.forward_flops = 2 * (params - channels) * (out / channels);
-    c.backward_flops = 2 * c.forward_flops;
-  } else {
-    c.forward_flops = in;
-    c.backward_flops = in;
-  }
-  return c;
-}
-
-namespace detail {
-template <class List>
-struct costs_of;
-template <class... Ls>
-struct costs_of<type_list<Ls...>> {
-  static constexpr std::array<LayerCost, sizeof...(Ls)> value{estimate_layer_cost<Ls>()...};
-};
-}  // namespace detail
-
-/// Every layer's estimated cost, in layer order, for scalar type T.
-template <Architecture Arch, class T = float>
-inline constexpr auto estimated_costs = detail::costs_of<typename Arch::template layers<T>>::value;
-
-/// The balancer's input: compute() of each layer.
-template <Architecture Arch, class T = float>
-constexpr std::array<std::uint64_t, Arch::depth> estimated_compute() {
-  std::array<std::uint64_t, Arch::depth> r{};
-  for (std::size_t i = 0; i < Arch::depth; ++i) r[i] = estimated_costs<Arch, T>[i].compute();
-  return r;
-}
-
-}  // namespace flotilla
-// ---- end flotilla/nn/layer_cost.hpp ----
+// ---- end flotilla/nn/layer_norm.hpp ----
 
 // ---- begin flotilla/nn/maxpool2d.hpp ----
 // MaxPool2D<K, Stride>: the maximum of each K x K window, per channel. Windows that would run past
@@ -4051,6 +5330,10 @@ struct RunInfo {
   std::span<const std::uint64_t> sample_ids;
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
+  /// In training: where normalisation layers sum their batch statistics with the step's other
+  /// parts, and each sample's weight in the update (ForwardArgs says more).
+  const StatisticsSum* statistics = nullptr;
+  double sample_weight = 0;
 };
 
 /// A callback told when a layer's parameter gradients are final during backward; the default
@@ -4203,6 +5486,8 @@ class Network {
                        std::to_string(input_shape::size));
     batch_ = static_cast<std::size_t>(input.cols());
     input_ = input.data();
+    statistics_ = info.statistics;
+    sample_weight_ = info.sample_weight;
     ensure_buffers();
     if (info.sample_ids.empty() || info.sample_ids.size() != batch_) {
       default_ids_.resize(batch_);
@@ -4212,7 +5497,8 @@ class Network {
     for_each_index([&]<std::size_t I>() {
       using L = layer_type<I>;
       ForwardArgs<T> a{layer_input<I>(), activation<I>(), params.subspan(parameter_offsets[I], L::parameter_count),
-                       info.mode, ids, detail::mix(detail::mix(info.seed, info.epoch), I + 1)};
+                       info.mode, ids, detail::mix(detail::mix(info.seed, info.epoch), I + 1), info.statistics,
+                       info.sample_weight};
       std::get<I>(layers_).forward(a);
     });
     return output();
@@ -4255,7 +5541,9 @@ class Network {
                         ConstMatrixView<T>(upstream, static_cast<Eigen::Index>(output_sizes[I]), b),
                         din,
                         params.subspan(parameter_offsets[I], L::parameter_count),
-                        grads.subspan(parameter_offsets[I], L::parameter_count)};
+                        grads.subspan(parameter_offsets[I], L::parameter_count),
+                        statistics_,
+                        sample_weight_};
       if constexpr (parts && L::parameter_count > 0 && StreamsGradients<L>) {
         auto tail_done = [&](std::size_t offset) {
           if (offset < L::parameter_count) on_layer_done(I, parameter_offsets[I] + offset, L::parameter_count - offset);
@@ -4340,10 +5628,89 @@ class Network {
   std::vector<std::uint64_t> default_ids_;
   const T* input_ = nullptr;
   std::size_t batch_ = 0;
+  const StatisticsSum* statistics_ = nullptr;  // of the last forward, for its backward
+  double sample_weight_ = 0;
 };
 
 }  // namespace flotilla
 // ---- end flotilla/nn/network.hpp ----
+
+// ---- begin flotilla/nn/residual.hpp ----
+// Residual<Block, Shortcut = Identity>: Block(x) + Shortcut(x), He et al.'s residual connection.
+//
+//   Residual<Block<Conv2D<16, 3, 1, same>, ReLU, Conv2D<16, 3, 1, same>>>            identity shortcut
+//   Residual<Block<Conv2D<32, 3, 2, same>, ReLU, Conv2D<32, 3, 1, same>>, Project>   projection
+//
+// With the identity, the block must keep its input's shape. A block that changes it (more
+// channels, a stride of 2) needs a shortcut that changes it the same way: Project is a 1 x 1
+// convolution with the block's output channels and the stride that gives its output size (a Dense
+// layer for vectors), as in He et al.'s option B; any other spec may be given instead (a Block of a
+// 1 x 1 convolution and a normalisation, say). The tensors are named "body.*" and "shortcut.*".
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+
+namespace flotilla {
+
+/// The shortcut of a Residual whose block changes the shape: a learned linear map to the block's
+/// output shape (see residual.hpp).
+struct Project {};
+
+namespace detail {
+
+struct ResidualJoin {
+  template <class BodyOut, class ShortcutOut>
+  static constexpr bool check() {
+    static_assert(std::is_same_v<BodyOut, ShortcutOut>,
+                  "Residual<Block>: the block's output shape differs from the shortcut's (its input's, for the "
+                  "identity shortcut), so the two cannot be added: give a projection shortcut, "
+                  "Residual<Block, Project>, or make the block keep its input's shape");
+    return true;
+  }
+  template <class BodyOut, class ShortcutOut>
+  using output_shape = BodyOut;
+};
+
+/// The smallest stride s with (n - 1) / s + 1 == out (a 1 x 1 convolution's output size).
+constexpr std::size_t projection_stride(std::size_t n, std::size_t out) noexcept {
+  for (std::size_t s = 1; s <= n; ++s)
+    if ((n - 1) / s + 1 == out) return s;
+  return 0;
+}
+
+template <class Shortcut, class In, class Out>
+struct shortcut_for {
+  using type = Shortcut;
+};
+template <class In, class Out>
+struct shortcut_for<Project, In, Out> {
+  static constexpr bool image = ImageShape<In> && ImageShape<Out>;
+  static_assert(image || (!ImageShape<In> && !ImageShape<Out>),
+                "Residual<Block, Project>: the block turns an image into a vector (or back); Project maps images "
+                "to images (a 1 x 1 convolution) or vectors to vectors (Dense): give the shortcut yourself");
+  static constexpr std::size_t stride_h = image ? projection_stride(In::dims[image ? 1 : 0], Out::dims[image ? 1 : 0]) : 1;
+  static constexpr std::size_t stride_w = image ? projection_stride(In::dims[image ? 2 : 0], Out::dims[image ? 2 : 0]) : 1;
+  static_assert(!image || (stride_h != 0 && stride_h == stride_w),
+                "Residual<Block, Project>: no 1 x 1 convolution with one stride maps the block's input size to its "
+                "output size; give the shortcut yourself");
+  using type = std::conditional_t<image, Conv2D<Out::dims[0], 1, (image && stride_h ? stride_h : 1)>, Dense<Out::size>>;
+};
+
+}  // namespace detail
+
+template <class Block, class Shortcut = Identity>
+struct Residual {
+  static constexpr std::string_view name = "Residual";
+  static constexpr std::array<std::string_view, 2> labels() noexcept { return {"body", "shortcut"}; }
+  template <class In, class T>
+  using layer = detail::BranchLayer<
+      Residual, detail::ResidualJoin, In, T, Block,
+      typename detail::shortcut_for<Shortcut, In, typename Block::template layer<In, T>::output_shape>::type>;
+};
+
+}  // namespace flotilla
+// ---- end flotilla/nn/residual.hpp ----
 
 // ---- begin flotilla/nn/summary.hpp ----
 // A model's summary, as Keras' summary() prints it: each layer with the shape it produces, its
@@ -4371,6 +5738,8 @@ struct LayerSummary {
   std::string_view name;                  ///< e.g. "Conv2D"
   std::vector<std::size_t> output_shape;  ///< one sample's: {N}, or {C, H, W} for an image
   std::size_t parameters = 0;
+  /// Of `parameters`, those not trained (TensorRole::state: BatchNorm's running estimates).
+  std::size_t state = 0;
   std::uint64_t forward_flops = 0;  ///< per sample (nn/layer_cost.hpp says how it is counted)
 };
 
@@ -4386,6 +5755,13 @@ struct ModelSummary {
     return n;
   }
   std::size_t parameter_bytes() const noexcept { return parameters() * scalar_bytes; }
+  /// Of the parameters, those not trained (running statistics), and those trained.
+  std::size_t state() const noexcept {
+    std::size_t n = 0;
+    for (const auto& l : layers) n += l.state;
+    return n;
+  }
+  std::size_t trainable() const noexcept { return parameters() - state(); }
   /// Per sample, the layers' forward FLOPs together.
   std::uint64_t forward_flops() const noexcept {
     std::uint64_t n = 0;
@@ -4417,8 +5793,9 @@ struct ModelSummary {
       while (!out.empty() && out.back() == ' ') out.pop_back();
       out += '\n';
     }
-    out += "parameters: " + grouped(parameters()) + " (" + bytes_text(parameter_bytes()) +
-           "); forward FLOPs per sample: " + grouped(forward_flops()) + '\n';
+    out += "parameters: " + grouped(parameters()) + " (" + bytes_text(parameter_bytes()) + ")";
+    if (state() > 0) out += ", of which trained " + grouped(trainable()) + ", running statistics " + grouped(state());
+    out += "; forward FLOPs per sample: " + grouped(forward_flops()) + '\n';
     return out;
   }
 
@@ -4450,6 +5827,13 @@ struct ModelSummary {
 };
 
 namespace detail {
+template <class L>
+constexpr std::size_t state_count_of() noexcept {
+  std::size_t n = 0;
+  if constexpr (L::parameter_count > 0)
+    for (const auto& t : L::tensors) n += t.role == TensorRole::state ? t.size : 0;
+  return n;
+}
 template <class S>
 std::vector<std::size_t> dims_of() {
   return std::vector<std::size_t>(S::dims.begin(), S::dims.end());
@@ -4459,7 +5843,7 @@ struct summarize_layers;
 template <class... Ls>
 struct summarize_layers<type_list<Ls...>> {
   static std::vector<LayerSummary> get() {
-    return {LayerSummary{Ls::name, dims_of<typename Ls::output_shape>(), Ls::parameter_count,
+    return {LayerSummary{Ls::name, dims_of<typename Ls::output_shape>(), Ls::parameter_count, state_count_of<Ls>(),
                          estimate_layer_cost<Ls>().forward_flops}...};
   }
 };
@@ -4743,12 +6127,15 @@ struct SoftmaxCrossEntropy {
 
 namespace flotilla::optim::detail {
 
-/// Which tensors a rule decays: all, all but the biases, or none (no weight decay). Rules inherit it
-/// as their `decays(tensor)`.
+/// Which tensors a rule decays: none (no weight decay), or all but those the options leave out
+/// (biases; the scale and shift of normalisation layers). Rules inherit it as their `decays(tensor)`.
 struct DecayChoice {
   bool any = false;
   bool biases = true;
-  bool decays(const TensorInfo& t) const { return any && (biases || t.role != TensorRole::bias); }
+  bool normalization = true;
+  bool decays(const TensorInfo& t) const {
+    return any && (biases || t.role != TensorRole::bias) && (normalization || t.role != TensorRole::normalization);
+  }
 };
 
 /// A tensor's segment of a flat span, as an Eigen array (read-only when the span is).
@@ -4786,6 +6173,9 @@ struct AdamConfig {
   double epsilon = 1e-8;
   double weight_decay = 0;
   bool decay_biases = true;
+  /// Whether weight decay applies to normalisation layers' scale and shift (PyTorch decays every
+  /// parameter it is given; ResNet recipes usually exempt these and the biases).
+  bool decay_normalization = true;
 };
 
 template <class T>
@@ -4826,7 +6216,7 @@ struct AdamRule : DecayChoice {
 template <bool Decoupled, class T>
 AdamRule<Decoupled, T> adam_rule(const AdamConfig& c, const StepInfo& info) {
   const double t = static_cast<double>(info.step);
-  return {{c.weight_decay != 0, c.decay_biases},
+  return {{c.weight_decay != 0, c.decay_biases, c.decay_normalization},
           static_cast<T>(info.learning_rate),
           static_cast<T>(c.beta1),
           static_cast<T>(c.beta2),
@@ -5190,6 +6580,9 @@ struct SGD {
   double learning_rate = 0.01;
   double weight_decay = 0;
   bool decay_biases = true;
+  /// Whether weight decay applies to normalisation layers' scale and shift (PyTorch decays every
+  /// parameter it is given; ResNet recipes usually exempt these and the biases).
+  bool decay_normalization = true;
 
   template <class T>
   struct state {
@@ -5213,7 +6606,7 @@ struct SGD {
 
   template <class T>
   rule<T> element_rule(const StepInfo& info) const {
-    return {{weight_decay != 0, decay_biases}, static_cast<T>(info.learning_rate), static_cast<T>(weight_decay)};
+    return {{weight_decay != 0, decay_biases, decay_normalization}, static_cast<T>(info.learning_rate), static_cast<T>(weight_decay)};
   }
 
   template <class T>
@@ -5232,6 +6625,9 @@ struct Momentum {
   bool nesterov = false;
   double weight_decay = 0;
   bool decay_biases = true;
+  /// Whether weight decay applies to normalisation layers' scale and shift (PyTorch decays every
+  /// parameter it is given; ResNet recipes usually exempt these and the biases).
+  bool decay_normalization = true;
 
   template <class T>
   struct state {
@@ -5267,7 +6663,7 @@ struct Momentum {
 
   template <class T>
   rule<T> element_rule(const StepInfo& info) const {
-    return {{weight_decay != 0, decay_biases},
+    return {{weight_decay != 0, decay_biases, decay_normalization},
             static_cast<T>(info.learning_rate),
             static_cast<T>(momentum),
             static_cast<T>(weight_decay),
@@ -10010,6 +11406,153 @@ concept ComputeEngine = requires(E& e, const E& ce, typename E::scalar_type scal
 }  // namespace flotilla
 // ---- end flotilla/concepts/engine.hpp ----
 
+// ---- begin flotilla/optim/state_tensors.hpp ----
+// Tensors of role `state` (BatchNorm's running statistics) are not trained: an update adds the
+// increment the layer wrote into their gradient slots and hands the optimizer the other tensors
+// only. Everything that applies an optimizer goes through update_trainable, so no optimizer, the
+// user's included, ever sees a state tensor (core/layer_args.hpp, TensorRole, says why state is
+// carried in the parameter buffer).
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+
+namespace flotilla::optim {
+
+/// Whether any of `tensors` is state.
+inline bool has_state_tensors(std::span<const TensorInfo> tensors) noexcept {
+  return std::any_of(tensors.begin(), tensors.end(), [](const TensorInfo& t) { return t.role == TensorRole::state; });
+}
+
+/// params += grads over the state tensors of `tensors` (offsets relative to the spans).
+template <class T>
+void apply_state_increments(std::span<T> params, std::span<const T> grads, std::span<const TensorInfo> tensors) {
+  for (const auto& t : tensors) {
+    if (t.role != TensorRole::state) continue;
+    for (std::size_t i = t.offset; i < t.offset + t.size; ++i) params[i] += grads[i];
+  }
+}
+
+/// `tensors` without the state tensors, into `out` (kept by the caller, so that a step allocates
+/// nothing once it has grown).
+inline std::span<const TensorInfo> trainable_tensors(std::span<const TensorInfo> tensors, std::vector<TensorInfo>& out) {
+  out.clear();
+  for (const auto& t : tensors)
+    if (t.role != TensorRole::state) out.push_back(t);
+  return out;
+}
+
+/// One update: the optimizer on the trainable tensors, the increments on the state tensors.
+template <class O, class T, class State>
+void update_trainable(const O& optimizer, std::span<T> params, std::span<const T> grads, State& state,
+                      std::span<const TensorInfo> tensors, const StepInfo& info, std::vector<TensorInfo>& scratch) {
+  if (!has_state_tensors(tensors)) {
+    optimizer.update(params, grads, state, tensors, info);
+    return;
+  }
+  apply_state_increments(params, grads, tensors);
+  optimizer.update(params, grads, state, trainable_tensors(tensors, scratch), info);
+}
+
+}  // namespace flotilla::optim
+// ---- end flotilla/optim/state_tensors.hpp ----
+
+// ---- begin flotilla/train/detail/statistics_rendezvous.hpp ----
+// Where the parts of one training step (the threads of a worker, each with a slice of its batch)
+// meet to sum a normalisation layer's batch statistics, so that they cover the worker's batch
+// however many threads share it; and, for statistics over the global batch, where that sum goes on
+// to the other workers (a function the worker's gradient path sets).
+//
+// The parts' values are added in part order, not arrival order, and the result is copied back to
+// every part: the same bits whatever the timing.
+#include <algorithm>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <utility>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+class StatisticsRendezvous {
+ public:
+  /// Sums a worker's values over the other workers (in place); empty: the worker is alone.
+  using AcrossWorkers = std::function<void(std::span<double>)>;
+
+  explicit StatisticsRendezvous(std::size_t parts) : slots_(parts), joined_(parts, 0) {}
+
+  void set_across_workers(AcrossWorkers f) { across_ = std::move(f); }
+
+  /// Before a step: how many parts will call sum() (those with samples).
+  void begin_step(std::size_t parties) noexcept { parties_ = parties; }
+
+  /// Part `part`'s values in, every part's sum out (and the other workers', for the global scope).
+  /// Blocks until every part of the step has called it.
+  void sum(std::size_t part, std::span<double> values, StatisticsScope scope) {
+    if (parties_ <= 1) {
+      if (scope == StatisticsScope::global && across_) across_(values);
+      return;
+    }
+    std::unique_lock lock(mutex_);
+    slots_[part].assign(values.begin(), values.end());
+    joined_[part] = 1;
+    if (++arrived_ < parties_) {
+      const std::uint64_t round = round_;
+      ready_.wait(lock, [&] { return round_ != round; });
+    } else {
+      result_.assign(values.size(), 0.0);
+      for (std::size_t k = 0; k < slots_.size(); ++k) {
+        if (!joined_[k]) continue;
+        joined_[k] = 0;
+        for (std::size_t i = 0; i < result_.size() && i < slots_[k].size(); ++i) result_[i] += slots_[k][i];
+      }
+      error_ = nullptr;
+      // The other parts wait for this one: an error here must wake them too, not leave them waiting.
+      if (scope == StatisticsScope::global && across_) {
+        try {
+          across_(std::span<double>(result_));
+        } catch (...) {
+          error_ = std::current_exception();
+        }
+      }
+      arrived_ = 0;
+      ++round_;
+      ready_.notify_all();
+    }
+    // Read under the lock: the next round cannot complete (and overwrite these) before every part
+    // of this one has arrived at it.
+    if (error_) std::rethrow_exception(error_);
+    std::copy_n(result_.begin(), std::min(result_.size(), values.size()), values.begin());
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::vector<std::vector<double>> slots_;
+  std::vector<char> joined_;
+  std::vector<double> result_;
+  std::exception_ptr error_;
+  std::size_t parties_ = 1, arrived_ = 0;
+  std::uint64_t round_ = 0;
+  AcrossWorkers across_;
+};
+
+/// Part `part`'s way into a rendezvous, as the StatisticsSum that its layers are given.
+struct PartStatistics {
+  StatisticsRendezvous* rendezvous = nullptr;
+  std::size_t part = 0;
+  void operator()(std::span<double> values, StatisticsScope scope) const { rendezvous->sum(part, values, scope); }
+};
+
+}  // namespace flotilla::detail
+// ---- end flotilla/train/detail/statistics_rendezvous.hpp ----
+
 namespace flotilla {
 
 /// The outcome of one forward and backward pass.
@@ -10060,8 +11603,13 @@ class Engine {
         output_grads_(pool_.size()),
         partial_(pool_.size()),
         progress_(std::make_unique<LayerProgress[]>(network_type::depth)),
-        core_from_(network_type::depth * pool_.size()) {
+        core_from_(network_type::depth * pool_.size()),
+        statistics_(std::make_unique<StatisticsRendezvous>(pool_.size())) {
     for (std::size_t i = 1; i < pool_.size(); ++i) thread_grads_[i].assign(parameter_count, T(0));
+    part_statistics_.resize(pool_.size());
+    for (std::size_t k = 0; k < pool_.size(); ++k) part_statistics_[k] = PartStatistics{statistics_.get(), k};
+    // (part_statistics_ is never resized again: each StatisticsSum refers to its element.)
+    for (std::size_t k = 0; k < pool_.size(); ++k) part_sums_.emplace_back(part_statistics_[k]);
     replicas_[0].initialize(params_, seed);
   }
 
@@ -10076,6 +11624,10 @@ class Engine {
   void set_stream_gradients(bool on) noexcept { stream_gradients_ = on; }
   /// Keys the dropout masks; restored from checkpoints.
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
+  /// How normalisation statistics over the global batch reach the other workers: a sum of a few
+  /// values over every worker, in place (the worker's gradient path sets it; unset, this worker's
+  /// batch is the global batch).
+  void set_statistics_across_workers(StatisticsRendezvous::AcrossWorkers f) { statistics_->set_across_workers(std::move(f)); }
 
   /// The optimizer state lives in the trainer's host buffers here, so there is nothing to move.
   /// (An engine that keeps it elsewhere, cuda::Engine on the GPU, copies it to `state` here, and
@@ -10088,8 +11640,14 @@ class Engine {
   /// concepts/optimizer.hpp) on a buffer worth splitting runs on every core, each a contiguous
   /// slice of the elements; any other runs on the calling thread.
   template <class O, class State>
-  void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> tensors, const StepInfo& info) {
+  void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> all_tensors, const StepInfo& info) {
     constexpr std::size_t worth_splitting = 1 << 15;  // below this, waking the cores costs more
+    // State tensors (running statistics) take their increments; the optimizer sees the rest.
+    std::span<const TensorInfo> tensors = all_tensors;
+    if (optim::has_state_tensors(all_tensors)) {
+      optim::apply_state_increments(std::span<T>(params_), std::span<const T>(grads_), all_tensors);
+      tensors = optim::trainable_tensors(all_tensors, trainable_);
+    }
     if constexpr (elementwise_optimizer<O>) {
       if (pool_.size() > 1 && parameter_count >= worth_splitting) {
         pool_.run([&](std::size_t k) {
@@ -10127,6 +11685,12 @@ class Engine {
     constexpr bool report = !std::is_same_v<std::remove_cvref_t<OnReady>, NoReadyCallback>;
     const std::size_t n = batch.size(), cores = pool_.size();
     if (!accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
+    std::size_t parties = 0;  // the cores with samples: they meet for normalisation statistics
+    for (std::size_t k = 0; k < cores; ++k) {
+      const auto [b, e] = split_range(n, cores, k);
+      parties += e > b ? 1 : 0;
+    }
+    statistics_->begin_step(parties);
     if constexpr (report) {
       for (std::size_t l = 0; l < network_type::depth; ++l) {
         const std::size_t layer_end = network_type::parameter_offsets[l] + network_type::parameter_counts[l];
@@ -10272,7 +11836,7 @@ class Engine {
                    std::span<T> g, Hook& hook) {
     const std::size_t count = end - begin;
     const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, count),
-                       seed_, batch.epoch};
+                       seed_, batch.epoch, &part_sums_[k], static_cast<double>(scale)};
     auto& net = replicas_[k];
     const auto out = net.forward(columns(batch.inputs, begin, count), params_, info);
     auto& dout = output_grads_[k];
@@ -10325,6 +11889,12 @@ class Engine {
   std::unique_ptr<LayerProgress[]> progress_;
   std::vector<std::size_t> core_from_;
   bool stream_gradients_ = false;
+  // Where the cores' layers meet for normalisation statistics (on the heap: it holds a mutex, and
+  // the engine moves).
+  std::unique_ptr<StatisticsRendezvous> statistics_;
+  std::vector<PartStatistics> part_statistics_;
+  std::vector<StatisticsSum> part_sums_;
+  std::vector<TensorInfo> trainable_;  // the tensors an update hands the optimizer
 };
 
 /// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for
@@ -13384,6 +14954,7 @@ inline constexpr Tag broadcast = reserved_tag("broadcast");
 inline constexpr Tag group_barrier = reserved_tag("group_barrier");
 inline constexpr Tag policy_collective = reserved_tag("policy_collective");
 inline constexpr Tag exchange_state = reserved_tag("exchange_state");
+inline constexpr Tag normalization_statistics = reserved_tag("normalization_statistics");
 inline constexpr Tag ps_push = reserved_tag("ps_push");
 inline constexpr Tag ps_reply = reserved_tag("ps_reply");
 inline constexpr Tag ps_full_reply = reserved_tag("ps_full_reply");
@@ -13702,8 +15273,8 @@ class ParameterServerShard {
     };
 
     auto apply = [&](std::span<const T> gradient) {
-      optimizer.update(std::span<T>(params_), gradient, state_, std::span<const TensorInfo>(tensors_),
-                       scheduled_step(optimizer, schedule, updates_));
+      optim::update_trainable(optimizer, std::span<T>(params_), gradient, state_, std::span<const TensorInfo>(tensors_),
+                              scheduled_step(optimizer, schedule, updates_), trainable_);
       ++updates_;
     };
     auto send_reply = [&](std::size_t w, std::uint64_t ahead) {
@@ -13969,6 +15540,7 @@ class ParameterServerShard {
   Buffer<T> params_;
   optimizer_state state_;
   std::vector<TensorInfo> tensors_;
+  std::vector<TensorInfo> trainable_;  // tensors_ without the state ones, rebuilt at each update
   std::uint64_t updates_ = 0;
   std::uint64_t pushes_ = 0;
   std::uint64_t rejoins_ = 0, pushes_after_rejoins_ = 0;
@@ -16700,6 +18272,13 @@ class WorkerLoop {
         group_(e, all_workers(workers), protocol_tags::group_barrier) {}
 
   void run() {
+    // The statistics' way to the other workers refers to this loop's group: it ends with the loop.
+    struct ForgetGroup {
+      State& s;
+      ~ForgetGroup() {
+        if constexpr (requires { s.engine.set_statistics_across_workers(nullptr); }) s.engine.set_statistics_across_workers(nullptr);
+      }
+    } forget{s_};
     if (!InProcess) shared_.worker_rank = w_;
     if (!start()) return;
     check_fit_outputs(fit_, reporter_, fit_trace_file(fit_.trace_file, InProcess, w_, reporter_));
@@ -16732,6 +18311,35 @@ class WorkerLoop {
     return members;
   }
 
+  /// Normalisation statistics over the global batch (SyncBatchNorm) are summed over the workers'
+  /// group. Only workers in step, whose gradients are summed for one update, can meet at every
+  /// layer: under any other policy such a layer stops training with an error that says so.
+  void share_normalization_statistics() {
+    if constexpr (requires { s_.engine.set_statistics_across_workers(nullptr); }) {
+      if (workers_ == 1) {
+        s_.engine.set_statistics_across_workers(nullptr);
+        return;
+      }
+      bool in_step = false;
+      if constexpr (parameter_server) {
+        in_step = Policy::aggregate;
+      } else {
+        in_step = Policy::reduce_gradients_in_backward;
+      }
+      if (!in_step) {
+        s_.engine.set_statistics_across_workers([](std::span<double>) {
+          throw ConfigError("a normalisation layer with statistics over the global batch (SyncBatchNorm2D, "
+                            "SyncBatchNorm1D) needs workers that update in step (policy::Synchronous<>, "
+                            "policy::Synchronous<topology::ParameterServer>), not policy " +
+                            std::string(Policy::name) + ": use BatchNorm2D / BatchNorm1D (each worker's batch)");
+        });
+        return;
+      }
+      s_.engine.set_statistics_across_workers(
+          [this](std::span<double> values) { collective::allreduce_sum(group_, values, protocol_tags::normalization_statistics); });
+    }
+  }
+
   /// Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint): on a
   /// ring by broadcast, with servers by their hello. Then the data. False: nothing left to do (a
   /// rejoining worker whose job is finishing).
@@ -16753,6 +18361,7 @@ class WorkerLoop {
       }
       path_.emplace(options_, policy_, group_, s_, shared_.timeline, w_, workers_, overlaps());
     }
+    share_normalization_statistics();
     lo_.batch_size = options_.batch_size;
     lo_.shuffle = options_.shuffle;
     lo_.seed = options_.seed;
@@ -19574,7 +21183,8 @@ class Runner {
   template <class O>
   void update(const O& optimizer, typename O::template state<T>& state, const StepInfo& info) {
     const auto t0 = clock::now();
-    optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(tensors_), info);
+    optim::update_trainable(optimizer, std::span<T>(params_), std::span<const T>(grads_), state,
+                            std::span<const TensorInfo>(tensors_), info, trainable_);
     const auto t1 = clock::now();
     stats_.update_seconds += seconds(t0, t1);
     trace("update", whole_step, "update", t0, t1);
@@ -19788,6 +21398,7 @@ class Runner {
   std::vector<std::unique_ptr<Slot>> slots_;
   Buffer<T> params_, grads_;
   std::vector<TensorInfo> tensors_;
+  std::vector<TensorInfo> trainable_;  // tensors_ without the state ones, rebuilt at each update
   Buffer<T> output_grad_, input_grad_;
   std::optional<transport::Group<E>> group_;
   std::vector<Op> ops_;

@@ -1,9 +1,11 @@
-// What flotilla's training benchmarks share: the two Fashion-MNIST models the PyTorch comparisons
+// What flotilla's training benchmarks share: the three Fashion-MNIST models the PyTorch comparisons
 // use, the data (Fashion-MNIST, or random data of the same shape for smoke tests), clocks, and the
 // line protocol the Python drivers speak with a benchmark kept running between timed runs.
 #pragma once
 
 #include <flotilla/flotilla.hpp>
+
+#include "../../examples/fashion_mnist_resnet.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -28,6 +30,9 @@ using CnnNet = flotilla::Sequential<flotilla::Input<1, 28, 28>,                 
                                     flotilla::Flatten, flotilla::Dense<10, Init>>;
 using Mlp = flotilla::Model<MlpNet, flotilla::SoftmaxCrossEntropy, flotilla::optim::Momentum>;
 using Cnn = flotilla::Model<CnnNet, flotilla::SoftmaxCrossEntropy, flotilla::optim::Momentum>;
+// The residual network of examples/fashion_mnist_resnet.cpp (one worker: its batch statistics).
+using Resnet = flotilla::Model<example::resnet::Net<flotilla::BatchNorm2D<>>, flotilla::SoftmaxCrossEntropy,
+                               flotilla::optim::Momentum>;
 
 /// Fashion-MNIST's `split` from `dir`, or, when `synthetic` > 0, that many random images with
 /// random labels (for smoke tests that must not depend on the data set being installed).

@@ -119,7 +119,7 @@ int run(const Settings& s) {
 int main(int argc, char** argv) {
   try {
     flotilla::cli::Flags flags("flotilla_train_bench", "training throughput and curves of the Fashion-MNIST MLP and CNN");
-    auto& model = flags.add<std::string>("model", "mlp", "mlp or cnn");
+    auto& model = flags.add<std::string>("model", "mlp", "mlp, cnn or resnet");
     auto& mode = flags.add<std::string>("mode", "run", "run, serve or curve (see the top of train_bench.cpp)");
     auto& threads = flags.add<std::size_t>("threads", 1, "cores sharing each batch (TrainerOptions::threads)");
     auto& batch = flags.add<std::size_t>("batch", 64, "samples per step");
@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
     const Settings s{model, mode, threads, batch, steps, warmup, repeat, epochs, synthetic, prefetch, lr, momentum, seed, data};
     if (s.model == "mlp") return run<bench::Mlp>(s);
     if (s.model == "cnn") return run<bench::Cnn>(s);
-    throw flotilla::ConfigError("--model must be mlp or cnn");
+    if (s.model == "resnet") return run<bench::Resnet>(s);
+    throw flotilla::ConfigError("--model must be mlp, cnn or resnet");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flotilla_train_bench: %s\n", e.what());
     return 1;

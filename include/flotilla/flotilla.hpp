@@ -46,16 +46,23 @@
 
 // Layers and networks.
 #include "flotilla/nn/activation.hpp"
+#include "flotilla/nn/avg_pool2d.hpp"
+#include "flotilla/nn/batch_norm.hpp"
+#include "flotilla/nn/block.hpp"
+#include "flotilla/nn/branches.hpp"
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/dense.hpp"
 #include "flotilla/nn/dropout.hpp"
 #include "flotilla/nn/embedding.hpp"
 #include "flotilla/nn/flatten.hpp"
+#include "flotilla/nn/global_avg_pool.hpp"
 #include "flotilla/nn/init.hpp"
 #include "flotilla/nn/layer_cost.hpp"
+#include "flotilla/nn/layer_norm.hpp"
 #include "flotilla/core/layer_args.hpp"
 #include "flotilla/nn/maxpool2d.hpp"
 #include "flotilla/nn/network.hpp"
+#include "flotilla/nn/residual.hpp"
 #include "flotilla/nn/sequential.hpp"
 #include "flotilla/nn/summary.hpp"
 

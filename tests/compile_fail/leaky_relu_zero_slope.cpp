@@ -7,9 +7,9 @@
 using namespace flotilla;
 
 #ifdef FLOTILLA_SHOULD_FAIL
-using Net = Sequential<Input<8>, Dense<4>, LeakyReLU<0.0f>, Dense<1>>;
+using Net = Sequential<Input<8>, Dense<4>, LeakyReLU<std::ratio<0>>, Dense<1>>;
 #else
-using Net = Sequential<Input<8>, Dense<4>, LeakyReLU<0.1f>, Dense<1>>;
+using Net = Sequential<Input<8>, Dense<4>, LeakyReLU<std::ratio<1, 10>>, Dense<1>>;
 #endif
 
 int main() {

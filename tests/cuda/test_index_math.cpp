@@ -1,7 +1,8 @@
 // The CUDA kernels' index arithmetic (cuda/index_math.hpp), run on the CPU against the CPU layers
 // it must agree with: im2col and col2im against Conv2D, window maxima and their gradient against
-// MaxPool2D, dropout masks against Dropout, for several geometries (stride, padding, overlapping
-// and ragged windows). No GPU needed: the GPU runs these same functions.
+// MaxPool2D, window and channel means and their gradients against AvgPool2D and GlobalAvgPool,
+// dropout masks against Dropout, for several geometries (stride, padding, overlapping and ragged
+// windows). No GPU needed: the GPU runs these same functions.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -10,6 +11,8 @@
 
 #include "flotilla/cuda/index_math.hpp"
 #include "flotilla/flotilla.hpp"
+#include "flotilla/nn/avg_pool2d.hpp"
+#include "flotilla/nn/global_avg_pool.hpp"
 
 namespace {
 
@@ -103,6 +106,49 @@ void check_pool() {
       CHECK(g.backward_gather(i, dy.data() + s * out, arg.data() + s * out) == doctest::Approx(dx(i, s)).epsilon(1e-12));
 }
 
+/// A pooling layer without parameters through the GPU's formulation, one output value and one
+/// input gradient at a time (`mean(o, sample)`, `gather(i, dy of the sample)`), in float as the GPU
+/// computes: the same sums in the same order as the CPU layer's, so the same values.
+template <class L, class Mean, class Gather>
+void check_means(Mean mean, Gather gather) {
+  constexpr auto in = static_cast<index_t>(L::input_shape::size), out = static_cast<index_t>(L::output_shape::size);
+  const Eigen::Index batch = 2;
+  L layer;
+  const Matrix<float> x = random_matrix<float>(in, batch, 19);
+  Matrix<float> y(out, batch);
+  const std::vector<std::uint64_t> ids = {0, 1};
+  layer.forward(ForwardArgs<float>{ConstMatrixView<float>(x.data(), in, batch), MatrixView<float>(y.data(), out, batch),
+                                   {}, Mode::train, ids, 0});
+  for (Eigen::Index s = 0; s < batch; ++s)
+    for (index_t o = 0; o < out; ++o) CHECK(mean(o, x.data() + s * in) == doctest::Approx(y(o, s)).epsilon(1e-6));
+  const Matrix<float> dy = random_matrix<float>(out, batch, 23);
+  Matrix<float> dx(in, batch);
+  layer.backward(BackwardArgs<float>{ConstMatrixView<float>(x.data(), in, batch), ConstMatrixView<float>(y.data(), out, batch),
+                                     ConstMatrixView<float>(dy.data(), out, batch), MatrixView<float>(dx.data(), in, batch),
+                                     {}, {}});
+  for (Eigen::Index s = 0; s < batch; ++s)
+    for (index_t i = 0; i < in; ++i) CHECK(gather(i, dy.data() + s * out) == doctest::Approx(dx(i, s)).epsilon(1e-6));
+}
+
+template <class Spec, class In>
+void check_avg_pool() {
+  using L = typename Spec::template layer<In, float>;
+  constexpr cuda::AvgPoolGeometry g = cuda::avg_pool_geometry<L>();
+  static_assert(g.OH() == static_cast<index_t>(L::OH) && g.OW() == static_cast<index_t>(L::OW));
+  static_assert(g.out_size() == static_cast<index_t>(L::output_shape::size) && g.in_size() == static_cast<index_t>(In::size));
+  check_means<L>([&](index_t o, const float* x) { return g.window_mean(o, x); },
+                 [&](index_t i, const float* dy) { return g.backward_gather(i, dy); });
+}
+
+template <class In>
+void check_global_avg_pool() {
+  using L = GlobalAvgPool::layer<In, float>;
+  constexpr cuda::GlobalPoolGeometry g = cuda::global_pool_geometry<L>();
+  static_assert(g.in_size() == static_cast<index_t>(In::size) && g.C == static_cast<index_t>(L::output_shape::size));
+  check_means<L>([&](index_t c, const float* x) { return g.channel_mean(c, x); },
+                 [&](index_t i, const float* dy) { return g.backward_value(i, dy); });
+}
+
 }  // namespace
 
 TEST_CASE("cuda index math: im2col and col2im reproduce Conv2D") {
@@ -110,12 +156,30 @@ TEST_CASE("cuda index math: im2col and col2im reproduce Conv2D") {
   check_conv<Conv2D<3, 3, 2, 1>, Shape<2, 9, 8>>();  // stride and padding
   check_conv<Conv2D<5, 5, 1, 2>, Shape<1, 6, 6>>();  // padding 2, one channel
   check_conv<Conv2D<2, 2, 3>, Shape<3, 8, 7>>();     // stride above the kernel: skipped inputs
+  check_conv<Conv2D<3, 3, 1, same>, Shape<2, 6, 5>>();  // `same`: the layer's resolved padding
+  check_conv<Conv2D<3, 5, 2, same>, Shape<1, 7, 8>>();
 }
 
 TEST_CASE("cuda index math: window maxima and their gradient reproduce MaxPool2D") {
   check_pool<MaxPool2D<2>, Shape<3, 6, 8>>();     // windows tile the image
   check_pool<MaxPool2D<3, 2>, Shape<2, 7, 7>>();  // overlapping windows
   check_pool<MaxPool2D<2>, Shape<1, 5, 7>>();     // ragged edge: the last row and column unused
+}
+
+TEST_CASE("cuda index math: window means and their gradient reproduce AvgPool2D") {
+  check_avg_pool<AvgPool2D<2>, Shape<3, 6, 8>>();        // windows tile the image
+  check_avg_pool<AvgPool2D<3, 2>, Shape<2, 7, 7>>();     // overlapping windows
+  check_avg_pool<AvgPool2D<2>, Shape<1, 5, 7>>();        // ragged edge
+  check_avg_pool<AvgPool2D<2, 3>, Shape<2, 8, 7>>();     // stride above the window: skipped inputs
+  check_avg_pool<AvgPool2D<3, 1, 1>, Shape<2, 5, 6>>();  // padding
+  check_avg_pool<AvgPool2D<3, 2, 1>, Shape<3, 6, 7>>();  // padding, stride 2, ragged
+  check_avg_pool<AvgPool2D<4, 2, 2>, Shape<1, 5, 5>>();  // padding of half the window
+}
+
+TEST_CASE("cuda index math: channel means and their gradient reproduce GlobalAvgPool") {
+  check_global_avg_pool<Shape<3, 4, 5>>();
+  check_global_avg_pool<Shape<1, 1, 1>>();
+  check_global_avg_pool<Shape<16, 3, 3>>();
 }
 
 TEST_CASE("cuda index math: dropout masks are the CPU layer's, bit for bit") {

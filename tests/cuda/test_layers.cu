@@ -18,6 +18,8 @@
 #include "flotilla/cuda/network.hpp"
 #include "flotilla/cuda/optimizers.hpp"
 #include "flotilla/flotilla.hpp"
+#include "flotilla/nn/avg_pool2d.hpp"
+#include "flotilla/nn/global_avg_pool.hpp"
 
 namespace gpu_layers {
 
@@ -89,6 +91,8 @@ TEST_CASE("gpu: Dense forward and backward match the CPU") {
 TEST_CASE("gpu: Conv2D forward and backward match the CPU") {
   compare_network<Sequential<Input<1, 12, 12>, Conv2D<4, 5>>>("Conv2D<4, 5> on 1x12x12");
   compare_network<Sequential<Input<3, 9, 8>, Conv2D<5, 3, 2, 1>>>("Conv2D<5, 3, 2, 1> on 3x9x8");
+  compare_network<Sequential<Input<2, 7, 6>, Conv2D<4, 3, 1, same>>>("Conv2D<4, 3, 1, same> on 2x7x6");
+  compare_network<Sequential<Input<3, 9, 8>, Conv2D<5, 5, 2, same>>>("Conv2D<5, 5, 2, same> on 3x9x8");
   compare_network<Sequential<Input<2, 6, 6>, Conv2D<3, 3, 1, 2>>>("Conv2D<3, 3, 1, 2> on 2x6x6");
 }
 
@@ -98,11 +102,24 @@ TEST_CASE("gpu: MaxPool2D forward and backward match the CPU") {
   compare_network<Sequential<Input<1, 5, 7>, MaxPool2D<2>>>("MaxPool2D<2> (ragged edge)");
 }
 
+TEST_CASE("gpu: AvgPool2D and GlobalAvgPool forward and backward match the CPU") {
+  compare_network<Sequential<Input<3, 8, 6>, AvgPool2D<2>>>("AvgPool2D<2> (tiling)");
+  compare_network<Sequential<Input<2, 7, 7>, AvgPool2D<3, 2>>>("AvgPool2D<3, 2> (overlapping)");
+  compare_network<Sequential<Input<1, 5, 7>, AvgPool2D<2>>>("AvgPool2D<2> (ragged edge)");
+  compare_network<Sequential<Input<2, 8, 7>, AvgPool2D<2, 3>>>("AvgPool2D<2, 3> (stride above the window)");
+  compare_network<Sequential<Input<3, 6, 7>, AvgPool2D<3, 2, 1>>>("AvgPool2D<3, 2, 1> (padded)");
+  compare_network<Sequential<Input<4, 5, 6>, AvgPool2D<3, 1, 1>>>("AvgPool2D<3, 1, 1> (padded, stride 1)");
+  compare_network<Sequential<Input<5, 4, 6>, GlobalAvgPool>>("GlobalAvgPool");
+  compare_network<Sequential<Input<64, 7, 7>, GlobalAvgPool>>("GlobalAvgPool, 64 channels", Mode::train, 33);
+}
+
 TEST_CASE("gpu: activations, Flatten and Dropout match the CPU") {
   compare_network<Sequential<Input<33>, ReLU>>("ReLU");
-  compare_network<Sequential<Input<33>, LeakyReLU<0.1f>>>("LeakyReLU<0.1>");
+  compare_network<Sequential<Input<33>, LeakyReLU<std::ratio<1, 10>>>>("LeakyReLU<0.1>");
   compare_network<Sequential<Input<33>, Tanh>>("Tanh");
   compare_network<Sequential<Input<33>, Sigmoid>>("Sigmoid");
+  compare_network<Sequential<Input<33>, GELU>>("GELU");
+  compare_network<Sequential<Input<2, 3, 4>, GELU>>("GELU on an image");
   compare_network<Sequential<Input<2, 3, 4>, Flatten>>("Flatten");
   compare_network<Sequential<Input<50>, Dropout<30>>>("Dropout<30> training");
   compare_network<Sequential<Input<50>, Dropout<30>>>("Dropout<30> evaluation", Mode::eval);
@@ -111,6 +128,8 @@ TEST_CASE("gpu: activations, Flatten and Dropout match the CPU") {
 TEST_CASE("gpu: a small CNN and an MLP end to end match the CPU") {
   compare_network<Sequential<Input<1, 14, 14>, Conv2D<6, 3>, ReLU, MaxPool2D<2>, Conv2D<8, 3, 1, 1>, Tanh, Flatten,
                              Dropout<20>, Dense<10>>>("CNN", Mode::train, 16);
+  compare_network<Sequential<Input<3, 12, 12>, Conv2D<6, 3, 1, same>, GELU, AvgPool2D<2>, Conv2D<8, 3, 2, same>, GELU,
+                             GlobalAvgPool, Dense<10>>>("CNN with a global average pool", Mode::train, 16);
   compare_network<Sequential<Input<64>, Dense<32>, ReLU, Dense<16>, Sigmoid, Dense<10>>>("MLP", Mode::train, 33);
 }
 

@@ -11,7 +11,9 @@
 //   ring-float  the same in float, within float rounding (1e-5); over TCP every bucket must be
 //               summed through shared memory (no gradient byte on the wire), or with
 //               FLOTILLA_SHARED_MEMORY=off through the sockets
+//   ring-syncbn a residual network with SyncBatchNorm (statistics over the global batch)
 //   ps S        the last S ranks are parameter servers
+//   ps-syncbn S the residual network with SyncBatchNorm on parameter servers
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -39,6 +41,12 @@ using namespace flotilla;
 using Net = Sequential<Input<1, 6, 6>, Conv2D<3, 3>, ReLU, MaxPool2D<2>, Flatten, Dense<10>, Tanh, Dropout<10>, Dense<3>>;
 using M = Model<Net, SoftmaxCrossEntropy, optim::Momentum, double>;
 using MFloat = Model<Net, SoftmaxCrossEntropy, optim::Momentum, float>;
+// Residual blocks with batch statistics over the global batch: every BatchNorm meets the other
+// workers in forward and backward, so the job equals one worker with the N-times batch.
+using NormNet = Sequential<Input<1, 6, 6>, Conv2D<4, 3, 1, 1>, SyncBatchNorm2D, ReLU,
+                           Residual<Block<Conv2D<4, 3, 1, 1>, SyncBatchNorm2D, ReLU, Conv2D<4, 3, 1, 1>, SyncBatchNorm2D>>, ReLU,
+                           Flatten, Dense<10>, SyncBatchNorm1D, Tanh, Dense<3>>;
+using MNorm = Model<NormNet, SoftmaxCrossEntropy, optim::Momentum, double>;
 
 #if defined(FLOTILLA_TEST_TCP)
 constexpr const char* backend_tag = "tcp";
@@ -161,11 +169,14 @@ int run(const Program& self, int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "ring";
     if (mode == "ring") return check<policy::Synchronous<topology::Ring>>(1, "ring allreduce", "ring");
     if (mode == "ring-float") return check<policy::Synchronous<topology::Ring>, MFloat>(1, "ring allreduce, float", "ring-float");
-    if (mode == "ps") {
+    if (mode == "ring-syncbn") return check<policy::Synchronous<topology::Ring>, MNorm>(1, "ring allreduce, SyncBatchNorm", "ring-syncbn");
+    if (mode == "ps" || mode == "ps-syncbn") {
       const std::size_t servers = argc > 2 ? static_cast<std::size_t>(std::stoul(argv[2])) : 1;
+      if (mode == "ps-syncbn")
+        return check<policy::Synchronous<topology::ParameterServer>, MNorm>(servers, "parameter server, SyncBatchNorm", "ps-syncbn");
       return check<policy::Synchronous<topology::ParameterServer>>(servers, "parameter server", "ps");
     }
-    std::fprintf(stderr, "usage: %s ring | ring-float | ps SERVERS\n", self.name().c_str());
+    std::fprintf(stderr, "usage: %s ring | ring-float | ring-syncbn | ps SERVERS | ps-syncbn SERVERS\n", self.name().c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

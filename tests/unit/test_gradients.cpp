@@ -1,6 +1,7 @@
 // Every built-in layer's and loss's gradient against central finite differences, in double.
 #include <doctest/doctest.h>
 
+#include "../common/check_gradients.hpp"
 #include "flotilla/loss/mse.hpp"
 #include "flotilla/loss/softmax_cross_entropy.hpp"
 #include "flotilla/nn/activation.hpp"
@@ -16,14 +17,6 @@ namespace unit_gradients {
 using namespace flotilla;
 using flotilla::testing::check_layer;
 using flotilla::testing::check_loss;
-
-#define CHECK_GRADIENTS(result)            \
-  do {                                     \
-    const auto r_ = (result);              \
-    INFO(r_.report());                     \
-    CHECK(r_.passed());                    \
-    CHECK(r_.tensors.size() > 0);          \
-  } while (0)
 
 TEST_CASE("Dense gradients") {
   CHECK_GRADIENTS((check_layer<Dense<7>, Shape<5>>()));
@@ -50,14 +43,14 @@ void check_elements_match_arrays() {
 
 TEST_CASE("activation element functions give the same values on one element as on arrays") {
   check_elements_match_arrays<flotilla::detail::ReluFn>();
-  check_elements_match_arrays<flotilla::detail::LeakyReluFn<0.01f>>();
-  check_elements_match_arrays<flotilla::detail::LeakyReluFn<0.2f>>();
+  check_elements_match_arrays<flotilla::detail::LeakyReluFn<std::ratio<1, 100>>>();
+  check_elements_match_arrays<flotilla::detail::LeakyReluFn<std::ratio<1, 5>>>();
   check_elements_match_arrays<flotilla::detail::TanhFn>();
   check_elements_match_arrays<flotilla::detail::SigmoidFn>();
 }
 
 TEST_CASE("LeakyReLU: x above zero, slope times x below, and the slope's gradient below") {
-  using F = flotilla::detail::LeakyReluFn<0.2f>;
+  using F = flotilla::detail::LeakyReluFn<std::ratio<1, 5>>;
   CHECK(F::forward(3.0f) == 3.0f);
   CHECK(F::forward(-2.0f) == doctest::Approx(-0.4f));
   CHECK(F::forward(0.0f) == 0.0f);
@@ -68,7 +61,7 @@ TEST_CASE("LeakyReLU: x above zero, slope times x below, and the slope's gradien
 TEST_CASE("activation gradients") {
   CHECK_GRADIENTS((check_layer<ReLU, Shape<11>>()));
   CHECK_GRADIENTS((check_layer<LeakyReLU<>, Shape<11>>()));
-  CHECK_GRADIENTS((check_layer<LeakyReLU<0.3f>, Shape<2, 3, 3>>()));
+  CHECK_GRADIENTS((check_layer<LeakyReLU<std::ratio<3, 10>>, Shape<2, 3, 3>>()));
   CHECK_GRADIENTS((check_layer<Tanh, Shape<11>>()));
   CHECK_GRADIENTS((check_layer<Sigmoid, Shape<2, 3, 3>>()));
 }

@@ -11,6 +11,9 @@
 #include <cmath>
 #include <type_traits>
 
+// Eigen declares ArrayBase::erf() in Core but defines it here; its float form is vectorised.
+#include <unsupported/Eigen/SpecialFunctions>
+
 #include "flotilla/core/host_device.hpp"
 
 namespace flotilla::element {
@@ -97,6 +100,20 @@ FLOTILLA_HOST_DEVICE auto tanh(const X& x) {
 #endif
   } else {
     return x.tanh();
+  }
+}
+
+FLOTILLA_HOST_DEVICE_TEMPLATE
+template <class X>
+FLOTILLA_HOST_DEVICE auto erf(const X& x) {
+  if constexpr (is_scalar<X>) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<X, float>) return ::erff(x); else return ::erf(x);
+#else
+    return std::erf(x);
+#endif
+  } else {
+    return x.erf();
   }
 }
 

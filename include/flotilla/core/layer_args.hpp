@@ -16,8 +16,43 @@ namespace flotilla {
 /// Training enables stochastic layers (Dropout); evaluation makes every layer deterministic.
 enum class Mode { train, eval };
 
-/// What a parameter tensor is for. Optimizers may treat them differently (no decay on biases).
-enum class TensorRole { weight, bias, other };
+/// What a parameter tensor is for. Optimizers may treat them differently (no decay on biases or
+/// on normalisation parameters).
+///  - `normalization`: the learned scale and shift of a normalisation layer (BatchNorm's gamma and
+///    beta), which weight decay usually leaves alone;
+///  - `state`: not trained: values a layer keeps from step to step (BatchNorm's running mean and
+///    variance). They live in the flat parameter buffer, so that checkpoints, broadcasts and
+///    parameter-server shards carry them like any parameter, but no optimizer sees them: the
+///    layer writes each step's increment into the gradient buffer, where the workers' increments
+///    are combined as gradients are (a sum weighted by their share of the global batch), and the
+///    update adds it (see apply_state_increments).
+enum class TensorRole { weight, bias, other, normalization, state };
+
+/// Which samples a normalisation layer's batch statistics are taken over: the worker's batch (all
+/// its threads' parts) or the global batch of every worker in the update.
+enum class StatisticsScope { worker, global };
+
+/// Sums a few values over every part of a training step that shares a normalisation's statistics
+/// (the threads of a worker, and, for StatisticsScope::global, the workers): each part passes its
+/// own values and gets the sum back, in a fixed order, so the result does not depend on timing.
+/// Every part must call it the same number of times, in the same order (layers call it in forward
+/// and backward, in layer order). A non-owning reference to a callable, valid during the call
+/// that was given it.
+class StatisticsSum {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, StatisticsSum> &&
+             std::is_invocable_v<F&, std::span<double>, StatisticsScope>)
+  explicit StatisticsSum(F& f) noexcept
+      : target_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* target, std::span<double> values, StatisticsScope scope) { (*static_cast<F*>(target))(values, scope); }) {}
+
+  void operator()(std::span<double> values, StatisticsScope scope) const { call_(target_, values, scope); }
+
+ private:
+  void* target_;
+  void (*call_)(void*, std::span<double>, StatisticsScope);
+};
 
 /// One parameter tensor of a layer, as the layer declares it.
 struct TensorSpec {
@@ -51,6 +86,12 @@ struct ForwardArgs {
   std::span<const std::uint64_t> sample_ids;
   /// Key for per-sample randomness: mixes the run's seed, the epoch and the layer's position.
   std::uint64_t noise_key = 0;
+  /// In training, where the parts of the step meet to sum batch statistics; null when this call's
+  /// batch is all there is (a layer then takes its statistics over it alone).
+  const StatisticsSum* statistics = nullptr;
+  /// In training, each sample's weight in the update's gradient (1 / the samples it averages
+  /// over): what a layer's `state` increments are weighted by. 0 outside training steps.
+  double sample_weight = 0;
 };
 
 /// Arguments of Layer::backward. The layer adds d(loss)/d(params) into `param_grads` (gradients
@@ -64,6 +105,9 @@ struct BackwardArgs {
   mutable MatrixView<T> input_grad;
   std::span<const T> params;
   std::span<T> param_grads;
+  /// As in the forward that this backward follows (ForwardArgs).
+  const StatisticsSum* statistics = nullptr;
+  double sample_weight = 0;
 
   bool wants_input_grad() const noexcept { return input_grad.data() != nullptr; }
 };

@@ -38,6 +38,8 @@ inline constexpr std::array reserved_tags{
     ReservedTags{"group_barrier", 0x03},
     ReservedTags{"policy_collective", 0x04},
     ReservedTags{"exchange_state", 0x05},
+    // Normalisation layers' batch statistics over the global batch (SyncBatchNorm).
+    ReservedTags{"normalization_statistics", 0x06},
     // Parameter servers.
     ReservedTags{"ps_push", 0x10},
     ReservedTags{"ps_reply", 0x11},

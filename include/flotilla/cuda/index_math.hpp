@@ -120,6 +120,79 @@ constexpr PoolGeometry pool_geometry() noexcept {
           static_cast<index_t>(L::kernel), static_cast<index_t>(L::stride)};
 }
 
+/// Shape of an AvgPool2D<K, S, P> on images Shape<C, H, W>: windows past the padded edge dropped,
+/// the padding counted as zeros (every window divides by K * K), as nn/avg_pool2d.hpp.
+struct AvgPoolGeometry {
+  index_t C, H, W, K, S, P;
+  constexpr index_t OH() const noexcept { return (H + 2 * P - K) / S + 1; }
+  constexpr index_t OW() const noexcept { return (W + 2 * P - K) / S + 1; }
+  constexpr index_t in_size() const noexcept { return H * W * C; }
+  constexpr index_t out_size() const noexcept { return OH() * OW() * C; }
+
+  /// The mean of output value o's window in one sample's image x, summed in the CPU layer's
+  /// order (rows, then columns, of the window's part inside the image).
+  template <class T>
+  FLOTILLA_HOST_DEVICE T window_mean(index_t o, const T* x) const noexcept {
+    const index_t c = o % C, ox = (o / C) % OW(), oy = o / (C * OW());
+    const index_t y0 = oy * S - P, x0 = ox * S - P;
+    const index_t y_begin = y0 < 0 ? 0 : y0, y_end = y0 + K < H ? y0 + K : H;
+    const index_t x_begin = x0 < 0 ? 0 : x0, x_end = x0 + K < W ? x0 + K : W;
+    T sum = 0;
+    for (index_t iy = y_begin; iy < y_end; ++iy)
+      for (index_t ix = x_begin; ix < x_end; ++ix) sum += x[(iy * W + ix) * C + c];
+    return sum * (T(1) / T(K * K));
+  }
+
+  /// d(input) at offset i of a sample: its share, 1 / (K * K), of the output gradient of every
+  /// window that holds it (a gather, in output order: no atomics, the CPU's order of additions).
+  template <class T>
+  FLOTILLA_HOST_DEVICE T backward_gather(index_t i, const T* dy) const noexcept {
+    const index_t c = i % C, ix = (i / C) % W, iy = i / (C * W);
+    // Windows oy with oy * S <= iy + P < oy * S + K, within [0, OH).
+    const index_t ty = iy + P, tx = ix + P;
+    const index_t oy_hi = ty / S < OH() - 1 ? ty / S : OH() - 1, ox_hi = tx / S < OW() - 1 ? tx / S : OW() - 1;
+    const index_t oy_lo = ty >= K ? (ty - K) / S + 1 : 0, ox_lo = tx >= K ? (tx - K) / S + 1 : 0;
+    const T scale = T(1) / T(K * K);
+    T sum = 0;
+    for (index_t oy = oy_lo; oy <= oy_hi; ++oy)
+      for (index_t ox = ox_lo; ox <= ox_hi; ++ox) sum += dy[(oy * OW() + ox) * C + c] * scale;
+    return sum;
+  }
+};
+
+/// AvgPool2D layer type L (from nn/avg_pool2d.hpp) -> its geometry.
+template <class L>
+constexpr AvgPoolGeometry avg_pool_geometry() noexcept {
+  return {static_cast<index_t>(L::C),      static_cast<index_t>(L::H),      static_cast<index_t>(L::W),
+          static_cast<index_t>(L::kernel), static_cast<index_t>(L::stride), static_cast<index_t>(L::padding)};
+}
+
+/// Shape of a GlobalAvgPool on images of C channels and `pixels` pixels (channels-last: a sample
+/// is the column-major C x pixels matrix).
+struct GlobalPoolGeometry {
+  index_t C, pixels;
+  constexpr index_t in_size() const noexcept { return pixels * C; }
+
+  /// Channel c's mean over one sample's image x, summed pixel by pixel.
+  template <class T>
+  FLOTILLA_HOST_DEVICE T channel_mean(index_t c, const T* x) const noexcept {
+    T sum = 0;
+    for (index_t p = 0; p < pixels; ++p) sum += x[p * C + c];
+    return sum * (T(1) / T(pixels));
+  }
+  /// d(input) at offset i of a sample: its channel's output gradient, shared by every pixel.
+  template <class T>
+  FLOTILLA_HOST_DEVICE T backward_value(index_t i, const T* dy) const noexcept {
+    return dy[i % C] * (T(1) / T(pixels));
+  }
+};
+
+/// GlobalAvgPool layer type L (from nn/global_avg_pool.hpp) -> its geometry.
+template <class L>
+constexpr GlobalPoolGeometry global_pool_geometry() noexcept {
+  return {static_cast<index_t>(L::C), static_cast<index_t>(L::pixels)};
+}
+
 /// Dropout's multiplier for feature j of the sample with id `id`: 0 (dropped) or keep_scale. The
 /// CPU layer (nn/dropout.hpp) draws a sample's features in order from one splitmix64 stream seeded
 /// with mix(key, id); splitmix64 is counter-based (draw j hashes seed + (j + 1) * gamma), so any

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "flotilla/cuda/avg_pool.hpp"
 #include "flotilla/cuda/blas.hpp"
 #include "flotilla/cuda/buffer.hpp"
 #include "flotilla/cuda/context.hpp"
@@ -19,10 +20,12 @@
 #include "flotilla/cuda/index_math.hpp"
 #include "flotilla/cuda/maxpool.hpp"
 #include "flotilla/nn/activation.hpp"
+#include "flotilla/nn/avg_pool2d.hpp"
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/dense.hpp"
 #include "flotilla/nn/dropout.hpp"
 #include "flotilla/nn/flatten.hpp"
+#include "flotilla/nn/global_avg_pool.hpp"
 #include "flotilla/core/layer_args.hpp"
 #include "flotilla/nn/maxpool2d.hpp"
 
@@ -60,8 +63,8 @@ template <class L, class Spec = void>
 struct DeviceLayer {
   static_assert(!std::is_same_v<L, L>,
                 "flotilla::cuda::DeviceLayer<L>: this layer has no CUDA implementation. Built in: Dense, Conv2D, "
-                "MaxPool2D, Flatten, Dropout, ReLU, Tanh, Sigmoid; for your own layer, specialize "
-                "flotilla::cuda::DeviceLayer (see docs/gpu.md)");
+                "MaxPool2D, AvgPool2D, GlobalAvgPool, Flatten, Dropout, ReLU, LeakyReLU, Tanh, Sigmoid, GELU; "
+                "for your own layer, specialize flotilla::cuda::DeviceLayer (see docs/gpu.md)");
 };
 
 namespace detail {
@@ -101,7 +104,8 @@ struct DeviceLayer<L, Dense<Outputs, Init>> {
 // ---- Conv2D -----------------------------------------------------------------------------------
 
 /// im2col, then Y (F x pixels*batch) = W (F x patch) cols + b through cuBLAS; Y is the channels-last
-/// output batch as it stands. Backward: dW += dY cols^T, db += dY 1, dcols = W^T dY, col2im.
+/// output batch as it stands. Backward: dW += dY cols^T, db += dY 1, dcols = W^T dY, col2im. The
+/// geometry takes the layer's padding, `same` resolved, not the spec's argument.
 template <class L, std::size_t Filters, std::size_t Kernel, std::size_t Stride, std::size_t Padding, class Init>
 struct DeviceLayer<L, Conv2D<Filters, Kernel, Stride, Padding, Init>> {
   static constexpr ConvGeometry g = conv_geometry<L>();
@@ -146,6 +150,30 @@ struct DeviceLayer<L, MaxPool2D<Kernel, Stride>> {
 
  private:
   DeviceBuffer<std::uint32_t> argmax_;  // per output value, the offset of its maximum in the sample
+};
+
+// ---- AvgPool2D, GlobalAvgPool -----------------------------------------------------------------
+
+template <class L, std::size_t Kernel, std::size_t Stride, std::size_t Padding>
+struct DeviceLayer<L, AvgPool2D<Kernel, Stride, Padding>> {
+  static constexpr AvgPoolGeometry g = avg_pool_geometry<L>();
+
+  void forward(const DeviceForwardArgs& a) { detail::avg_pool_forward(a.ctx.compute(), g, a.input, a.output, a.batch); }
+  void backward(const DeviceBackwardArgs& a) {
+    if (a.input_grad) detail::avg_pool_backward(a.ctx.compute(), g, a.output_grad, a.input_grad, a.batch);
+  }
+};
+
+template <class L>
+struct DeviceLayer<L, GlobalAvgPool> {
+  static constexpr GlobalPoolGeometry g = global_pool_geometry<L>();
+
+  void forward(const DeviceForwardArgs& a) {
+    detail::global_avg_pool_forward(a.ctx.compute(), g, a.input, a.output, a.batch);
+  }
+  void backward(const DeviceBackwardArgs& a) {
+    if (a.input_grad) detail::global_avg_pool_backward(a.ctx.compute(), g, a.output_grad, a.input_grad, a.batch);
+  }
 };
 
 // ---- Flatten ----------------------------------------------------------------------------------
@@ -200,7 +228,8 @@ struct DeviceLayer<L, Dropout<Num, Den>> {
 
 // ---- activations ------------------------------------------------------------------------------
 
-// The CPU layer's own element functions (nn/activation.hpp), one element per thread.
+// The CPU layer's own element functions (nn/activation.hpp), one element per thread; backward
+// reads the input or the output, whichever the function's derivative is written in.
 template <class F, class In>
 struct DeviceLayer<flotilla::detail::ElementwiseLayer<F, In, float>, void> {
   static constexpr std::size_t size = In::size;
@@ -212,11 +241,11 @@ struct DeviceLayer<flotilla::detail::ElementwiseLayer<F, In, float>, void> {
   }
   void backward(const DeviceBackwardArgs& a) {
     if (!a.input_grad) return;
-    const float* y = a.output;
+    const float* saved = flotilla::detail::backward_from_input<F> ? a.input : a.output;
     const float* dy = a.output_grad;
     float* dx = a.input_grad;
     detail::for_each_index(a.ctx.compute(), size * a.batch, "activation_backward",
-                           [=] __device__(index_t i) { dx[i] = F::backward(y[i], dy[i]); });
+                           [=] __device__(index_t i) { dx[i] = F::backward(saved[i], dy[i]); });
   }
 };
 

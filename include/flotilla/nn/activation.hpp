@@ -1,10 +1,14 @@
 #pragma once
-// Element-wise activations: ReLU, LeakyReLU, Tanh, Sigmoid. The output keeps the input's shape. Backward uses
-// the saved output (each derivative is a function of y), so nothing extra is stored.
-// Each function type supplies forward(x) and backward(y, dy) as FLOTILLA_HOST_DEVICE functions of
-// either one element or an Eigen array (core/element_math.hpp): the CPU layer applies them to whole
-// arrays, the CUDA engine to one element per thread (cuda/layers.hpp).
+// Element-wise activations: ReLU, LeakyReLU, Tanh, Sigmoid, GELU. The output keeps the input's shape.
+// Backward uses the saved output where the derivative is a function of y, so nothing extra is
+// stored; GELU's is not (it is not monotonic, so y does not determine x), and takes the input,
+// which the network keeps anyway.
+// Each function type supplies forward(x) and backward(y, dy) (or backward(x, dy), declaring
+// `backward_from_input`) as FLOTILLA_HOST_DEVICE functions of either one element or an Eigen array
+// (core/element_math.hpp): the CPU layer applies them to whole arrays, the CUDA engine to one
+// element per thread (cuda/layers.hpp).
 #include <cstddef>
+#include <ratio>
 #include <span>
 #include <string_view>
 
@@ -17,7 +21,12 @@
 namespace flotilla {
 namespace detail {
 
-/// Shared shape of the element-wise layers; `F` supplies forward(x) and backward(y, dy).
+/// Whether F's backward takes the layer's input x rather than its output y.
+template <class F>
+inline constexpr bool backward_from_input = requires { requires F::backward_from_input; };
+
+/// Shared shape of the element-wise layers; `F` supplies forward(x) and backward(y, dy), or
+/// backward(x, dy) when it declares `static constexpr bool backward_from_input = true`.
 template <class F, class In, class T>
 struct ElementwiseLayer {
   static_assert(AnyShape<In>, "activation: input_shape must be a flotilla::Shape");
@@ -29,7 +38,12 @@ struct ElementwiseLayer {
 
   void forward(const ForwardArgs<T>& a) { a.output = F::forward(a.input.array()).matrix(); }
   void backward(const BackwardArgs<T>& a) {
-    if (a.wants_input_grad()) a.input_grad.array() = F::backward(a.output.array(), a.output_grad.array());
+    if (!a.wants_input_grad()) return;
+    if constexpr (backward_from_input<F>) {
+      a.input_grad.array() = F::backward(a.input.array(), a.output_grad.array());
+    } else {
+      a.input_grad.array() = F::backward(a.output.array(), a.output_grad.array());
+    }
   }
 };
 
@@ -49,19 +63,26 @@ struct ReluFn {
   }
 };
 
-template <float Slope>
+/// `Slope` is a std::ratio (a floating-point template argument would shut out compilers without
+/// them: clang before 18).
+template <class Slope>
 struct LeakyReluFn {
   static constexpr std::string_view name = "LeakyReLU";
   FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class S>
+  FLOTILLA_HOST_DEVICE static constexpr S slope() {
+    return S(Slope::num) / S(Slope::den);
+  }
+  FLOTILLA_HOST_DEVICE_TEMPLATE
   template <class X>
   FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
-    return element::select_positive(x, x, x * element::scalar_t<X>(Slope));
+    return element::select_positive(x, x, x * slope<element::scalar_t<X>>());
   }
   // The output is positive exactly where the input is (the slope is), so it tells the branch.
   FLOTILLA_HOST_DEVICE_TEMPLATE
   template <class Y, class DY>
   FLOTILLA_HOST_DEVICE static auto backward(const Y& y, const DY& dy) {
-    return element::select_positive(y, dy, dy * element::scalar_t<Y>(Slope));
+    return element::select_positive(y, dy, dy * slope<element::scalar_t<Y>>());
   }
 };
 
@@ -94,6 +115,27 @@ struct SigmoidFn {
   }
 };
 
+/// x * Phi(x), Phi the standard normal CDF, 0.5 (1 + erf(x / sqrt 2)): PyTorch's nn.GELU() (its
+/// default, not the tanh approximation).
+struct GeluFn {
+  static constexpr std::string_view name = "GELU";
+  static constexpr bool backward_from_input = true;
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class X>
+  FLOTILLA_HOST_DEVICE static auto forward(const X& x) {
+    using S = element::scalar_t<X>;
+    return S(0.5) * x * (S(1) + element::erf(x * S(0.70710678118654752440)));
+  }
+  // d/dx x Phi(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+  FLOTILLA_HOST_DEVICE_TEMPLATE
+  template <class X, class DY>
+  FLOTILLA_HOST_DEVICE static auto backward(const X& x, const DY& dy) {
+    using S = element::scalar_t<X>;
+    return dy * (S(0.5) * (S(1) + element::erf(x * S(0.70710678118654752440))) +
+                 x * element::exp(S(-0.5) * element::square(x)) * S(0.39894228040143267794));
+  }
+};
+
 }  // namespace detail
 
 /// max(0, x).
@@ -102,10 +144,11 @@ struct ReLU {
   using layer = detail::ElementwiseLayer<detail::ReluFn, In, T>;
 };
 
-/// x where x > 0, else Slope * x (PyTorch's nn.LeakyReLU; its default slope, 0.01).
-template <float Slope = 0.01f>
+/// x where x > 0, else Slope * x (PyTorch's nn.LeakyReLU; its default slope, 0.01). The slope is a
+/// std::ratio: LeakyReLU<std::ratio<1, 5>> for 0.2.
+template <class Slope = std::ratio<1, 100>>
 struct LeakyReLU {
-  static_assert(Slope > 0.0f,
+  static_assert(Slope::num > 0,
                 "LeakyReLU<Slope>: the slope must be > 0 (backward tells the input's sign from the output's; for a "
                 "slope of 0, use ReLU)");
   template <class In, class T>
@@ -122,6 +165,12 @@ struct Tanh {
 struct Sigmoid {
   template <class In, class T>
   using layer = detail::ElementwiseLayer<detail::SigmoidFn, In, T>;
+};
+
+/// x * Phi(x), with Phi the standard normal CDF (the exact form, as PyTorch's nn.GELU()).
+struct GELU {
+  template <class In, class T>
+  using layer = detail::ElementwiseLayer<detail::GeluFn, In, T>;
 };
 
 }  // namespace flotilla

@@ -1,6 +1,7 @@
 #pragma once
 // Conv2D<F, K, Stride, Padding>: 2-D convolution of an image Shape<C, H, W> with F filters of K x K,
-// by im2col and one matrix product per chunk of images.
+// by im2col and one matrix product per chunk of images. Padding `same` pads (K - 1) / 2 on every
+// side, so that the output is H x W at stride 1 (ceil(H / Stride) x ceil(W / Stride) otherwise).
 //
 // Images are channels-last in memory, so one row of a K x K patch is K*C contiguous input values:
 // im2col is a sequence of contiguous copies, and the product W (F x K*K*C) * cols (K*K*C x pixels)
@@ -36,32 +37,42 @@
 
 namespace flotilla {
 
+/// Conv2D's Padding for an output as large as the input at stride 1: `Conv2D<16, 3, 1, same>`.
+/// Resolved to (K - 1) / 2 for an odd K (an even one would need more padding on one side than on
+/// the other).
+inline constexpr std::size_t same = static_cast<std::size_t>(-1);
+
 template <std::size_t Filters, std::size_t Kernel, std::size_t Stride = 1, std::size_t Padding = 0,
           class Init = init::He>
 struct Conv2D {
   static_assert(Filters > 0, "Conv2D<F, K>: the number of filters F must be > 0");
   static_assert(Kernel > 0, "Conv2D<F, K>: the kernel size K must be > 0");
   static_assert(Stride > 0, "Conv2D<F, K, Stride>: the stride must be > 0");
+  static_assert(Padding != same || Kernel % 2 == 1,
+                "Conv2D<F, K, Stride, same>: 'same' padding needs an odd kernel size K (it pads (K - 1) / 2 on each "
+                "side); give the padding as a number for an even K");
 
   template <class In, class T>
   struct layer {
+    /// The padding on each side, `same` resolved.
+    static constexpr std::size_t padding = Padding == same ? (Kernel - 1) / 2 : Padding;
     static_assert(AnyShape<In>, "Conv2D: input_shape must be a flotilla::Shape");
     static_assert(ImageShape<In>,
                   "Conv2D: its input is a vector (Shape<N>); Conv2D needs an image Shape<C, H, W> "
                   "(declare Input<C, H, W>, and do not Flatten before it)");
     static constexpr std::size_t C = In::dims[0], H = In::dims[1], W = In::dims[2];
-    static_assert(Kernel <= H + 2 * Padding && Kernel <= W + 2 * Padding,
+    static_assert(Kernel <= H + 2 * padding && Kernel <= W + 2 * padding,
                   "Conv2D<F, K>: the kernel is larger than the (padded) input image");
-    static_assert(Padding < Kernel, "Conv2D<F, K, S, P>: padding must be smaller than the kernel");
+    static_assert(padding < Kernel, "Conv2D<F, K, S, P>: padding must be smaller than the kernel");
     static_assert(Initializer<Init, T>, "Conv2D: Init must be an initialiser (see nn/init.hpp)");
 
-    static constexpr std::size_t OH = (H + 2 * Padding - Kernel) / Stride + 1;
-    static constexpr std::size_t OW = (W + 2 * Padding - Kernel) / Stride + 1;
+    static constexpr std::size_t OH = (H + 2 * padding - Kernel) / Stride + 1;
+    static constexpr std::size_t OW = (W + 2 * padding - Kernel) / Stride + 1;
     static constexpr std::size_t patch = Kernel * Kernel * C;
     static constexpr std::size_t pixels = OH * OW;
 
     using spec = Conv2D;  // the spec this layer was bound from (device backends dispatch on it)
-    static constexpr std::size_t kernel = Kernel, stride = Stride, padding = Padding;
+    static constexpr std::size_t kernel = Kernel, stride = Stride;
     using scalar_type = T;
     using input_shape = In;
     using output_shape = Shape<Filters, OH, OW>;
@@ -116,9 +127,9 @@ struct Conv2D {
     // ---- implicit im2col (float with an sgemm kernel) ----------------------------------------
     static constexpr bool implicit_im2col = std::is_same_v<T, float> && detail::sgemm_has_kernel;
     using index = detail::sgemm_index;
-    // The patches are read from a zero-padded copy of the image when Padding > 0, so that the
+    // The patches are read from a zero-padded copy of the image when padding > 0, so that the
     // packers never test bounds: HP x WP x C per image.
-    static constexpr std::size_t HP = H + 2 * Padding, WP = W + 2 * Padding;
+    static constexpr std::size_t HP = H + 2 * padding, WP = W + 2 * padding;
     static constexpr std::size_t image_size = HP * WP * C;
     static constexpr std::size_t row_len = Kernel * C;  // one kernel row of a patch, contiguous in the image
 
@@ -253,7 +264,7 @@ struct Conv2D {
 
     /// The images the patches are read from: the input itself, or its zero-padded copy.
     const float* patch_source(const ConstMatrixView<T>& input) {
-      if constexpr (Padding == 0) {
+      if constexpr (padding == 0) {
         return input.data();
       } else {
         const auto batch = static_cast<std::size_t>(input.cols());
@@ -261,7 +272,7 @@ struct Conv2D {
         if (padded_.size() < image_size * batch) padded_.resize(image_size * batch);
         for (std::size_t s = 0; s < batch; ++s)
           for (std::size_t y = 0; y < H; ++y)
-            std::memcpy(padded_.data() + s * image_size + ((y + Padding) * WP + Padding) * C,
+            std::memcpy(padded_.data() + s * image_size + ((y + padding) * WP + padding) * C,
                         input.data() + s * In::size + y * W * C, W * C * sizeof(T));
         return padded_.data();
       }
@@ -282,7 +293,7 @@ struct Conv2D {
       const float* dy = a.output_grad.data();
       // The patches come from the image the forward pass read (the padded copy it made, when
       // padded), as the explicit path's backward reuses the forward's cols.
-      const float* images = Padding == 0 ? a.input.data() : padded_.data();
+      const float* images = padding == 0 ? a.input.data() : padded_.data();
       detail::sgemm_packed(static_cast<index>(Filters), static_cast<index>(patch + 1), n,
                            detail::SgemmPackA{dy, 1, static_cast<index>(Filters)}, PatchRows{images},
                            a.param_grads.data(), static_cast<index>(Filters), /*accumulate=*/true);
@@ -312,8 +323,8 @@ struct Conv2D {
         for (std::size_t ox = 0; ox < OW; ++ox) {
           const std::size_t q = oy * OW + ox;
           for (std::size_t ky = 0; ky < Kernel; ++ky) {
-            const auto iy = static_cast<std::ptrdiff_t>(oy * Stride + ky) - static_cast<std::ptrdiff_t>(Padding);
-            const auto ix0 = static_cast<std::ptrdiff_t>(ox * Stride) - static_cast<std::ptrdiff_t>(Padding);
+            const auto iy = static_cast<std::ptrdiff_t>(oy * Stride + ky) - static_cast<std::ptrdiff_t>(padding);
+            const auto ix0 = static_cast<std::ptrdiff_t>(ox * Stride) - static_cast<std::ptrdiff_t>(padding);
             const std::size_t col_offset = q * patch + ky * Kernel * C;
             if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(H)) {
               row(col_offset, std::size_t{0}, std::size_t{0}, std::size_t{0});
@@ -332,7 +343,7 @@ struct Conv2D {
     static void im2col(const T* x, T* cols) {
       for_each_patch_row([&](std::size_t col, std::size_t xo, std::size_t kb, std::size_t ke) {
         T* dst = cols + col;
-        if constexpr (Padding > 0) {
+        if constexpr (padding > 0) {
           std::fill(dst, dst + kb * C, T(0));
           std::fill(dst + std::max(kb, ke) * C, dst + Kernel * C, T(0));
         }
@@ -356,7 +367,7 @@ struct Conv2D {
 
     Buffer<T> cols_;     // explicit path: the im2col matrix of the last forward pass
     Buffer<T> dcols_;    // W^T dY (explicit path: whole batch; implicit path: one chunk)
-    Buffer<T> padded_;   // implicit path, Padding > 0: the zero-padded input images
+    Buffer<T> padded_;   // implicit path, padding > 0: the zero-padded input images
     Buffer<float> wt_;   // implicit path: W^T packed for the input gradient
   };
 };

@@ -34,6 +34,10 @@ struct RunInfo {
   std::span<const std::uint64_t> sample_ids;
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
+  /// In training: where normalisation layers sum their batch statistics with the step's other
+  /// parts, and each sample's weight in the update (ForwardArgs says more).
+  const StatisticsSum* statistics = nullptr;
+  double sample_weight = 0;
 };
 
 /// A callback told when a layer's parameter gradients are final during backward; the default
@@ -186,6 +190,8 @@ class Network {
                        std::to_string(input_shape::size));
     batch_ = static_cast<std::size_t>(input.cols());
     input_ = input.data();
+    statistics_ = info.statistics;
+    sample_weight_ = info.sample_weight;
     ensure_buffers();
     if (info.sample_ids.empty() || info.sample_ids.size() != batch_) {
       default_ids_.resize(batch_);
@@ -195,7 +201,8 @@ class Network {
     for_each_index([&]<std::size_t I>() {
       using L = layer_type<I>;
       ForwardArgs<T> a{layer_input<I>(), activation<I>(), params.subspan(parameter_offsets[I], L::parameter_count),
-                       info.mode, ids, detail::mix(detail::mix(info.seed, info.epoch), I + 1)};
+                       info.mode, ids, detail::mix(detail::mix(info.seed, info.epoch), I + 1), info.statistics,
+                       info.sample_weight};
       std::get<I>(layers_).forward(a);
     });
     return output();
@@ -238,7 +245,9 @@ class Network {
                         ConstMatrixView<T>(upstream, static_cast<Eigen::Index>(output_sizes[I]), b),
                         din,
                         params.subspan(parameter_offsets[I], L::parameter_count),
-                        grads.subspan(parameter_offsets[I], L::parameter_count)};
+                        grads.subspan(parameter_offsets[I], L::parameter_count),
+                        statistics_,
+                        sample_weight_};
       if constexpr (parts && L::parameter_count > 0 && StreamsGradients<L>) {
         auto tail_done = [&](std::size_t offset) {
           if (offset < L::parameter_count) on_layer_done(I, parameter_offsets[I] + offset, L::parameter_count - offset);
@@ -323,6 +332,8 @@ class Network {
   std::vector<std::uint64_t> default_ids_;
   const T* input_ = nullptr;
   std::size_t batch_ = 0;
+  const StatisticsSum* statistics_ = nullptr;  // of the last forward, for its backward
+  double sample_weight_ = 0;
 };
 
 }  // namespace flotilla

@@ -27,6 +27,8 @@ struct LayerSummary {
   std::string_view name;                  ///< e.g. "Conv2D"
   std::vector<std::size_t> output_shape;  ///< one sample's: {N}, or {C, H, W} for an image
   std::size_t parameters = 0;
+  /// Of `parameters`, those not trained (TensorRole::state: BatchNorm's running estimates).
+  std::size_t state = 0;
   std::uint64_t forward_flops = 0;  ///< per sample (nn/layer_cost.hpp says how it is counted)
 };
 
@@ -42,6 +44,13 @@ struct ModelSummary {
     return n;
   }
   std::size_t parameter_bytes() const noexcept { return parameters() * scalar_bytes; }
+  /// Of the parameters, those not trained (running statistics), and those trained.
+  std::size_t state() const noexcept {
+    std::size_t n = 0;
+    for (const auto& l : layers) n += l.state;
+    return n;
+  }
+  std::size_t trainable() const noexcept { return parameters() - state(); }
   /// Per sample, the layers' forward FLOPs together.
   std::uint64_t forward_flops() const noexcept {
     std::uint64_t n = 0;
@@ -73,8 +82,9 @@ struct ModelSummary {
       while (!out.empty() && out.back() == ' ') out.pop_back();
       out += '\n';
     }
-    out += "parameters: " + grouped(parameters()) + " (" + bytes_text(parameter_bytes()) +
-           "); forward FLOPs per sample: " + grouped(forward_flops()) + '\n';
+    out += "parameters: " + grouped(parameters()) + " (" + bytes_text(parameter_bytes()) + ")";
+    if (state() > 0) out += ", of which trained " + grouped(trainable()) + ", running statistics " + grouped(state());
+    out += "; forward FLOPs per sample: " + grouped(forward_flops()) + '\n';
     return out;
   }
 
@@ -106,6 +116,13 @@ struct ModelSummary {
 };
 
 namespace detail {
+template <class L>
+constexpr std::size_t state_count_of() noexcept {
+  std::size_t n = 0;
+  if constexpr (L::parameter_count > 0)
+    for (const auto& t : L::tensors) n += t.role == TensorRole::state ? t.size : 0;
+  return n;
+}
 template <class S>
 std::vector<std::size_t> dims_of() {
   return std::vector<std::size_t>(S::dims.begin(), S::dims.end());
@@ -115,7 +132,7 @@ struct summarize_layers;
 template <class... Ls>
 struct summarize_layers<type_list<Ls...>> {
   static std::vector<LayerSummary> get() {
-    return {LayerSummary{Ls::name, dims_of<typename Ls::output_shape>(), Ls::parameter_count,
+    return {LayerSummary{Ls::name, dims_of<typename Ls::output_shape>(), Ls::parameter_count, state_count_of<Ls>(),
                          estimate_layer_cost<Ls>().forward_flops}...};
   }
 };

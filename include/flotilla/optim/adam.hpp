@@ -25,6 +25,9 @@ struct AdamConfig {
   double epsilon = 1e-8;
   double weight_decay = 0;
   bool decay_biases = true;
+  /// Whether weight decay applies to normalisation layers' scale and shift (PyTorch decays every
+  /// parameter it is given; ResNet recipes usually exempt these and the biases).
+  bool decay_normalization = true;
 };
 
 template <class T>
@@ -65,7 +68,7 @@ struct AdamRule : DecayChoice {
 template <bool Decoupled, class T>
 AdamRule<Decoupled, T> adam_rule(const AdamConfig& c, const StepInfo& info) {
   const double t = static_cast<double>(info.step);
-  return {{c.weight_decay != 0, c.decay_biases},
+  return {{c.weight_decay != 0, c.decay_biases, c.decay_normalization},
           static_cast<T>(info.learning_rate),
           static_cast<T>(c.beta1),
           static_cast<T>(c.beta2),

@@ -23,6 +23,9 @@ struct SGD {
   double learning_rate = 0.01;
   double weight_decay = 0;
   bool decay_biases = true;
+  /// Whether weight decay applies to normalisation layers' scale and shift (PyTorch decays every
+  /// parameter it is given; ResNet recipes usually exempt these and the biases).
+  bool decay_normalization = true;
 
   template <class T>
   struct state {
@@ -46,7 +49,7 @@ struct SGD {
 
   template <class T>
   rule<T> element_rule(const StepInfo& info) const {
-    return {{weight_decay != 0, decay_biases}, static_cast<T>(info.learning_rate), static_cast<T>(weight_decay)};
+    return {{weight_decay != 0, decay_biases, decay_normalization}, static_cast<T>(info.learning_rate), static_cast<T>(weight_decay)};
   }
 
   template <class T>
@@ -65,6 +68,9 @@ struct Momentum {
   bool nesterov = false;
   double weight_decay = 0;
   bool decay_biases = true;
+  /// Whether weight decay applies to normalisation layers' scale and shift (PyTorch decays every
+  /// parameter it is given; ResNet recipes usually exempt these and the biases).
+  bool decay_normalization = true;
 
   template <class T>
   struct state {
@@ -100,7 +106,7 @@ struct Momentum {
 
   template <class T>
   rule<T> element_rule(const StepInfo& info) const {
-    return {{weight_decay != 0, decay_biases},
+    return {{weight_decay != 0, decay_biases, decay_normalization},
             static_cast<T>(info.learning_rate),
             static_cast<T>(momentum),
             static_cast<T>(weight_decay),

@@ -42,6 +42,7 @@
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/core/thread_pool.hpp"
+#include "flotilla/optim/state_tensors.hpp"
 #include "flotilla/data/dataset.hpp"
 #include "flotilla/data/loader.hpp"
 #include "flotilla/core/targets.hpp"
@@ -217,7 +218,8 @@ class Runner {
   template <class O>
   void update(const O& optimizer, typename O::template state<T>& state, const StepInfo& info) {
     const auto t0 = clock::now();
-    optimizer.update(std::span<T>(params_), std::span<const T>(grads_), state, std::span<const TensorInfo>(tensors_), info);
+    optim::update_trainable(optimizer, std::span<T>(params_), std::span<const T>(grads_), state,
+                            std::span<const TensorInfo>(tensors_), info, trainable_);
     const auto t1 = clock::now();
     stats_.update_seconds += seconds(t0, t1);
     trace("update", whole_step, "update", t0, t1);
@@ -431,6 +433,7 @@ class Runner {
   std::vector<std::unique_ptr<Slot>> slots_;
   Buffer<T> params_, grads_;
   std::vector<TensorInfo> tensors_;
+  std::vector<TensorInfo> trainable_;  // tensors_ without the state ones, rebuilt at each update
   Buffer<T> output_grad_, input_grad_;
   std::optional<transport::Group<E>> group_;
   std::vector<Op> ops_;

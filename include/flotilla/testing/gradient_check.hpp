@@ -128,6 +128,11 @@ GradientCheckResult check_layer(const GradientCheckOptions& o = {}) {
   if constexpr (L::parameter_count > 0) {
     std::size_t offset = 0;
     for (const auto& t : L::tensors) {
+      if (t.role == TensorRole::state) {
+        // Not trained: its gradient slots carry the state's increments (core/layer_args.hpp).
+        offset += t.size;
+        continue;
+      }
       std::vector<double> analytic(t.size), numeric(t.size);
       for (std::size_t i = 0; i < t.size; ++i) {
         auto p = params;

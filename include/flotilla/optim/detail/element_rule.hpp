@@ -14,12 +14,15 @@
 
 namespace flotilla::optim::detail {
 
-/// Which tensors a rule decays: all, all but the biases, or none (no weight decay). Rules inherit it
-/// as their `decays(tensor)`.
+/// Which tensors a rule decays: none (no weight decay), or all but those the options leave out
+/// (biases; the scale and shift of normalisation layers). Rules inherit it as their `decays(tensor)`.
 struct DecayChoice {
   bool any = false;
   bool biases = true;
-  bool decays(const TensorInfo& t) const { return any && (biases || t.role != TensorRole::bias); }
+  bool normalization = true;
+  bool decays(const TensorInfo& t) const {
+    return any && (biases || t.role != TensorRole::bias) && (normalization || t.role != TensorRole::normalization);
+  }
 };
 
 /// A tensor's segment of a flat span, as an Eigen array (read-only when the span is).

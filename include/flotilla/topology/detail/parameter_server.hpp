@@ -53,6 +53,7 @@
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/core/layer_args.hpp"
 #include "flotilla/optim/schedule.hpp"
+#include "flotilla/optim/state_tensors.hpp"
 #include "flotilla/topology/detail/ps_header.hpp"
 #include "flotilla/topology/detail/ps_reduce.hpp"
 #include "flotilla/topology/detail/ring.hpp"
@@ -176,8 +177,8 @@ class ParameterServerShard {
     };
 
     auto apply = [&](std::span<const T> gradient) {
-      optimizer.update(std::span<T>(params_), gradient, state_, std::span<const TensorInfo>(tensors_),
-                       scheduled_step(optimizer, schedule, updates_));
+      optim::update_trainable(optimizer, std::span<T>(params_), gradient, state_, std::span<const TensorInfo>(tensors_),
+                              scheduled_step(optimizer, schedule, updates_), trainable_);
       ++updates_;
     };
     auto send_reply = [&](std::size_t w, std::uint64_t ahead) {
@@ -443,6 +444,7 @@ class ParameterServerShard {
   Buffer<T> params_;
   optimizer_state state_;
   std::vector<TensorInfo> tensors_;
+  std::vector<TensorInfo> trainable_;  // tensors_ without the state ones, rebuilt at each update
   std::uint64_t updates_ = 0;
   std::uint64_t pushes_ = 0;
   std::uint64_t rejoins_ = 0, pushes_after_rejoins_ = 0;

@@ -24,6 +24,7 @@ inline constexpr Tag broadcast = reserved_tag("broadcast");
 inline constexpr Tag group_barrier = reserved_tag("group_barrier");
 inline constexpr Tag policy_collective = reserved_tag("policy_collective");
 inline constexpr Tag exchange_state = reserved_tag("exchange_state");
+inline constexpr Tag normalization_statistics = reserved_tag("normalization_statistics");
 inline constexpr Tag ps_push = reserved_tag("ps_push");
 inline constexpr Tag ps_reply = reserved_tag("ps_reply");
 inline constexpr Tag ps_full_reply = reserved_tag("ps_full_reply");

@@ -35,7 +35,9 @@
 #include "flotilla/data/loader.hpp"
 #include "flotilla/core/targets.hpp"
 #include "flotilla/model.hpp"
+#include "flotilla/optim/state_tensors.hpp"
 #include "flotilla/train/confusion.hpp"
+#include "flotilla/train/detail/statistics_rendezvous.hpp"
 
 namespace flotilla {
 
@@ -87,8 +89,13 @@ class Engine {
         output_grads_(pool_.size()),
         partial_(pool_.size()),
         progress_(std::make_unique<LayerProgress[]>(network_type::depth)),
-        core_from_(network_type::depth * pool_.size()) {
+        core_from_(network_type::depth * pool_.size()),
+        statistics_(std::make_unique<StatisticsRendezvous>(pool_.size())) {
     for (std::size_t i = 1; i < pool_.size(); ++i) thread_grads_[i].assign(parameter_count, T(0));
+    part_statistics_.resize(pool_.size());
+    for (std::size_t k = 0; k < pool_.size(); ++k) part_statistics_[k] = PartStatistics{statistics_.get(), k};
+    // (part_statistics_ is never resized again: each StatisticsSum refers to its element.)
+    for (std::size_t k = 0; k < pool_.size(); ++k) part_sums_.emplace_back(part_statistics_[k]);
     replicas_[0].initialize(params_, seed);
   }
 
@@ -103,6 +110,10 @@ class Engine {
   void set_stream_gradients(bool on) noexcept { stream_gradients_ = on; }
   /// Keys the dropout masks; restored from checkpoints.
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
+  /// How normalisation statistics over the global batch reach the other workers: a sum of a few
+  /// values over every worker, in place (the worker's gradient path sets it; unset, this worker's
+  /// batch is the global batch).
+  void set_statistics_across_workers(StatisticsRendezvous::AcrossWorkers f) { statistics_->set_across_workers(std::move(f)); }
 
   /// The optimizer state lives in the trainer's host buffers here, so there is nothing to move.
   /// (An engine that keeps it elsewhere, cuda::Engine on the GPU, copies it to `state` here, and
@@ -115,8 +126,14 @@ class Engine {
   /// concepts/optimizer.hpp) on a buffer worth splitting runs on every core, each a contiguous
   /// slice of the elements; any other runs on the calling thread.
   template <class O, class State>
-  void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> tensors, const StepInfo& info) {
+  void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> all_tensors, const StepInfo& info) {
     constexpr std::size_t worth_splitting = 1 << 15;  // below this, waking the cores costs more
+    // State tensors (running statistics) take their increments; the optimizer sees the rest.
+    std::span<const TensorInfo> tensors = all_tensors;
+    if (optim::has_state_tensors(all_tensors)) {
+      optim::apply_state_increments(std::span<T>(params_), std::span<const T>(grads_), all_tensors);
+      tensors = optim::trainable_tensors(all_tensors, trainable_);
+    }
     if constexpr (elementwise_optimizer<O>) {
       if (pool_.size() > 1 && parameter_count >= worth_splitting) {
         pool_.run([&](std::size_t k) {
@@ -154,6 +171,12 @@ class Engine {
     constexpr bool report = !std::is_same_v<std::remove_cvref_t<OnReady>, NoReadyCallback>;
     const std::size_t n = batch.size(), cores = pool_.size();
     if (!accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
+    std::size_t parties = 0;  // the cores with samples: they meet for normalisation statistics
+    for (std::size_t k = 0; k < cores; ++k) {
+      const auto [b, e] = split_range(n, cores, k);
+      parties += e > b ? 1 : 0;
+    }
+    statistics_->begin_step(parties);
     if constexpr (report) {
       for (std::size_t l = 0; l < network_type::depth; ++l) {
         const std::size_t layer_end = network_type::parameter_offsets[l] + network_type::parameter_counts[l];
@@ -299,7 +322,7 @@ class Engine {
                    std::span<T> g, Hook& hook) {
     const std::size_t count = end - begin;
     const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, count),
-                       seed_, batch.epoch};
+                       seed_, batch.epoch, &part_sums_[k], static_cast<double>(scale)};
     auto& net = replicas_[k];
     const auto out = net.forward(columns(batch.inputs, begin, count), params_, info);
     auto& dout = output_grads_[k];
@@ -352,6 +375,12 @@ class Engine {
   std::unique_ptr<LayerProgress[]> progress_;
   std::vector<std::size_t> core_from_;
   bool stream_gradients_ = false;
+  // Where the cores' layers meet for normalisation statistics (on the heap: it holds a mutex, and
+  // the engine moves).
+  std::unique_ptr<StatisticsRendezvous> statistics_;
+  std::vector<PartStatistics> part_statistics_;
+  std::vector<StatisticsSum> part_sums_;
+  std::vector<TensorInfo> trainable_;  // the tensors an update hands the optimizer
 };
 
 /// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for

@@ -111,6 +111,13 @@ class WorkerLoop {
         group_(e, all_workers(workers), protocol_tags::group_barrier) {}
 
   void run() {
+    // The statistics' way to the other workers refers to this loop's group: it ends with the loop.
+    struct ForgetGroup {
+      State& s;
+      ~ForgetGroup() {
+        if constexpr (requires { s.engine.set_statistics_across_workers(nullptr); }) s.engine.set_statistics_across_workers(nullptr);
+      }
+    } forget{s_};
     if (!InProcess) shared_.worker_rank = w_;
     if (!start()) return;
     check_fit_outputs(fit_, reporter_, fit_trace_file(fit_.trace_file, InProcess, w_, reporter_));
@@ -143,6 +150,35 @@ class WorkerLoop {
     return members;
   }
 
+  /// Normalisation statistics over the global batch (SyncBatchNorm) are summed over the workers'
+  /// group. Only workers in step, whose gradients are summed for one update, can meet at every
+  /// layer: under any other policy such a layer stops training with an error that says so.
+  void share_normalization_statistics() {
+    if constexpr (requires { s_.engine.set_statistics_across_workers(nullptr); }) {
+      if (workers_ == 1) {
+        s_.engine.set_statistics_across_workers(nullptr);
+        return;
+      }
+      bool in_step = false;
+      if constexpr (parameter_server) {
+        in_step = Policy::aggregate;
+      } else {
+        in_step = Policy::reduce_gradients_in_backward;
+      }
+      if (!in_step) {
+        s_.engine.set_statistics_across_workers([](std::span<double>) {
+          throw ConfigError("a normalisation layer with statistics over the global batch (SyncBatchNorm2D, "
+                            "SyncBatchNorm1D) needs workers that update in step (policy::Synchronous<>, "
+                            "policy::Synchronous<topology::ParameterServer>), not policy " +
+                            std::string(Policy::name) + ": use BatchNorm2D / BatchNorm1D (each worker's batch)");
+        });
+        return;
+      }
+      s_.engine.set_statistics_across_workers(
+          [this](std::span<double> values) { collective::allreduce_sum(group_, values, protocol_tags::normalization_statistics); });
+    }
+  }
+
   /// Every worker starts from worker 0's state (in case only rank 0 loaded a checkpoint): on a
   /// ring by broadcast, with servers by their hello. Then the data. False: nothing left to do (a
   /// rejoining worker whose job is finishing).
@@ -164,6 +200,7 @@ class WorkerLoop {
       }
       path_.emplace(options_, policy_, group_, s_, shared_.timeline, w_, workers_, overlaps());
     }
+    share_normalization_statistics();
     lo_.batch_size = options_.batch_size;
     lo_.shuffle = options_.shuffle;
     lo_.seed = options_.seed;

@@ -1,0 +1,52 @@
+#pragma once
+// Tensors of role `state` (BatchNorm's running statistics) are not trained: an update adds the
+// increment the layer wrote into their gradient slots and hands the optimizer the other tensors
+// only. Everything that applies an optimizer goes through update_trainable, so no optimizer, the
+// user's included, ever sees a state tensor (core/layer_args.hpp, TensorRole, says why state is
+// carried in the parameter buffer).
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "flotilla/concepts/optimizer.hpp"
+#include "flotilla/core/layer_args.hpp"
+
+namespace flotilla::optim {
+
+/// Whether any of `tensors` is state.
+inline bool has_state_tensors(std::span<const TensorInfo> tensors) noexcept {
+  return std::any_of(tensors.begin(), tensors.end(), [](const TensorInfo& t) { return t.role == TensorRole::state; });
+}
+
+/// params += grads over the state tensors of `tensors` (offsets relative to the spans).
+template <class T>
+void apply_state_increments(std::span<T> params, std::span<const T> grads, std::span<const TensorInfo> tensors) {
+  for (const auto& t : tensors) {
+    if (t.role != TensorRole::state) continue;
+    for (std::size_t i = t.offset; i < t.offset + t.size; ++i) params[i] += grads[i];
+  }
+}
+
+/// `tensors` without the state tensors, into `out` (kept by the caller, so that a step allocates
+/// nothing once it has grown).
+inline std::span<const TensorInfo> trainable_tensors(std::span<const TensorInfo> tensors, std::vector<TensorInfo>& out) {
+  out.clear();
+  for (const auto& t : tensors)
+    if (t.role != TensorRole::state) out.push_back(t);
+  return out;
+}
+
+/// One update: the optimizer on the trainable tensors, the increments on the state tensors.
+template <class O, class T, class State>
+void update_trainable(const O& optimizer, std::span<T> params, std::span<const T> grads, State& state,
+                      std::span<const TensorInfo> tensors, const StepInfo& info, std::vector<TensorInfo>& scratch) {
+  if (!has_state_tensors(tensors)) {
+    optimizer.update(params, grads, state, tensors, info);
+    return;
+  }
+  apply_state_increments(params, grads, tensors);
+  optimizer.update(params, grads, state, trainable_tensors(tensors, scratch), info);
+}
+
+}  // namespace flotilla::optim

@@ -1,0 +1,64 @@
+#pragma once
+// What the graph tests share: comparing parameter vectors, and the bit-for-bit resume check.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+
+#include <unistd.h>
+
+#include "../common/quiet_fit.hpp"
+#include "flotilla/flotilla.hpp"
+
+namespace graph_test {
+
+/// max |a - b| / max |a|.
+template <class T>
+double relative_difference(std::span<const T> a, std::span<const T> b) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    norm = std::max(norm, std::abs(static_cast<double>(a[i])));
+  }
+  return diff / norm;
+}
+
+/// A run stopped after `stop_after` updates, as if killed (checkpoint sets every `every` updates,
+/// none at exit), and resumed by a trainer of another seed from the newest set, ends as `whole`
+/// (the same options, `epochs` epochs without a break) ends: the same step, the same bits.
+template <class M>
+void check_resume_bit_for_bit(const flotilla::Trainer<M>& whole, const flotilla::TrainerOptions<M>& o,
+                              const flotilla::data::Dataset<typename M::scalar_type>& data, std::size_t epochs,
+                              std::size_t stop_after, std::size_t every, const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    flotilla::Trainer<M> first(o);
+    flotilla::FitOptions f = flotilla_test::quiet(epochs);
+    f.checkpoints.directory = dir;
+    f.checkpoints.every_steps = every;
+    f.checkpoints.at_exit = false;
+    f.max_steps = stop_after;
+    first.fit(data, nullptr, f);
+    REQUIRE(first.step() == stop_after);
+  }
+  auto other = o;
+  other.seed = o.seed + 1000;
+  flotilla::Trainer<M> resumed(other);
+  flotilla::FitOptions f = flotilla_test::quiet(epochs);
+  f.checkpoints.directory = dir;
+  f.checkpoints.resume = true;
+  f.checkpoints.at_exit = false;
+  resumed.fit(data, nullptr, f);
+  std::filesystem::remove_all(dir);
+  CHECK(resumed.step() == whole.step());
+  const auto a = std::as_const(whole).parameters(), b = std::as_const(resumed).parameters();
+  CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+}
+
+}  // namespace graph_test
