@@ -1870,6 +1870,9 @@ struct ForwardArgs {
   /// In training, each sample's weight in the update's gradient (1 / the samples it averages
   /// over): what a layer's `state` increments are weighted by. 0 outside training steps.
   double sample_weight = 0;
+  /// False when no backward follows (evaluation, prediction): a layer may then keep less than its
+  /// backward would need (a block keeps only what its next inner layer reads).
+  bool backward_follows = true;
 };
 
 /// Arguments of Layer::backward. The layer adds d(loss)/d(params) into `param_grads` (gradients
@@ -3062,6 +3065,7 @@ using SyncBatchNorm1D = BatchNorm1D<StatisticsScope::global>;
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <tuple>
 
@@ -3426,20 +3430,24 @@ template <class Spec, class In, class T, class... Specs>
 class LayerChain {
   using bound = bind_chain<In, T, Specs...>;
   using parts = typename parts_of<typename bound::layers>::type;
-  static constexpr std::size_t depth = parts::size;
   template <std::size_t I>
   using part = typename parts::template part<I>;
 
   template <std::size_t... I>
-  static constexpr std::array<std::size_t, depth> out_sizes(std::index_sequence<I...>) {
+  static constexpr std::array<std::size_t, parts::size> out_sizes(std::index_sequence<I...>) {
     return {part<I>::output_shape::size...};
   }
-  static constexpr std::array<std::size_t, depth> output_sizes = out_sizes(std::make_index_sequence<depth>{});
-  static constexpr std::array<std::size_t, depth> activation_offsets = exclusive_prefix_sums(output_sizes);
   static constexpr auto scoped_tensors = parts::scoped();
   static constexpr auto names = qualify<qualified_name_chars(scoped_tensors)>(scoped_tensors);
 
  public:
+  // The chain's geometry, which device backends (cuda/composite.hpp) run the same way.
+  static constexpr std::size_t depth = parts::size;
+  static constexpr std::array<std::size_t, depth> parameter_offsets = parts::parameter_offsets;
+  static constexpr std::array<std::size_t, depth> output_sizes = out_sizes(std::make_index_sequence<depth>{});
+  /// Where each inner activation starts, per sample (the last is the block's output, not kept here).
+  static constexpr std::array<std::size_t, depth> activation_offsets = exclusive_prefix_sums(output_sizes);
+
   using spec = Spec;  // the spec this layer was bound from (device backends dispatch on it)
   using scalar_type = T;
   using input_shape = In;
@@ -3456,18 +3464,27 @@ class LayerChain {
   void forward(const ForwardArgs<T>& a) {
     const auto batch = a.input.cols();
     batch_ = static_cast<std::size_t>(batch);
-    // Every activation but the last (which is the block's output).
-    const std::size_t kept = activation_offsets[depth - 1];
-    if (activations_.size() < kept * batch_) activations_.resize(kept * batch_);
+    kept_all_ = a.backward_follows;
+    if (kept_all_) {
+      // Every activation but the last (which is the block's output), for backward.
+      const std::size_t kept = activation_offsets[depth - 1];
+      if (activations_.size() < kept * batch_) activations_.resize(kept * batch_);
+    } else if (passing_.size() < 2 * widest_inner() * batch_) {
+      // No backward follows: two activations in turn, the one a layer reads and the one it writes.
+      passing_.resize(2 * widest_inner() * batch_);
+    }
     for_each_index<depth>([&]<std::size_t I>() {
       ForwardArgs<T> f{input_of<I>(a.input), I + 1 == depth ? a.output : activation<I>(),
                        parts::template slice<I>(a.params), a.mode, a.sample_ids, detail::mix(a.noise_key, I + 1),
-                       a.statistics, a.sample_weight};
+                       a.statistics, a.sample_weight, a.backward_follows};
       std::get<I>(layers_).forward(f);
     });
   }
 
   void backward(const BackwardArgs<T>& a) {
+    if (!kept_all_)
+      throw Error(std::string(name) + "::backward after a forward that no backward was to follow (ForwardArgs::"
+                  "backward_follows = false): its inner activations were not kept");
     const auto batch = a.input.cols();
     std::size_t widest = 0;
     for (std::size_t i = 1; i < depth; ++i) widest = std::max(widest, part_input_size(i));
@@ -3504,10 +3521,16 @@ class LayerChain {
  private:
   static constexpr std::size_t part_input_size(std::size_t i) { return i == 0 ? In::size : output_sizes[i - 1]; }
 
+  static constexpr std::size_t widest_inner() {
+    std::size_t w = 0;
+    for (std::size_t i = 0; i + 1 < depth; ++i) w = std::max(w, output_sizes[i]);
+    return w;
+  }
+
   template <std::size_t I>
   MatrixView<T> activation() {
-    return MatrixView<T>(activations_.data() + activation_offsets[I] * batch_, static_cast<Eigen::Index>(output_sizes[I]),
-                         static_cast<Eigen::Index>(batch_));
+    T* at = kept_all_ ? activations_.data() + activation_offsets[I] * batch_ : passing_.data() + (I % 2) * widest_inner() * batch_;
+    return MatrixView<T>(at, static_cast<Eigen::Index>(output_sizes[I]), static_cast<Eigen::Index>(batch_));
   }
   template <std::size_t I>
   ConstMatrixView<T> input_of(ConstMatrixView<T> block_input) {
@@ -3520,9 +3543,11 @@ class LayerChain {
   }
 
   typename parts::tuple_type layers_{};
-  Buffer<T> activations_;
+  Buffer<T> activations_;  // inner activations kept for backward
+  Buffer<T> passing_;      // without a backward to follow: two inner activations in turn
   Buffer<T> grad_a_, grad_b_;
   std::size_t batch_ = 0;
+  bool kept_all_ = true;
 };
 
 template <class S, std::size_t N, class List = type_list<>>
@@ -3660,16 +3685,19 @@ template <class Spec, class Join, class In, class T, class... Specs>
 class BranchLayer {
   static_assert(Join::template check<typename Specs::template layer<In, T>::output_shape...>());
   using parts = LayerParts<typename Specs::template layer<In, T>...>;
-  static constexpr std::size_t count = parts::size;
   template <std::size_t I>
   using part = typename parts::template part<I>;
-  template <std::size_t I>
-  static constexpr bool identity = is_identity<std::tuple_element_t<I, std::tuple<Specs...>>>;
 
   static constexpr auto scoped_tensors = parts::scoped(Spec::labels());
   static constexpr auto names = qualify<qualified_name_chars(scoped_tensors)>(scoped_tensors);
 
  public:
+  static constexpr std::size_t count = parts::size;
+  /// The bound branches, as a detail::type_list, and whether branch I is the input itself.
+  using layers = type_list<typename Specs::template layer<In, T>...>;
+  template <std::size_t I>
+  static constexpr bool identity = is_identity<std::tuple_element_t<I, std::tuple<Specs...>>>;
+  static constexpr std::array<std::size_t, count> parameter_offsets = parts::parameter_offsets;
   using spec = Spec;
   using scalar_type = T;
   using input_shape = In;
@@ -3686,21 +3714,28 @@ class BranchLayer {
   static constexpr std::array<std::size_t, count> out_sizes(std::index_sequence<I...>) {
     return {(identity<I> ? 0 : part<I>::output_shape::size)...};
   }
-  // Each branch's output is kept (its backward may need it); the identity's is the input.
+
+ public:
+  // The layout device backends (cuda/composite.hpp) follow. Each branch's output is kept (its
+  // backward may need it; the identity's is the input): per sample, its size and offset. For
+  // Concat, each branch's channels per pixel and where they start in the joined output.
   static constexpr std::array<std::size_t, count> kept_sizes = out_sizes(std::make_index_sequence<count>{});
   static constexpr std::array<std::size_t, count> kept_offsets = exclusive_prefix_sums(kept_sizes);
   static constexpr std::size_t kept_total = kept_offsets[count - 1] + kept_sizes[count - 1];
   static constexpr bool concat = std::is_same_v<Join, ConcatJoin>;
-  // Channels of each branch per pixel (a vector is one pixel).
-  static constexpr std::size_t pixels = ImageShape<output_shape> ? output_shape::dims[1] * output_shape::dims[2] : 1;
+  /// Pixels of the joined output (a vector is one pixel).
+  static constexpr std::size_t join_pixels = ImageShape<output_shape> ? output_shape::dims[1] * output_shape::dims[2] : 1;
+
+ private:
   template <std::size_t... I>
   static constexpr std::array<std::size_t, count> widths(std::index_sequence<I...>) {
-    return {(part<I>::output_shape::size / pixels)...};
+    return {(part<I>::output_shape::size / join_pixels)...};
   }
+
+ public:
   static constexpr std::array<std::size_t, count> branch_widths = widths(std::make_index_sequence<count>{});
   static constexpr std::array<std::size_t, count> branch_firsts = exclusive_prefix_sums(branch_widths);
 
- public:
   void initialize(std::span<T> params, Generator& g) const { parts::initialize(layers_, params, g); }
 
   void forward(const ForwardArgs<T>& a) {
@@ -3709,7 +3744,7 @@ class BranchLayer {
     for_each_index<count>([&]<std::size_t I>() {
       if constexpr (!identity<I>) {
         ForwardArgs<T> f{a.input, output_of<I>(), parts::template slice<I>(a.params), a.mode, a.sample_ids,
-                         detail::mix(a.noise_key, I + 1), a.statistics, a.sample_weight};
+                         detail::mix(a.noise_key, I + 1), a.statistics, a.sample_weight, a.backward_follows};
         std::get<I>(layers_).forward(f);
       }
     });
@@ -3739,7 +3774,7 @@ class BranchLayer {
       using L = part<I>;
       const T* dy = a.output_grad.data();
       if constexpr (concat) {
-        T* mine = output_grads_.data() + branch_firsts[I] * pixels * batch_;
+        T* mine = output_grads_.data() + branch_firsts[I] * join_pixels * batch_;
         gather_columns(a.output_grad.data(), mine, branch_firsts[I], branch_widths[I]);
         dy = mine;
       }
@@ -3789,12 +3824,12 @@ class BranchLayer {
   // Branch values (width per pixel, `width` x pixels x batch) into the joined output's channels
   // [first, first + width) of every pixel, and back.
   void scatter_columns(const T* from, T* to, std::size_t first, std::size_t width) const {
-    const std::size_t all = output_shape::size / pixels;
-    for (std::size_t p = 0; p < pixels * batch_; ++p) std::copy_n(from + p * width, width, to + p * all + first);
+    const std::size_t all = output_shape::size / join_pixels;
+    for (std::size_t p = 0; p < join_pixels * batch_; ++p) std::copy_n(from + p * width, width, to + p * all + first);
   }
   void gather_columns(const T* from, T* to, std::size_t first, std::size_t width) const {
-    const std::size_t all = output_shape::size / pixels;
-    for (std::size_t p = 0; p < pixels * batch_; ++p) std::copy_n(from + p * all + first, width, to + p * width);
+    const std::size_t all = output_shape::size / join_pixels;
+    for (std::size_t p = 0; p < join_pixels * batch_; ++p) std::copy_n(from + p * all + first, width, to + p * width);
   }
 
   typename parts::tuple_type layers_{};
@@ -5334,6 +5369,9 @@ struct RunInfo {
   /// parts, and each sample's weight in the update (ForwardArgs says more).
   const StatisticsSum* statistics = nullptr;
   double sample_weight = 0;
+  /// False for a forward that no backward follows (evaluation, prediction): layers made of layers
+  /// then keep only the activations their next part reads, and backward is refused.
+  bool backward_follows = true;
 };
 
 /// A callback told when a layer's parameter gradients are final during backward; the default
@@ -5488,6 +5526,7 @@ class Network {
     input_ = input.data();
     statistics_ = info.statistics;
     sample_weight_ = info.sample_weight;
+    backward_allowed_ = info.backward_follows;
     ensure_buffers();
     if (info.sample_ids.empty() || info.sample_ids.size() != batch_) {
       default_ids_.resize(batch_);
@@ -5498,7 +5537,7 @@ class Network {
       using L = layer_type<I>;
       ForwardArgs<T> a{layer_input<I>(), activation<I>(), params.subspan(parameter_offsets[I], L::parameter_count),
                        info.mode, ids, detail::mix(detail::mix(info.seed, info.epoch), I + 1), info.statistics,
-                       info.sample_weight};
+                       info.sample_weight, info.backward_follows};
       std::get<I>(layers_).forward(a);
     });
     return output();
@@ -5517,6 +5556,9 @@ class Network {
     check_size(params.size(), "backward: parameter buffer");
     check_size(grads.size(), "backward: gradient buffer");
     if (input_ == nullptr) throw Error("Network::backward called before forward");
+    if (!backward_allowed_)
+      throw Error("Network::backward after a forward run with RunInfo::backward_follows = false, which kept only what "
+                  "evaluation needs");
     if (output_grad.rows() != static_cast<Eigen::Index>(output_shape::size) ||
         output_grad.cols() != static_cast<Eigen::Index>(batch_))
       throw ShapeError("Network::backward: output gradient is " + std::to_string(output_grad.rows()) + "x" +
@@ -5630,6 +5672,7 @@ class Network {
   std::size_t batch_ = 0;
   const StatisticsSum* statistics_ = nullptr;  // of the last forward, for its backward
   double sample_weight_ = 0;
+  bool backward_allowed_ = true;
 };
 
 }  // namespace flotilla
@@ -11756,7 +11799,7 @@ class Engine {
       const auto [b, e] = split_range(count, cores, k);
       for (std::size_t at = first + b; at < first + e; at += eval_batch_) {
         const std::size_t m = std::min(eval_batch_, first + e - at);
-        const auto out = replicas_[k].forward(columns(data.inputs, at, m), params_, RunInfo{});
+        const auto out = replicas_[k].forward(columns(data.inputs, at, m), params_, inference());
         const Targets<T> t = targets(data, at, m);
         part.loss_sum += static_cast<double>(M::loss::value(out, t));
         part.samples += m;
@@ -11786,10 +11829,17 @@ class Engine {
       for (std::size_t first = begin; first < end; first += eval_batch_) {
         const std::size_t count = std::min(eval_batch_, end - first);
         out.middleCols(static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(count)) =
-            replicas_[k].forward(columns(inputs, first, count), params_, RunInfo{});
+            replicas_[k].forward(columns(inputs, first, count), params_, inference());
       }
     });
     return out;
+  }
+
+  /// Evaluation mode, and no backward to follow: blocks keep only what their next layer reads.
+  static RunInfo inference() {
+    RunInfo info;
+    info.backward_follows = false;
+    return info;
   }
 
   static ConstMatrixView<T> columns(ConstMatrixView<T> m, std::size_t first, std::size_t count) {
@@ -20914,6 +20964,8 @@ class StageNetwork {
                        std::to_string(input_size()) + " rows and at most " + std::to_string(max_batch_) + " columns");
     batch_ = b;
     input_ = input.data();
+    statistics_ = info.statistics;
+    sample_weight_ = info.sample_weight;
     std::span<const std::uint64_t> ids = info.sample_ids;
     if (ids.size() != b) {
       for (std::size_t i = 0; i < b; ++i) ids_[i] = i;
@@ -20922,7 +20974,8 @@ class StageNetwork {
     for_each_layer([&]<std::size_t I>() {
       // The same noise key Network gives layer I of the whole network.
       ForwardArgs<T> a{layer_input<I>(), activation<I>(), slice<I>(params), info.mode, ids,
-                       flotilla::detail::mix(flotilla::detail::mix(info.seed, info.epoch), I + 1)};
+                       flotilla::detail::mix(flotilla::detail::mix(info.seed, info.epoch), I + 1), info.statistics,
+                       info.sample_weight, info.backward_follows};
       std::get<I>(layers_).forward(a);
     });
     return output();
@@ -20953,7 +21006,8 @@ class StageNetwork {
       MatrixView<T> din_view(din, din ? static_cast<Eigen::Index>(whole::input_sizes[I]) : 0, din ? b : 0);
       const auto out_rows = static_cast<Eigen::Index>(whole::output_sizes[I]);
       BackwardArgs<T> a{layer_input<I>(), ConstMatrixView<T>(activation<I>().data(), out_rows, b),
-                        ConstMatrixView<T>(upstream, out_rows, b), din_view, slice<I>(params), slice<I>(grads)};
+                        ConstMatrixView<T>(upstream, out_rows, b), din_view, slice<I>(params), slice<I>(grads),
+                        statistics_, sample_weight_};
       std::get<I>(layers_).backward(a);
       upstream = din;
     });
@@ -21015,6 +21069,8 @@ class StageNetwork {
   std::vector<std::uint64_t> ids_;
   const T* input_ = nullptr;
   std::size_t batch_ = 0;
+  const StatisticsSum* statistics_ = nullptr;  // of the last forward, for its backward
+  double sample_weight_ = 0;
 };
 
 }  // namespace flotilla::pipeline
@@ -21158,7 +21214,7 @@ class Runner {
       double loss = 0;
       for (const Op& op : ops_) {
         if (op.kind == Op::forward)
-          forward(batch, m, op.micro_batch);
+          forward(batch, m, op.micro_batch, scale);
         else
           backward(batch, m, op.micro_batch, scale, loss, result.correct);
       }
@@ -21315,13 +21371,15 @@ class Runner {
     trace(tag == default_tags::activations ? "send activations" : "send gradients", micro, "communication", t0, t1);
   }
 
-  void forward(const data::Batch<T>& batch, std::size_t m, std::size_t micro) {
+  /// `scale`: each sample's weight in the step's gradient (what normalisations weight their
+  /// running statistics' increments by; a micro-batch normalises over its own samples).
+  void forward(const data::Batch<T>& batch, std::size_t m, std::size_t micro, T scale) {
     const auto [begin, end] = flotilla::detail::split_range(batch.size(), m, micro);
     const std::size_t n = end - begin;
     Slot& s = *slots_[micro % slots_.size()];
     const ConstMatrixView<T> in = first_stage() ? columns(batch.inputs, begin, n) : receive_input(s, n, micro);
     const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, n),
-                       o_.seed, batch.epoch};
+                       o_.seed, batch.epoch, nullptr, static_cast<double>(scale)};
     const auto c0 = clock::now();
     const double t0 = o_.clock();
     const auto out = s.net.forward(in, params_, info);

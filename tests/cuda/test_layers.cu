@@ -133,6 +133,23 @@ TEST_CASE("gpu: a small CNN and an MLP end to end match the CPU") {
   compare_network<Sequential<Input<64>, Dense<32>, ReLU, Dense<16>, Sigmoid, Dense<10>>>("MLP", Mode::train, 33);
 }
 
+TEST_CASE("gpu: blocks, branches and batch normalisation match the CPU") {
+  using Unit = Block<Conv2D<3, 3, 1, 1>, Tanh, Conv2D<3, 3, 1, 1>>;
+  compare_network<Sequential<Input<3, 6, 5>, Unit>>("Block");
+  compare_network<Sequential<Input<6>, Repeat<3, Residual<Block<Dense<6>, Tanh>>>>>("Repeat of residual blocks");
+  compare_network<Sequential<Input<3, 6, 5>, Residual<Unit>>>("Residual, identity");
+  compare_network<Sequential<Input<2, 7, 6>, Residual<Block<Conv2D<4, 3, 2, 1>, Tanh>, Project>>>("Residual, projection");
+  compare_network<Sequential<Input<2, 5, 4>, Concat<Block<Conv2D<2, 3, 1, 1>, Tanh>, Identity, Conv2D<3, 1>>>>("Concat");
+  compare_network<Sequential<Input<5>, Add<Dense<5>, Identity, Block<Dense<5>, Sigmoid>>>>("Add");
+  // Training mode: the batch's statistics (the random running estimates are not read).
+  compare_network<Sequential<Input<4, 5, 6>, BatchNorm2D<>>>("BatchNorm2D", Mode::train, 9);
+  compare_network<Sequential<Input<64, 7, 7>, BatchNorm2D<>>>("BatchNorm2D, 64 channels, many chunks", Mode::train, 140);
+  compare_network<Sequential<Input<12>, BatchNorm1D<>>>("BatchNorm1D", Mode::train, 9);
+  compare_network<Sequential<Input<1, 10, 10>, Conv2D<4, 3, 1, 1>, SyncBatchNorm2D, ReLU,
+                             Residual<Block<Conv2D<4, 3, 1, 1>, BatchNorm2D<>, ReLU, Conv2D<4, 3, 1, 1>, BatchNorm2D<>>>, ReLU,
+                             GlobalAvgPool, Dense<5>>>("a residual network with BatchNorm", Mode::train, 16);
+}
+
 TEST_CASE("gpu: fused softmax cross-entropy and MSE match the CPU") {
   constexpr std::size_t classes = 10, batch = 37;
   const auto logits = normal_values(classes * batch, 5, 4.0);

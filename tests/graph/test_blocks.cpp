@@ -111,6 +111,26 @@ TEST_CASE("a block computes what its layers compute one after another") {
   CHECK((res - (by + x)).norm() < 1e-12 * res.norm());
 }
 
+TEST_CASE("a forward no backward follows keeps less, gives the same outputs, and refuses a backward") {
+  using Net = Sequential<Input<3, 6, 5>, Repeat<2, Residual<Block<Conv2D<3, 3, 1, 1>, Tanh, Conv2D<3, 3, 1, 1>, Tanh>>>, Flatten,
+                         Dense<4>>;
+  Network<Net, double> keeping, passing;
+  std::vector<double> p(Network<Net, double>::parameter_count);
+  keeping.initialize(p, 3);
+  const Matrix<double> x = random_matrix(90, 4, 9);
+  const auto in = ConstMatrixView<double>(x.data(), 90, 4);
+  const Matrix<double> a = keeping.forward(in, p, RunInfo{});
+  RunInfo inference;
+  inference.backward_follows = false;
+  const Matrix<double> b = passing.forward(in, p, inference);
+  CHECK(a == b);
+  const Matrix<double> dy = Matrix<double>::Ones(4, 4);
+  std::vector<double> g(p.size(), 0.0);
+  CHECK_NOTHROW(keeping.backward(ConstMatrixView<double>(dy.data(), 4, 4), p, g));
+  CHECK_THROWS_WITH_AS(passing.backward(ConstMatrixView<double>(dy.data(), 4, 4), p, g),
+                       doctest::Contains("backward_follows = false"), Error);
+}
+
 TEST_CASE("Concat lays the branches' channels side by side at every pixel (images are channels-last)") {
   // Identity (2 channels) then a 1x1 convolution with 3 filters: every pixel's 5 values are the
   // input's 2 followed by the convolution's 3.

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../common/check_gradients.hpp"
@@ -16,7 +17,10 @@
 #include "../common/quiet_fit.hpp"
 #include "graph_common.hpp"
 #include "flotilla/flotilla.hpp"
+#include "flotilla/codec/fp16.hpp"
+#include "flotilla/policy/accumulate.hpp"
 #include "flotilla/policy/asynchronous.hpp"
+#include "flotilla/policy/compressed.hpp"
 #include "flotilla/testing/gradient_check.hpp"
 
 namespace graph_norm {
@@ -200,6 +204,75 @@ TEST_CASE("a network with BatchNorm learns, evaluates with its running estimates
   CHECK(p[t[5].offset] != 1.0f);
 
   graph_test::check_resume_bit_for_bit(whole, o, train_set, 3, 27, 10, "graph_norm");
+}
+
+namespace {
+
+using NormNet = Sequential<Input<1, 6, 6>, Conv2D<4, 3, 1, 1>, BatchNorm2D<>, ReLU, Flatten, Dense<8>, BatchNorm1D<>, ReLU, Dense<3>>;
+
+/// Trains NormNet under policy P on 2 workers (2 servers where P has servers): the test accuracy,
+/// and whether every running estimate moved from its start and is finite.
+template <class P>
+std::pair<double, bool> train_under() {
+  using M = Model<NormNet, SoftmaxCrossEntropy, optim::Adam, float>;
+  const auto train_set = flotilla_test::blobs<float>(480, 8), test_set = flotilla_test::blobs<float>(240, 9);
+  TrainerOptions<M> o;
+  o.optimizer.learning_rate = 0.01;
+  o.batch_size = 16;
+  o.workers = 2;
+  o.servers = 2;
+  o.seed = 4;
+  Trainer<M, P> t(o);
+  t.fit(train_set, nullptr, flotilla_test::quiet(3));
+  bool moved = true;
+  const auto p = std::as_const(t).parameters();
+  for (const auto& tensor : Network<NormNet, float>::tensors) {
+    if (tensor.role != TensorRole::state) continue;
+    for (std::size_t i = tensor.offset; i < tensor.offset + tensor.size; ++i)
+      moved = moved && std::isfinite(p[i]) && p[i] != (tensor.name == "running_var" ? 1.0f : 0.0f);
+  }
+  return {t.evaluate(test_set).accuracy, moved};
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm trains under every policy: the running estimates move, and evaluation with them is accurate") {
+  using PS = topology::ParameterServer;
+  const std::pair<double, bool> runs[] = {
+      train_under<policy::Synchronous<>>(),
+      train_under<policy::Synchronous<PS>>(),
+      train_under<policy::Asynchronous<PS>>(),
+      train_under<policy::BoundedStaleness<2, PS>>(),
+      train_under<policy::Accumulate<2>>(),
+      train_under<policy::Compressed<codec::Fp16>>(),
+      train_under<policy::Compressed<codec::Fp16, policy::Synchronous<PS>>>(),
+  };
+  for (std::size_t i = 0; i < std::size(runs); ++i) {
+    CAPTURE(i);
+    CHECK(runs[i].first > 0.9);
+    CHECK(runs[i].second);
+  }
+}
+
+TEST_CASE("a network with BatchNorm in a pipeline of whole-batch micro-batches takes one worker's steps") {
+  using M = Model<NormNet, SoftmaxCrossEntropy, optim::Adam, double>;
+  const auto d = flotilla_test::blobs<double>(96, 8);
+  TrainerOptions<M> o;
+  o.optimizer.learning_rate = 0.01;
+  o.batch_size = 16;
+  o.seed = 5;
+  Trainer<M> one(o);
+  one.fit(d, nullptr, flotilla_test::quiet(1));
+  pipeline::TrainerOptions<M> po;
+  po.optimizer.learning_rate = 0.01;
+  po.batch_size = 16;
+  po.seed = 5;
+  po.micro_batches = 1;  // a micro-batch normalises over itself: here, the whole batch
+  pipeline::Trainer<M> staged(pipeline::Plan::from_cuts<NormNet, double>({3, 6}), po);
+  staged.fit(d, nullptr, flotilla_test::quiet(1));
+  const auto a = std::as_const(one).parameters();
+  CHECK(graph_test::relative_difference<double>(std::span<const double>(staged.parameters().data(), staged.parameters().size()),
+                                                std::span<const double>(a.data(), a.size())) < 1e-10);
 }
 
 TEST_CASE("statistics over the global batch need workers in step: an asynchronous policy is refused, naming both") {

@@ -92,6 +92,9 @@ struct ForwardArgs {
   /// In training, each sample's weight in the update's gradient (1 / the samples it averages
   /// over): what a layer's `state` increments are weighted by. 0 outside training steps.
   double sample_weight = 0;
+  /// False when no backward follows (evaluation, prediction): a layer may then keep less than its
+  /// backward would need (a block keeps only what its next inner layer reads).
+  bool backward_follows = true;
 };
 
 /// Arguments of Layer::backward. The layer adds d(loss)/d(params) into `param_grads` (gradients

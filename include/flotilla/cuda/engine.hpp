@@ -38,7 +38,9 @@
 #include "flotilla/cuda/optimizers.hpp"
 #include "flotilla/loss/mse.hpp"
 #include "flotilla/loss/softmax_cross_entropy.hpp"
+#include "flotilla/optim/state_tensors.hpp"
 #include "flotilla/train/detail/engine.hpp"
+#include "flotilla/train/detail/statistics_rendezvous.hpp"
 
 namespace flotilla::cuda {
 
@@ -162,10 +164,24 @@ class Engine {
   void optimizer_state_changed() noexcept { state_on_device_ = false; }
 
   /// One optimizer step. An ElementRuleOptimizer runs on the GPU; any other on the host copies.
+  /// State tensors (running statistics) take their increments; the optimizer sees the rest
+  /// (optim/state_tensors.hpp).
   template <class O, class State>
-  void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> tensors, const StepInfo& info) {
+  void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> all_tensors, const StepInfo& info) {
     ctx_.activate();
+    const bool has_state = optim::has_state_tensors(all_tensors);
+    const std::span<const TensorInfo> tensors = has_state ? optim::trainable_tensors(all_tensors, trainable_) : all_tensors;
     if constexpr (has_device_update<O>) {
+      if (has_state) {
+        to_device(params_where_, host_params_, params_);
+        to_device(grads_where_, host_grads_, grads_);
+        for (const auto& t : all_tensors) {
+          if (t.role != TensorRole::state) continue;
+          float* p = params_.data() + t.offset;
+          const float* g = grads_.data() + t.offset;
+          detail::for_each_index(ctx_.compute(), t.size, "state_increments", [=] __device__(index_t i) { p[i] += g[i]; });
+        }
+      }
       to_device(params_where_, host_params_, params_);
       to_device(grads_where_, host_grads_, grads_);
       if (!state_on_device_) {
@@ -184,8 +200,15 @@ class Engine {
       params_where_ = Where::device;
       state_host_current_ = false;
     } else {
+      if (has_state) optim::apply_state_increments(parameters(), std::span<const T>(gradients()), all_tensors);
       optimizer.update(parameters(), std::span<const T>(gradients()), state, tensors, info);
     }
+  }
+
+  /// How normalisation statistics over the global batch reach the other workers (the CPU
+  /// engine's namesake says more); unset, this worker's batch is the global batch.
+  void set_statistics_across_workers(flotilla::detail::StatisticsRendezvous::AcrossWorkers f) {
+    across_workers_.f = std::move(f);
   }
 
   /// Forward and backward over `batch` on the GPU. Adds `scale` times the gradient of the batch's
@@ -234,7 +257,8 @@ class Engine {
     } else {
       upload_values(batch.targets.values, n);
     }
-    const float* out = net_.forward(ctx_, d_inputs_.data(), n, params_.data(), Mode::train, d_ids_.data(), seed_, batch.epoch);
+    const float* out = net_.forward(ctx_, d_inputs_.data(), n, params_.data(), Mode::train, d_ids_.data(), seed_, batch.epoch,
+                                    across_workers_.f ? &across_workers_sum_ : nullptr, static_cast<double>(scale));
     d_output_grad_.reserve(output_size * n);
     run_loss(out, n, d_output_grad_.data(), scale);
     enqueue_loss_copy(n);  // ahead of backward on the stream: it lands while backward runs
@@ -467,6 +491,16 @@ class Engine {
   PinnedBuffer<std::uint16_t> h_codes_, h_param_codes_;
   DeviceBuffer<T> d_residual_;
   mutable std::atomic<std::uint64_t> gradient_bytes_to_host_{0}, parameter_bytes_to_device_{0};
+  std::vector<TensorInfo> trainable_;  // the tensors an update hands the optimizer
+  // One GPU is one part of its worker's step: its normalisation statistics meet only the other
+  // workers', and only for the global scope.
+  struct AcrossWorkers {
+    flotilla::detail::StatisticsRendezvous::AcrossWorkers f;
+    void operator()(std::span<double> values, StatisticsScope scope) const {
+      if (scope == StatisticsScope::global && f) f(values);
+    }
+  } across_workers_;
+  StatisticsSum across_workers_sum_{across_workers_};
 };
 
 }  // namespace flotilla::cuda

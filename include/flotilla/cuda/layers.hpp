@@ -41,6 +41,10 @@ struct DeviceForwardArgs {
   Mode mode;
   const std::uint64_t* sample_ids;  ///< batch ids (device), never null
   std::uint64_t noise_key;          ///< as nn/network.hpp forms it
+  /// As in ForwardArgs: where normalisation statistics meet the other workers' (null: this batch
+  /// is all there is), and each sample's weight in the update (0 outside training steps).
+  const StatisticsSum* statistics = nullptr;
+  double sample_weight = 0;
 };
 
 /// What a device layer's backward gets. `param_grads` is added to; `input_grad` is written, or is
@@ -56,6 +60,8 @@ struct DeviceBackwardArgs {
   float* param_grads;
   std::size_t batch;
   const float* ones;
+  const StatisticsSum* statistics = nullptr;  ///< as in the forward this backward follows
+  double sample_weight = 0;
 };
 
 /// The GPU implementation of layer type L; specialized below for the built-in layers.
@@ -63,7 +69,8 @@ template <class L, class Spec = void>
 struct DeviceLayer {
   static_assert(!std::is_same_v<L, L>,
                 "flotilla::cuda::DeviceLayer<L>: this layer has no CUDA implementation. Built in: Dense, Conv2D, "
-                "MaxPool2D, AvgPool2D, GlobalAvgPool, Flatten, Dropout, ReLU, LeakyReLU, Tanh, Sigmoid, GELU; "
+                "MaxPool2D, AvgPool2D, GlobalAvgPool, Flatten, Dropout, ReLU, LeakyReLU, Tanh, Sigmoid, GELU, "
+                "BatchNorm2D, BatchNorm1D, Block, Repeat, Residual, Add, Concat, Identity (cuda/composite.hpp); "
                 "for your own layer, specialize flotilla::cuda::DeviceLayer (see docs/gpu.md)");
 };
 

@@ -12,6 +12,7 @@
 
 #include "flotilla/concepts/architecture.hpp"
 #include "flotilla/cuda/buffer.hpp"
+#include "flotilla/cuda/composite.hpp"
 #include "flotilla/cuda/context.hpp"
 #include "flotilla/cuda/elementwise.hpp"
 #include "flotilla/cuda/index_math.hpp"
@@ -21,14 +22,26 @@
 namespace flotilla::cuda {
 
 namespace detail {
+template <class List>
+struct widest_pixels_of;
+
+/// The pixels of L's bias sums (the length per sample of the vector of ones they need); for a
+/// layer made of layers, the widest of its parts'.
 template <class L>
 constexpr std::size_t pixels_of() {
-  if constexpr (requires { L::pixels; }) {
+  if constexpr (requires { typename L::layers; }) {
+    return widest_pixels_of<typename L::layers>::value;
+  } else if constexpr (requires { L::pixels; }) {
     return L::pixels;
   } else {
     return 1;
   }
 }
+
+template <class... Ls>
+struct widest_pixels_of<flotilla::detail::type_list<Ls...>> {
+  static constexpr std::size_t value = std::max({std::size_t{1}, pixels_of<Ls>()...});
+};
 }  // namespace detail
 
 template <Architecture Arch>
@@ -58,14 +71,19 @@ class Network {
  public:
   /// Runs `batch` samples of `input` ((input size) x batch, device) through every layer; returns the
   /// output (device, valid until the next forward). `ids` (device, batch values) key dropout.
+  /// In training, `statistics` is where normalisation layers meet the other workers (null: alone)
+  /// and `sample_weight` each sample's weight in the update (ForwardArgs says more).
   const float* forward(const Context& ctx, const float* input, std::size_t batch, const float* params, Mode mode,
-                       const std::uint64_t* ids, std::uint64_t seed, std::uint64_t epoch) {
+                       const std::uint64_t* ids, std::uint64_t seed, std::uint64_t epoch,
+                       const StatisticsSum* statistics = nullptr, double sample_weight = 0) {
     ensure_buffers(ctx, batch);
     batch_ = batch;
     input_ = input;
+    statistics_ = statistics;
+    sample_weight_ = sample_weight;
     for_each_index([&]<std::size_t I>() {
       DeviceForwardArgs a{ctx, layer_input<I>(), activation<I>(), batch, params + parameter_offsets[I], mode, ids,
-                          layer_noise_key(seed, epoch, I)};
+                          layer_noise_key(seed, epoch, I), statistics, sample_weight};
       std::get<I>(layers_).forward(a);
     });
     return output();
@@ -88,7 +106,7 @@ class Network {
         din = input_grad;
       }
       DeviceBackwardArgs a{ctx, layer_input<I>(), activation<I>(), upstream, din, params + parameter_offsets[I],
-                           grads + parameter_offsets[I], batch_, ones_.data()};
+                           grads + parameter_offsets[I], batch_, ones_.data(), statistics_, sample_weight_};
       std::get<I>(layers_).backward(a);
       if constexpr (parameter_counts[I] > 0) on_layer_done(I, parameter_offsets[I], parameter_counts[I]);
       upstream = din;
@@ -147,6 +165,8 @@ class Network {
   DeviceBuffer<float> activations_, grad_a_, grad_b_, ones_;
   const float* input_ = nullptr;
   std::size_t batch_ = 0;
+  const StatisticsSum* statistics_ = nullptr;  // of the last forward, for its backward
+  double sample_weight_ = 0;
 };
 
 }  // namespace flotilla::cuda

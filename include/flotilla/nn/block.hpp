@@ -14,10 +14,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <tuple>
 
 #include "flotilla/concepts/layer.hpp"
+#include "flotilla/core/error.hpp"
 #include "flotilla/core/random.hpp"
 #include "flotilla/core/shape.hpp"
 #include "flotilla/core/tensor.hpp"
@@ -34,20 +36,24 @@ template <class Spec, class In, class T, class... Specs>
 class LayerChain {
   using bound = bind_chain<In, T, Specs...>;
   using parts = typename parts_of<typename bound::layers>::type;
-  static constexpr std::size_t depth = parts::size;
   template <std::size_t I>
   using part = typename parts::template part<I>;
 
   template <std::size_t... I>
-  static constexpr std::array<std::size_t, depth> out_sizes(std::index_sequence<I...>) {
+  static constexpr std::array<std::size_t, parts::size> out_sizes(std::index_sequence<I...>) {
     return {part<I>::output_shape::size...};
   }
-  static constexpr std::array<std::size_t, depth> output_sizes = out_sizes(std::make_index_sequence<depth>{});
-  static constexpr std::array<std::size_t, depth> activation_offsets = exclusive_prefix_sums(output_sizes);
   static constexpr auto scoped_tensors = parts::scoped();
   static constexpr auto names = qualify<qualified_name_chars(scoped_tensors)>(scoped_tensors);
 
  public:
+  // The chain's geometry, which device backends (cuda/composite.hpp) run the same way.
+  static constexpr std::size_t depth = parts::size;
+  static constexpr std::array<std::size_t, depth> parameter_offsets = parts::parameter_offsets;
+  static constexpr std::array<std::size_t, depth> output_sizes = out_sizes(std::make_index_sequence<depth>{});
+  /// Where each inner activation starts, per sample (the last is the block's output, not kept here).
+  static constexpr std::array<std::size_t, depth> activation_offsets = exclusive_prefix_sums(output_sizes);
+
   using spec = Spec;  // the spec this layer was bound from (device backends dispatch on it)
   using scalar_type = T;
   using input_shape = In;
@@ -64,18 +70,27 @@ class LayerChain {
   void forward(const ForwardArgs<T>& a) {
     const auto batch = a.input.cols();
     batch_ = static_cast<std::size_t>(batch);
-    // Every activation but the last (which is the block's output).
-    const std::size_t kept = activation_offsets[depth - 1];
-    if (activations_.size() < kept * batch_) activations_.resize(kept * batch_);
+    kept_all_ = a.backward_follows;
+    if (kept_all_) {
+      // Every activation but the last (which is the block's output), for backward.
+      const std::size_t kept = activation_offsets[depth - 1];
+      if (activations_.size() < kept * batch_) activations_.resize(kept * batch_);
+    } else if (passing_.size() < 2 * widest_inner() * batch_) {
+      // No backward follows: two activations in turn, the one a layer reads and the one it writes.
+      passing_.resize(2 * widest_inner() * batch_);
+    }
     for_each_index<depth>([&]<std::size_t I>() {
       ForwardArgs<T> f{input_of<I>(a.input), I + 1 == depth ? a.output : activation<I>(),
                        parts::template slice<I>(a.params), a.mode, a.sample_ids, detail::mix(a.noise_key, I + 1),
-                       a.statistics, a.sample_weight};
+                       a.statistics, a.sample_weight, a.backward_follows};
       std::get<I>(layers_).forward(f);
     });
   }
 
   void backward(const BackwardArgs<T>& a) {
+    if (!kept_all_)
+      throw Error(std::string(name) + "::backward after a forward that no backward was to follow (ForwardArgs::"
+                  "backward_follows = false): its inner activations were not kept");
     const auto batch = a.input.cols();
     std::size_t widest = 0;
     for (std::size_t i = 1; i < depth; ++i) widest = std::max(widest, part_input_size(i));
@@ -112,10 +127,16 @@ class LayerChain {
  private:
   static constexpr std::size_t part_input_size(std::size_t i) { return i == 0 ? In::size : output_sizes[i - 1]; }
 
+  static constexpr std::size_t widest_inner() {
+    std::size_t w = 0;
+    for (std::size_t i = 0; i + 1 < depth; ++i) w = std::max(w, output_sizes[i]);
+    return w;
+  }
+
   template <std::size_t I>
   MatrixView<T> activation() {
-    return MatrixView<T>(activations_.data() + activation_offsets[I] * batch_, static_cast<Eigen::Index>(output_sizes[I]),
-                         static_cast<Eigen::Index>(batch_));
+    T* at = kept_all_ ? activations_.data() + activation_offsets[I] * batch_ : passing_.data() + (I % 2) * widest_inner() * batch_;
+    return MatrixView<T>(at, static_cast<Eigen::Index>(output_sizes[I]), static_cast<Eigen::Index>(batch_));
   }
   template <std::size_t I>
   ConstMatrixView<T> input_of(ConstMatrixView<T> block_input) {
@@ -128,9 +149,11 @@ class LayerChain {
   }
 
   typename parts::tuple_type layers_{};
-  Buffer<T> activations_;
+  Buffer<T> activations_;  // inner activations kept for backward
+  Buffer<T> passing_;      // without a backward to follow: two inner activations in turn
   Buffer<T> grad_a_, grad_b_;
   std::size_t batch_ = 0;
+  bool kept_all_ = true;
 };
 
 template <class S, std::size_t N, class List = type_list<>>

@@ -100,16 +100,19 @@ template <class Spec, class Join, class In, class T, class... Specs>
 class BranchLayer {
   static_assert(Join::template check<typename Specs::template layer<In, T>::output_shape...>());
   using parts = LayerParts<typename Specs::template layer<In, T>...>;
-  static constexpr std::size_t count = parts::size;
   template <std::size_t I>
   using part = typename parts::template part<I>;
-  template <std::size_t I>
-  static constexpr bool identity = is_identity<std::tuple_element_t<I, std::tuple<Specs...>>>;
 
   static constexpr auto scoped_tensors = parts::scoped(Spec::labels());
   static constexpr auto names = qualify<qualified_name_chars(scoped_tensors)>(scoped_tensors);
 
  public:
+  static constexpr std::size_t count = parts::size;
+  /// The bound branches, as a detail::type_list, and whether branch I is the input itself.
+  using layers = type_list<typename Specs::template layer<In, T>...>;
+  template <std::size_t I>
+  static constexpr bool identity = is_identity<std::tuple_element_t<I, std::tuple<Specs...>>>;
+  static constexpr std::array<std::size_t, count> parameter_offsets = parts::parameter_offsets;
   using spec = Spec;
   using scalar_type = T;
   using input_shape = In;
@@ -126,21 +129,28 @@ class BranchLayer {
   static constexpr std::array<std::size_t, count> out_sizes(std::index_sequence<I...>) {
     return {(identity<I> ? 0 : part<I>::output_shape::size)...};
   }
-  // Each branch's output is kept (its backward may need it); the identity's is the input.
+
+ public:
+  // The layout device backends (cuda/composite.hpp) follow. Each branch's output is kept (its
+  // backward may need it; the identity's is the input): per sample, its size and offset. For
+  // Concat, each branch's channels per pixel and where they start in the joined output.
   static constexpr std::array<std::size_t, count> kept_sizes = out_sizes(std::make_index_sequence<count>{});
   static constexpr std::array<std::size_t, count> kept_offsets = exclusive_prefix_sums(kept_sizes);
   static constexpr std::size_t kept_total = kept_offsets[count - 1] + kept_sizes[count - 1];
   static constexpr bool concat = std::is_same_v<Join, ConcatJoin>;
-  // Channels of each branch per pixel (a vector is one pixel).
-  static constexpr std::size_t pixels = ImageShape<output_shape> ? output_shape::dims[1] * output_shape::dims[2] : 1;
+  /// Pixels of the joined output (a vector is one pixel).
+  static constexpr std::size_t join_pixels = ImageShape<output_shape> ? output_shape::dims[1] * output_shape::dims[2] : 1;
+
+ private:
   template <std::size_t... I>
   static constexpr std::array<std::size_t, count> widths(std::index_sequence<I...>) {
-    return {(part<I>::output_shape::size / pixels)...};
+    return {(part<I>::output_shape::size / join_pixels)...};
   }
+
+ public:
   static constexpr std::array<std::size_t, count> branch_widths = widths(std::make_index_sequence<count>{});
   static constexpr std::array<std::size_t, count> branch_firsts = exclusive_prefix_sums(branch_widths);
 
- public:
   void initialize(std::span<T> params, Generator& g) const { parts::initialize(layers_, params, g); }
 
   void forward(const ForwardArgs<T>& a) {
@@ -149,7 +159,7 @@ class BranchLayer {
     for_each_index<count>([&]<std::size_t I>() {
       if constexpr (!identity<I>) {
         ForwardArgs<T> f{a.input, output_of<I>(), parts::template slice<I>(a.params), a.mode, a.sample_ids,
-                         detail::mix(a.noise_key, I + 1), a.statistics, a.sample_weight};
+                         detail::mix(a.noise_key, I + 1), a.statistics, a.sample_weight, a.backward_follows};
         std::get<I>(layers_).forward(f);
       }
     });
@@ -179,7 +189,7 @@ class BranchLayer {
       using L = part<I>;
       const T* dy = a.output_grad.data();
       if constexpr (concat) {
-        T* mine = output_grads_.data() + branch_firsts[I] * pixels * batch_;
+        T* mine = output_grads_.data() + branch_firsts[I] * join_pixels * batch_;
         gather_columns(a.output_grad.data(), mine, branch_firsts[I], branch_widths[I]);
         dy = mine;
       }
@@ -229,12 +239,12 @@ class BranchLayer {
   // Branch values (width per pixel, `width` x pixels x batch) into the joined output's channels
   // [first, first + width) of every pixel, and back.
   void scatter_columns(const T* from, T* to, std::size_t first, std::size_t width) const {
-    const std::size_t all = output_shape::size / pixels;
-    for (std::size_t p = 0; p < pixels * batch_; ++p) std::copy_n(from + p * width, width, to + p * all + first);
+    const std::size_t all = output_shape::size / join_pixels;
+    for (std::size_t p = 0; p < join_pixels * batch_; ++p) std::copy_n(from + p * width, width, to + p * all + first);
   }
   void gather_columns(const T* from, T* to, std::size_t first, std::size_t width) const {
-    const std::size_t all = output_shape::size / pixels;
-    for (std::size_t p = 0; p < pixels * batch_; ++p) std::copy_n(from + p * all + first, width, to + p * width);
+    const std::size_t all = output_shape::size / join_pixels;
+    for (std::size_t p = 0; p < join_pixels * batch_; ++p) std::copy_n(from + p * all + first, width, to + p * width);
   }
 
   typename parts::tuple_type layers_{};

@@ -38,6 +38,9 @@ struct RunInfo {
   /// parts, and each sample's weight in the update (ForwardArgs says more).
   const StatisticsSum* statistics = nullptr;
   double sample_weight = 0;
+  /// False for a forward that no backward follows (evaluation, prediction): layers made of layers
+  /// then keep only the activations their next part reads, and backward is refused.
+  bool backward_follows = true;
 };
 
 /// A callback told when a layer's parameter gradients are final during backward; the default
@@ -192,6 +195,7 @@ class Network {
     input_ = input.data();
     statistics_ = info.statistics;
     sample_weight_ = info.sample_weight;
+    backward_allowed_ = info.backward_follows;
     ensure_buffers();
     if (info.sample_ids.empty() || info.sample_ids.size() != batch_) {
       default_ids_.resize(batch_);
@@ -202,7 +206,7 @@ class Network {
       using L = layer_type<I>;
       ForwardArgs<T> a{layer_input<I>(), activation<I>(), params.subspan(parameter_offsets[I], L::parameter_count),
                        info.mode, ids, detail::mix(detail::mix(info.seed, info.epoch), I + 1), info.statistics,
-                       info.sample_weight};
+                       info.sample_weight, info.backward_follows};
       std::get<I>(layers_).forward(a);
     });
     return output();
@@ -221,6 +225,9 @@ class Network {
     check_size(params.size(), "backward: parameter buffer");
     check_size(grads.size(), "backward: gradient buffer");
     if (input_ == nullptr) throw Error("Network::backward called before forward");
+    if (!backward_allowed_)
+      throw Error("Network::backward after a forward run with RunInfo::backward_follows = false, which kept only what "
+                  "evaluation needs");
     if (output_grad.rows() != static_cast<Eigen::Index>(output_shape::size) ||
         output_grad.cols() != static_cast<Eigen::Index>(batch_))
       throw ShapeError("Network::backward: output gradient is " + std::to_string(output_grad.rows()) + "x" +
@@ -334,6 +341,7 @@ class Network {
   std::size_t batch_ = 0;
   const StatisticsSum* statistics_ = nullptr;  // of the last forward, for its backward
   double sample_weight_ = 0;
+  bool backward_allowed_ = true;
 };
 
 }  // namespace flotilla

@@ -193,7 +193,7 @@ class Runner {
       double loss = 0;
       for (const Op& op : ops_) {
         if (op.kind == Op::forward)
-          forward(batch, m, op.micro_batch);
+          forward(batch, m, op.micro_batch, scale);
         else
           backward(batch, m, op.micro_batch, scale, loss, result.correct);
       }
@@ -350,13 +350,15 @@ class Runner {
     trace(tag == default_tags::activations ? "send activations" : "send gradients", micro, "communication", t0, t1);
   }
 
-  void forward(const data::Batch<T>& batch, std::size_t m, std::size_t micro) {
+  /// `scale`: each sample's weight in the step's gradient (what normalisations weight their
+  /// running statistics' increments by; a micro-batch normalises over its own samples).
+  void forward(const data::Batch<T>& batch, std::size_t m, std::size_t micro, T scale) {
     const auto [begin, end] = flotilla::detail::split_range(batch.size(), m, micro);
     const std::size_t n = end - begin;
     Slot& s = *slots_[micro % slots_.size()];
     const ConstMatrixView<T> in = first_stage() ? columns(batch.inputs, begin, n) : receive_input(s, n, micro);
     const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, n),
-                       o_.seed, batch.epoch};
+                       o_.seed, batch.epoch, nullptr, static_cast<double>(scale)};
     const auto c0 = clock::now();
     const double t0 = o_.clock();
     const auto out = s.net.forward(in, params_, info);

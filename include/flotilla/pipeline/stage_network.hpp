@@ -108,6 +108,8 @@ class StageNetwork {
                        std::to_string(input_size()) + " rows and at most " + std::to_string(max_batch_) + " columns");
     batch_ = b;
     input_ = input.data();
+    statistics_ = info.statistics;
+    sample_weight_ = info.sample_weight;
     std::span<const std::uint64_t> ids = info.sample_ids;
     if (ids.size() != b) {
       for (std::size_t i = 0; i < b; ++i) ids_[i] = i;
@@ -116,7 +118,8 @@ class StageNetwork {
     for_each_layer([&]<std::size_t I>() {
       // The same noise key Network gives layer I of the whole network.
       ForwardArgs<T> a{layer_input<I>(), activation<I>(), slice<I>(params), info.mode, ids,
-                       flotilla::detail::mix(flotilla::detail::mix(info.seed, info.epoch), I + 1)};
+                       flotilla::detail::mix(flotilla::detail::mix(info.seed, info.epoch), I + 1), info.statistics,
+                       info.sample_weight, info.backward_follows};
       std::get<I>(layers_).forward(a);
     });
     return output();
@@ -147,7 +150,8 @@ class StageNetwork {
       MatrixView<T> din_view(din, din ? static_cast<Eigen::Index>(whole::input_sizes[I]) : 0, din ? b : 0);
       const auto out_rows = static_cast<Eigen::Index>(whole::output_sizes[I]);
       BackwardArgs<T> a{layer_input<I>(), ConstMatrixView<T>(activation<I>().data(), out_rows, b),
-                        ConstMatrixView<T>(upstream, out_rows, b), din_view, slice<I>(params), slice<I>(grads)};
+                        ConstMatrixView<T>(upstream, out_rows, b), din_view, slice<I>(params), slice<I>(grads),
+                        statistics_, sample_weight_};
       std::get<I>(layers_).backward(a);
       upstream = din;
     });
@@ -209,6 +213,8 @@ class StageNetwork {
   std::vector<std::uint64_t> ids_;
   const T* input_ = nullptr;
   std::size_t batch_ = 0;
+  const StatisticsSum* statistics_ = nullptr;  // of the last forward, for its backward
+  double sample_weight_ = 0;
 };
 
 }  // namespace flotilla::pipeline

@@ -242,7 +242,7 @@ class Engine {
       const auto [b, e] = split_range(count, cores, k);
       for (std::size_t at = first + b; at < first + e; at += eval_batch_) {
         const std::size_t m = std::min(eval_batch_, first + e - at);
-        const auto out = replicas_[k].forward(columns(data.inputs, at, m), params_, RunInfo{});
+        const auto out = replicas_[k].forward(columns(data.inputs, at, m), params_, inference());
         const Targets<T> t = targets(data, at, m);
         part.loss_sum += static_cast<double>(M::loss::value(out, t));
         part.samples += m;
@@ -272,10 +272,17 @@ class Engine {
       for (std::size_t first = begin; first < end; first += eval_batch_) {
         const std::size_t count = std::min(eval_batch_, end - first);
         out.middleCols(static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(count)) =
-            replicas_[k].forward(columns(inputs, first, count), params_, RunInfo{});
+            replicas_[k].forward(columns(inputs, first, count), params_, inference());
       }
     });
     return out;
+  }
+
+  /// Evaluation mode, and no backward to follow: blocks keep only what their next layer reads.
+  static RunInfo inference() {
+    RunInfo info;
+    info.backward_follows = false;
+    return info;
   }
 
   static ConstMatrixView<T> columns(ConstMatrixView<T> m, std::size_t first, std::size_t count) {
