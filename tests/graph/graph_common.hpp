@@ -61,4 +61,28 @@ void check_resume_bit_for_bit(const flotilla::Trainer<M>& whole, const flotilla:
   CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
 }
 
+/// pipeline::Trainer<M> with `plan` and `micro_batches` for one epoch of `data` ends with the
+/// parameters of one worker's Trainer<M> on the same batches (double: within 1e-10).
+template <class M>
+void check_pipeline_equals_one_worker(const flotilla::data::Dataset<double>& data, const flotilla::pipeline::Plan& plan,
+                                      std::size_t micro_batches) {
+  flotilla::TrainerOptions<M> o;
+  o.optimizer.learning_rate = 0.01;
+  o.batch_size = 16;
+  o.seed = 5;
+  flotilla::Trainer<M> one(o);
+  one.fit(data, nullptr, flotilla_test::quiet(1));
+  flotilla::pipeline::TrainerOptions<M> po;
+  po.optimizer.learning_rate = o.optimizer.learning_rate;
+  po.batch_size = o.batch_size;
+  po.seed = o.seed;
+  po.micro_batches = micro_batches;
+  flotilla::pipeline::Trainer<M> staged(plan, po);
+  staged.fit(data, nullptr, flotilla_test::quiet(1));
+  const auto a = std::as_const(one).parameters();
+  const auto b = std::as_const(staged).parameters();
+  CHECK(relative_difference<double>(std::span<const double>(b.data(), b.size()), std::span<const double>(a.data(), a.size())) <
+        1e-10);
+}
+
 }  // namespace graph_test

@@ -249,24 +249,9 @@ TEST_CASE("a residual network learns, and resumes from a checkpoint bit for bit"
 TEST_CASE("a residual network in a pipeline: cuts fall between blocks, and the steps are one worker's") {
   using M = Model<ResNet, SoftmaxCrossEntropy, optim::Adam, double>;
   const auto d = flotilla_test::blobs<double>(96, 8);
-  TrainerOptions<M> o;
-  o.optimizer.learning_rate = 0.01;
-  o.batch_size = 16;
-  o.seed = 5;
-  Trainer<M> one(o);
-  one.fit(d, nullptr, flotilla_test::quiet(1));
   // Cut after the identity block's ReLU and after the projection block: stages of whole blocks.
-  for (const auto& plan : {pipeline::Plan::from_cuts<ResNet, double>({4, 5}), pipeline::Plan::automatic<ResNet, double>(3)}) {
-    pipeline::TrainerOptions<M> po;
-    po.optimizer.learning_rate = 0.01;
-    po.batch_size = 16;
-    po.seed = 5;
-    po.micro_batches = 4;
-    pipeline::Trainer<M> staged(plan, po);
-    staged.fit(d, nullptr, flotilla_test::quiet(1));
-    CHECK(rel(std::vector<double>(staged.parameters().begin(), staged.parameters().end()),
-                              std::vector<double>(std::as_const(one).parameters().begin(), std::as_const(one).parameters().end())) < 1e-10);
-  }
+  graph_test::check_pipeline_equals_one_worker<M>(d, pipeline::Plan::from_cuts<ResNet, double>({4, 5}), 4);
+  graph_test::check_pipeline_equals_one_worker<M>(d, pipeline::Plan::automatic<ResNet, double>(3), 4);
 }
 
 }  // namespace graph_blocks
