@@ -11620,6 +11620,19 @@ struct NoReadyCallback {
   void operator()(std::size_t /*offset*/) const noexcept {}
 };
 
+/// Values a layer's forward writes per sample, counting the inner layers of layers made of layers
+/// (each keeps its own): what a replica's workspaces grow to, per sample of a batch.
+template <class L>
+constexpr std::size_t activation_values() {
+  if constexpr (requires { typename L::layers; }) {
+    return L::output_shape::size + []<class... Ls>(type_list<Ls...>*) {
+      return (activation_values<Ls>() + ... + std::size_t{0});
+    }(static_cast<typename L::layers*>(nullptr));
+  } else {
+    return L::output_shape::size;
+  }
+}
+
 template <ModelType M>
 class Engine {
  public:
@@ -11637,7 +11650,7 @@ class Engine {
 
   Engine(std::size_t threads, std::size_t eval_batch_size, std::uint64_t seed)
       : pool_(std::max<std::size_t>(threads, 1)),
-        eval_batch_(std::max<std::size_t>(eval_batch_size, 1)),
+        eval_batch_(std::clamp<std::size_t>(eval_batch_size, 1, inference_chunk_cap())),
         seed_(seed),
         params_(parameter_count),
         grads_(parameter_count, T(0)),
@@ -11661,6 +11674,11 @@ class Engine {
   std::span<T> gradients() noexcept { return grads_; }
   std::span<const T> gradients() const noexcept { return grads_; }
   std::size_t threads() const noexcept { return pool_.size(); }
+  /// Samples a core runs through the network at a time in evaluation and prediction:
+  /// TrainerOptions::eval_batch_size, or fewer where the model's activations would take more
+  /// than inference_bytes a core (every layer keeps workspaces the size of its largest batch).
+  std::size_t eval_batch() const noexcept { return eval_batch_; }
+  static constexpr std::size_t inference_bytes = std::size_t{64} << 20;
   std::uint64_t seed() const noexcept { return seed_; }
   /// Whether layers that can report parts of their gradient during backward do so
   /// (StreamsGradients; TrainerOptions::stream_gradients). Only matters with an on_ready callback.
@@ -11834,6 +11852,13 @@ class Engine {
     });
     return out;
   }
+
+  static constexpr std::size_t per_sample_bytes() {
+    return []<class... Ls>(type_list<Ls...>*) {
+      return (activation_values<Ls>() + ... + std::size_t{0}) * sizeof(T);
+    }(static_cast<typename network_type::architecture::template layers<T>*>(nullptr));
+  }
+  static constexpr std::size_t inference_chunk_cap() { return std::max<std::size_t>(inference_bytes / per_sample_bytes(), 1); }
 
   /// Evaluation mode, and no backward to follow: blocks keep only what their next layer reads.
   static RunInfo inference() {
@@ -16583,7 +16608,10 @@ struct TrainingOptions {
   bool shuffle = true;
   /// Batches gathered ahead on a background thread (0: gather on the training thread).
   std::size_t prefetch = 2;
-  /// Samples per forward in evaluate() and predict(); larger is faster, memory permitting.
+  /// Samples a core runs through the network at once in evaluate() and predict(), at most: the CPU
+  /// engine takes fewer where the model's activations would pass 64 MiB a core (each layer keeps
+  /// workspaces the size of its largest batch: a residual network of 176k parameters would
+  /// otherwise hold gigabytes).
   std::size_t eval_batch_size = 1000;
 
   /// The optimizer's step information for update `step` (0 first), at its scheduled rate.

@@ -27,7 +27,10 @@ struct TrainingOptions {
   bool shuffle = true;
   /// Batches gathered ahead on a background thread (0: gather on the training thread).
   std::size_t prefetch = 2;
-  /// Samples per forward in evaluate() and predict(); larger is faster, memory permitting.
+  /// Samples a core runs through the network at once in evaluate() and predict(), at most: the CPU
+  /// engine takes fewer where the model's activations would pass 64 MiB a core (each layer keeps
+  /// workspaces the size of its largest batch: a residual network of 176k parameters would
+  /// otherwise hold gigabytes).
   std::size_t eval_batch_size = 1000;
 
   /// The optimizer's step information for update `step` (0 first), at its scheduled rate.

@@ -63,6 +63,19 @@ struct NoReadyCallback {
   void operator()(std::size_t /*offset*/) const noexcept {}
 };
 
+/// Values a layer's forward writes per sample, counting the inner layers of layers made of layers
+/// (each keeps its own): what a replica's workspaces grow to, per sample of a batch.
+template <class L>
+constexpr std::size_t activation_values() {
+  if constexpr (requires { typename L::layers; }) {
+    return L::output_shape::size + []<class... Ls>(type_list<Ls...>*) {
+      return (activation_values<Ls>() + ... + std::size_t{0});
+    }(static_cast<typename L::layers*>(nullptr));
+  } else {
+    return L::output_shape::size;
+  }
+}
+
 template <ModelType M>
 class Engine {
  public:
@@ -80,7 +93,7 @@ class Engine {
 
   Engine(std::size_t threads, std::size_t eval_batch_size, std::uint64_t seed)
       : pool_(std::max<std::size_t>(threads, 1)),
-        eval_batch_(std::max<std::size_t>(eval_batch_size, 1)),
+        eval_batch_(std::clamp<std::size_t>(eval_batch_size, 1, inference_chunk_cap())),
         seed_(seed),
         params_(parameter_count),
         grads_(parameter_count, T(0)),
@@ -104,6 +117,11 @@ class Engine {
   std::span<T> gradients() noexcept { return grads_; }
   std::span<const T> gradients() const noexcept { return grads_; }
   std::size_t threads() const noexcept { return pool_.size(); }
+  /// Samples a core runs through the network at a time in evaluation and prediction:
+  /// TrainerOptions::eval_batch_size, or fewer where the model's activations would take more
+  /// than inference_bytes a core (every layer keeps workspaces the size of its largest batch).
+  std::size_t eval_batch() const noexcept { return eval_batch_; }
+  static constexpr std::size_t inference_bytes = std::size_t{64} << 20;
   std::uint64_t seed() const noexcept { return seed_; }
   /// Whether layers that can report parts of their gradient during backward do so
   /// (StreamsGradients; TrainerOptions::stream_gradients). Only matters with an on_ready callback.
@@ -277,6 +295,13 @@ class Engine {
     });
     return out;
   }
+
+  static constexpr std::size_t per_sample_bytes() {
+    return []<class... Ls>(type_list<Ls...>*) {
+      return (activation_values<Ls>() + ... + std::size_t{0}) * sizeof(T);
+    }(static_cast<typename network_type::architecture::template layers<T>*>(nullptr));
+  }
+  static constexpr std::size_t inference_chunk_cap() { return std::max<std::size_t>(inference_bytes / per_sample_bytes(), 1); }
 
   /// Evaluation mode, and no backward to follow: blocks keep only what their next layer reads.
   static RunInfo inference() {
