@@ -3447,6 +3447,12 @@ class LayerChain {
   static constexpr std::array<std::size_t, depth> output_sizes = out_sizes(std::make_index_sequence<depth>{});
   /// Where each inner activation starts, per sample (the last is the block's output, not kept here).
   static constexpr std::array<std::size_t, depth> activation_offsets = exclusive_prefix_sums(output_sizes);
+  /// The largest inner activation (each but the last), per sample: one inner layer's input.
+  static constexpr std::size_t widest_inner = [] {
+    std::size_t w = 0;
+    for (std::size_t i = 0; i + 1 < depth; ++i) w = std::max(w, output_sizes[i]);
+    return w;
+  }();
 
   using spec = Spec;  // the spec this layer was bound from (device backends dispatch on it)
   using scalar_type = T;
@@ -3469,9 +3475,9 @@ class LayerChain {
       // Every activation but the last (which is the block's output), for backward.
       const std::size_t kept = activation_offsets[depth - 1];
       if (activations_.size() < kept * batch_) activations_.resize(kept * batch_);
-    } else if (passing_.size() < 2 * widest_inner() * batch_) {
+    } else if (passing_.size() < 2 * widest_inner * batch_) {
       // No backward follows: two activations in turn, the one a layer reads and the one it writes.
-      passing_.resize(2 * widest_inner() * batch_);
+      passing_.resize(2 * widest_inner * batch_);
     }
     for_each_index<depth>([&]<std::size_t I>() {
       ForwardArgs<T> f{input_of<I>(a.input), I + 1 == depth ? a.output : activation<I>(),
@@ -3486,11 +3492,9 @@ class LayerChain {
       throw Error(std::string(name) + "::backward after a forward that no backward was to follow (ForwardArgs::"
                   "backward_follows = false): its inner activations were not kept");
     const auto batch = a.input.cols();
-    std::size_t widest = 0;
-    for (std::size_t i = 1; i < depth; ++i) widest = std::max(widest, part_input_size(i));
-    if (grad_a_.size() < widest * batch_) {
-      grad_a_.resize(widest * batch_);
-      grad_b_.resize(widest * batch_);
+    if (grad_a_.size() < widest_inner * batch_) {
+      grad_a_.resize(widest_inner * batch_);
+      grad_b_.resize(widest_inner * batch_);
     }
     const T* upstream = a.output_grad.data();
     for_each_index_reverse<depth>([&]<std::size_t I>() {
@@ -3519,17 +3523,9 @@ class LayerChain {
   }
 
  private:
-  static constexpr std::size_t part_input_size(std::size_t i) { return i == 0 ? In::size : output_sizes[i - 1]; }
-
-  static constexpr std::size_t widest_inner() {
-    std::size_t w = 0;
-    for (std::size_t i = 0; i + 1 < depth; ++i) w = std::max(w, output_sizes[i]);
-    return w;
-  }
-
   template <std::size_t I>
   MatrixView<T> activation() {
-    T* at = kept_all_ ? activations_.data() + activation_offsets[I] * batch_ : passing_.data() + (I % 2) * widest_inner() * batch_;
+    T* at = kept_all_ ? activations_.data() + activation_offsets[I] * batch_ : passing_.data() + (I % 2) * widest_inner * batch_;
     return MatrixView<T>(at, static_cast<Eigen::Index>(output_sizes[I]), static_cast<Eigen::Index>(batch_));
   }
   template <std::size_t I>
@@ -5430,31 +5426,14 @@ class Network {
   static constexpr std::array<std::size_t, depth> out_sizes(std::index_sequence<I...>) {
     return {layer_type<I>::output_shape::size...};
   }
-  static constexpr std::array<std::size_t, depth> exclusive_scan(const std::array<std::size_t, depth>& a) {
-    std::array<std::size_t, depth> r{};
-    std::size_t sum = 0;
-    for (std::size_t i = 0; i < depth; ++i) {
-      r[i] = sum;
-      sum += a[i];
-    }
-    return r;
-  }
-  template <std::size_t I>
-  static constexpr std::size_t tensors_of() {
-    if constexpr (layer_type<I>::parameter_count > 0) {
-      return layer_type<I>::tensors.size();
-    } else {
-      return 0;
-    }
-  }
   template <std::size_t... I>
   static constexpr std::size_t count_tensors(std::index_sequence<I...>) {
-    return (tensors_of<I>() + ... + 0);
+    return (detail::tensor_count_of<layer_type<I>>() + ... + 0);
   }
 
  public:
   static constexpr std::array<std::size_t, depth> parameter_counts = counts(std::make_index_sequence<depth>{});
-  static constexpr std::array<std::size_t, depth> parameter_offsets = exclusive_scan(parameter_counts);
+  static constexpr std::array<std::size_t, depth> parameter_offsets = detail::exclusive_prefix_sums(parameter_counts);
   static constexpr std::array<std::size_t, depth> input_sizes = in_sizes(std::make_index_sequence<depth>{});
   static constexpr std::array<std::size_t, depth> output_sizes = out_sizes(std::make_index_sequence<depth>{});
   static constexpr std::size_t parameter_count = parameter_offsets[depth - 1] + parameter_counts[depth - 1];
@@ -5506,7 +5485,7 @@ class Network {
   void initialize(std::span<T> params, std::uint64_t seed) const {
     check_size(params.size(), "initialize: parameter buffer");
     const Generator root(seed);
-    for_each_index([&]<std::size_t I>() {
+    detail::for_each_index<depth>([&]<std::size_t I>() {
       using L = layer_type<I>;
       if constexpr (L::parameter_count > 0) {
         Generator g = root.fork(I);
@@ -5533,7 +5512,7 @@ class Network {
       for (std::size_t i = 0; i < batch_; ++i) default_ids_[i] = i;
     }
     const auto ids = info.sample_ids.size() == batch_ ? info.sample_ids : std::span<const std::uint64_t>(default_ids_);
-    for_each_index([&]<std::size_t I>() {
+    detail::for_each_index<depth>([&]<std::size_t I>() {
       using L = layer_type<I>;
       ForwardArgs<T> a{layer_input<I>(), activation<I>(), params.subspan(parameter_offsets[I], L::parameter_count),
                        info.mode, ids, detail::mix(detail::mix(info.seed, info.epoch), I + 1), info.statistics,
@@ -5566,7 +5545,7 @@ class Network {
                        std::to_string(batch_));
     const T* upstream = output_grad.data();
     constexpr bool parts = detail::hears_parts<std::remove_cvref_t<Hook>>;
-    for_each_index_reverse([&]<std::size_t I>() {
+    detail::for_each_index_reverse<depth>([&]<std::size_t I>() {
       using L = layer_type<I>;
       const auto b = static_cast<Eigen::Index>(batch_);
       // Layer I writes d(input) into one ping-pong buffer while reading d(output) from the other.
@@ -5612,17 +5591,6 @@ class Network {
   }
 
  private:
-  template <class F>
-  static void for_each_index(F&& f) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<I>(), ...); }
-    (std::make_index_sequence<depth>{});
-  }
-  template <class F>
-  static void for_each_index_reverse(F&& f) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<depth - 1 - I>(), ...); }
-    (std::make_index_sequence<depth>{});
-  }
-
   static void check_size(std::size_t n, const char* what) {
     if (n != parameter_count)
       throw ShapeError(std::string("Network::") + what + " holds " + std::to_string(n) + " values, the network has " +
@@ -11486,16 +11454,21 @@ inline std::span<const TensorInfo> trainable_tensors(std::span<const TensorInfo>
   return out;
 }
 
+/// The state tensors' half of an update: adds their increments, and returns the tensors the
+/// optimizer is to update (`tensors` itself when none is state; else built in `scratch`).
+template <class T>
+std::span<const TensorInfo> take_state_increments(std::span<T> params, std::span<const T> grads,
+                                                  std::span<const TensorInfo> tensors, std::vector<TensorInfo>& scratch) {
+  if (!has_state_tensors(tensors)) return tensors;
+  apply_state_increments(params, grads, tensors);
+  return trainable_tensors(tensors, scratch);
+}
+
 /// One update: the optimizer on the trainable tensors, the increments on the state tensors.
 template <class O, class T, class State>
 void update_trainable(const O& optimizer, std::span<T> params, std::span<const T> grads, State& state,
                       std::span<const TensorInfo> tensors, const StepInfo& info, std::vector<TensorInfo>& scratch) {
-  if (!has_state_tensors(tensors)) {
-    optimizer.update(params, grads, state, tensors, info);
-    return;
-  }
-  apply_state_increments(params, grads, tensors);
-  optimizer.update(params, grads, state, trainable_tensors(tensors, scratch), info);
+  optimizer.update(params, grads, state, take_state_increments(params, grads, tensors, scratch), info);
 }
 
 }  // namespace flotilla::optim
@@ -11704,11 +11677,8 @@ class Engine {
   void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> all_tensors, const StepInfo& info) {
     constexpr std::size_t worth_splitting = 1 << 15;  // below this, waking the cores costs more
     // State tensors (running statistics) take their increments; the optimizer sees the rest.
-    std::span<const TensorInfo> tensors = all_tensors;
-    if (optim::has_state_tensors(all_tensors)) {
-      optim::apply_state_increments(std::span<T>(params_), std::span<const T>(grads_), all_tensors);
-      tensors = optim::trainable_tensors(all_tensors, trainable_);
-    }
+    const std::span<const TensorInfo> tensors =
+        optim::take_state_increments(std::span<T>(params_), std::span<const T>(grads_), all_tensors, trainable_);
     if constexpr (elementwise_optimizer<O>) {
       if (pool_.size() > 1 && parameter_count >= worth_splitting) {
         pool_.run([&](std::size_t k) {
@@ -11746,12 +11716,9 @@ class Engine {
     constexpr bool report = !std::is_same_v<std::remove_cvref_t<OnReady>, NoReadyCallback>;
     const std::size_t n = batch.size(), cores = pool_.size();
     if (!accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
-    std::size_t parties = 0;  // the cores with samples: they meet for normalisation statistics
-    for (std::size_t k = 0; k < cores; ++k) {
-      const auto [b, e] = split_range(n, cores, k);
-      parties += e > b ? 1 : 0;
-    }
-    statistics_->begin_step(parties);
+    // The cores with samples (split_range leaves the last ones empty when n < cores) meet for
+    // normalisation statistics.
+    statistics_->begin_step(std::min(n, cores));
     if constexpr (report) {
       for (std::size_t l = 0; l < network_type::depth; ++l) {
         const std::size_t layer_end = network_type::parameter_offsets[l] + network_type::parameter_counts[l];
@@ -18331,6 +18298,16 @@ class WorkerLoop {
   using T = typename M::scalar_type;
   static constexpr bool parameter_server = ParameterServerPolicy<Policy>;
   static constexpr bool classifier = M::loss::target == TargetKind::labels;
+  /// Whether the workers' gradients are summed for one update (servers that aggregate, rings that
+  /// reduce in backward): workers in step. Otherwise each update is one worker's own (asynchronous
+  /// servers; a policy that combines gradients itself averages them).
+  static constexpr bool summed_over_workers = [] {
+    if constexpr (parameter_server) {
+      return Policy::aggregate;
+    } else {
+      return Policy::reduce_gradients_in_backward;
+    }
+  }();
   static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
   using Group = worker_group_t<E, parameter_server>;
   using Path = std::conditional_t<parameter_server, ServerPath<M, Policy, Codec, E, State>,
@@ -18398,13 +18375,7 @@ class WorkerLoop {
         s_.engine.set_statistics_across_workers(nullptr);
         return;
       }
-      bool in_step = false;
-      if constexpr (parameter_server) {
-        in_step = Policy::aggregate;
-      } else {
-        in_step = Policy::reduce_gradients_in_backward;
-      }
-      if (!in_step) {
+      if (!summed_over_workers) {
         s_.engine.set_statistics_across_workers([](std::span<double>) {
           throw ConfigError("a normalisation layer with statistics over the global batch (SyncBatchNorm2D, "
                             "SyncBatchNorm1D) needs workers that update in step (policy::Synchronous<>, "
@@ -18611,14 +18582,7 @@ class WorkerLoop {
   StepResult step(const data::Batch<T>& batch, std::size_t micro, std::size_t group_size, bool last,
                   StepCounters& counters) {
     // Sum of scaled gradients = mean over the update's samples: of all workers' when they are
-    // summed for the update (servers that aggregate, rings that reduce in backward), else of this
-    // worker's own (asynchronous servers; a policy that combines gradients itself averages them).
-    bool summed_over_workers = false;
-    if constexpr (parameter_server) {
-      summed_over_workers = Policy::aggregate;
-    } else {
-      summed_over_workers = Policy::reduce_gradients_in_backward;
-    }
+    // summed for the update, else of this worker's own.
     const std::size_t denominator = summed_over_workers && batch.global_size ? batch.global_size : batch.size();
     const T scale = denominator ? T(1) / static_cast<T>(denominator * group_size) : T(0);
     ReadyRunner* runner = path_->runner();

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -26,6 +27,33 @@ double relative_difference(std::span<const T> a, std::span<const T> b) {
     norm = std::max(norm, std::abs(static_cast<double>(a[i])));
   }
   return diff / norm;
+}
+
+/// What the equivalence runs of the graph tests vary.
+struct TrainRun {
+  std::size_t batch = 12, workers = 1, threads = 1, epochs = 1, max_steps = 0;
+  double weight_decay = 0;
+};
+
+/// The parameters after Trainer<M, P> trains on `data` as `run` says (learning rate 0.05, 2
+/// servers where P has servers, seed 17).
+template <class M, class P = flotilla::policy::Synchronous<>>
+std::vector<typename M::scalar_type> trained_parameters(const flotilla::data::Dataset<typename M::scalar_type>& data,
+                                                        const TrainRun& run) {
+  flotilla::TrainerOptions<M> o;
+  o.optimizer.learning_rate = 0.05;
+  o.optimizer.weight_decay = run.weight_decay;
+  o.batch_size = run.batch;
+  o.workers = run.workers;
+  o.servers = 2;
+  o.threads = run.threads;
+  o.seed = 17;
+  flotilla::Trainer<M, P> t(o);
+  flotilla::FitOptions f = flotilla_test::quiet(run.epochs);
+  f.max_steps = run.max_steps;
+  t.fit(data, nullptr, f);
+  const auto p = std::as_const(t).parameters();
+  return {p.begin(), p.end()};
 }
 
 /// A run stopped after `stop_after` updates, as if killed (checkpoint sets every `every` updates,

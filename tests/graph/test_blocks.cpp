@@ -201,17 +201,8 @@ using ResNet = Sequential<Input<1, 6, 6>, Conv2D<3, 3, 1, 1>, ReLU,             
 
 template <class M, class P = policy::Synchronous<>>
 std::vector<typename M::scalar_type> train(const data::Dataset<typename M::scalar_type>& d, std::size_t batch,
-                                           std::size_t workers, std::size_t epochs = 1) {
-  TrainerOptions<M> o;
-  o.optimizer.learning_rate = 0.05;
-  o.batch_size = batch;
-  o.workers = workers;
-  o.servers = 2;
-  o.seed = 17;
-  Trainer<M, P> t(o);
-  t.fit(d, nullptr, flotilla_test::quiet(epochs));
-  const auto p = std::as_const(t).parameters();
-  return {p.begin(), p.end()};
+                                           std::size_t workers) {
+  return graph_test::trained_parameters<M, P>(d, {.batch = batch, .workers = workers});
 }
 
 }  // namespace

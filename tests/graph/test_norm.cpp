@@ -102,24 +102,12 @@ namespace {
 using FirstNorm = Sequential<Input<1, 6, 6>, BatchNorm2D<>, Conv2D<3, 3>, ReLU, Flatten, Dense<3>>;
 using FirstSyncNorm = Sequential<Input<1, 6, 6>, SyncBatchNorm2D, Conv2D<3, 3>, ReLU, Flatten, Dense<3>>;
 
+/// Weight decay on: it would move the running estimates, if an optimizer saw them.
 template <class M, class P = policy::Synchronous<>>
 std::vector<typename M::scalar_type> train(const data::Dataset<typename M::scalar_type>& d, std::size_t batch,
                                            std::size_t workers, std::size_t threads = 1, std::size_t epochs = 1,
                                            std::size_t max_steps = 0) {
-  TrainerOptions<M> o;
-  o.optimizer.learning_rate = 0.05;
-  o.optimizer.weight_decay = 0.01;  // would move the running estimates, if an optimizer saw them
-  o.batch_size = batch;
-  o.workers = workers;
-  o.servers = 2;
-  o.threads = threads;
-  o.seed = 17;
-  Trainer<M, P> t(o);
-  FitOptions f = flotilla_test::quiet(epochs);
-  f.max_steps = max_steps;
-  t.fit(d, nullptr, f);
-  const auto p = std::as_const(t).parameters();
-  return {p.begin(), p.end()};
+  return graph_test::trained_parameters<M, P>(d, {batch, workers, threads, epochs, max_steps, 0.01});
 }
 
 }  // namespace

@@ -73,10 +73,8 @@ struct DeviceChain {
   }
 
   void backward(const DeviceBackwardArgs& a) {
-    std::size_t widest = 0;
-    for (std::size_t i = 0; i + 1 < depth; ++i) widest = std::max(widest, L::output_sizes[i]);
-    grad_a_.reserve(widest * a.batch);
-    grad_b_.reserve(widest * a.batch);
+    grad_a_.reserve(L::widest_inner * a.batch);
+    grad_b_.reserve(L::widest_inner * a.batch);
     const float* upstream = a.output_grad;
     flotilla::detail::for_each_index_reverse<depth>([&]<std::size_t I>() {
       float* din = I == 0 ? a.input_grad : (I % 2 ? grad_a_ : grad_b_).data();

@@ -169,21 +169,18 @@ class Engine {
   template <class O, class State>
   void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> all_tensors, const StepInfo& info) {
     ctx_.activate();
-    const bool has_state = optim::has_state_tensors(all_tensors);
-    const std::span<const TensorInfo> tensors = has_state ? optim::trainable_tensors(all_tensors, trainable_) : all_tensors;
     if constexpr (has_device_update<O>) {
-      if (has_state) {
-        to_device(params_where_, host_params_, params_);
-        to_device(grads_where_, host_grads_, grads_);
-        for (const auto& t : all_tensors) {
-          if (t.role != TensorRole::state) continue;
-          float* p = params_.data() + t.offset;
-          const float* g = grads_.data() + t.offset;
-          detail::for_each_index(ctx_.compute(), t.size, "state_increments", [=] __device__(index_t i) { p[i] += g[i]; });
-        }
-      }
       to_device(params_where_, host_params_, params_);
       to_device(grads_where_, host_grads_, grads_);
+      // The state tensors' increments, on the device (optim::take_state_increments on the host).
+      const bool has_state = optim::has_state_tensors(all_tensors);
+      for (const auto& t : all_tensors) {
+        if (t.role != TensorRole::state) continue;
+        float* p = params_.data() + t.offset;
+        const float* g = grads_.data() + t.offset;
+        detail::for_each_index(ctx_.compute(), t.size, "state_increments", [=] __device__(index_t i) { p[i] += g[i]; });
+      }
+      const std::span<const TensorInfo> tensors = has_state ? optim::trainable_tensors(all_tensors, trainable_) : all_tensors;
       if (!state_on_device_) {
         auto buffers = state.buffers();
         device_state_.clear();
@@ -200,8 +197,7 @@ class Engine {
       params_where_ = Where::device;
       state_host_current_ = false;
     } else {
-      if (has_state) optim::apply_state_increments(parameters(), std::span<const T>(gradients()), all_tensors);
-      optimizer.update(parameters(), std::span<const T>(gradients()), state, tensors, info);
+      optim::update_trainable(optimizer, parameters(), std::span<const T>(gradients()), state, all_tensors, info, trainable_);
     }
   }
 

@@ -53,6 +53,12 @@ class LayerChain {
   static constexpr std::array<std::size_t, depth> output_sizes = out_sizes(std::make_index_sequence<depth>{});
   /// Where each inner activation starts, per sample (the last is the block's output, not kept here).
   static constexpr std::array<std::size_t, depth> activation_offsets = exclusive_prefix_sums(output_sizes);
+  /// The largest inner activation (each but the last), per sample: one inner layer's input.
+  static constexpr std::size_t widest_inner = [] {
+    std::size_t w = 0;
+    for (std::size_t i = 0; i + 1 < depth; ++i) w = std::max(w, output_sizes[i]);
+    return w;
+  }();
 
   using spec = Spec;  // the spec this layer was bound from (device backends dispatch on it)
   using scalar_type = T;
@@ -75,9 +81,9 @@ class LayerChain {
       // Every activation but the last (which is the block's output), for backward.
       const std::size_t kept = activation_offsets[depth - 1];
       if (activations_.size() < kept * batch_) activations_.resize(kept * batch_);
-    } else if (passing_.size() < 2 * widest_inner() * batch_) {
+    } else if (passing_.size() < 2 * widest_inner * batch_) {
       // No backward follows: two activations in turn, the one a layer reads and the one it writes.
-      passing_.resize(2 * widest_inner() * batch_);
+      passing_.resize(2 * widest_inner * batch_);
     }
     for_each_index<depth>([&]<std::size_t I>() {
       ForwardArgs<T> f{input_of<I>(a.input), I + 1 == depth ? a.output : activation<I>(),
@@ -92,11 +98,9 @@ class LayerChain {
       throw Error(std::string(name) + "::backward after a forward that no backward was to follow (ForwardArgs::"
                   "backward_follows = false): its inner activations were not kept");
     const auto batch = a.input.cols();
-    std::size_t widest = 0;
-    for (std::size_t i = 1; i < depth; ++i) widest = std::max(widest, part_input_size(i));
-    if (grad_a_.size() < widest * batch_) {
-      grad_a_.resize(widest * batch_);
-      grad_b_.resize(widest * batch_);
+    if (grad_a_.size() < widest_inner * batch_) {
+      grad_a_.resize(widest_inner * batch_);
+      grad_b_.resize(widest_inner * batch_);
     }
     const T* upstream = a.output_grad.data();
     for_each_index_reverse<depth>([&]<std::size_t I>() {
@@ -125,17 +129,9 @@ class LayerChain {
   }
 
  private:
-  static constexpr std::size_t part_input_size(std::size_t i) { return i == 0 ? In::size : output_sizes[i - 1]; }
-
-  static constexpr std::size_t widest_inner() {
-    std::size_t w = 0;
-    for (std::size_t i = 0; i + 1 < depth; ++i) w = std::max(w, output_sizes[i]);
-    return w;
-  }
-
   template <std::size_t I>
   MatrixView<T> activation() {
-    T* at = kept_all_ ? activations_.data() + activation_offsets[I] * batch_ : passing_.data() + (I % 2) * widest_inner() * batch_;
+    T* at = kept_all_ ? activations_.data() + activation_offsets[I] * batch_ : passing_.data() + (I % 2) * widest_inner * batch_;
     return MatrixView<T>(at, static_cast<Eigen::Index>(output_sizes[I]), static_cast<Eigen::Index>(batch_));
   }
   template <std::size_t I>

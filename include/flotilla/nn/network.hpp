@@ -23,6 +23,7 @@
 #include "flotilla/core/random.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/core/layer_args.hpp"
+#include "flotilla/nn/detail/layer_parts.hpp"
 #include "flotilla/nn/sequential.hpp"
 
 namespace flotilla {
@@ -99,31 +100,14 @@ class Network {
   static constexpr std::array<std::size_t, depth> out_sizes(std::index_sequence<I...>) {
     return {layer_type<I>::output_shape::size...};
   }
-  static constexpr std::array<std::size_t, depth> exclusive_scan(const std::array<std::size_t, depth>& a) {
-    std::array<std::size_t, depth> r{};
-    std::size_t sum = 0;
-    for (std::size_t i = 0; i < depth; ++i) {
-      r[i] = sum;
-      sum += a[i];
-    }
-    return r;
-  }
-  template <std::size_t I>
-  static constexpr std::size_t tensors_of() {
-    if constexpr (layer_type<I>::parameter_count > 0) {
-      return layer_type<I>::tensors.size();
-    } else {
-      return 0;
-    }
-  }
   template <std::size_t... I>
   static constexpr std::size_t count_tensors(std::index_sequence<I...>) {
-    return (tensors_of<I>() + ... + 0);
+    return (detail::tensor_count_of<layer_type<I>>() + ... + 0);
   }
 
  public:
   static constexpr std::array<std::size_t, depth> parameter_counts = counts(std::make_index_sequence<depth>{});
-  static constexpr std::array<std::size_t, depth> parameter_offsets = exclusive_scan(parameter_counts);
+  static constexpr std::array<std::size_t, depth> parameter_offsets = detail::exclusive_prefix_sums(parameter_counts);
   static constexpr std::array<std::size_t, depth> input_sizes = in_sizes(std::make_index_sequence<depth>{});
   static constexpr std::array<std::size_t, depth> output_sizes = out_sizes(std::make_index_sequence<depth>{});
   static constexpr std::size_t parameter_count = parameter_offsets[depth - 1] + parameter_counts[depth - 1];
@@ -175,7 +159,7 @@ class Network {
   void initialize(std::span<T> params, std::uint64_t seed) const {
     check_size(params.size(), "initialize: parameter buffer");
     const Generator root(seed);
-    for_each_index([&]<std::size_t I>() {
+    detail::for_each_index<depth>([&]<std::size_t I>() {
       using L = layer_type<I>;
       if constexpr (L::parameter_count > 0) {
         Generator g = root.fork(I);
@@ -202,7 +186,7 @@ class Network {
       for (std::size_t i = 0; i < batch_; ++i) default_ids_[i] = i;
     }
     const auto ids = info.sample_ids.size() == batch_ ? info.sample_ids : std::span<const std::uint64_t>(default_ids_);
-    for_each_index([&]<std::size_t I>() {
+    detail::for_each_index<depth>([&]<std::size_t I>() {
       using L = layer_type<I>;
       ForwardArgs<T> a{layer_input<I>(), activation<I>(), params.subspan(parameter_offsets[I], L::parameter_count),
                        info.mode, ids, detail::mix(detail::mix(info.seed, info.epoch), I + 1), info.statistics,
@@ -235,7 +219,7 @@ class Network {
                        std::to_string(batch_));
     const T* upstream = output_grad.data();
     constexpr bool parts = detail::hears_parts<std::remove_cvref_t<Hook>>;
-    for_each_index_reverse([&]<std::size_t I>() {
+    detail::for_each_index_reverse<depth>([&]<std::size_t I>() {
       using L = layer_type<I>;
       const auto b = static_cast<Eigen::Index>(batch_);
       // Layer I writes d(input) into one ping-pong buffer while reading d(output) from the other.
@@ -281,17 +265,6 @@ class Network {
   }
 
  private:
-  template <class F>
-  static void for_each_index(F&& f) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<I>(), ...); }
-    (std::make_index_sequence<depth>{});
-  }
-  template <class F>
-  static void for_each_index_reverse(F&& f) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<depth - 1 - I>(), ...); }
-    (std::make_index_sequence<depth>{});
-  }
-
   static void check_size(std::size_t n, const char* what) {
     if (n != parameter_count)
       throw ShapeError(std::string("Network::") + what + " holds " + std::to_string(n) + " values, the network has " +

@@ -37,16 +37,21 @@ inline std::span<const TensorInfo> trainable_tensors(std::span<const TensorInfo>
   return out;
 }
 
+/// The state tensors' half of an update: adds their increments, and returns the tensors the
+/// optimizer is to update (`tensors` itself when none is state; else built in `scratch`).
+template <class T>
+std::span<const TensorInfo> take_state_increments(std::span<T> params, std::span<const T> grads,
+                                                  std::span<const TensorInfo> tensors, std::vector<TensorInfo>& scratch) {
+  if (!has_state_tensors(tensors)) return tensors;
+  apply_state_increments(params, grads, tensors);
+  return trainable_tensors(tensors, scratch);
+}
+
 /// One update: the optimizer on the trainable tensors, the increments on the state tensors.
 template <class O, class T, class State>
 void update_trainable(const O& optimizer, std::span<T> params, std::span<const T> grads, State& state,
                       std::span<const TensorInfo> tensors, const StepInfo& info, std::vector<TensorInfo>& scratch) {
-  if (!has_state_tensors(tensors)) {
-    optimizer.update(params, grads, state, tensors, info);
-    return;
-  }
-  apply_state_increments(params, grads, tensors);
-  optimizer.update(params, grads, state, trainable_tensors(tensors, scratch), info);
+  optimizer.update(params, grads, state, take_state_increments(params, grads, tensors, scratch), info);
 }
 
 }  // namespace flotilla::optim

@@ -147,11 +147,8 @@ class Engine {
   void apply_optimizer(const O& optimizer, State& state, std::span<const TensorInfo> all_tensors, const StepInfo& info) {
     constexpr std::size_t worth_splitting = 1 << 15;  // below this, waking the cores costs more
     // State tensors (running statistics) take their increments; the optimizer sees the rest.
-    std::span<const TensorInfo> tensors = all_tensors;
-    if (optim::has_state_tensors(all_tensors)) {
-      optim::apply_state_increments(std::span<T>(params_), std::span<const T>(grads_), all_tensors);
-      tensors = optim::trainable_tensors(all_tensors, trainable_);
-    }
+    const std::span<const TensorInfo> tensors =
+        optim::take_state_increments(std::span<T>(params_), std::span<const T>(grads_), all_tensors, trainable_);
     if constexpr (elementwise_optimizer<O>) {
       if (pool_.size() > 1 && parameter_count >= worth_splitting) {
         pool_.run([&](std::size_t k) {
@@ -189,12 +186,9 @@ class Engine {
     constexpr bool report = !std::is_same_v<std::remove_cvref_t<OnReady>, NoReadyCallback>;
     const std::size_t n = batch.size(), cores = pool_.size();
     if (!accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
-    std::size_t parties = 0;  // the cores with samples: they meet for normalisation statistics
-    for (std::size_t k = 0; k < cores; ++k) {
-      const auto [b, e] = split_range(n, cores, k);
-      parties += e > b ? 1 : 0;
-    }
-    statistics_->begin_step(parties);
+    // The cores with samples (split_range leaves the last ones empty when n < cores) meet for
+    // normalisation statistics.
+    statistics_->begin_step(std::min(n, cores));
     if constexpr (report) {
       for (std::size_t l = 0; l < network_type::depth; ++l) {
         const std::size_t layer_end = network_type::parameter_offsets[l] + network_type::parameter_counts[l];

@@ -92,6 +92,16 @@ class WorkerLoop {
   using T = typename M::scalar_type;
   static constexpr bool parameter_server = ParameterServerPolicy<Policy>;
   static constexpr bool classifier = M::loss::target == TargetKind::labels;
+  /// Whether the workers' gradients are summed for one update (servers that aggregate, rings that
+  /// reduce in backward): workers in step. Otherwise each update is one worker's own (asynchronous
+  /// servers; a policy that combines gradients itself averages them).
+  static constexpr bool summed_over_workers = [] {
+    if constexpr (parameter_server) {
+      return Policy::aggregate;
+    } else {
+      return Policy::reduce_gradients_in_backward;
+    }
+  }();
   static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
   using Group = worker_group_t<E, parameter_server>;
   using Path = std::conditional_t<parameter_server, ServerPath<M, Policy, Codec, E, State>,
@@ -159,13 +169,7 @@ class WorkerLoop {
         s_.engine.set_statistics_across_workers(nullptr);
         return;
       }
-      bool in_step = false;
-      if constexpr (parameter_server) {
-        in_step = Policy::aggregate;
-      } else {
-        in_step = Policy::reduce_gradients_in_backward;
-      }
-      if (!in_step) {
+      if (!summed_over_workers) {
         s_.engine.set_statistics_across_workers([](std::span<double>) {
           throw ConfigError("a normalisation layer with statistics over the global batch (SyncBatchNorm2D, "
                             "SyncBatchNorm1D) needs workers that update in step (policy::Synchronous<>, "
@@ -372,14 +376,7 @@ class WorkerLoop {
   StepResult step(const data::Batch<T>& batch, std::size_t micro, std::size_t group_size, bool last,
                   StepCounters& counters) {
     // Sum of scaled gradients = mean over the update's samples: of all workers' when they are
-    // summed for the update (servers that aggregate, rings that reduce in backward), else of this
-    // worker's own (asynchronous servers; a policy that combines gradients itself averages them).
-    bool summed_over_workers = false;
-    if constexpr (parameter_server) {
-      summed_over_workers = Policy::aggregate;
-    } else {
-      summed_over_workers = Policy::reduce_gradients_in_backward;
-    }
+    // summed for the update, else of this worker's own.
     const std::size_t denominator = summed_over_workers && batch.global_size ? batch.global_size : batch.size();
     const T scale = denominator ? T(1) / static_cast<T>(denominator * group_size) : T(0);
     ReadyRunner* runner = path_->runner();
