@@ -301,6 +301,29 @@ TEST_CASE("Conv2D in float (implicit im2col) agrees with Conv2D in double") {
   check_float_against_double<Conv2D<16, 3, 1, 1>, Shape<8, 10, 10>>(0);  // an empty batch does nothing
 }
 
+TEST_CASE("Conv2D in float, image read in place (strided products), agrees with Conv2D in double") {
+  using flotilla::Conv2D;
+  using flotilla::Shape;
+  // Filters in whole vectors and channels a multiple of 4: the products read the padded image in
+  // place. Each case varies what the tiling depends on: how many vectors of filters (one, two,
+  // several blocks), how an output row splits into tiles (one, equal, unequal), the stride, and
+  // how wide a weight-gradient tile is (a divisor of K*C).
+  check_float_against_double<Conv2D<16, 3, 1, 1>, Shape<16, 28, 28>>(2);  // the ResNet's first stage
+  check_float_against_double<Conv2D<16, 3, 1, 1>, Shape<4, 5, 25>>(3);    // a row in unequal tiles
+  check_float_against_double<Conv2D<32, 3, 2, 1>, Shape<16, 13, 11>>(3);  // stride 2, odd sizes
+  check_float_against_double<Conv2D<64, 3, 1, 1>, Shape<32, 7, 7>>(2);    // two blocks of filters
+  check_float_against_double<Conv2D<48, 1, 2>, Shape<8, 9, 9>>(3);        // 1 x 1, stride 2, K*C = 8
+  check_float_against_double<Conv2D<16, 5, 1, 2>, Shape<4, 30, 30>>(2);   // K*C = 20
+  check_float_against_double<Conv2D<32, 5>, Shape<12, 31, 9>>(2);         // no padding, tall image
+  check_float_against_double<Conv2D<32, 3, 1, 1>, Shape<32, 14, 14>>(2, false);  // no input gradient
+  // The input gradient as a correlation (stride 1, channels in whole vectors, padding that keeps
+  // the image about its size), with dY padded by K - 1 - P: 2 (no padding), 1, 0 (P = K - 1);
+  // channels in one, two or three vectors.
+  check_float_against_double<Conv2D<16, 3>, Shape<16, 30, 30>>(1);
+  check_float_against_double<Conv2D<16, 3, 1, 2>, Shape<16, 6, 7>>(3);
+  check_float_against_double<Conv2D<16, 3, 1, 1>, Shape<48, 5, 5>>(2);
+}
+
 TEST_CASE("Dense in float agrees with Dense in double") {
   using flotilla::Dense;
   using flotilla::Shape;

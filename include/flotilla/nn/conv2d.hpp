@@ -13,10 +13,18 @@
 // Building cols first and having GEMM pack it again would move every value twice more through
 // memory (cols is about K*K times the size of the image). The bias is added inside the forward
 // product, and db comes out of the dW product as one more column (a column of ones in B), so
-// neither costs a pass of its own over y or dY. The input gradient still forms dcols = W^T dY,
-// one image at a time, so that it is still in L2 when col2im folds it into dx (the alternative,
-// a full correlation of dY with the flipped filters, costs (H+K-1)(W+K-1)/(OH OW) times the
-// multiplies: 2.25 times for 5 x 5 filters on 12 x 12 images).
+// neither costs a pass of its own over y or dY. The input gradient forms dcols = W^T dY, one
+// image at a time, so that it is still in L2 when col2im folds it into dx.
+//
+// Where the filters fill whole vectors and the image has several channels, the products do not
+// pack at all (core/detail/sgemm_strided.hpp): the micro-kernel reads patch values from the image
+// in place, along the two strides they already have (a kernel row's K*C values are contiguous,
+// consecutive output pixels are Stride*C apart). Packing pays where a packed value is reused, and
+// a convolution's products are short (16 to 64 rows): packing cost up to half of their time. At
+// stride 1 with 'same'-like padding, dX is then a convolution too (dY padded by K - 1 - P,
+// filters flipped, filters and channels swapped), read in place the same way; elsewhere the full
+// correlation would multiply H*W/(OH*OW) times as often (2.25 for 5 x 5 filters on 12 x 12 images
+// without padding), and dcols + col2im stays.
 // Double (used by the gradient checks) takes the plain im2col + gemm path.
 #include <algorithm>
 #include <array>
@@ -30,6 +38,7 @@
 #include "flotilla/concepts/initializer.hpp"
 #include "flotilla/core/gemm.hpp"
 #include "flotilla/core/detail/sgemm.hpp"
+#include "flotilla/core/detail/sgemm_strided.hpp"
 #include "flotilla/core/shape.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/nn/init.hpp"
@@ -89,7 +98,9 @@ struct Conv2D {
     }
 
     void forward(const ForwardArgs<T>& a) {
-      if constexpr (implicit_im2col) {
+      if constexpr (strided) {
+        forward_strided(a);
+      } else if constexpr (implicit_im2col) {
         forward_implicit(a);
       } else {
         const auto batch = static_cast<std::size_t>(a.input.cols());
@@ -102,7 +113,9 @@ struct Conv2D {
     }
 
     void backward(const BackwardArgs<T>& a) {
-      if constexpr (implicit_im2col) {
+      if constexpr (strided) {
+        backward_strided(a);
+      } else if constexpr (implicit_im2col) {
         backward_implicit(a);
       } else {
         const auto batch = static_cast<std::size_t>(a.input.cols());
@@ -262,19 +275,26 @@ struct Conv2D {
       }
     };
 
+    /// Copies `batch` images of rows x cols x channels into `out` with `pad` zeros around each
+    /// (only the interiors are ever written, so the borders stay zero from the first resize).
+    static const float* padded_copy(const float* images, std::size_t batch, std::size_t rows, std::size_t cols,
+                                    std::size_t channels, std::size_t pad, Buffer<float>& out) {
+      const std::size_t row = cols * channels, padded_row = (cols + 2 * pad) * channels;
+      const std::size_t size = (rows + 2 * pad) * padded_row;
+      if (out.size() < size * batch) out.resize(size * batch);
+      for (std::size_t s = 0; s < batch; ++s)
+        for (std::size_t y = 0; y < rows; ++y)
+          std::memcpy(out.data() + s * size + (y + pad) * padded_row + pad * channels, images + (s * rows + y) * row,
+                      row * sizeof(float));
+      return out.data();
+    }
+
     /// The images the patches are read from: the input itself, or its zero-padded copy.
     const float* patch_source(const ConstMatrixView<T>& input) {
       if constexpr (padding == 0) {
         return input.data();
       } else {
-        const auto batch = static_cast<std::size_t>(input.cols());
-        // Only the interior is ever written, so the border stays zero from the first resize.
-        if (padded_.size() < image_size * batch) padded_.resize(image_size * batch);
-        for (std::size_t s = 0; s < batch; ++s)
-          for (std::size_t y = 0; y < H; ++y)
-            std::memcpy(padded_.data() + s * image_size + ((y + padding) * WP + padding) * C,
-                        input.data() + s * In::size + y * W * C, W * C * sizeof(T));
-        return padded_.data();
+        return padded_copy(input.data(), static_cast<std::size_t>(input.cols()), H, W, C, padding, padded_);
       }
     }
 
@@ -297,7 +317,12 @@ struct Conv2D {
       detail::sgemm_packed(static_cast<index>(Filters), static_cast<index>(patch + 1), n,
                            detail::SgemmPackA{dy, 1, static_cast<index>(Filters)}, PatchRows{images},
                            a.param_grads.data(), static_cast<index>(Filters), /*accumulate=*/true);
-      if (!a.wants_input_grad()) return;
+      if (a.wants_input_grad()) input_gradient_implicit(a);
+    }
+
+    void input_gradient_implicit(const BackwardArgs<T>& a) {
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      const float* dy = a.output_grad.data();
 
       // dx: dcols = W^T dY for a chunk of whole images at a time (at most 256 KiB of dcols, or one
       // image, which stays in L2 for col2im), with W^T packed once for all chunks.
@@ -312,6 +337,111 @@ struct Conv2D {
                              dcols_.data(), static_cast<index>(patch), /*accumulate=*/false);
         for (std::size_t s = 0; s < count; ++s)
           col2im(dcols_.data() + s * patch * pixels, a.input_grad.col(static_cast<Eigen::Index>(s0 + s)).data());
+      }
+    }
+
+    // ---- strided products (float, filters in whole vectors, several channels) -----------------
+    // The forward product goes tile by tile along an output row (a tile's pixels Stride*C apart
+    // in the image); the weight gradient tile by tile along a kernel row of the patch (K*C
+    // contiguous values), running over an image's output pixels. A one-channel first layer keeps
+    // the packed path, which has a layout of its own for it (pixel_runs).
+    using OutputTiling = detail::SgemmRowTiles<Filters, OW>;
+    using InputTiling = detail::SgemmRowTiles<C, W>;
+    /// Columns of a weight-gradient tile: the widest that divides a kernel row, so that a tile's
+    /// patch values are contiguous in the image.
+    static constexpr int gradient_columns = [] {
+      for (int n = detail::sgemm_strided_max_columns(OutputTiling::vectors, true); n > 1; --n)
+        if (row_len % static_cast<std::size_t>(n) == 0) return n;
+      return 1;
+    }();
+    static constexpr bool strided = implicit_im2col && OutputTiling::fit && C % 4 == 0 && gradient_columns >= 4;
+    /// The correlation multiplies H*W*K*K*F*C times, dcols = W^T dY OH*OW*K*K*F*C: the same at
+    /// 'same' padding, 2.25 times as many for 5 x 5 filters on 12 x 12 images without padding.
+    static constexpr bool correlated_input_gradient =
+        strided && Stride == 1 && InputTiling::fit && Filters % 4 == 0 && 4 * H * W <= 5 * OH * OW;
+    /// The padding of dY for the correlation: K - 1 - P on each side.
+    static constexpr std::size_t gradient_padding = Kernel - 1 - padding;
+    static constexpr std::size_t GQ = OH + 2 * gradient_padding, WQ = OW + 2 * gradient_padding;
+
+    void forward_strided(const ForwardArgs<T>& a) {
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      const float* const images = patch_source(a.input);
+      const float* const w = a.params.data();
+      for (std::size_t s = 0; s < batch; ++s) {
+        for (std::size_t oy = 0; oy < OH; ++oy) {
+          const float* const row = images + s * image_size + oy * Stride * WP * C;
+          OutputTiling::template row<static_cast<index>(Stride * C)>(
+              w,
+              [row](std::size_t x0) {
+                return detail::SgemmStridedB{row + x0 * Stride * C, static_cast<index>(Kernel), static_cast<index>(WP * C), kernel_row, 1};
+              },
+              a.output.data() + (s * OH + oy) * OW * Filters, w + Filters * patch);
+        }
+      }
+    }
+
+    void backward_strided(const BackwardArgs<T>& a) {
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      if (batch == 0) return;
+      const float* const images = padding == 0 ? a.input.data() : padded_.data();
+      const float* const dy = a.output_grad.data();
+      float* const dw = a.param_grads.data();
+      float* const db = dw + Filters * patch;
+      constexpr auto n = static_cast<std::size_t>(gradient_columns);
+      constexpr int vectors = OutputTiling::vectors;
+      for (std::size_t s = 0; s < batch; ++s) {
+        for (std::size_t r = 0; r < Filters; r += OutputTiling::block_rows) {
+          const float* const dys = dy + s * pixels * Filters + r;
+          for (std::size_t j0 = 0; j0 < patch; j0 += n) {
+            const detail::SgemmStridedB src{images + s * image_size + static_cast<std::size_t>(patch_offset(static_cast<index>(j0))),
+                                            static_cast<index>(OH), static_cast<index>(Stride * WP * C), static_cast<index>(OW),
+                                            static_cast<index>(Stride * C)};
+            float* const out = dw + j0 * Filters + r;
+            if (j0 == 0) {
+              detail::sgemm_strided_ukernel<vectors, gradient_columns, 1, true>(dys, static_cast<index>(Filters), src, out,
+                                                                               static_cast<index>(Filters), true, nullptr, db + r);
+            } else {
+              detail::sgemm_strided_ukernel<vectors, gradient_columns, 1>(dys, static_cast<index>(Filters), src, out,
+                                                                          static_cast<index>(Filters), true, nullptr);
+            }
+          }
+        }
+      }
+      if (!a.wants_input_grad()) return;
+      if constexpr (correlated_input_gradient) {
+        input_gradient_correlated(a);
+      } else {
+        input_gradient_implicit(a);
+      }
+    }
+
+    /// dX = dY (padded by K - 1 - P) correlated with the flipped filters, filters and channels
+    /// swapped: dx(y, x, c) = sum over (ky, kx, f) of dYp(y + ky, x + kx, f) W(f, K-1-ky, K-1-kx, c).
+    void input_gradient_correlated(const BackwardArgs<T>& a) {
+      const auto batch = static_cast<std::size_t>(a.input.cols());
+      // The flipped filters as a C x (K*K*F) matrix, column (ky, kx, f).
+      if (flipped_.size() < C * Kernel * Kernel * Filters) flipped_.resize(C * Kernel * Kernel * Filters);
+      const float* const w = a.params.data();
+      for (std::size_t ky = 0; ky < Kernel; ++ky)
+        for (std::size_t kx = 0; kx < Kernel; ++kx)
+          for (std::size_t f = 0; f < Filters; ++f) {
+            const float* src = w + f + (((Kernel - 1 - ky) * Kernel + (Kernel - 1 - kx)) * C) * Filters;
+            float* dst = flipped_.data() + ((ky * Kernel + kx) * Filters + f) * C;
+            for (std::size_t c = 0; c < C; ++c) dst[c] = src[c * Filters];
+          }
+      const float* const dyp = gradient_padding == 0 ? a.output_grad.data()
+                                                     : padded_copy(a.output_grad.data(), batch, OH, OW, Filters, gradient_padding, padded_dy_);
+      for (std::size_t s = 0; s < batch; ++s) {
+        for (std::size_t y = 0; y < H; ++y) {
+          const float* const row = dyp + (s * GQ + y) * WQ * Filters;
+          InputTiling::template row<static_cast<index>(Filters)>(
+              flipped_.data(),
+              [row](std::size_t x0) {
+                return detail::SgemmStridedB{row + x0 * Filters, static_cast<index>(Kernel), static_cast<index>(WQ * Filters),
+                                             static_cast<index>(Kernel * Filters), 1};
+              },
+              a.input_grad.data() + (s * H + y) * W * C, nullptr);
+        }
       }
     }
 
@@ -369,6 +499,8 @@ struct Conv2D {
     Buffer<T> dcols_;    // W^T dY (explicit path: whole batch; implicit path: one chunk)
     Buffer<T> padded_;   // implicit path, padding > 0: the zero-padded input images
     Buffer<float> wt_;   // implicit path: W^T packed for the input gradient
+    Buffer<float> flipped_;     // correlated input gradient: the flipped filters, C x (K*K*F)
+    Buffer<float> padded_dy_;   // correlated input gradient: dY padded by K - 1 - P
   };
 };
 

@@ -51,11 +51,11 @@ namespace sgemm_impl {
 /// whatever the compiler's heuristics, so that the accumulator array is only ever indexed by
 /// constants and lives entirely in registers.
 template <class F, int... I>
-inline void unroll_impl(F& f, std::integer_sequence<int, I...>) {
+[[gnu::always_inline]] inline void unroll_impl(F& f, std::integer_sequence<int, I...>) {
   (f(std::integral_constant<int, I>{}), ...);
 }
 template <int N, class F>
-inline void unroll(F&& f) {
+[[gnu::always_inline]] inline void unroll(F&& f) {
   unroll_impl(f, std::make_integer_sequence<int, N>{});
 }
 }  // namespace sgemm_impl
