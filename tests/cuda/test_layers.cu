@@ -133,7 +133,7 @@ TEST_CASE("gpu: a small CNN and an MLP end to end match the CPU") {
   compare_network<Sequential<Input<64>, Dense<32>, ReLU, Dense<16>, Sigmoid, Dense<10>>>("MLP", Mode::train, 33);
 }
 
-TEST_CASE("gpu: blocks, branches and batch normalisation match the CPU") {
+TEST_CASE("gpu: blocks, branches, batch and layer normalisation match the CPU") {
   using Unit = Block<Conv2D<3, 3, 1, 1>, Tanh, Conv2D<3, 3, 1, 1>>;
   compare_network<Sequential<Input<3, 6, 5>, Unit>>("Block");
   compare_network<Sequential<Input<6>, Repeat<3, Residual<Block<Dense<6>, Tanh>>>>>("Repeat of residual blocks");
@@ -145,6 +145,9 @@ TEST_CASE("gpu: blocks, branches and batch normalisation match the CPU") {
   compare_network<Sequential<Input<4, 5, 6>, BatchNorm2D<>>>("BatchNorm2D", Mode::train, 9);
   compare_network<Sequential<Input<64, 7, 7>, BatchNorm2D<>>>("BatchNorm2D, 64 channels, many chunks", Mode::train, 140);
   compare_network<Sequential<Input<12>, BatchNorm1D<>>>("BatchNorm1D", Mode::train, 9);
+  compare_network<Sequential<Input<12>, LayerNorm<>>>("LayerNorm", Mode::train, 9);
+  compare_network<Sequential<Input<8, 9, 10>, LayerNorm<>, Conv2D<3, 3>, LayerNorm<std::ratio<1, 1000>>, Flatten, Dense<4>>>(
+      "LayerNorm on images, 720 values a sample", Mode::train, 5);
   compare_network<Sequential<Input<1, 10, 10>, Conv2D<4, 3, 1, 1>, SyncBatchNorm2D, ReLU,
                              Residual<Block<Conv2D<4, 3, 1, 1>, BatchNorm2D<>, ReLU, Conv2D<4, 3, 1, 1>, BatchNorm2D<>>>, ReLU,
                              GlobalAvgPool, Dense<5>>>("a residual network with BatchNorm", Mode::train, 16);

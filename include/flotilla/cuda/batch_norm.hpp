@@ -1,5 +1,6 @@
 #pragma once
-// Batch normalisation's kernels on the GPU (nn/batch_norm.hpp is the CPU layer they follow):
+// The normalisations' kernels on the GPU (nn/batch_norm.hpp and nn/layer_norm.hpp are the CPU
+// layers they follow). Batch normalisation's:
 // per-channel sums in double, taken in a fixed order (a block per channel and chunk of the values,
 // a tree in shared memory, then the chunks added in order), so that a run gives the same bits every
 // time; the per-channel arithmetic in double, as the CPU layer does it; the element-wise passes in
@@ -138,6 +139,43 @@ inline void norm_input_grad(cudaStream_t s, const float* x, const float* dy, flo
     const float xhat = (x[i] - static_cast<float>(st.mean[c])) * static_cast<float>(st.inv_std[c]);
     dx[i] = scale[c] * (dy[i] - mean_dy - xhat * mean_dy_xhat);
   });
+}
+
+// ---- LayerNorm: statistics per sample ----------------------------------------------------------
+
+/// sums[s] and sums[samples + s]: the two sums of pair(s, i) over the D values i of sample s; one
+/// block a sample, a tree in shared memory (a fixed order, as channel_sums).
+template <class Pair>
+__global__ void sample_sums_kernel(index_t D, Pair pair, index_t samples, double* sums) {
+  __shared__ double first[channel_sum_threads], second[channel_sum_threads];
+  const index_t s = blockIdx.x;
+  double a = 0, b = 0;
+  for (index_t i = threadIdx.x; i < D; i += channel_sum_threads) {
+    const double2 p = pair(s, i);
+    a += p.x;
+    b += p.y;
+  }
+  first[threadIdx.x] = a;
+  second[threadIdx.x] = b;
+  __syncthreads();
+  for (unsigned half = channel_sum_threads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      first[threadIdx.x] += first[threadIdx.x + half];
+      second[threadIdx.x] += second[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    sums[s] = first[0];
+    sums[samples + s] = second[0];
+  }
+}
+
+template <class Pair>
+void sample_sums(cudaStream_t s, index_t samples, index_t D, Pair pair, double* sums) {
+  if (samples == 0) return;
+  sample_sums_kernel<<<static_cast<unsigned>(samples), channel_sum_threads, 0, s>>>(D, pair, samples, sums);
+  FLOTILLA_CUDA_CHECK_LAUNCH("sample_sums");
 }
 
 }  // namespace flotilla::cuda::detail

@@ -1,6 +1,6 @@
 #pragma once
 // The GPU side of the layers made of layers (nn/block.hpp, nn/branches.hpp, nn/residual.hpp) and of
-// the normalisations (nn/batch_norm.hpp): the same parts run by their own DeviceLayers, with the
+// the normalisations (nn/batch_norm.hpp, nn/layer_norm.hpp): the same parts run by their own DeviceLayers, with the
 // CPU layer's geometry (parameter offsets, kept outputs, Concat's channel layout), so that the
 // flat buffers and results agree with the CPU's.
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include "flotilla/nn/batch_norm.hpp"
 #include "flotilla/nn/block.hpp"
 #include "flotilla/nn/branches.hpp"
+#include "flotilla/nn/layer_norm.hpp"
 #include "flotilla/nn/residual.hpp"
 
 namespace flotilla::cuda {
@@ -290,5 +291,87 @@ template <class L, StatisticsScope Scope, class Momentum, class Epsilon>
 struct DeviceLayer<L, BatchNorm2D<Scope, Momentum, Epsilon>> : DeviceBatchNorm<L> {};
 template <class L, StatisticsScope Scope, class Momentum, class Epsilon>
 struct DeviceLayer<L, BatchNorm1D<Scope, Momentum, Epsilon>> : DeviceBatchNorm<L> {};
+
+// ---- LayerNorm --------------------------------------------------------------------------------
+
+/// nn/layer_norm.hpp on the GPU: each sample's mean and 1 / std in double from per-sample sums
+/// (a block a sample); gamma's and beta's gradients from per-value sums over the batch.
+template <class L, class Epsilon>
+struct DeviceLayer<L, LayerNorm<Epsilon>> {
+  static constexpr index_t D = static_cast<index_t>(L::D);
+
+  void forward(const DeviceForwardArgs& a) {
+    const cudaStream_t s = a.ctx.compute();
+    const auto samples = static_cast<index_t>(a.batch);
+    const float* x = a.input;
+    sums_.reserve(2 * a.batch);
+    mean_.reserve(a.batch);
+    inv_std_.reserve(a.batch);
+    double* sums = sums_.data();
+    detail::sample_sums(s, samples, D, [=] __device__(index_t v, index_t i) {
+      const double value = static_cast<double>(x[v * D + i]);
+      return double2{value, value * value};
+    }, sums);
+    float* mean = mean_.data();
+    float* inv_std = inv_std_.data();
+    constexpr double epsilon = LayerNorm<Epsilon>::epsilon;
+    detail::for_each_index(s, a.batch, "layer_norm_statistics", [=] __device__(index_t v) {
+      const double m = sums[v] / static_cast<double>(D);
+      const double var = sums[samples + v] / static_cast<double>(D) - m * m;
+      mean[v] = static_cast<float>(m);
+      inv_std[v] = static_cast<float>(1.0 / sqrt((var > 0 ? var : 0) + epsilon));
+    });
+    const float* gamma = a.params;
+    const float* beta = a.params + D;
+    float* y = a.output;
+    detail::for_each_index(s, L::D * a.batch, "layer_norm_apply", [=] __device__(index_t k) {
+      const index_t v = k / D, i = k % D;
+      y[k] = gamma[i] * ((x[k] - mean[v]) * inv_std[v]) + beta[i];
+    });
+  }
+
+  void backward(const DeviceBackwardArgs& a) {
+    const cudaStream_t s = a.ctx.compute();
+    const auto samples = static_cast<index_t>(a.batch);
+    const float* x = a.input;
+    const float* dy = a.output_grad;
+    const float* gamma = a.params;
+    const float* mean = mean_.data();
+    const float* inv_std = inv_std_.data();
+    // dgamma += sum over samples of dy * xhat, dbeta += sum of dy: per-value sums, as BatchNorm's
+    // per-channel ones with a sample for a pixel and a value for a channel.
+    value_sums_.reserve(2 * L::D);
+    partial_.reserve(static_cast<std::size_t>(2 * D * std::max<index_t>(detail::channel_sum_chunks(samples), 1)));
+    detail::channel_sums(s, samples, D, [=] __device__(index_t v, index_t i) {
+      const float g = dy[v * D + i];
+      return double2{static_cast<double>(g * ((x[v * D + i] - mean[v]) * inv_std[v])), static_cast<double>(g)};
+    }, partial_.data(), value_sums_.data());
+    const double* value_sums = value_sums_.data();
+    float* grads = a.param_grads;
+    detail::for_each_index(s, L::D, "layer_norm_parameter_grads", [=] __device__(index_t i) {
+      grads[i] += static_cast<float>(value_sums[i]);
+      grads[D + i] += static_cast<float>(value_sums[D + i]);
+    });
+    if (!a.input_grad) return;
+    // dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, means over the sample.
+    double* sums = sums_.data();
+    detail::sample_sums(s, samples, D, [=] __device__(index_t v, index_t i) {
+      const float g = dy[v * D + i] * gamma[i];
+      return double2{static_cast<double>(g), static_cast<double>(g * ((x[v * D + i] - mean[v]) * inv_std[v]))};
+    }, sums);
+    float* dx = a.input_grad;
+    detail::for_each_index(s, L::D * a.batch, "layer_norm_input_grad", [=] __device__(index_t k) {
+      const index_t v = k / D, i = k % D;
+      const float xhat = (x[k] - mean[v]) * inv_std[v];
+      const float mean_g = static_cast<float>(sums[v] / static_cast<double>(D));
+      const float mean_gx = static_cast<float>(sums[samples + v] / static_cast<double>(D));
+      dx[k] = inv_std[v] * (dy[k] * gamma[i] - mean_g - xhat * mean_gx);
+    });
+  }
+
+ private:
+  DeviceBuffer<double> sums_, value_sums_, partial_;
+  DeviceBuffer<float> mean_, inv_std_;
+};
 
 }  // namespace flotilla::cuda

@@ -70,7 +70,7 @@ struct DeviceLayer {
   static_assert(!std::is_same_v<L, L>,
                 "flotilla::cuda::DeviceLayer<L>: this layer has no CUDA implementation. Built in: Dense, Conv2D, "
                 "MaxPool2D, AvgPool2D, GlobalAvgPool, Flatten, Dropout, ReLU, LeakyReLU, Tanh, Sigmoid, GELU, "
-                "BatchNorm2D, BatchNorm1D, Block, Repeat, Residual, Add, Concat, Identity (cuda/composite.hpp); "
+                "BatchNorm2D, BatchNorm1D, LayerNorm, Block, Repeat, Residual, Add, Concat, Identity (cuda/composite.hpp); "
                 "for your own layer, specialize flotilla::cuda::DeviceLayer (see docs/gpu.md)");
 };
 
