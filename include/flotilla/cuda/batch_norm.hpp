@@ -18,21 +18,12 @@ inline constexpr index_t channel_sum_chunk = 16 * channel_sum_threads;
 
 inline index_t channel_sum_chunks(index_t vectors) { return (vectors + channel_sum_chunk - 1) / channel_sum_chunk; }
 
-/// partial[(chunk * C + c) * 2 + j] = sum over the chunk's vectors v of pair(v, c)[j]; blockIdx.x is
-/// the chunk, blockIdx.y the channel.
-template <class Pair>
-__global__ void channel_partial_sums(index_t vectors, index_t C, Pair pair, double* partial) {
+/// The block's sums of its channel_sum_threads threads' pairs, by a tree in shared memory (a
+/// fixed order); valid in thread 0.
+__device__ inline double2 block_pair_sum(double2 mine) {
   __shared__ double first[channel_sum_threads], second[channel_sum_threads];
-  const index_t c = blockIdx.y, begin = static_cast<index_t>(blockIdx.x) * channel_sum_chunk;
-  const index_t end = begin + channel_sum_chunk < vectors ? begin + channel_sum_chunk : vectors;
-  double a = 0, b = 0;
-  for (index_t v = begin + threadIdx.x; v < end; v += channel_sum_threads) {
-    const double2 p = pair(v, c);
-    a += p.x;
-    b += p.y;
-  }
-  first[threadIdx.x] = a;
-  second[threadIdx.x] = b;
+  first[threadIdx.x] = mine.x;
+  second[threadIdx.x] = mine.y;
   __syncthreads();
   for (unsigned half = channel_sum_threads / 2; half > 0; half /= 2) {
     if (threadIdx.x < half) {
@@ -41,9 +32,25 @@ __global__ void channel_partial_sums(index_t vectors, index_t C, Pair pair, doub
     }
     __syncthreads();
   }
+  return double2{first[0], second[0]};
+}
+
+/// partial[(chunk * C + c) * 2 + j] = sum over the chunk's vectors v of pair(v, c)[j]; blockIdx.x is
+/// the chunk, blockIdx.y the channel.
+template <class Pair>
+__global__ void channel_partial_sums(index_t vectors, index_t C, Pair pair, double* partial) {
+  const index_t c = blockIdx.y, begin = static_cast<index_t>(blockIdx.x) * channel_sum_chunk;
+  const index_t end = begin + channel_sum_chunk < vectors ? begin + channel_sum_chunk : vectors;
+  double2 mine{0, 0};
+  for (index_t v = begin + threadIdx.x; v < end; v += channel_sum_threads) {
+    const double2 p = pair(v, c);
+    mine.x += p.x;
+    mine.y += p.y;
+  }
+  const double2 sum = block_pair_sum(mine);
   if (threadIdx.x == 0) {
-    partial[(static_cast<index_t>(blockIdx.x) * C + c) * 2] = first[0];
-    partial[(static_cast<index_t>(blockIdx.x) * C + c) * 2 + 1] = second[0];
+    partial[(static_cast<index_t>(blockIdx.x) * C + c) * 2] = sum.x;
+    partial[(static_cast<index_t>(blockIdx.x) * C + c) * 2 + 1] = sum.y;
   }
 }
 
@@ -147,27 +154,17 @@ inline void norm_input_grad(cudaStream_t s, const float* x, const float* dy, flo
 /// block a sample, a tree in shared memory (a fixed order, as channel_sums).
 template <class Pair>
 __global__ void sample_sums_kernel(index_t D, Pair pair, index_t samples, double* sums) {
-  __shared__ double first[channel_sum_threads], second[channel_sum_threads];
   const index_t s = blockIdx.x;
-  double a = 0, b = 0;
+  double2 mine{0, 0};
   for (index_t i = threadIdx.x; i < D; i += channel_sum_threads) {
     const double2 p = pair(s, i);
-    a += p.x;
-    b += p.y;
+    mine.x += p.x;
+    mine.y += p.y;
   }
-  first[threadIdx.x] = a;
-  second[threadIdx.x] = b;
-  __syncthreads();
-  for (unsigned half = channel_sum_threads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      first[threadIdx.x] += first[threadIdx.x + half];
-      second[threadIdx.x] += second[threadIdx.x + half];
-    }
-    __syncthreads();
-  }
+  const double2 sum = block_pair_sum(mine);
   if (threadIdx.x == 0) {
-    sums[s] = first[0];
-    sums[samples + s] = second[0];
+    sums[s] = sum.x;
+    sums[samples + s] = sum.y;
   }
 }
 
