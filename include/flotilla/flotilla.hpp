@@ -124,6 +124,7 @@
 #include "flotilla/concepts/update_policy.hpp"
 #include "flotilla/transport/group.hpp"
 #include "flotilla/transport/in_process.hpp"
+#include "flotilla/transport/launcher.hpp"
 #include "flotilla/transport/operation.hpp"
 #include "flotilla/collective/allreduce_small.hpp"
 #include "flotilla/collective/broadcast.hpp"

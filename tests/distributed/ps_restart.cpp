@@ -140,7 +140,7 @@ int run(const Program& self, int argc, char** argv) {
 
     auto ro = options();
     ro.workers = 2;
-    Trainer<M, Policy> reference(ro);
+    Trainer<M, Policy> reference(ro, Policy{}, transport::InProcessOptions{.beside_launched_job = true});
     FitOptions rf;
     rf.epochs = epochs;
     rf.log = nullptr;

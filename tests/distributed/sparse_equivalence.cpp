@@ -139,7 +139,7 @@ int run(const Program& self, int argc, char** argv) {
     return 3;
   }
 
-  auto reference = trainer<fl::transport::InProcess>(1, 1, {});
+  auto reference = trainer<fl::transport::InProcess>(1, 1, {.beside_launched_job = true});
   reference.fit(data, {}, epochs);
 
   std::size_t checked = 0;

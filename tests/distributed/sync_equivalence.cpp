@@ -152,7 +152,8 @@ static int check(std::size_t servers, const char* what, const char* tag) {
   TrainerOptions<M> single = o;
   single.batch_size = o.batch_size * workers;
   single.workers = 1;
-  Trainer<M> reference(single);
+  // In this process, beside the launched job (the launcher's variables would refuse it otherwise).
+  Trainer<M> reference(single, {}, transport::InProcessOptions{.beside_launched_job = true});
   reference.fit(data, nullptr, f);
   double diff = 0, norm = 0;
   const auto a = std::as_const(distributed).parameters(), b = std::as_const(reference).parameters();

@@ -91,7 +91,7 @@ static int train_and_compare(std::size_t P, std::size_t D, pl::Schedule schedule
   ro.batch_size = 4;
   ro.seed = 5;
   ro.workers = D;
-  Trainer<M> reference(ro);
+  Trainer<M> reference(ro, {}, transport::InProcessOptions{.beside_launched_job = true});
   const History want = reference.fit(train, &validation, quiet);
 
   pl::TrainerOptions<M> po;

@@ -14,6 +14,9 @@
 //   timeout MS            rank 0, with a timeout of MS ms, receives from rank 1, which never sends
 //                         (it waits in a barrier): the receive must fail after MS, not much later
 //   print                 prints two lines to stdout, one to stderr, and a last line without newline
+//   free-port             prints a free loopback port (no transport), for a job started without
+//                         flotilla-launch (check_launcher_job.cmake)
+//   job-size              the conformance suite, then rank 0 prints "job of N ranks"
 //
 // It exits 0 when what happened is what should have; otherwise it prints why and exits 1. The
 // failure modes print "caught after <ms> ms: <message>" for the test driver to check.
@@ -60,7 +63,16 @@ std::size_t arg(int argc, char** argv, int i) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
+    if (mode == "free-port") {
+      std::printf("%u\n", static_cast<unsigned>(flotilla::transport::tcp::pick_free_port()));
+      return 0;
+    }
     const TcpOptions o = TcpOptions::from_environment();
+    if (mode == "job-size") {
+      Tcp::run(o, o.world_size, [](TcpEndpoint& e) { flotilla::testing::transport_conformance(e); });
+      if (o.rank == 0) std::printf("job of %zu ranks\n", o.world_size);
+      return 0;
+    }
     const std::size_t rank = o.rank;
     if (mode == "conformance") {
       Tcp::run(o, o.world_size, [](TcpEndpoint& e) { flotilla::testing::transport_conformance(e); });

@@ -70,7 +70,11 @@ class ScopedEnv {
                                           "FLOTILLA_BIND",         "FLOTILLA_TIMEOUT_MS",   "FLOTILLA_CONNECT_TIMEOUT_MS",
                                           "FLOTILLA_SOCKET_BUFFER", "FLOTILLA_SECRET",      "FLOTILLA_SECRET_FILE",
                                           "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA", "FLOTILLA_SHARED_MEMORY",
-                                          "FLOTILLA_SPIN_US",      "FLOTILLA_REJOIN"};
+                                          "FLOTILLA_SPIN_US",      "FLOTILLA_REJOIN",       "FLOTILLA_LOCAL_RANK",
+                                          // other launchers' (transport/launcher.hpp)
+                                          "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                                          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                          "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_ID", "SLURM_STEPID"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -342,6 +346,96 @@ TEST_CASE("options: every bad value names the variable and the text") {
     const std::string msg = config_error([] { (void)TcpOptions::from_environment(); });
     CAPTURE(msg);
     for (const auto& e : c.expected) CHECK(contains(msg, e));
+  }
+}
+
+TEST_CASE("options: torchrun's, Open MPI's and Slurm's variables form the job") {
+  using flotilla::transport::Launcher;
+  using flotilla::transport::launch_environment;
+  {
+    ScopedEnv env({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29400"}});
+    const auto l = launch_environment();
+    CHECK(l.launcher == Launcher::torchrun);
+    CHECK(l.rank == 3);
+    CHECK(l.world_size == 8);
+    CHECK(l.local_rank == std::optional<std::size_t>(1));
+    const auto o = TcpOptions::from_environment();
+    CHECK(o.rank == 3);
+    CHECK(o.world_size == 8);
+    CHECK(o.coordinator == "10.1.2.3:29400");
+  }
+  {
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                   {"FLOTILLA_COORDINATOR", "127.0.0.1:7000"}});
+    const auto o = TcpOptions::from_environment();
+    CHECK(o.rank == 1);
+    CHECK(o.world_size == 2);
+    CHECK(o.coordinator == "127.0.0.1:7000");  // FLOTILLA_COORDINATOR where the launcher gives none
+    CHECK(launch_environment().launcher == Launcher::open_mpi);
+  }
+  {
+    ScopedEnv env({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"},
+                   {"MASTER_ADDR", "::1"}, {"MASTER_PORT", "29500"}});
+    const auto o = TcpOptions::from_environment();
+    CHECK(o.rank == 5);
+    CHECK(o.world_size == 6);
+    CHECK(o.coordinator == "[::1]:29500");
+    CHECK(launch_environment().local_rank == std::optional<std::size_t>(2));
+  }
+  {
+    // A batch script (no job step) is one process, whatever its allocation.
+    ScopedEnv env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "16"}});
+    CHECK(launch_environment().launcher == Launcher::none);
+    CHECK(TcpOptions::from_environment().world_size == 1);
+  }
+  {
+    // Nested: torchrun's 8 processes inside an srun step of 2 tasks (one a host): torchrun's is the job.
+    ScopedEnv env({{"RANK", "6"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "2"}, {"MASTER_ADDR", "n1"}, {"MASTER_PORT", "1234"},
+                   {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}});
+    const auto l = launch_environment();
+    CHECK(l.launcher == Launcher::torchrun);
+    CHECK(l.rank == 6);
+    // flotilla's own variables, where given, are the innermost launcher's: one process alone
+    // cannot be one of torchrun's eight.
+    ::setenv("FLOTILLA_RANK", "0", 1);
+    ::setenv("FLOTILLA_WORLD_SIZE", "1", 1);
+    CHECK_THROWS_WITH_AS(launch_environment(), doctest::Contains("contradict"), flotilla::ConfigError);
+  }
+  // Contradictions and partial conventions stop with the variables named.
+  struct Case {
+    std::vector<std::pair<const char*, const char*>> env;
+    std::vector<std::string> expected;
+  };
+  const std::vector<Case> cases = {
+      {{{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}},
+       {"torchrun's RANK=1 WORLD_SIZE=4", "Slurm's SLURM_PROCID=2 SLURM_NTASKS=4", "contradict"}},
+      {{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}},
+       {"torchrun's RANK=1 WORLD_SIZE=2", "OMPI_COMM_WORLD_SIZE=4", "contradict"}},
+      {{{"RANK", "1"}}, {"torchrun", "RANK=1", "WORLD_SIZE is missing"}},
+      {{{"LOCAL_RANK", "0"}}, {"torchrun", "LOCAL_RANK=0", "RANK is missing"}},
+      {{{"RANK", "4"}, {"WORLD_SIZE", "4"}}, {"RANK=4 WORLD_SIZE=4", "0 to 3"}},
+      {{{"RANK", "1"}, {"WORLD_SIZE", "two"}}, {"WORLD_SIZE=two", "not a number"}},
+      {{{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "3"}}, {"LOCAL_RANK=3", "local rank is above the rank"}},
+      {{{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}}, {"MASTER_ADDR=h", "MASTER_PORT"}},
+      {{{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}, {"MASTER_PORT=70000", "not a port"}},
+      // A launcher with several processes and no coordinator: no silent lone training.
+      {{{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}},
+       {"rank 2 of 4", "Open MPI's OMPI_COMM_WORLD_RANK=2 OMPI_COMM_WORLD_SIZE=4", "MASTER_ADDR", "FLOTILLA_COORDINATOR"}},
+  };
+  for (const auto& c : cases) {
+    std::string message;
+    {
+      ScopedEnv env({});
+      for (const auto& [k, v] : c.env) ::setenv(k, v, 1);
+      try {
+        (void)TcpOptions::from_environment();
+      } catch (const flotilla::ConfigError& e) {
+        message = e.what();
+      }
+    }
+    CAPTURE(message);
+    REQUIRE_FALSE(message.empty());
+    for (const auto& part : c.expected) CHECK(message.find(part) != std::string::npos);
   }
 }
 

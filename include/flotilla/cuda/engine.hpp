@@ -33,6 +33,7 @@
 #include "flotilla/cuda/buffer.hpp"
 #include "flotilla/cuda/codec.hpp"
 #include "flotilla/cuda/context.hpp"
+#include "flotilla/transport/launcher.hpp"
 #include "flotilla/cuda/loss.hpp"
 #include "flotilla/cuda/network.hpp"
 #include "flotilla/cuda/optimizers.hpp"
@@ -63,10 +64,10 @@ class Engine {
   static constexpr std::size_t input_size = M::input_shape::size;
   static constexpr std::size_t output_size = M::output_shape::size;
 
-  /// `threads` is accepted for the CPU engine's signature; the GPU is one stream. The device is
-  /// CUDA's current one (0 unless the program chose another, or CUDA_VISIBLE_DEVICES says).
+  /// `threads` is accepted for the CPU engine's signature; the GPU is one stream. The device:
+  /// default_device().
   Engine(std::size_t /*threads*/, std::size_t eval_batch_size, std::uint64_t seed)
-      : ctx_(current_device()),
+      : ctx_(default_device()),
         eval_batch_(std::max<std::size_t>(eval_batch_size, 1)),
         seed_(seed),
         host_params_(parameter_count),
@@ -348,6 +349,24 @@ class Engine {
     FLOTILLA_CUDA_CHECK(cudaGetDevice(&d));
     return d;
   }
+
+ public:
+  /// The device a process trains on: CUDA's current one when the program made another than the
+  /// first current; else, when a launcher says which of its host's processes this is
+  /// (transport/launcher.hpp: LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID,
+  /// FLOTILLA_LOCAL_RANK), the device of that local rank (modulo the devices visible, so that
+  /// more processes than devices share them in turn; CUDA_VISIBLE_DEVICES narrows them first).
+  static int default_device() {
+    const int current = current_device();
+    if (current != 0) return current;
+    const auto local = transport::launch_environment().local_rank;
+    if (!local) return 0;
+    int count = 0;
+    FLOTILLA_CUDA_CHECK(cudaGetDeviceCount(&count));
+    return count > 0 ? static_cast<int>(*local % static_cast<std::size_t>(count)) : 0;
+  }
+
+ private:
 
   void to_device(std::atomic<Where>& where, PinnedBuffer<T>& host, DeviceBuffer<T>& dev) {
     if (where.load() != Where::host) return;

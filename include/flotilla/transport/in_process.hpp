@@ -23,6 +23,7 @@
 
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/transport/launcher.hpp"
 
 namespace flotilla::transport {
 
@@ -30,6 +31,12 @@ struct InProcessOptions {
   /// The longest any wait may last before it fails with TransportError. In-process ranks cannot
   /// die separately (a failure aborts the job at once), so this only bounds a deadlock.
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};
+  /// Whether a job may run in this process while a launcher's variables say the process is one of
+  /// several of a job (flotilla-launch, torchrun, mpirun, srun: transport/launcher.hpp). false (the
+  /// default) refuses with a ConfigError naming them: every process would otherwise train a model
+  /// of its own, alone. true for in-process work beside a multi-process job (a reference run, an
+  /// evaluation).
+  bool beside_launched_job = false;
 };
 
 namespace detail {
@@ -235,8 +242,21 @@ struct InProcess {
   using options = InProcessOptions;
   using endpoint = InProcessEndpoint;
 
+  /// The refusal of run() when `launch` says this process is one of several of a job.
+  static void refuse_under_launcher(const LaunchEnvironment& launch) {
+    if (!launch.several()) return;
+    throw ConfigError("this process is rank " + std::to_string(launch.rank) + " of " + std::to_string(launch.world_size) +
+                      " of a job that " + std::string(launcher_name(launch.launcher)) + " started (" + launch.variables +
+                      "), but trains with the in-process transport, which runs a whole job in one process: each of the " +
+                      std::to_string(launch.world_size) +
+                      " would train a model of its own. Use transport::Tcp (it joins the job from these variables) or "
+                      "transport::Mpi, or start one process (InProcessOptions::beside_launched_job allows in-process work "
+                      "beside the job)");
+  }
+
   static void run(const options& o, std::size_t ranks, const std::function<void(endpoint&)>& body) {
     if (ranks == 0) throw ConfigError("InProcess::run: a job needs at least one rank");
+    if (!o.beside_launched_job) refuse_under_launcher(launch_environment());
     auto world = std::make_shared<detail::InProcessWorld>(ranks);
     std::vector<std::exception_ptr> errors(ranks);
     auto run_rank = [&](std::size_t r) {

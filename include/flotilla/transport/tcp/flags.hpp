@@ -57,6 +57,7 @@ class Flags {
                                        "FLOTILLA_REJOIN")) {}
 
   /// The options given (call after Flags::parse); ConfigError naming the flag for a bad value.
+  /// Without --rank and --world-size (or their variables), another launcher's (Options::from_environment).
   Options options() const {
     auto item = [](const std::string& v, const char* flag, const char* env) {
       detail::TcpSettingText s;
@@ -76,7 +77,7 @@ class Flags {
                                      item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA"),
                                      item(shared_memory_, "shared-memory", "FLOTILLA_SHARED_MEMORY"),
                                      item(spin_, "spin-us", "FLOTILLA_SPIN_US"), item(rejoin_, "rejoin", "FLOTILLA_REJOIN"),
-                                     detail::tcp_setting_from_env("FLOTILLA_LAUNCH_SECRET")});
+                                     detail::tcp_setting_from_env("FLOTILLA_LAUNCH_SECRET"), launch_environment()});
   }
 
  private:

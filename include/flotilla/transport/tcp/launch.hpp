@@ -4,7 +4,7 @@
 //   flotilla-launch -n 4 [--timeout S] -- ./train --epochs 3
 //
 // launch() picks a free loopback port for the coordinator, starts N copies of the command with
-// FLOTILLA_RANK, FLOTILLA_WORLD_SIZE and FLOTILLA_COORDINATOR set, and prefixes every line they
+// FLOTILLA_RANK, FLOTILLA_LOCAL_RANK, FLOTILLA_WORLD_SIZE and FLOTILLA_COORDINATOR set, and prefixes every line they
 // print with "[rank k] " (stdout to stdout, stderr to stderr). When a rank exits with a non-zero
 // status or is killed, the others are stopped (SIGTERM, then SIGKILL after a grace period) and
 // the result names that rank and how it ended; a timeout bounds the whole job. A rank that the
@@ -321,8 +321,8 @@ inline LaunchResult launch(const LaunchOptions& o) {
   // The environment: this process's, less what the launcher sets, plus the extras.
   std::vector<std::string> base;
   auto overridden = [&](std::string_view var) {
-    for (const char* name : {"FLOTILLA_RANK=", "FLOTILLA_WORLD_SIZE=", "FLOTILLA_COORDINATOR=", "FLOTILLA_LAUNCH_REPORTS=",
-                             "FLOTILLA_LAUNCH_SECRET="})
+    for (const char* name : {"FLOTILLA_RANK=", "FLOTILLA_WORLD_SIZE=", "FLOTILLA_LOCAL_RANK=", "FLOTILLA_COORDINATOR=",
+                             "FLOTILLA_LAUNCH_REPORTS=", "FLOTILLA_LAUNCH_SECRET="})
       if (var.substr(0, std::strlen(name)) == name) return true;
     for (const auto& e : o.environment)
       if (const auto eq = e.find('='); eq != std::string::npos && var.substr(0, eq + 1) == std::string_view(e).substr(0, eq + 1))
@@ -385,6 +385,7 @@ inline LaunchResult launch(const LaunchOptions& o) {
 
     std::vector<std::string> env = base;
     env.push_back("FLOTILLA_RANK=" + std::to_string(k));
+    env.push_back("FLOTILLA_LOCAL_RANK=" + std::to_string(k));  // every rank on this host
     std::vector<char*> envp;
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);

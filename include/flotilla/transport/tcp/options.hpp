@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "flotilla/core/error.hpp"
+#include "flotilla/transport/launcher.hpp"
 #include "flotilla/transport/tcp/shared_memory.hpp"
 #include "flotilla/transport/tcp/socket.hpp"
 #include "flotilla/transport/tcp/wire.hpp"
@@ -127,9 +128,10 @@ struct Options {
   /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS, FLOTILLA_SOCKET_BUFFER, FLOTILLA_SECRET,
   /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA, FLOTILLA_SHARED_MEMORY,
   /// FLOTILLA_SPIN_US and FLOTILLA_REJOIN (and FLOTILLA_LAUNCH_SECRET, flotilla-launch's secret for
-  /// the job, when no secret is given); unset variables keep
-  /// the defaults above. A value that cannot be used is a ConfigError naming the variable and the
-  /// text (never the secret).
+  /// the job, when no secret is given); unset variables keep the defaults above. Without
+  /// FLOTILLA_RANK and FLOTILLA_WORLD_SIZE, the rank, world size and coordinator of torchrun's,
+  /// Open MPI's or Slurm's variables (transport/launcher.hpp). A value that cannot be used is a
+  /// ConfigError naming the variable and the text (never the secret).
   static Options from_environment();
 };
 
@@ -145,7 +147,26 @@ struct TcpSettingTexts {
   TcpSettingText secret, secret_file, heartbeat_ms, checksum_data, shared_memory, spin_us, rejoin;
   /// FLOTILLA_LAUNCH_SECRET: flotilla-launch's secret for the job, used when no secret was given.
   TcpSettingText launch_secret;
+  /// What another launcher's variables say (transport/launcher.hpp): the rank, world size and
+  /// coordinator when neither the rank nor the world size was given.
+  LaunchEnvironment launch;
 };
+
+/// The rank, world size and coordinator texts from another launcher's variables, where the job's
+/// own were not given: a process that torchrun, mpirun or srun started as one of several joins
+/// their job, or stops naming what it saw; it never trains alone.
+inline void tcp_take_launcher(TcpSettingTexts& t) {
+  const LaunchEnvironment& l = t.launch;
+  if (t.rank.text || t.world_size.text || l.launcher == Launcher::none || l.launcher == Launcher::flotilla) return;
+  const std::string from = std::string(launcher_name(l.launcher)) + "'s " + l.variables;
+  t.rank = {std::to_string(l.rank), "the rank (" + from + ")"};
+  t.world_size = {std::to_string(l.world_size), "the world size (" + from + ")"};
+  if (t.coordinator.text || !l.several()) return;
+  if (!l.coordinator)
+    throw ConfigError("this process is rank " + std::to_string(l.rank) + " of " + std::to_string(l.world_size) + " (" + from +
+                      "), but nothing says where rank 0 listens: set MASTER_ADDR and MASTER_PORT, or " + t.coordinator.name);
+  t.coordinator = {*l.coordinator, "the coordinator (" + from + ")"};
+}
 
 /// The setting of environment variable `name`, named by it in messages.
 inline TcpSettingText tcp_setting_from_env(const char* name) {
@@ -264,7 +285,8 @@ inline void tcp_validate(const Options& o) {
                       ": the shared-memory path needs 64 bytes to 1 GiB per piece");
 }
 
-inline Options tcp_options_from(const TcpSettingTexts& t) {
+inline Options tcp_options_from(TcpSettingTexts t) {
+  tcp_take_launcher(t);
   Options o;
   constexpr std::uint64_t max_ranks = 0xFFFFFFFFu;
   if (t.world_size.text) {
@@ -375,7 +397,7 @@ inline Options Options::from_environment() {
                                    env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),
                                    env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA"),
                                    env("FLOTILLA_SHARED_MEMORY"), env("FLOTILLA_SPIN_US"), env("FLOTILLA_REJOIN"),
-                                   env("FLOTILLA_LAUNCH_SECRET")});
+                                   env("FLOTILLA_LAUNCH_SECRET"), launch_environment()});
 }
 
 }  // namespace flotilla::transport::tcp
