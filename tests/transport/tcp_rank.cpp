@@ -69,7 +69,12 @@ int main(int argc, char** argv) {
     }
     const TcpOptions o = TcpOptions::from_environment();
     if (mode == "job-size") {
-      Tcp::run(o, o.world_size, [](TcpEndpoint& e) { flotilla::testing::transport_conformance(e); });
+      try {
+        Tcp::run(o, o.world_size, [](TcpEndpoint& e) { flotilla::testing::transport_conformance(e); });
+      } catch (const TransportError& err) {
+        std::printf("failed: %s\n", err.what());
+        return 3;
+      }
       if (o.rank == 0) std::printf("job of %zu ranks\n", o.world_size);
       return 0;
     }
