@@ -10,6 +10,7 @@
 # COMMAND runs in the machine's namespace with
 #   FLOTILLA_CLUSTER_HOSTS   the hosts' addresses, space-separated (host 0 first)
 #   FLOTILLA_CLUSTER_RUN     a command that runs a program on host i: "$FLOTILLA_CLUSTER_RUN" i prog args...
+#   FLOTILLA_CLUSTER_LINK    a command that takes host i's link down or up: "$FLOTILLA_CLUSTER_LINK" i down
 # and the script exits with its status. RATE is tc's (e.g. 1gbit, 200mbit; default 1gbit).
 #
 # Needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2; where namespaces cannot be made it
@@ -98,9 +99,20 @@ case "\$i" in ''|*[!0-9]*) echo "cluster run: '\$i' is not a host number" >&2; e
 exec "$self" run-on-host "${tag}h\$i" "host\$i" "\$@"
 EOF
 chmod 700 "$runner"
+link="$runner.link"
+cleanup_runner() { rm -f "$runner" "$link"; cleanup; }
+cat > "$link" << EOF
+#!/bin/sh
+# Takes host \$1's link of the cluster ${tag} down or up (\$2): the switch's port of it.
+case "\$1" in ''|*[!0-9]*) echo "cluster link: '\$1' is not a host number" >&2; exit 2 ;; esac
+case "\$2" in up|down) ;; *) echo "cluster link: '\$2' is not up or down" >&2; exit 2 ;; esac
+exec ip -n "$switch" link set "h\$1" "\$2"
+EOF
+chmod 700 "$link"
 
 export FLOTILLA_CLUSTER_HOSTS="${addresses[*]}"
 export FLOTILLA_CLUSTER_RUN="$runner"
+export FLOTILLA_CLUSTER_LINK="$link"
 set +e
 "$@"
 status=$?

@@ -12,6 +12,7 @@ packages=(
   libeigen3-dev libboost-dev doctest-dev          # Eigen 3.4; Boost's headers (Asio: TCP transport); tests
   libopenmpi-dev openmpi-bin                      # the MPI transport
   dataset-fashion-mnist                           # /usr/share/datasets/fashion-mnist, for examples
+  iproute2 util-linux                             # ip, tc, unshare: the emulated cluster (scripts/cluster.sh)
 )
 
 missing=()

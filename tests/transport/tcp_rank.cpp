@@ -17,6 +17,9 @@
 //   free-port             prints a free loopback port (no transport), for a job started without
 //                         flotilla-launch (check_launcher_job.cmake)
 //   job-size              the conformance suite, then rank 0 prints "job of N ranks"
+//   link-down K           after a barrier, every rank waits for a message from rank K (rank K from
+//                         rank 0) that never comes, while the driver takes K's link down
+//                         (tests/cluster/link_down.sh); each prints "caught at <ms since the epoch>"
 //
 // It exits 0 when what happened is what should have; otherwise it prints why and exits 1. The
 // failure modes print "caught after <ms> ms: <message>" for the test driver to check.
@@ -120,6 +123,24 @@ int main(int argc, char** argv) {
         }
       });
       std::printf("rank %zu: the receive returned\n", rank);
+      return 1;
+    }
+    if (mode == "link-down") {
+      const std::size_t k = arg(argc, argv, 2);
+      Tcp::run(o, o.world_size, [&](TcpEndpoint& e) {
+        e.barrier();
+        std::printf("past the barrier\n");
+        std::fflush(stdout);
+        std::vector<std::byte> b(64);
+        try {
+          e.recv(rank == k ? 0 : k, 5, b);
+        } catch (const TransportError& err) {
+          const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+          std::printf("caught at %lld ms: %s\n", static_cast<long long>(now.count()), err.what());
+          std::fflush(stdout);
+          throw;
+        }
+      });
       return 1;
     }
     if (mode == "late") {
