@@ -11,6 +11,8 @@
 #   FLOTILLA_CLUSTER_HOSTS   the hosts' addresses, space-separated (host 0 first)
 #   FLOTILLA_CLUSTER_RUN     a command that runs a program on host i: "$FLOTILLA_CLUSTER_RUN" i prog args...
 #   FLOTILLA_CLUSTER_LINK    a command that takes host i's link down or up: "$FLOTILLA_CLUSTER_LINK" i down
+#   FLOTILLA_CLUSTER_RSH     an rsh agent: "$FLOTILLA_CLUSTER_RSH" ADDRESS COMMAND-LINE runs the command line
+#                            on the host with that address, as ssh would (mpirun --mca plm_rsh_agent)
 # and the script exits with its status. RATE is tc's (e.g. 1gbit, 200mbit; default 1gbit).
 #
 # Needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2; where namespaces cannot be made it
@@ -109,10 +111,26 @@ case "\$2" in up|down) ;; *) echo "cluster link: '\$2' is not up or down" >&2; e
 exec ip -n "$switch" link set "h\$1" "\$2"
 EOF
 chmod 700 "$link"
+rsh="$runner.rsh"
+cleanup_runner() { rm -f "$runner" "$link" "$rsh"; cleanup; }
+cat > "$rsh" << EOF
+#!/bin/sh
+# Stands in for ssh inside the cluster ${tag}: \$1 is a host's address, the rest a command line.
+address="\$1"; shift
+i=0
+for a in ${addresses[*]}; do
+  if [ "\$a" = "\$address" ]; then exec "$runner" "\$i" sh -c "\$*"; fi
+  i=\$((i + 1))
+done
+echo "cluster rsh: no host at '\$address' (the hosts: ${addresses[*]})" >&2
+exit 255
+EOF
+chmod 700 "$rsh"
 
 export FLOTILLA_CLUSTER_HOSTS="${addresses[*]}"
 export FLOTILLA_CLUSTER_RUN="$runner"
 export FLOTILLA_CLUSTER_LINK="$link"
+export FLOTILLA_CLUSTER_RSH="$rsh"
 set +e
 "$@"
 status=$?

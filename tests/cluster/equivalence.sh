@@ -1,0 +1,52 @@
+#!/bin/bash
+# Inside scripts/cluster.sh: synchronous training across the emulated hosts, two ranks a host,
+# equals one worker with an N-times batch (flotilla_distributed_* sync-equivalence: rank 0 trains
+# the reference and compares), on a ring and on parameter servers, over TCP (each rank bound to
+# its host's address, with a secret) or over MPI (mpirun --hostfile across the hosts, the cluster's
+# rsh agent standing in for ssh). Also the MPI transport's conformance suite across the hosts.
+#
+#   scripts/cluster.sh --hosts 3 -- tests/cluster/equivalence.sh tcp PROGRAM WORKDIR
+#   scripts/cluster.sh --hosts 3 -- tests/cluster/equivalence.sh mpi PROGRAM WORKDIR CONFORMANCE MPIEXEC
+set -euo pipefail
+backend="$1"
+program="$2"
+work="$3"
+read -r -a hosts <<< "$FLOTILLA_CLUSTER_HOSTS"
+n=$(( ${#hosts[@]} * 2 ))
+rm -rf "$work" && mkdir -p "$work"
+
+# job NAME ARGS...: one job of n ranks, two a host, running PROGRAM ARGS.
+job() {
+  local name="$1"; shift
+  if [ "$backend" = tcp ]; then
+    local common="FLOTILLA_WORLD_SIZE=$n FLOTILLA_COORDINATOR=${hosts[0]}:29500 FLOTILLA_SECRET_FILE=$work/secret"
+    local pids=() status=0
+    for ((r = 0; r < n; r++)); do
+      local h=$(( r / 2 ))
+      "$FLOTILLA_CLUSTER_RUN" "$h" env $common FLOTILLA_RANK=$r FLOTILLA_BIND="${hosts[$h]}" "$@" \
+        > "$work/$name.rank$r.log" 2>&1 &
+      pids+=($!)
+    done
+    for ((r = 0; r < n; r++)); do wait "${pids[$r]}" || status=1; done
+  else
+    local status=0
+    "$FLOTILLA_CLUSTER_RUN" 0 "$mpiexec" --allow-run-as-root --hostfile "$work/hostfile" -n $n \
+      --mca plm_rsh_agent "$FLOTILLA_CLUSTER_RSH" --mca btl tcp,self --mca btl_tcp_if_include 10.213.0.0/24 \
+      --mca oob_tcp_if_include 10.213.0.0/24 "$@" > "$work/$name.log" 2>&1 || status=1
+  fi
+  if [ "$status" -ne 0 ]; then
+    echo "$backend $name failed:"; cat "$work/$name"*.log; exit 1
+  fi
+  echo "$backend $name: $n ranks on ${#hosts[@]} hosts passed"
+}
+
+if [ "$backend" = tcp ]; then
+  head -c 32 /dev/urandom | base64 > "$work/secret" && chmod 600 "$work/secret"
+else
+  conformance="$4"
+  mpiexec="$5"
+  for h in "${hosts[@]}"; do echo "$h slots=2"; done > "$work/hostfile"
+  job conformance "$conformance" $n
+fi
+job ring "$program" sync-equivalence ring
+job servers "$program" sync-equivalence ps 2
