@@ -8,25 +8,17 @@
 #   scripts/cluster.sh --hosts 3 -- tests/cluster/equivalence.sh tcp PROGRAM WORKDIR
 #   scripts/cluster.sh --hosts 3 -- tests/cluster/equivalence.sh mpi PROGRAM WORKDIR CONFORMANCE MPIEXEC
 set -euo pipefail
+source "$(dirname "$0")/common.sh"
 backend="$1"
 program="$2"
-work="$3"
-read -r -a hosts <<< "$FLOTILLA_CLUSTER_HOSTS"
-n=$(( ${#hosts[@]} * 2 ))
-rm -rf "$work" && mkdir -p "$work"
+cluster_setup "$3"
 
 # job NAME ARGS...: one job of n ranks, two a host, running PROGRAM ARGS.
 job() {
   local name="$1"; shift
   if [ "$backend" = tcp ]; then
-    local common="FLOTILLA_WORLD_SIZE=$n FLOTILLA_COORDINATOR=${hosts[0]}:29500 FLOTILLA_SECRET_FILE=$work/secret"
-    local pids=() status=0
-    for ((r = 0; r < n; r++)); do
-      local h=$(( r / 2 ))
-      "$FLOTILLA_CLUSTER_RUN" "$h" env $common FLOTILLA_RANK=$r FLOTILLA_BIND="${hosts[$h]}" "$@" \
-        > "$work/$name.rank$r.log" 2>&1 &
-      pids+=($!)
-    done
+    local status=0
+    start_tcp_ranks "$name" -- "$@"
     for ((r = 0; r < n; r++)); do wait "${pids[$r]}" || status=1; done
   else
     local status=0
@@ -40,9 +32,7 @@ job() {
   echo "$backend $name: $n ranks on ${#hosts[@]} hosts passed"
 }
 
-if [ "$backend" = tcp ]; then
-  head -c 32 /dev/urandom | base64 > "$work/secret" && chmod 600 "$work/secret"
-else
+if [ "$backend" = mpi ]; then
   conformance="$4"
   mpiexec="$5"
   for h in "${hosts[@]}"; do echo "$h slots=2"; done > "$work/hostfile"

@@ -5,33 +5,23 @@
 #
 #   scripts/cluster.sh --hosts 3 -- tests/cluster/link_down.sh PROGRAM WORKDIR [LIMIT_MS]
 set -euo pipefail
+source "$(dirname "$0")/common.sh"
 program="$1"
-work="$2"
+cluster_setup "$2"
 limit="${3:-3000}"
-read -r -a hosts <<< "$FLOTILLA_CLUSTER_HOSTS"
-n=$(( ${#hosts[@]} * 2 ))
 last=$(( ${#hosts[@]} - 1 ))
 lost=$(( 2 * last ))  # the first rank on the last host: the one the others wait for
-rm -rf "$work" && mkdir -p "$work"
-head -c 32 /dev/urandom | base64 > "$work/secret" && chmod 600 "$work/secret"
 # Heartbeats every 250 ms, a peer silent for 6 of them lost: 1.5 s.
-common="FLOTILLA_WORLD_SIZE=$n FLOTILLA_COORDINATOR=${hosts[0]}:29500 FLOTILLA_SECRET_FILE=$work/secret FLOTILLA_HEARTBEAT_MS=250"
-pids=()
-for ((r = 0; r < n; r++)); do
-  h=$(( r / 2 ))
-  "$FLOTILLA_CLUSTER_RUN" "$h" env $common FLOTILLA_RANK=$r FLOTILLA_BIND="${hosts[$h]}" "$program" link-down $lost \
-    > "$work/rank$r.log" 2>&1 &
-  pids+=($!)
-done
+start_tcp_ranks down FLOTILLA_HEARTBEAT_MS=250 -- "$program" link-down $lost
 # Every rank past the barrier, then the link goes.
 for ((t = 0; t < 600; t++)); do
   ready=0
-  for ((r = 0; r < n; r++)); do grep -q "past the barrier" "$work/rank$r.log" && ready=$((ready + 1)); done
+  for ((r = 0; r < n; r++)); do grep -q "past the barrier" "$work/down.rank$r.log" && ready=$((ready + 1)); done
   [ "$ready" -eq "$n" ] && break
   sleep 0.05
 done
 if [ "$ready" -ne "$n" ]; then
-  echo "only $ready of $n ranks passed the barrier"; for ((r = 0; r < n; r++)); do cat "$work/rank$r.log"; done
+  echo "only $ready of $n ranks passed the barrier"; for ((r = 0; r < n; r++)); do cat "$work/down.rank$r.log"; done
   kill "${pids[@]}" 2>/dev/null || true; exit 1
 fi
 down_ms=$(date +%s%3N)
@@ -40,8 +30,8 @@ down_ms=$(date +%s%3N)
 status=0
 for ((r = 0; r < 2 * last; r++)); do
   wait "${pids[$r]}" || true
-  line=$(grep "caught at" "$work/rank$r.log" || true)
-  if [ -z "$line" ]; then echo "rank $r reported nothing:"; cat "$work/rank$r.log"; status=1; continue; fi
+  line=$(grep "caught at" "$work/down.rank$r.log" || true)
+  if [ -z "$line" ]; then echo "rank $r reported nothing:"; cat "$work/down.rank$r.log"; status=1; continue; fi
   at=$(echo "$line" | sed -E 's/^caught at ([0-9]+) ms.*/\1/')
   took=$(( at - down_ms ))
   echo "rank $r after $took ms: ${line#*: }"
