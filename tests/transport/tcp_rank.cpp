@@ -17,6 +17,8 @@
 //   free-port             prints a free loopback port (no transport), for a job started without
 //                         flotilla-launch (check_launcher_job.cmake)
 //   job-size              the conformance suite, then rank 0 prints "job of N ranks"
+//   ring-bytes FLOATS R   R ring allreduces of FLOATS floats (collective::ring_allreduce, fp32);
+//                         prints "payload bytes sent B" (flotilla's count) and checks the sums
 //   link-down K           after a barrier, every rank waits for a message from rank K (rank K from
 //                         rank 0) that never comes, while the driver takes K's link down
 //                         (tests/cluster/link_down.sh); each prints "caught at <ms since the epoch>"
@@ -124,6 +126,25 @@ int main(int argc, char** argv) {
       });
       std::printf("rank %zu: the receive returned\n", rank);
       return 1;
+    }
+    if (mode == "ring-bytes") {
+      const std::size_t floats = arg(argc, argv, 2), reps = arg(argc, argv, 3);
+      Tcp::run(o, o.world_size, [&](TcpEndpoint& e) {
+        std::vector<float> data(floats);
+        e.barrier();
+        const auto before = e.counters().payload_bytes_sent;
+        for (std::size_t k = 0; k < reps; ++k) {
+          std::fill(data.begin(), data.end(), static_cast<float>(rank + 1));
+          flotilla::collective::ring_allreduce<flotilla::codec::Fp32>(e, std::span<float>(data));
+        }
+        const auto sent = e.counters().payload_bytes_sent - before;
+        const float want = static_cast<float>(o.world_size * (o.world_size + 1) / 2);
+        for (float x : data)
+          if (x != want) throw std::runtime_error("wrong sum " + std::to_string(x) + ", expected " + std::to_string(want));
+        e.barrier();
+        std::printf("payload bytes sent %llu\n", static_cast<unsigned long long>(sent));
+      });
+      return 0;
     }
     if (mode == "link-down") {
       const std::size_t k = arg(argc, argv, 2);
