@@ -4017,6 +4017,7 @@ inline void sgemm_strided_ukernel(const float*, sgemm_index, const SgemmStridedB
 /// allow, as even as can be (28 pixels: two tiles of 14, not 24 + 4).
 template <std::size_t Rows, std::size_t Width>
 struct SgemmRowTiles {
+  static constexpr std::size_t rows = Rows, width = Width;
   static constexpr int vectors = Rows % (2 * static_cast<std::size_t>(sgemm_lanes)) == 0 ? 2 : 1;
   static constexpr std::size_t block_rows = static_cast<std::size_t>(vectors * sgemm_lanes);
   static constexpr int max_columns = sgemm_strided_max_columns(vectors);
@@ -4418,25 +4419,36 @@ struct Conv2D {
     /// 'same' padding, 2.25 times as many for 5 x 5 filters on 12 x 12 images without padding.
     static constexpr bool correlated_input_gradient =
         strided && Stride == 1 && InputTiling::fit && Filters % 4 == 0 && 4 * H * W <= 5 * OH * OW;
-    /// The padding of dY for the correlation: K - 1 - P on each side.
+    /// The padding of dY for the correlation: K - 1 - P on each side; a padded row's pixels.
     static constexpr std::size_t gradient_padding = Kernel - 1 - padding;
-    static constexpr std::size_t GQ = OH + 2 * gradient_padding, WQ = OW + 2 * gradient_padding;
+    static constexpr std::size_t WQ = OW + 2 * gradient_padding;
 
-    void forward_strided(const ForwardArgs<T>& a) {
-      const auto batch = static_cast<std::size_t>(a.input.cols());
-      const float* const images = patch_source(a.input);
-      const float* const w = a.params.data();
+    /// out = the convolution, at `Step`, of zero-padded images of `Channels` values a pixel
+    /// (`image_values` apart, `row_values` a padded row) with the K x K filters `w` (Tiling's rows
+    /// x K*K*Channels, column (ky, kx, channel)), plus bias when given: Tiling's rows values for
+    /// each of `out_rows` x Tiling's width pixels an image. The forward product, and at stride 1
+    /// the input gradient as a correlation.
+    template <class Tiling, std::size_t Channels, std::size_t Step>
+    static void convolve_padded(const float* images, std::size_t batch, std::size_t image_values, std::size_t row_values,
+                                std::size_t out_rows, const float* w, const float* bias, float* out) {
       for (std::size_t s = 0; s < batch; ++s) {
-        for (std::size_t oy = 0; oy < OH; ++oy) {
-          const float* const row = images + s * image_size + oy * Stride * WP * C;
-          OutputTiling::template row<static_cast<index>(Stride * C)>(
+        for (std::size_t oy = 0; oy < out_rows; ++oy) {
+          const float* const row = images + s * image_values + oy * Step * row_values;
+          Tiling::template row<static_cast<index>(Step * Channels)>(
               w,
-              [row](std::size_t x0) {
-                return detail::SgemmStridedB{row + x0 * Stride * C, static_cast<index>(Kernel), static_cast<index>(WP * C), kernel_row, 1};
+              [row, row_values](std::size_t x0) {
+                return detail::SgemmStridedB{row + x0 * Step * Channels, static_cast<index>(Kernel), static_cast<index>(row_values),
+                                             static_cast<index>(Kernel * Channels), 1};
               },
-              a.output.data() + (s * OH + oy) * OW * Filters, w + Filters * patch);
+              out + (s * out_rows + oy) * Tiling::width * Tiling::rows, bias);
         }
       }
+    }
+
+    void forward_strided(const ForwardArgs<T>& a) {
+      const float* const w = a.params.data();
+      convolve_padded<OutputTiling, C, Stride>(patch_source(a.input), static_cast<std::size_t>(a.input.cols()), image_size, WP * C,
+                                               OH, w, w + Filters * patch, a.output.data());
     }
 
     void backward_strided(const BackwardArgs<T>& a) {
@@ -4490,18 +4502,8 @@ struct Conv2D {
           }
       const float* const dyp = gradient_padding == 0 ? a.output_grad.data()
                                                      : padded_copy(a.output_grad.data(), batch, OH, OW, Filters, gradient_padding, padded_dy_);
-      for (std::size_t s = 0; s < batch; ++s) {
-        for (std::size_t y = 0; y < H; ++y) {
-          const float* const row = dyp + (s * GQ + y) * WQ * Filters;
-          InputTiling::template row<static_cast<index>(Filters)>(
-              flipped_.data(),
-              [row](std::size_t x0) {
-                return detail::SgemmStridedB{row + x0 * Filters, static_cast<index>(Kernel), static_cast<index>(WQ * Filters),
-                                             static_cast<index>(Kernel * Filters), 1};
-              },
-              a.input_grad.data() + (s * H + y) * W * C, nullptr);
-        }
-      }
+      convolve_padded<InputTiling, Filters, 1>(dyp, batch, (OH + 2 * gradient_padding) * WQ * Filters, WQ * Filters, H,
+                                               flipped_.data(), nullptr, a.input_grad.data());
     }
 
     // Visits every (output pixel, kernel row) pair: `run(col, x_offset, kx_begin, kx_end)` for the

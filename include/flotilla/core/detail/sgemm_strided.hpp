@@ -115,6 +115,7 @@ inline void sgemm_strided_ukernel(const float*, sgemm_index, const SgemmStridedB
 /// allow, as even as can be (28 pixels: two tiles of 14, not 24 + 4).
 template <std::size_t Rows, std::size_t Width>
 struct SgemmRowTiles {
+  static constexpr std::size_t rows = Rows, width = Width;
   static constexpr int vectors = Rows % (2 * static_cast<std::size_t>(sgemm_lanes)) == 0 ? 2 : 1;
   static constexpr std::size_t block_rows = static_cast<std::size_t>(vectors * sgemm_lanes);
   static constexpr int max_columns = sgemm_strided_max_columns(vectors);
