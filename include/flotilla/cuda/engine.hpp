@@ -33,7 +33,6 @@
 #include "flotilla/cuda/buffer.hpp"
 #include "flotilla/cuda/codec.hpp"
 #include "flotilla/cuda/context.hpp"
-#include "flotilla/transport/launcher.hpp"
 #include "flotilla/cuda/loss.hpp"
 #include "flotilla/cuda/network.hpp"
 #include "flotilla/cuda/optimizers.hpp"
@@ -42,6 +41,7 @@
 #include "flotilla/optim/state_tensors.hpp"
 #include "flotilla/train/detail/engine.hpp"
 #include "flotilla/train/detail/statistics_rendezvous.hpp"
+#include "flotilla/transport/launcher.hpp"
 
 namespace flotilla::cuda {
 

@@ -77,15 +77,17 @@ struct LauncherConvention {
   const char* world_size;
   const char* local_rank;
   const char* coordinator;  // host:port in one variable, or nullptr (MASTER_ADDR + MASTER_PORT)
-  const char* requires_set; // a variable that must be set for the convention to count, or nullptr
+  /// For the convention to count, one of these must be set (none: nullptr); Slurm's job step
+  /// under its present name and its older one.
+  const char* requires_set[2];
 };
 
 /// Innermost first: the first one present is the job's.
 inline constexpr LauncherConvention launcher_conventions[] = {
-    {Launcher::flotilla, "FLOTILLA_RANK", "FLOTILLA_WORLD_SIZE", "FLOTILLA_LOCAL_RANK", "FLOTILLA_COORDINATOR", nullptr},
-    {Launcher::torchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK", nullptr, nullptr},
-    {Launcher::open_mpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", nullptr, nullptr},
-    {Launcher::slurm, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr, "SLURM_STEP_ID"},
+    {Launcher::flotilla, "FLOTILLA_RANK", "FLOTILLA_WORLD_SIZE", "FLOTILLA_LOCAL_RANK", "FLOTILLA_COORDINATOR", {}},
+    {Launcher::torchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK", nullptr, {}},
+    {Launcher::open_mpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", nullptr, {}},
+    {Launcher::slurm, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr, {"SLURM_STEP_ID", "SLURM_STEPID"}},
 };
 
 inline std::size_t launcher_count(const std::string& name, const std::string& text, const std::string& what) {
@@ -119,7 +121,7 @@ inline std::optional<LaunchEnvironment> read_own_convention(const LauncherConven
 }
 
 inline std::optional<LaunchEnvironment> read_convention(const LauncherConvention& c, const EnvironmentLookup& get) {
-  if (c.requires_set && !get(c.requires_set) && !get("SLURM_STEPID")) return std::nullopt;
+  if (c.requires_set[0] && !get(c.requires_set[0]) && !(c.requires_set[1] && get(c.requires_set[1]))) return std::nullopt;
   const auto rank = get(c.rank), size = get(c.world_size), local = get(c.local_rank);
   if (!rank && !size && !local) return std::nullopt;
   const std::string who(launcher_name(c.launcher));
