@@ -1,7 +1,7 @@
 #!/bin/bash
 # Inside scripts/cluster.sh: a TCP job of HOSTS x 2 ranks across the emulated hosts, each rank bound
 # to its host's address with a shared secret (required off loopback), running the transport
-# conformance suite (tcp_rank job-size). While the job waits for its last rank, a process on the
+# conformance suite (tcp_rank conformance). While the job waits for its last rank, a process on the
 # last host tries to join as that rank with a wrong secret: it must be refused by the
 # authentication, and the job must not notice.
 #
@@ -15,22 +15,15 @@ head -c 32 /dev/urandom | base64 > "$work/wrong" && chmod 600 "$work/wrong"
 # All ranks but the last start, so that rank 0 listens and waits for it; then a process claiming
 # to be the last rank, with a wrong secret, must be refused by its authentication; then the real
 # last rank joins, and the job must go on as if nothing had happened.
-last_host=$(( ${#hosts[@]} - 1 ))
 pids=()
 for ((r = 0; r < n - 1; r++)); do
-  h=$(( r / 2 ))
-  "$FLOTILLA_CLUSTER_RUN" "$h" env FLOTILLA_WORLD_SIZE=$n FLOTILLA_COORDINATOR="${hosts[0]}:29500" FLOTILLA_RANK=$r \
-    FLOTILLA_BIND="${hosts[$h]}" FLOTILLA_SECRET_FILE="$work/secret" FLOTILLA_CONNECT_TIMEOUT_MS=30000 \
-    "$program" job-size > "$work/job.rank$r.log" 2>&1 &
+  tcp_rank $r "$work/secret" FLOTILLA_CONNECT_TIMEOUT_MS=30000 -- "$program" conformance > "$work/job.rank$r.log" 2>&1 &
   pids+=($!)
 done
 intruder_status=0
-"$FLOTILLA_CLUSTER_RUN" "$last_host" env FLOTILLA_WORLD_SIZE=$n FLOTILLA_COORDINATOR="${hosts[0]}:29500" \
-  FLOTILLA_RANK=$(( n - 1 )) FLOTILLA_BIND="${hosts[$last_host]}" FLOTILLA_SECRET_FILE="$work/wrong" \
-  FLOTILLA_CONNECT_TIMEOUT_MS=10000 "$program" job-size > "$work/intruder.log" 2>&1 || intruder_status=$?
-"$FLOTILLA_CLUSTER_RUN" "$last_host" env FLOTILLA_WORLD_SIZE=$n FLOTILLA_COORDINATOR="${hosts[0]}:29500" \
-  FLOTILLA_RANK=$(( n - 1 )) FLOTILLA_BIND="${hosts[$last_host]}" FLOTILLA_SECRET_FILE="$work/secret" \
-  "$program" job-size > "$work/job.rank$(( n - 1 )).log" 2>&1 &
+tcp_rank $(( n - 1 )) "$work/wrong" FLOTILLA_CONNECT_TIMEOUT_MS=10000 -- "$program" conformance > "$work/intruder.log" 2>&1 \
+  || intruder_status=$?
+tcp_rank $(( n - 1 )) "$work/secret" -- "$program" conformance > "$work/job.rank$(( n - 1 )).log" 2>&1 &
 pids+=($!)
 status=0
 for ((r = 0; r < n; r++)); do

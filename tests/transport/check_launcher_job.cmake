@@ -1,5 +1,5 @@
 # A TCP job started the way another launcher starts one, without flotilla's variables: RANKS
-# processes of PROGRAM (tcp_rank job-size) with CONVENTION's variables (torchrun, open_mpi, slurm),
+# processes of PROGRAM (tcp_rank conformance) with CONVENTION's variables (torchrun, open_mpi, slurm),
 # the coordinator from MASTER_ADDR and MASTER_PORT, all at once. Every process must finish the
 # transport conformance suite as one job of RANKS ranks; a process that trained alone would report
 # a job of 1.
@@ -26,7 +26,7 @@ foreach(r RANGE 0 ${last})
     message(FATAL_ERROR "unknown CONVENTION '${CONVENTION}'")
   endif()
   string(APPEND script "env -u FLOTILLA_RANK -u FLOTILLA_WORLD_SIZE -u FLOTILLA_COORDINATOR -u FLOTILLA_LOCAL_RANK "
-                       "${vars} MASTER_ADDR=127.0.0.1 MASTER_PORT=${port} '${PROGRAM}' job-size > '${dir}/rank${r}.log' 2>&1 &\n"
+                       "${vars} MASTER_ADDR=127.0.0.1 MASTER_PORT=${port} '${PROGRAM}' conformance > '${dir}/rank${r}.log' 2>&1 &\n"
                        "pids=\"$pids $!\"\n")
 endforeach()
 string(APPEND script "status=0\nfor p in $pids; do wait $p || status=1; done\nexit $status\n")

@@ -1,7 +1,8 @@
 // One rank of the TCP transport's multi-process tests, started by flotilla-launch (or launch()).
 // What it does is chosen by its first argument:
 //
-//   conformance           the transport conformance suite (flotilla/testing/transport_conformance.hpp)
+//   conformance           the transport conformance suite (flotilla/testing/transport_conformance.hpp);
+//                         then rank 0 prints "job of N ranks" (a failure: "failed: <why>")
 //   exit K S              no transport: rank K exits with status S at once, the others sleep (the
 //                         launcher must stop them)
 //   fail K                rank K's body throws "rank K broke"; the others wait for a message from K
@@ -16,7 +17,6 @@
 //   print                 prints two lines to stdout, one to stderr, and a last line without newline
 //   free-port             prints a free loopback port (no transport), for a job started without
 //                         flotilla-launch (check_launcher_job.cmake)
-//   job-size              the conformance suite, then rank 0 prints "job of N ranks"
 //   ring-bytes FLOATS R   R ring allreduces of FLOATS floats (collective::ring_allreduce, fp32);
 //                         prints "payload bytes sent B" (flotilla's count) and checks the sums
 //   link-down K           after a barrier, every rank waits for a message from rank K (rank K from
@@ -73,7 +73,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     const TcpOptions o = TcpOptions::from_environment();
-    if (mode == "job-size") {
+
+    const std::size_t rank = o.rank;
+    if (mode == "conformance") {
       try {
         Tcp::run(o, o.world_size, [](TcpEndpoint& e) { flotilla::testing::transport_conformance(e); });
       } catch (const TransportError& err) {
@@ -81,11 +83,6 @@ int main(int argc, char** argv) {
         return 3;
       }
       if (o.rank == 0) std::printf("job of %zu ranks\n", o.world_size);
-      return 0;
-    }
-    const std::size_t rank = o.rank;
-    if (mode == "conformance") {
-      Tcp::run(o, o.world_size, [](TcpEndpoint& e) { flotilla::testing::transport_conformance(e); });
       return 0;
     }
     if (mode == "exit") {
