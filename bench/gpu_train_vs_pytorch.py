@@ -2,10 +2,11 @@
 """GPU training throughput, flotilla (Model<..., device::Cuda>) against PyTorch on the same GPU.
 
     python3 bench/gpu_train_vs_pytorch.py --flotilla build/bench/flotilla_gpu_train_bench \
-        [--models mlp,cnn] [--batches 64,256] [--runs 5] [--json out.json]
+        [--models mlp,cnn,resnet] [--batches 64,256] [--runs 5] [--json out.json]
 
-Both sides train the same model (MLP 784-256-128-10, or the CNN conv5x5x32-pool-conv5x5x64-pool-
-dense10 of docs/benchmarks.md) with SGD and momentum 0.9 and softmax cross-entropy, on synthetic
+Both sides train the same model (MLP 784-256-128-10, the CNN conv5x5x32-pool-conv5x5x64-pool-
+dense10 of docs/benchmarks.md, or the ResNet of examples/fashion_mnist_resnet.hpp, built for PyTorch
+by bench/train_vs_pytorch.py, with BatchNorm in training mode on both sides) with SGD and momentum 0.9 and softmax cross-entropy, on synthetic
 28x28 inputs with 10 classes (values do not change the work), for the same number of steps after a
 warm-up. Batches start on the host on both sides: flotilla's Trainer uploads each batch through
 page-locked memory; the PyTorch side indexes a pinned host tensor and copies with non_blocking=True.
@@ -34,8 +35,8 @@ import subprocess
 import sys
 import time
 
-STEPS = {"mlp": 2000, "cnn": 300}
-WARMUP = {"mlp": 200, "cnn": 30}
+STEPS = {"mlp": 2000, "cnn": 300, "resnet": 200}
+WARMUP = {"mlp": 200, "cnn": 30, "resnet": 20}
 
 
 def torch_run(model, batch, steps, warmup, metrics):
@@ -45,6 +46,11 @@ def torch_run(model, batch, steps, warmup, metrics):
     dev = torch.device("cuda")
     if model == "mlp":
         net = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+    elif model == "resnet":
+        import os
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from train_vs_pytorch import resnet
+        net = resnet()
     else:
         net = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 5), nn.ReLU(),
                             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1024, 10))

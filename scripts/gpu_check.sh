@@ -11,6 +11,9 @@
 #   SANITIZE=1                           # also run the GPU tests under compute-sanitizer: memcheck
 #                                        # (with leak check), initcheck, synccheck, racecheck
 #   RUNS=5                               # benchmark runs per configuration (default 3)
+#   TRAIN_MODELS="mlp cnn resnet"        # which models train on Fashion-MNIST (default mlp cnn)
+#   BENCH_MODELS=resnet BENCH_BATCHES=128  # the benchmark's models and batches (default mlp,cnn at
+#                                        # 64,256)
 #   LAUNCH=flotilla-launch               # also train the distributed CNN on the GPU over TCP
 #                                        # (fashion_mnist_gpu_tcp, when built): 2 workers in sync,
 #                                        # then 2 workers and a server with fp16 pushes and pulls
@@ -70,9 +73,10 @@ fi
 
 data=(); [ -n "${FLOTILLA_FASHION_MNIST:-}" ] && data=(--data "$(realpath "$FLOTILLA_FASHION_MNIST")")
 if [ -z "${SKIP_TRAIN:-}" ]; then
-  for m in mlp cnn; do
+  for m in ${TRAIN_MODELS:-mlp cnn}; do
     echo "== Fashion-MNIST $m on the GPU"
-    (cd "$out" && timeout 150 "$example" --model "$m" "${data[@]}" > "train_$m.log" 2>&1)
+    limit=150; [ "$m" = resnet ] && limit=300  # 10 epochs of the ResNet
+    (cd "$out" && timeout "$limit" "$example" --model "$m" "${data[@]}" > "train_$m.log" 2>&1)
     grep -E "epoch|test accuracy|error|no CUDA" "$out/train_$m.log" | tail -14
   done
 fi
@@ -93,5 +97,6 @@ fi
 if [ -z "${SKIP_BENCH:-}" ]; then
   echo "== against PyTorch"
   PYTHONUNBUFFERED=1 timeout 240 python3 bench/gpu_train_vs_pytorch.py --flotilla "$bench" \
+    --models "${BENCH_MODELS:-mlp,cnn}" --batches "${BENCH_BATCHES:-64,256}" \
     --runs "${RUNS:-3}" --json "$out/gpu_train.json" 2>&1 | tee "$out/bench.log"
 fi

@@ -14090,6 +14090,8 @@ struct GradientBucket {
   std::size_t offset = 0;
   /// This worker's gradient in; what the update is to use out. Scaled so that the workers' values
   /// add up to the mean gradient over the global batch: a sum over workers needs no division.
+  /// Empty where the peers encode the values on the device (`Peers::encodes_on_device`: a GPU's
+  /// parameter-server pushes), whose fp32 gradients never cross to the host.
   std::span<T> gradients;
   Peers& peers;
   /// Reserved for this bucket's messages: buckets may be in flight on different threads of
@@ -18410,7 +18412,11 @@ class ServerPath {
   void push(std::size_t shard, Range r) {
     const auto t0 = Timeline::clock::now();
     ServerPeers<T, E, client_type, engine_type, on_device> servers{e_, client_, s_.engine};
-    GradientBucket<T, decltype(servers)> bucket{shard, r.begin, s_.engine.gradients().subspan(r.begin, r.size()), servers, 0};
+    // Where the engine encodes the push on its device, the fp32 values stay there: asking for the
+    // host view would copy every gradient across the bus beside its codes.
+    std::span<T> values;
+    if constexpr (!on_device) values = s_.engine.gradients().subspan(r.begin, r.size());
+    GradientBucket<T, decltype(servers)> bucket{shard, r.begin, values, servers, 0};
     s_.exchange.exchange(bucket);
     timeline_.record("push shard " + std::to_string(shard), "communication", worker_, 1, t0, Timeline::clock::now());
   }

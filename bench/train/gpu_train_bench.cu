@@ -2,7 +2,10 @@
 // on synthetic Fashion-MNIST-shaped data (28x28 images, 10 classes; the values do not change the
 // work). Prints one JSON line: {"model", "batch", "steps", "seconds", "samples_per_s", "device"}.
 //
-//   flotilla_gpu_train_bench --model mlp|cnn --batch 64 --steps 500 --warmup 50
+//   flotilla_gpu_train_bench --model mlp|cnn|resnet --batch 64 --steps 500 --warmup 50
+//
+// The ResNet is examples/fashion_mnist_resnet.hpp's with BatchNorm2D (one GPU: its batch's
+// statistics).
 //
 // Driven by bench/gpu_train_vs_pytorch.py, which runs PyTorch on the same GPU in the same run.
 // Figures: docs/benchmarks.md, "GPU" (an H100, against PyTorch).
@@ -15,6 +18,7 @@
 
 #include "flotilla/cuda/engine.hpp"
 #include "flotilla/flotilla.hpp"
+#include "../../examples/fashion_mnist_resnet.hpp"
 
 namespace {
 
@@ -22,6 +26,7 @@ using namespace flotilla;
 using Mlp = Sequential<Input<784>, Dense<256>, ReLU, Dense<128>, ReLU, Dense<10>>;
 using Cnn = Sequential<Input<1, 28, 28>, Conv2D<32, 5>, ReLU, MaxPool2D<2>, Conv2D<64, 5>, ReLU, MaxPool2D<2>, Flatten,
                        Dense<10>>;
+using Resnet = example::resnet::Net<BatchNorm2D<>>;
 
 data::Dataset<float> synthetic(std::size_t n) {
   Generator g(7);
@@ -75,7 +80,7 @@ int main(int argc, char** argv) {
     } else if (k == "--warmup") {
       warmup = std::stoul(v);
     } else {
-      std::cerr << "flotilla_gpu_train_bench: unknown flag " << k << " (--model mlp|cnn, --batch, --steps, --warmup)\n";
+      std::cerr << "flotilla_gpu_train_bench: unknown flag " << k << " (--model mlp|cnn|resnet, --batch, --steps, --warmup)\n";
       return 2;
     }
   }
@@ -89,8 +94,10 @@ int main(int argc, char** argv) {
       seconds = run<Mlp>(batch, steps, warmup);
     } else if (model == "cnn") {
       seconds = run<Cnn>(batch, steps, warmup);
+    } else if (model == "resnet") {
+      seconds = run<Resnet>(batch, steps, warmup);
     } else {
-      std::cerr << "flotilla_gpu_train_bench: --model must be mlp or cnn, not " << model << '\n';
+      std::cerr << "flotilla_gpu_train_bench: --model must be mlp, cnn or resnet, not " << model << '\n';
       return 2;
     }
     std::printf("{\"model\": \"%s\", \"batch\": %zu, \"steps\": %zu, \"seconds\": %.6f, \"samples_per_s\": %.1f, \"device\": \"%s\"}\n",

@@ -32,6 +32,8 @@ struct GradientBucket {
   std::size_t offset = 0;
   /// This worker's gradient in; what the update is to use out. Scaled so that the workers' values
   /// add up to the mean gradient over the global batch: a sum over workers needs no division.
+  /// Empty where the peers encode the values on the device (`Peers::encodes_on_device`: a GPU's
+  /// parameter-server pushes), whose fp32 gradients never cross to the host.
   std::span<T> gradients;
   Peers& peers;
   /// Reserved for this bucket's messages: buckets may be in flight on different threads of

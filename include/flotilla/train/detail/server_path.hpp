@@ -118,7 +118,11 @@ class ServerPath {
   void push(std::size_t shard, Range r) {
     const auto t0 = Timeline::clock::now();
     ServerPeers<T, E, client_type, engine_type, on_device> servers{e_, client_, s_.engine};
-    GradientBucket<T, decltype(servers)> bucket{shard, r.begin, s_.engine.gradients().subspan(r.begin, r.size()), servers, 0};
+    // Where the engine encodes the push on its device, the fp32 values stay there: asking for the
+    // host view would copy every gradient across the bus beside its codes.
+    std::span<T> values;
+    if constexpr (!on_device) values = s_.engine.gradients().subspan(r.begin, r.size());
+    GradientBucket<T, decltype(servers)> bucket{shard, r.begin, values, servers, 0};
     s_.exchange.exchange(bucket);
     timeline_.record("push shard " + std::to_string(shard), "communication", worker_, 1, t0, Timeline::clock::now());
   }
