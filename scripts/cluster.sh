@@ -9,6 +9,7 @@
 #
 # COMMAND runs in the machine's namespace with
 #   FLOTILLA_CLUSTER_HOSTS   the hosts' addresses, space-separated (host 0 first)
+#   FLOTILLA_CLUSTER_RATE    RATE, as given
 #   FLOTILLA_CLUSTER_RUN     a command that runs a program on host i: "$FLOTILLA_CLUSTER_RUN" i prog args...
 #   FLOTILLA_CLUSTER_LINK    a command that takes host i's link down or up: "$FLOTILLA_CLUSTER_LINK" i down
 #   FLOTILLA_CLUSTER_RSH     an rsh agent: "$FLOTILLA_CLUSTER_RSH" ADDRESS COMMAND-LINE runs the command line
@@ -128,6 +129,7 @@ EOF
 chmod 700 "$rsh"
 
 export FLOTILLA_CLUSTER_HOSTS="${addresses[*]}"
+export FLOTILLA_CLUSTER_RATE="$rate"
 export FLOTILLA_CLUSTER_RUN="$runner"
 export FLOTILLA_CLUSTER_LINK="$link"
 export FLOTILLA_CLUSTER_RSH="$rsh"

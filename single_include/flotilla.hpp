@@ -2408,6 +2408,21 @@ concept BoundedNativeAllreduce = NativeAllreduce<E> && requires(const E& ce) {
   { ce.native_allreduce_max_bytes() } -> std::convertible_to<std::size_t>;
 };
 
+/// A transport whose ranks on one host can sum through memory they share, so that a sum over
+/// several hosts goes hierarchically (collective/hierarchical_allreduce.hpp): each host's ranks
+/// sum into its leader (reduce_to_host_leader), the leaders run a ring among themselves over the
+/// transport's messages, and each leader hands the total to its host (broadcast_from_host_leader).
+/// host_leaders(): the lowest rank of every host, ascending, while the job spans hosts and sums
+/// this way; empty otherwise. Both calls take at most host_piece_bytes() of values, and every
+/// rank of the job makes them, in the same order as its other collective calls.
+template <class E>
+concept HostHierarchy = Transport<E> && requires(E& e, const E& ce, std::span<float> f) {
+  { ce.host_leaders() } -> std::convertible_to<std::span<const std::size_t>>;
+  { ce.host_piece_bytes() } -> std::convertible_to<std::size_t>;
+  e.reduce_to_host_leader(f);
+  e.broadcast_from_host_leader(f);
+};
+
 /// A transport that can tell how many of its job's ranks run on this rank's host (this one
 /// included). The trainer's TrainerOptions::overlap uses it to judge whether a thread for the
 /// communication would find a core free; a transport without it counts as one rank per host.
@@ -14365,6 +14380,62 @@ class PushToServers : public detail::FeedbackState<T, Codec, ErrorFeedback> {
 #include <vector>
 
 
+// ---- begin flotilla/collective/hierarchical_allreduce.hpp ----
+// The sum of a job that spans hosts, as Horovod's hierarchical allreduce forms it, over a
+// transport whose ranks on one host share memory (HostHierarchy: the TCP transport's segments,
+// transport/tcp/host_allreduce.hpp). A piece at a time (the transport's host_piece_bytes()):
+//   1. the ranks of each host sum into the host's leader, its lowest rank, through their memory;
+//   2. the leaders, one a host, run the ring allreduce among themselves (collective::ring_allreduce
+//      passes its ring, ring_allreduce.hpp);
+//   3. each leader hands the total to the ranks of its host.
+// With H hosts each leader sends 2(H-1)/H of the buffer and the others send nothing, so a host's
+// link carries 2(H-1)/H of the buffer each way, where a flat ring of n ranks in host order carries
+// 2(n-1)/n: 0.8 times as much for 3 hosts of 2 ranks (docs/collectives.md, "Across hosts").
+// Every rank ends with the same bits: the leaders' ring gives each of them the same total, and
+// the others copy their leader's.
+#include <algorithm>
+#include <cstddef>
+#include <span>
+
+
+namespace flotilla::detail {
+
+/// Part of a job's ranks (`members`, ascending) as a transport of its own, numbered by their
+/// place among them: what a ring over part of the job sends through.
+template <class E>
+struct Subgroup {
+  E& e;
+  std::span<const std::size_t> members;
+  std::size_t index;
+  std::size_t rank() const noexcept { return index; }
+  std::size_t size() const noexcept { return members.size(); }
+  void send(std::size_t to, Tag tag, std::span<const std::byte> bytes) { e.send(members[to], tag, bytes); }
+  void recv(std::size_t from, Tag tag, std::span<std::byte> buffer) { e.recv(members[from], tag, buffer); }
+  void sendrecv(std::size_t to, Tag tag, std::span<const std::byte> out, std::size_t from, std::span<std::byte> in) {
+    e.sendrecv(members[to], tag, out, members[from], in);
+  }
+};
+
+/// The sum of `data` over every rank of e (see above); `leaders_ring(group, part)` sums a piece
+/// over the leaders, `group` being their Subgroup<E>. The caller divides for a mean.
+template <HostHierarchy E, class LeadersRing>
+void hierarchical_allreduce(E& e, std::span<float> data, LeadersRing&& leaders_ring) {
+  const std::span<const std::size_t> leaders = e.host_leaders();
+  const auto place = std::find(leaders.begin(), leaders.end(), e.rank());
+  const bool leader = place != leaders.end();
+  Subgroup<E> group{e, leaders, leader ? static_cast<std::size_t>(place - leaders.begin()) : 0};
+  const std::size_t piece = std::max<std::size_t>(1, e.host_piece_bytes() / sizeof(float));
+  for (std::size_t at = 0; at < data.size(); at += piece) {
+    const std::span<float> part = data.subspan(at, std::min(piece, data.size() - at));
+    e.reduce_to_host_leader(part);
+    if (leader) leaders_ring(group, part);
+    e.broadcast_from_host_leader(part);
+  }
+}
+
+}  // namespace flotilla::detail
+// ---- end flotilla/collective/hierarchical_allreduce.hpp ----
+
 // ---- begin flotilla/collective/recursive_doubling.hpp ----
 // Recursive doubling: the allreduce for few ranks and short buffers, where the number of messages
 // in a row, not the bytes, sets the time. See docs/collectives.md.
@@ -14666,6 +14737,8 @@ enum class AllreduceAlgorithm {
   ring,                // flotilla's ring: 2(N-1) steps of 1/N of the buffer, any N
   recursive_doubling,  // log2(N) swaps of the whole buffer; N a power of two
   native,              // the transport's own allreduce (NativeAllreduce); float, lossless codec
+  hierarchical,        // each host through its shared memory, a ring of the hosts' leaders
+                       // (HostHierarchy, a job over several hosts); float, lossless codec
 };
 
 struct RingOptions {
@@ -14689,7 +14762,8 @@ struct RingOptions {
   /// docs/benchmarks.md, "Ring allreduce: receive buffers and the helper thread".
   std::size_t receive_slots = 4;
   /// How the sum is formed; `automatic` picks by size (see choose_algorithm below and
-  /// docs/collectives.md): the transport's own allreduce where it has one (up to its
+  /// docs/collectives.md): the hierarchical sum where the transport sums hierarchically (a job
+  /// over several hosts, HostHierarchy), the transport's own allreduce where it has one (up to its
   /// native_allreduce_max_bytes() when it gives one), recursive doubling for two ranks up to
   /// pair_exchange_max_bytes and for 4, 8, ... ranks up to doubling_max_bytes, the ring otherwise.
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::automatic;
@@ -14912,10 +14986,24 @@ template <class Wire, class T, class E>
 collective::AllreduceAlgorithm choose_algorithm(const E& e, std::size_t values, const collective::RingOptions& o) {
   using A = collective::AllreduceAlgorithm;
   constexpr bool native_possible = NativeAllreduce<E> && std::is_same_v<T, float> && std::is_same_v<Wire, codec::Fp32>;
+  constexpr bool hierarchy_possible = HostHierarchy<E> && std::is_same_v<T, float> && std::is_same_v<Wire, codec::Fp32>;
+  const auto across_hosts = [&] {
+    if constexpr (hierarchy_possible)
+      return e.host_leaders().size() > 1;
+    else
+      return false;
+  };
   const std::size_t n = e.size();
   switch (o.algorithm) {
     case A::ring:
       return A::ring;
+    case A::hierarchical:
+      if (!across_hosts())
+        throw ConfigError(
+            "ring_allreduce: AllreduceAlgorithm::hierarchical needs a job over several hosts on a transport that sums "
+            "through each host's shared memory (HostHierarchy: TCP with shared memory on), float values and the "
+            "lossless codec");
+      return A::hierarchical;
     case A::native:
       if (!native_possible)
         throw ConfigError(
@@ -14931,6 +15019,7 @@ collective::AllreduceAlgorithm choose_algorithm(const E& e, std::size_t values, 
       break;
   }
   if (values == 0) return A::ring;  // sends nothing, whatever the transport
+  if (across_hosts()) return A::hierarchical;
   const std::size_t bytes = values * sizeof(T);
   if constexpr (BoundedNativeAllreduce<E>) {
     if (native_possible && bytes <= e.native_allreduce_max_bytes()) return A::native;
@@ -14967,6 +15056,16 @@ void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
   if (n > 1) {
     if (algorithm == AllreduceAlgorithm::native) {
       if constexpr (NativeAllreduce<E> && std::is_same_v<T, float>) e.allreduce_sum(data);
+    } else if (algorithm == AllreduceAlgorithm::hierarchical) {
+      if constexpr (HostHierarchy<E> && std::is_same_v<T, float>) {
+        transport::OperationScope<E> op(e, options.tag, transport::OpKind::ring_allreduce, data.size());
+        RingOptions leaders = options;
+        leaders.average = leaders.prescale = false;
+        leaders.algorithm = AllreduceAlgorithm::ring;
+        detail::hierarchical_allreduce(e, data, [&leaders](auto& group, std::span<float> part) {
+          detail::RingAllreduce<codec::Fp32, std::remove_reference_t<decltype(group)>, float>(group, part, leaders).run();
+        });
+      }
     } else if (algorithm == AllreduceAlgorithm::recursive_doubling) {
       detail::recursive_doubling_allreduce<Wire>(e, data, options.tag);
     } else {
@@ -17824,6 +17923,24 @@ std::size_t group_native_max_bytes(const E& e, const std::vector<std::size_t>& m
   }
 }
 
+/// The endpoint's hosts' leaders (HostHierarchy) for a group: its own when the group is the whole
+/// job in job order (group ranks are then job ranks), none otherwise: a group of part of the job
+/// sums over its messages.
+template <class E>
+std::span<const std::size_t> group_host_leaders(const E& e, const std::vector<std::size_t>& members) {
+  if (!is_whole_job(e, members)) return {};
+  return e.host_leaders();
+}
+
+/// One of HostHierarchy's steps inside a host, which every rank of the job must take.
+template <class E>
+void group_host_step(E& e, const std::vector<std::size_t>& members, std::span<float> values, bool reduce) {
+  if (!is_whole_job(e, members))
+    throw TransportError("rank " + std::to_string(e.rank()) +
+                         ": a step of the hierarchical sum over a group of part of the job would wait for the others");
+  reduce ? e.reduce_to_host_leader(values) : e.broadcast_from_host_leader(values);
+}
+
 /// A dissemination barrier among the ranks of g: in round k each rank signals rank + 2^k and waits
 /// for rank - 2^k; after ceil(log2 N) rounds every rank has heard, indirectly, from every other.
 template <class G>
@@ -17897,6 +18014,30 @@ class Group {
     requires NativeAllreduce<E>
   {
     return flotilla::detail::group_native_max_bytes(*e_, members_);
+  }
+
+  /// The endpoint's hierarchy of hosts (HostHierarchy), when the group is the whole job in job
+  /// order: collective::ring_allreduce then sums hierarchically across hosts. A group of part of
+  /// the job has no hosts' leaders, and sums over its messages.
+  std::span<const std::size_t> host_leaders() const
+    requires HostHierarchy<E>
+  {
+    return flotilla::detail::group_host_leaders(*e_, members_);
+  }
+  std::size_t host_piece_bytes() const
+    requires HostHierarchy<E>
+  {
+    return e_->host_piece_bytes();
+  }
+  void reduce_to_host_leader(std::span<float> values)
+    requires HostHierarchy<E>
+  {
+    flotilla::detail::group_host_step(*e_, members_, values, true);
+  }
+  void broadcast_from_host_leader(std::span<float> values)
+    requires HostHierarchy<E>
+  {
+    flotilla::detail::group_host_step(*e_, members_, values, false);
   }
 
   /// A dissemination barrier: log2(size) rounds of one message each way.
@@ -18012,6 +18153,28 @@ class LiveGroup {
     requires NativeAllreduce<E>
   {
     return flotilla::detail::group_native_max_bytes(*e_, members_);
+  }
+  /// The endpoint's hierarchy of hosts (HostHierarchy), as transport::Group has it: only while
+  /// the group is the whole job in job order.
+  std::span<const std::size_t> host_leaders() const
+    requires HostHierarchy<E>
+  {
+    return flotilla::detail::group_host_leaders(*e_, members_);
+  }
+  std::size_t host_piece_bytes() const
+    requires HostHierarchy<E>
+  {
+    return e_->host_piece_bytes();
+  }
+  void reduce_to_host_leader(std::span<float> values)
+    requires HostHierarchy<E>
+  {
+    flotilla::detail::group_host_step(*e_, members_, values, true);
+  }
+  void broadcast_from_host_leader(std::span<float> values)
+    requires HostHierarchy<E>
+  {
+    flotilla::detail::group_host_step(*e_, members_, values, false);
   }
 
   /// A dissemination barrier among the members: log2(size) rounds of one message each way.

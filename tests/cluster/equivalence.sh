@@ -1,9 +1,11 @@
 #!/bin/bash
-# Inside scripts/cluster.sh: synchronous training across the emulated hosts, two ranks a host,
+# Inside scripts/cluster.sh, two ranks a host: synchronous training across the emulated hosts
 # equals one worker with an N-times batch (flotilla_distributed_* sync-equivalence: rank 0 trains
-# the reference and compares), on a ring and on parameter servers, over TCP (each rank bound to
-# its host's address, with a secret) or over MPI (mpirun --hostfile across the hosts, the cluster's
-# rsh agent standing in for ssh). Also the MPI transport's conformance suite across the hosts.
+# the reference and compares), on a ring (in double; over TCP in float too, summed hierarchically)
+# and on parameter servers; asynchronous and bounded-staleness jobs on parameter servers complete
+# and learn (async-training). Over TCP (each rank bound to its host's address, with a secret) or
+# over MPI (mpirun --hostfile across the hosts, the cluster's rsh agent standing in for ssh). Also
+# the MPI transport's conformance suite across the hosts.
 #
 #   scripts/cluster.sh --hosts 3 -- tests/cluster/equivalence.sh tcp PROGRAM WORKDIR
 #   scripts/cluster.sh --hosts 3 -- tests/cluster/equivalence.sh mpi PROGRAM WORKDIR CONFORMANCE MPIEXEC
@@ -40,3 +42,9 @@ if [ "$backend" = mpi ]; then
 fi
 job ring "$program" sync-equivalence ring
 job servers "$program" sync-equivalence ps 2
+# Float buckets: over TCP summed hierarchically (each host through its shared memory, the hosts'
+# leaders over their links), with the bytes on the wire and through memory against the theory.
+if [ "$backend" = tcp ]; then job ring-float "$program" sync-equivalence ring-float ${#hosts[@]}; fi
+# Asynchronous and bounded-staleness updates across the hosts: every worker finishes and learns.
+job async "$program" async-training async 2
+job staleness "$program" async-training staleness 2

@@ -5,6 +5,7 @@
 namespace flotilla_test {
 // The tests' entry points, each defined in its own file and namespace.
 namespace sync_equivalence { int run(const Program&, int, char**); }
+namespace async_training { int run(const Program&, int, char**); }
 namespace checkpoint_resume { int run(const Program&, int, char**); }
 namespace pipeline_processes { int run(const Program&, int, char**); }
 namespace sparse_equivalence { int run(const Program&, int, char**); }
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   return t::dispatch(argc, argv,
                      {
                          {"sync-equivalence", t::sync_equivalence::run},    // sync_equivalence.cpp
+                         {"async-training", t::async_training::run},        // async_training.cpp
                          {"checkpoint-resume", t::checkpoint_resume::run},  // checkpoint_resume.cpp
                          {"pipeline", t::pipeline_processes::run},          // ../pipeline/multiprocess.cpp
                          {"sparse-equivalence", t::sparse_equivalence::run},  // sparse_equivalence.cpp

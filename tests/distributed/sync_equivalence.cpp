@@ -8,9 +8,12 @@
 // Run as `flotilla_distributed_<backend> sync-equivalence MODE`, MODE one of:
 //
 //   ring        all ranks are workers (ring allreduce)
-//   ring-float  the same in float, within float rounding (1e-5); over TCP every bucket must be
+//   ring-float [HOSTS]
+//               the same in float, within float rounding (1e-5); over TCP every bucket must be
 //               summed through shared memory (no gradient byte on the wire), or with
-//               FLOTILLA_SHARED_MEMORY=off through the sockets
+//               FLOTILLA_SHARED_MEMORY=off through the sockets; with HOSTS > 1 (the ranks spread
+//               evenly over that many hosts), hierarchically: the hosts' leaders' ring alone on
+//               the wire
 //   ring-syncbn a residual network with SyncBatchNorm (statistics over the global batch)
 //   ps S        the last S ranks are parameter servers
 //   ps-syncbn S the residual network with SyncBatchNorm on parameter servers
@@ -81,7 +84,7 @@ static std::string check_trace(const std::filesystem::path& mine, std::size_t ra
 }
 
 template <class Policy, class M = sync_equivalence::M>
-static int check(std::size_t servers, const char* what, const char* tag) {
+static int check(std::size_t servers, const char* what, const char* tag, [[maybe_unused]] std::size_t hosts = 1) {
   using T = typename M::scalar_type;
   const auto data = flotilla_test::blobs<T>(490, 11);  // 490: the last global batch is partial and split unevenly
   TrainerOptions<M> o;
@@ -118,18 +121,29 @@ static int check(std::size_t servers, const char* what, const char* tag) {
 #if defined(FLOTILLA_TEST_TCP)
   if constexpr (std::is_same_v<T, float>) {
     // Float buckets go through the shared-memory allreduce (the default for ranks on one host):
-    // nothing on the wire per step; with FLOTILLA_SHARED_MEMORY=off, the gradients' bytes.
+    // nothing on the wire per step; with FLOTILLA_SHARED_MEMORY=off, the gradients' bytes. Over H
+    // hosts of L ranks each, hierarchically: the H leaders' ring sends 2(H-1) of the gradients'
+    // bytes a step in all (each chunk of each bucket twice, but by the leader that completes it).
     const char* setting = std::getenv("FLOTILLA_SHARED_MEMORY");
     const bool sockets = setting && (std::string(setting) == "off" || std::string(setting) == "0");
-    // Through shared memory, each step's sum moves 2(N-1)/N of the gradients' bytes each way, on
-    // average over the ranks (TrafficCounters::shared_memory_bytes_*); over the sockets, none.
     const double gradient_bytes = static_cast<double>(std::as_const(distributed).parameters().size() * sizeof(float));
-    const double shared_expected =
-        sockets ? 0.0 : 2.0 * static_cast<double>(workers - 1) / static_cast<double>(workers) * gradient_bytes;
+    const double per_host = static_cast<double>(workers) / static_cast<double>(hosts);
+    const double wire_expected = 2.0 * static_cast<double>(hosts - 1) / static_cast<double>(workers) * gradient_bytes;
+    // Through shared memory, each step's sum moves 2(L-1)/L of the gradients' bytes each way, on
+    // average over the ranks of a host of L (TrafficCounters::shared_memory_bytes_*): on one host
+    // the ring's figure; across hosts the leader reads its L-1 ranks' values and each of them the
+    // total. Over the sockets, none.
+    const double shared_expected = sockets ? 0.0 : 2.0 * (per_host - 1) / per_host * gradient_bytes;
     int shared_keys = 0;
     for (const auto& [key, value] : history.back().extra) {
       shared_keys += key.starts_with("shared_memory_bytes_");
-      if (key == "payload_bytes_sent_per_step" && (sockets ? value == 0 : value != 0)) {
+      if (key == "payload_bytes_sent_per_step" && !sockets && hosts > 1 &&
+          std::abs(value - wire_expected) > 1e-9 * wire_expected) {
+        std::printf("%s: %g payload bytes sent per step, expected %g: 2(H-1)/N of %g gradient bytes, H = %zu, N = %zu\n",
+                    what, value, wire_expected, gradient_bytes, hosts, workers);
+        return 1;
+      }
+      if (key == "payload_bytes_sent_per_step" && hosts == 1 && (sockets ? value == 0 : value != 0)) {
         std::printf("%s: %g payload bytes sent per step, expected %s\n", what, value,
                     sockets ? "the gradients' over the sockets" : "none through shared memory");
         return 1;
@@ -169,7 +183,10 @@ int run(const Program& self, int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "ring";
     if (mode == "ring") return check<policy::Synchronous<topology::Ring>>(1, "ring allreduce", "ring");
-    if (mode == "ring-float") return check<policy::Synchronous<topology::Ring>, MFloat>(1, "ring allreduce, float", "ring-float");
+    if (mode == "ring-float") {
+      const std::size_t hosts = argc > 2 ? static_cast<std::size_t>(std::stoul(argv[2])) : 1;
+      return check<policy::Synchronous<topology::Ring>, MFloat>(1, "ring allreduce, float", "ring-float", hosts);
+    }
     if (mode == "ring-syncbn") return check<policy::Synchronous<topology::Ring>, MNorm>(1, "ring allreduce, SyncBatchNorm", "ring-syncbn");
     if (mode == "ps" || mode == "ps-syncbn") {
       const std::size_t servers = argc > 2 ? static_cast<std::size_t>(std::stoul(argv[2])) : 1;
@@ -177,7 +194,7 @@ int run(const Program& self, int argc, char** argv) {
         return check<policy::Synchronous<topology::ParameterServer>, MNorm>(servers, "parameter server, SyncBatchNorm", "ps-syncbn");
       return check<policy::Synchronous<topology::ParameterServer>>(servers, "parameter server", "ps");
     }
-    std::fprintf(stderr, "usage: %s ring | ring-float | ring-syncbn | ps SERVERS | ps-syncbn SERVERS\n", self.name().c_str());
+    std::fprintf(stderr, "usage: %s ring | ring-float [HOSTS] | ring-syncbn | ps SERVERS | ps-syncbn SERVERS\n", self.name().c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

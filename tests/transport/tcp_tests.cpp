@@ -804,7 +804,7 @@ struct RegisteredFake {
   static constexpr std::uint64_t first_sequence = 3;  // after the setup's two
   FakePeer peer;
   std::string plan;  // rank 0's answer to `offer`
-  explicit RegisteredFake(std::uint16_t port, const std::string& offer = "off 1048576") : peer(port) {
+  explicit RegisteredFake(std::uint16_t port, const std::string& offer = "off 1048576 fake-host") : peer(port) {
     peer.hello(2, 1);
     const auto hello = peer.read();
     REQUIRE(hello);
@@ -1049,6 +1049,109 @@ TEST_CASE("failure: a peer killed with SIGKILL mid-job fails the others at once,
     CAPTURE(out);
     CHECK(contains(out, "rank 1 at 127.0.0.1:"));
     CHECK(contains(out, "closed the connection"));
+  }
+}
+
+TEST_CASE("shared memory across hosts: each host sums through its segment, the hosts' leaders over the sockets") {
+  // Five ranks on three hosts, named as TcpOptions::host lets a job say: a = {0, 2}, b = {1, 4},
+  // c = {3} (one rank alone: no segment). Pieces of 4 KiB (1024 floats), so that larger sums go in
+  // several pieces, each through the three steps of host_allreduce.hpp.
+  const std::vector<std::string> host_of{"a", "b", "a", "c", "b"};
+  constexpr std::size_t n = 5, piece = 1024;
+  const std::vector<std::size_t> leaders{0, 1, 3};
+  const std::vector<std::size_t> sizes{1, 2, 7, 1000, piece, 3 * piece + 5};
+  auto input = [](std::size_t r, std::size_t i, std::size_t call) {
+    return static_cast<float>(static_cast<int>((r * 37 + i * 11 + call) % 201) - 100);
+  };
+  // The ring of 3 leaders: the leader at place p sends every chunk of a piece twice but chunks p+1
+  // (in the reduce-scatter) and p+2 (in the allgather), chunks as collective/ring_allreduce.hpp cuts.
+  auto ring_bytes = [&](std::size_t place, std::size_t values) {
+    std::uint64_t bytes = 0;
+    for (std::size_t at = 0; at < values; at += piece) {
+      const std::size_t m = std::min(piece, values - at);
+      auto chunk = [&](std::size_t c) { return m / 3 + (c % 3 < m % 3 ? 1 : 0); };
+      bytes += (2 * m - chunk(place + 1) - chunk(place + 2)) * sizeof(float);
+    }
+    return bytes;
+  };
+  std::vector<std::vector<float>> results(n);
+  std::vector<TrafficCounters> moved(n);
+  std::vector<int> active(n, 0);
+  const auto port = transport::pick_free_port();
+  std::vector<std::unique_ptr<RankThread>> ranks;
+  for (std::size_t r = 0; r < n; ++r) {
+    auto o = job(r, n, port);
+    o.host = host_of[r];
+    o.shared_memory_bytes = piece * sizeof(float);
+    ranks.push_back(std::make_unique<RankThread>(o, [&, r](TcpEndpoint& e) {
+      active[r] = e.shared_memory_active() ? 1 : 0;
+      const auto before = e.counters();
+      std::size_t call = 0;
+      for (std::size_t round = 0; round < 5; ++round)
+        for (std::size_t values : sizes) {
+          std::vector<float> v(values), expected(values, 0.0f);
+          for (std::size_t i = 0; i < values; ++i) {
+            v[i] = input(r, i, call);
+            for (std::size_t k = 0; k < n; ++k) expected[i] += input(k, i, call);  // exact: small integers
+          }
+          collective::ring_allreduce<codec::Fp32>(e, std::span<float>(v));
+          if (v != expected) throw std::runtime_error("wrong sum of " + std::to_string(values) + " values in call " + std::to_string(call));
+          ++call;
+        }
+      moved[r] = e.counters() - before;
+      // Sums that round: every rank ends with the same bits.
+      std::vector<float> v(2 * piece + 9);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1.0f / static_cast<float>(i + 3 * r + 1);
+      collective::ring_allreduce<codec::Fp32>(e, std::span<float>(v));
+      results[r] = v;
+      // The endpoint's own sum is one host's: across hosts it refuses, pointing to the collective.
+      const auto listed = e.host_leaders();
+      if (!std::equal(listed.begin(), listed.end(), leaders.begin(), leaders.end()) || e.native_allreduce_max_bytes() != 0)
+        throw std::runtime_error("the endpoint does not describe the job's hosts");
+      try {
+        e.allreduce_sum(v);
+        throw std::runtime_error("allreduce_sum ran across hosts");
+      } catch (const ConfigError& x) {
+        if (!contains(x.what(), "this job spans 3 hosts: its sums are hierarchical")) throw;
+      }
+    }));
+  }
+  for (const auto& rank : ranks) CHECK(rank->error() == "");  // (joins)
+  std::uint64_t summed = 0;
+  for (std::size_t values : sizes) summed += 5 * values;
+  for (std::size_t r = 0; r < n; ++r) {
+    CAPTURE(r);
+    CHECK(active[r] == 1);
+    const auto place = std::find(leaders.begin(), leaders.end(), r);
+    std::uint64_t expected_wire = 0;
+    if (place != leaders.end())
+      for (std::size_t round = 0; round < 5; ++round)
+        for (std::size_t values : sizes) expected_wire += ring_bytes(static_cast<std::size_t>(place - leaders.begin()), values);
+    CHECK(moved[r].payload_bytes_sent == expected_wire);  // the leaders' ring alone goes on the wire
+    // Through a segment of two ranks each reads all of the other's values once a piece (the leader
+    // its member's input, the member the total); rank 3 shares no memory.
+    const std::uint64_t through_memory = r == 3 ? 0 : summed * sizeof(float);
+    CHECK(moved[r].shared_memory_bytes_sent == through_memory);
+    CHECK(moved[r].shared_memory_bytes_received == through_memory);
+    CHECK(results[r].size() == results[0].size());
+    CHECK(std::memcmp(results[r].data(), results[0].data(), results[0].size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("shared memory across hosts: a job that requires it with no two ranks on one host stops, saying so") {
+  const auto port = transport::pick_free_port();
+  std::vector<std::unique_ptr<RankThread>> ranks;
+  for (std::size_t r = 0; r < 3; ++r) {
+    auto o = job(r, 3, port);
+    o.host = "host" + std::to_string(r);
+    o.shared_memory = transport::tcp::SharedMemory::on;
+    ranks.push_back(std::make_unique<RankThread>(o, [](TcpEndpoint&) {}));
+  }
+  for (std::size_t r = 0; r < 3; ++r) {
+    const std::string e = ranks[r]->error();
+    CAPTURE(e);
+    CHECK(contains(e, "cannot set up the shared-memory allreduce"));
+    CHECK(contains(e, "no two of the job's 3 ranks are on one host"));
   }
 }
 
@@ -1993,7 +2096,7 @@ TEST_CASE("hostile: silent connections to a rank's rejoin port do not hold up it
 }
 
 TEST_CASE("hostile: a malformed shared-memory setting fails the rendezvous, naming the peer") {
-  for (const std::string offer : {"sideways 1048576", "on 12", "auto", "on 1048576 extra"}) {
+  for (const std::string offer : {"sideways 1048576 h", "on 12 h", "auto", "on 1048576", "on 1048576 h extra"}) {
     CAPTURE(offer);
     const auto port = transport::pick_free_port();
     RankThread r0(job(0, 2, port), [](TcpEndpoint&) {});

@@ -362,10 +362,9 @@ TEST_CASE("ring allreduce with fp16: prescaling keeps partial sums out of satura
 
 namespace {
 
-/// The in-process endpoint plus an allreduce of its own, counting its use.
-struct NativeEndpoint {
+/// The in-process endpoint's Transport members, for endpoints that add an ability to it.
+struct Forwarding {
   InProcess::endpoint& e;
-  int native_calls = 0;
   std::size_t rank() const { return e.rank(); }
   std::size_t size() const { return e.size(); }
   void send(std::size_t p, Tag t, std::span<const std::byte> b) { e.send(p, t, b); }
@@ -376,6 +375,11 @@ struct NativeEndpoint {
   std::size_t recv_any(Tag t, std::span<std::byte> b) { return e.recv_any(t, b); }
   void barrier() { e.barrier(); }
   TrafficCounters counters() const { return e.counters(); }
+};
+
+/// The in-process endpoint plus an allreduce of its own, counting its use.
+struct NativeEndpoint : Forwarding {
+  int native_calls = 0;
   void allreduce_sum(std::span<float> f) {
     ++native_calls;
     collective::RingOptions o;
@@ -400,6 +404,81 @@ TEST_CASE("ring allreduce uses the transport's own allreduce for lossless float,
     o.algorithm = collective::AllreduceAlgorithm::ring;
     collective::ring_allreduce(e, std::span<float>(v), o);
     if (e.native_calls != 1 || v[0] != 9.f) throw std::runtime_error("the ring was not used");
+  });
+}
+
+namespace {
+
+/// The in-process endpoint as a job over hosts (HostHierarchy): `host_of[r]` is rank r's host; the
+/// two steps inside a host go as messages to and from the host's lowest rank, in pieces of 64
+/// bytes, so that a sum takes several.
+struct HostsEndpoint : Forwarding {
+  std::vector<std::size_t> host_of;
+  std::vector<std::size_t> leaders;
+  int pieces = 0;
+  static constexpr Tag inside = 900;
+  std::span<const std::size_t> host_leaders() const { return leaders; }
+  std::size_t host_piece_bytes() const { return 64; }
+  std::size_t leader() const {
+    std::size_t l = rank();
+    for (std::size_t r = 0; r < size(); ++r)
+      if (host_of[r] == host_of[rank()]) l = std::min(l, r);
+    return l;
+  }
+  void reduce_to_host_leader(std::span<float> f) {
+    if (f.size_bytes() > host_piece_bytes()) throw std::runtime_error("a piece larger than host_piece_bytes()");
+    ++pieces;
+    if (leader() != rank()) return e.send(leader(), inside, std::as_bytes(f));
+    std::vector<float> other(f.size());
+    for (std::size_t r = rank() + 1; r < size(); ++r) {
+      if (host_of[r] != host_of[rank()]) continue;
+      e.recv(r, inside, std::as_writable_bytes(std::span<float>(other)));
+      for (std::size_t i = 0; i < f.size(); ++i) f[i] += other[i];
+    }
+  }
+  void broadcast_from_host_leader(std::span<float> f) {
+    if (leader() != rank()) return e.recv(leader(), inside, std::as_writable_bytes(f));
+    for (std::size_t r = rank() + 1; r < size(); ++r)
+      if (host_of[r] == host_of[rank()]) e.send(r, inside, std::as_bytes(f));
+  }
+};
+static_assert(HostHierarchy<HostsEndpoint>);
+
+}  // namespace
+
+TEST_CASE("hierarchical allreduce: chosen across hosts; exact sums over uneven hosts, in pieces; refused on one host") {
+  // Five ranks on three hosts, {0, 2}, {1, 4} and {3}: the leaders 0, 1 and 3 run the ring.
+  const std::vector<std::size_t> host_of{0, 1, 0, 2, 1};
+  InProcess::run({}, 5, [&](InProcess::endpoint& base) {
+    HostsEndpoint e{{base}, host_of, {0, 1, 3}};
+    std::size_t pieces = 0;
+    for (std::size_t values : {0, 1, 7, 16, 17, 100, 1000}) {
+      std::vector<float> v(values);
+      for (std::size_t i = 0; i < values; ++i) v[i] = static_cast<float>(e.rank() * 100 + i);
+      collective::RingOptions o;
+      o.average = values == 100;  // the mean: divided once the sum is formed
+      collective::ring_allreduce(e, std::span<float>(v), o);
+      for (std::size_t i = 0; i < values; ++i) {
+        const float sum = static_cast<float>(1000 + 5 * i);
+        if (v[i] != (o.average ? sum / 5 : sum))
+          throw std::runtime_error("wrong sum of " + std::to_string(values) + " values at " + std::to_string(i));
+      }
+      pieces += (values + 15) / 16;
+    }
+    if (e.pieces != static_cast<int>(pieces)) throw std::runtime_error("the hierarchical sum was not taken for every piece");
+    // A job on one host has no hierarchy: asking for it names what it needs.
+    HostsEndpoint one{{base}, {0, 0, 0, 0, 0}, {}};
+    std::vector<float> v(10, 1.f);
+    collective::RingOptions o;
+    o.algorithm = collective::AllreduceAlgorithm::hierarchical;
+    try {
+      collective::ring_allreduce(one, std::span<float>(v), o);
+      throw std::runtime_error("hierarchical on one host was not refused");
+    } catch (const ConfigError& x) {
+      if (std::string(x.what()).find("needs a job over several hosts") == std::string::npos) throw;
+    }
+    collective::ring_allreduce(one, std::span<float>(v));  // automatic: the ring
+    if (v[0] != 5.f) throw std::runtime_error("the ring on one host gave a wrong sum");
   });
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "flotilla/codec/fp32.hpp"
+#include "flotilla/collective/hierarchical_allreduce.hpp"
 #include "flotilla/collective/recursive_doubling.hpp"
 #include "flotilla/collective/detail/scratch.hpp"
 #include "flotilla/collective/detail/serial_worker.hpp"
@@ -42,6 +43,8 @@ enum class AllreduceAlgorithm {
   ring,                // flotilla's ring: 2(N-1) steps of 1/N of the buffer, any N
   recursive_doubling,  // log2(N) swaps of the whole buffer; N a power of two
   native,              // the transport's own allreduce (NativeAllreduce); float, lossless codec
+  hierarchical,        // each host through its shared memory, a ring of the hosts' leaders
+                       // (HostHierarchy, a job over several hosts); float, lossless codec
 };
 
 struct RingOptions {
@@ -65,7 +68,8 @@ struct RingOptions {
   /// docs/benchmarks.md, "Ring allreduce: receive buffers and the helper thread".
   std::size_t receive_slots = 4;
   /// How the sum is formed; `automatic` picks by size (see choose_algorithm below and
-  /// docs/collectives.md): the transport's own allreduce where it has one (up to its
+  /// docs/collectives.md): the hierarchical sum where the transport sums hierarchically (a job
+  /// over several hosts, HostHierarchy), the transport's own allreduce where it has one (up to its
   /// native_allreduce_max_bytes() when it gives one), recursive doubling for two ranks up to
   /// pair_exchange_max_bytes and for 4, 8, ... ranks up to doubling_max_bytes, the ring otherwise.
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::automatic;
@@ -288,10 +292,24 @@ template <class Wire, class T, class E>
 collective::AllreduceAlgorithm choose_algorithm(const E& e, std::size_t values, const collective::RingOptions& o) {
   using A = collective::AllreduceAlgorithm;
   constexpr bool native_possible = NativeAllreduce<E> && std::is_same_v<T, float> && std::is_same_v<Wire, codec::Fp32>;
+  constexpr bool hierarchy_possible = HostHierarchy<E> && std::is_same_v<T, float> && std::is_same_v<Wire, codec::Fp32>;
+  const auto across_hosts = [&] {
+    if constexpr (hierarchy_possible)
+      return e.host_leaders().size() > 1;
+    else
+      return false;
+  };
   const std::size_t n = e.size();
   switch (o.algorithm) {
     case A::ring:
       return A::ring;
+    case A::hierarchical:
+      if (!across_hosts())
+        throw ConfigError(
+            "ring_allreduce: AllreduceAlgorithm::hierarchical needs a job over several hosts on a transport that sums "
+            "through each host's shared memory (HostHierarchy: TCP with shared memory on), float values and the "
+            "lossless codec");
+      return A::hierarchical;
     case A::native:
       if (!native_possible)
         throw ConfigError(
@@ -307,6 +325,7 @@ collective::AllreduceAlgorithm choose_algorithm(const E& e, std::size_t values, 
       break;
   }
   if (values == 0) return A::ring;  // sends nothing, whatever the transport
+  if (across_hosts()) return A::hierarchical;
   const std::size_t bytes = values * sizeof(T);
   if constexpr (BoundedNativeAllreduce<E>) {
     if (native_possible && bytes <= e.native_allreduce_max_bytes()) return A::native;
@@ -343,6 +362,16 @@ void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
   if (n > 1) {
     if (algorithm == AllreduceAlgorithm::native) {
       if constexpr (NativeAllreduce<E> && std::is_same_v<T, float>) e.allreduce_sum(data);
+    } else if (algorithm == AllreduceAlgorithm::hierarchical) {
+      if constexpr (HostHierarchy<E> && std::is_same_v<T, float>) {
+        transport::OperationScope<E> op(e, options.tag, transport::OpKind::ring_allreduce, data.size());
+        RingOptions leaders = options;
+        leaders.average = leaders.prescale = false;
+        leaders.algorithm = AllreduceAlgorithm::ring;
+        detail::hierarchical_allreduce(e, data, [&leaders](auto& group, std::span<float> part) {
+          detail::RingAllreduce<codec::Fp32, std::remove_reference_t<decltype(group)>, float>(group, part, leaders).run();
+        });
+      }
     } else if (algorithm == AllreduceAlgorithm::recursive_doubling) {
       detail::recursive_doubling_allreduce<Wire>(e, data, options.tag);
     } else {

@@ -111,6 +111,21 @@ concept BoundedNativeAllreduce = NativeAllreduce<E> && requires(const E& ce) {
   { ce.native_allreduce_max_bytes() } -> std::convertible_to<std::size_t>;
 };
 
+/// A transport whose ranks on one host can sum through memory they share, so that a sum over
+/// several hosts goes hierarchically (collective/hierarchical_allreduce.hpp): each host's ranks
+/// sum into its leader (reduce_to_host_leader), the leaders run a ring among themselves over the
+/// transport's messages, and each leader hands the total to its host (broadcast_from_host_leader).
+/// host_leaders(): the lowest rank of every host, ascending, while the job spans hosts and sums
+/// this way; empty otherwise. Both calls take at most host_piece_bytes() of values, and every
+/// rank of the job makes them, in the same order as its other collective calls.
+template <class E>
+concept HostHierarchy = Transport<E> && requires(E& e, const E& ce, std::span<float> f) {
+  { ce.host_leaders() } -> std::convertible_to<std::span<const std::size_t>>;
+  { ce.host_piece_bytes() } -> std::convertible_to<std::size_t>;
+  e.reduce_to_host_leader(f);
+  e.broadcast_from_host_leader(f);
+};
+
 /// A transport that can tell how many of its job's ranks run on this rank's host (this one
 /// included). The trainer's TrainerOptions::overlap uses it to judge whether a thread for the
 /// communication would find a core free; a transport without it counts as one rank per host.

@@ -46,6 +46,24 @@ std::size_t group_native_max_bytes(const E& e, const std::vector<std::size_t>& m
   }
 }
 
+/// The endpoint's hosts' leaders (HostHierarchy) for a group: its own when the group is the whole
+/// job in job order (group ranks are then job ranks), none otherwise: a group of part of the job
+/// sums over its messages.
+template <class E>
+std::span<const std::size_t> group_host_leaders(const E& e, const std::vector<std::size_t>& members) {
+  if (!is_whole_job(e, members)) return {};
+  return e.host_leaders();
+}
+
+/// One of HostHierarchy's steps inside a host, which every rank of the job must take.
+template <class E>
+void group_host_step(E& e, const std::vector<std::size_t>& members, std::span<float> values, bool reduce) {
+  if (!is_whole_job(e, members))
+    throw TransportError("rank " + std::to_string(e.rank()) +
+                         ": a step of the hierarchical sum over a group of part of the job would wait for the others");
+  reduce ? e.reduce_to_host_leader(values) : e.broadcast_from_host_leader(values);
+}
+
 /// A dissemination barrier among the ranks of g: in round k each rank signals rank + 2^k and waits
 /// for rank - 2^k; after ceil(log2 N) rounds every rank has heard, indirectly, from every other.
 template <class G>
@@ -119,6 +137,30 @@ class Group {
     requires NativeAllreduce<E>
   {
     return flotilla::detail::group_native_max_bytes(*e_, members_);
+  }
+
+  /// The endpoint's hierarchy of hosts (HostHierarchy), when the group is the whole job in job
+  /// order: collective::ring_allreduce then sums hierarchically across hosts. A group of part of
+  /// the job has no hosts' leaders, and sums over its messages.
+  std::span<const std::size_t> host_leaders() const
+    requires HostHierarchy<E>
+  {
+    return flotilla::detail::group_host_leaders(*e_, members_);
+  }
+  std::size_t host_piece_bytes() const
+    requires HostHierarchy<E>
+  {
+    return e_->host_piece_bytes();
+  }
+  void reduce_to_host_leader(std::span<float> values)
+    requires HostHierarchy<E>
+  {
+    flotilla::detail::group_host_step(*e_, members_, values, true);
+  }
+  void broadcast_from_host_leader(std::span<float> values)
+    requires HostHierarchy<E>
+  {
+    flotilla::detail::group_host_step(*e_, members_, values, false);
   }
 
   /// A dissemination barrier: log2(size) rounds of one message each way.

@@ -96,6 +96,28 @@ class LiveGroup {
   {
     return flotilla::detail::group_native_max_bytes(*e_, members_);
   }
+  /// The endpoint's hierarchy of hosts (HostHierarchy), as transport::Group has it: only while
+  /// the group is the whole job in job order.
+  std::span<const std::size_t> host_leaders() const
+    requires HostHierarchy<E>
+  {
+    return flotilla::detail::group_host_leaders(*e_, members_);
+  }
+  std::size_t host_piece_bytes() const
+    requires HostHierarchy<E>
+  {
+    return e_->host_piece_bytes();
+  }
+  void reduce_to_host_leader(std::span<float> values)
+    requires HostHierarchy<E>
+  {
+    flotilla::detail::group_host_step(*e_, members_, values, true);
+  }
+  void broadcast_from_host_leader(std::span<float> values)
+    requires HostHierarchy<E>
+  {
+    flotilla::detail::group_host_step(*e_, members_, values, false);
+  }
 
   /// A dissemination barrier among the members: log2(size) rounds of one message each way.
   void barrier() { flotilla::detail::dissemination_barrier(*this, barrier_tag_); }

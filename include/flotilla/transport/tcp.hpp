@@ -48,8 +48,10 @@
 //    restarted rank connects only to the ranks it names, and takes the others as lost
 //    (docs/reliability.md, "Rejoining").
 //  - Ranks on one host sum float buffers through a shared-memory segment instead of their sockets
-//    (TcpOptions::shared_memory, on by default for them; tcp/shared_memory.hpp): the endpoint's
-//    own allreduce_sum, agreed on and set up during connect() over the authenticated connections.
+//    (TcpOptions::shared_memory, on by default for them; tcp/shared_memory.hpp); a job over several
+//    hosts sums hierarchically, each host through its segment and the hosts' leaders over a ring
+//    (tcp/host_allreduce.hpp): the endpoint's own allreduce_sum, agreed on and set up during
+//    connect() over the authenticated connections.
 //  - Shutdown: every rank sends a goodbye on each connection and closes only once it has a goodbye
 //    from every peer, so that no rank closes a connection that another still reads.
 //
@@ -61,11 +63,14 @@
 //   tcp/link.hpp           a connection to one peer, and the heartbeats sent on it
 //   tcp/rendezvous.hpp     how the ranks find each other and authenticate every connection
 //   tcp/shared_memory.hpp  the sum through shared memory of ranks on one host
+//   tcp/host_identity.hpp  which processes share a host
+//   tcp/host_allreduce.hpp the sum over hosts: each host's segment, a ring of the hosts' leaders
 //   tcp/endpoint.hpp       Endpoint: one rank's operations (and endpoint_*.hpp beside it)
 //   tcp/backend.hpp        Backend: run(), a rank's whole life
 //   tcp/launch.hpp         launch(), run_job(): starting the ranks of a job on this machine
 // This header includes them all and gives them the names programs use (transport::Tcp,
 // transport::TcpOptions, ...).
+#include "flotilla/transport/group.hpp"
 #include "flotilla/transport/tcp/backend.hpp"
 #include "flotilla/transport/tcp/endpoint.hpp"
 #include "flotilla/transport/tcp/flags.hpp"
@@ -93,6 +98,7 @@ using tcp::run_job;
 // The abilities the rest of flotilla asks for by name (concepts/transport.hpp): a TCP endpoint has
 // them all. Stated here so that a change to a member's signature cannot quietly turn one off.
 static_assert(Transport<TcpEndpoint> && KnowsRanksOnHost<TcpEndpoint> && BoundedNativeAllreduce<TcpEndpoint> &&
+              HostHierarchy<TcpEndpoint> && HostHierarchy<Group<TcpEndpoint>> &&
               OperationAware<TcpEndpoint> && ReportsLostPeers<TcpEndpoint> && SurvivableEndpoint<TcpEndpoint> &&
               Rejoinable<TcpEndpoint>);
 

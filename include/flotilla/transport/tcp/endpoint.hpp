@@ -34,6 +34,7 @@
 #include "flotilla/transport/tcp/launch_reports.hpp"
 #include "flotilla/transport/tcp/link.hpp"
 #include "flotilla/transport/tcp/options.hpp"
+#include "flotilla/transport/tcp/host_allreduce.hpp"
 #include "flotilla/transport/tcp/rendezvous.hpp"
 #include "flotilla/transport/tcp/shared_memory.hpp"
 #include "flotilla/transport/tcp/socket.hpp"
@@ -140,19 +141,34 @@ class Endpoint {
   std::size_t ranks_on_this_host() const noexcept { return ranks_on_host_; }
 
   /// The sum over every rank of `values`, through the shared-memory segment that
-  /// TcpOptions::shared_memory sets up (all ranks on one host), in pieces of
-  /// TcpOptions::shared_memory_bytes; ConfigError when it is not in use (shared_memory_active()).
+  /// TcpOptions::shared_memory sets up when every rank is on one host, in pieces of
+  /// TcpOptions::shared_memory_bytes; ConfigError when it is not in use (shared_memory_active()
+  /// false, or the job spans hosts: its sums are hierarchical, host_leaders()).
   /// Every rank calls it with the same count, in the same order as its other collective calls.
   void allreduce_sum(std::span<float> values);
-  /// Whether allreduce_sum is available: the job agreed on the shared-memory path in connect(),
-  /// and no peer has been lost or has rejoined since (the ranks would no longer agree on it).
+  /// Whether the shared-memory path is in use: the job agreed on it in connect(), and no peer has
+  /// been lost or has rejoined since (the ranks would no longer agree on it).
   bool shared_memory_active() const noexcept { return shared_memory_ != nullptr; }
-  /// How large a sum allreduce_sum is the faster path for: any size while it is active (it beats
-  /// the sockets at every size measured, 4 KiB to 64 MiB: docs/benchmarks.md, "Shared-memory
-  /// allreduce"), else 0: collective::ring_allreduce then uses the sockets.
+  /// How large a sum allreduce_sum is the faster path for: any size while it is active on one
+  /// host (it beats the sockets at every size measured, 4 KiB to 64 MiB: docs/benchmarks.md,
+  /// "Shared-memory allreduce"), else 0: collective::ring_allreduce then uses the sockets.
   std::size_t native_allreduce_max_bytes() const noexcept {
-    return shared_memory_ ? std::numeric_limits<std::size_t>::max() : 0;
+    return shared_memory_ && !shared_memory_->across_hosts() ? std::numeric_limits<std::size_t>::max() : 0;
   }
+
+  /// HostHierarchy, for a job over several hosts (collective/hierarchical_allreduce.hpp): the
+  /// lowest rank of every host, ascending, while the shared-memory path is active across hosts;
+  /// empty otherwise (one host, or the sockets alone).
+  std::span<const std::size_t> host_leaders() const noexcept {
+    if (shared_memory_ && shared_memory_->across_hosts()) return shared_memory_->leaders();
+    return {};
+  }
+  /// The most values, in bytes, that the two calls below take at once: the agreed piece.
+  std::size_t host_piece_bytes() const noexcept { return options_.shared_memory_bytes; }
+  /// The ranks of this host sum `values` into its leader, through their segment.
+  void reduce_to_host_leader(std::span<float> values);
+  /// The leader's `values` go to every rank of its host, through their segment.
+  void broadcast_from_host_leader(std::span<float> values);
 
   /// The orderly end: a goodbye to every peer, then waits (up to the timeout) for every peer's
   /// goodbye, then closes. Messages sent to this rank and never received are dropped.
@@ -423,14 +439,19 @@ class Endpoint {
   std::unique_ptr<detail::TcpRendezvous> rejoin_handshakes_;  // made at the first connection to it
   bool accept_rejoins_ = false;
   bool rejoined_ = false;
-  std::unique_ptr<detail::SharedMemoryAllreduce> shared_memory_;
+  std::unique_ptr<detail::HostAllreduce> shared_memory_;
   std::size_t ranks_on_host_ = 1;
   // Last: stopped before anything it reads (the links' send guards, which it shares) goes.
   std::unique_ptr<detail::TcpHeartbeat> heartbeat_;
 
   void negotiate_shared_memory();
-  /// Whether every peer reached rank 0 from this host (over loopback, or from rank 0's own address).
-  bool peers_on_this_host() const;
+  /// Reads the plan's list of hosts ("0,1;2,3"): false unless every rank is on exactly one host,
+  /// the hosts in order of their lowest ranks and each host's ranks ascending.
+  bool parse_hosts(std::string_view text, std::vector<std::vector<std::size_t>>& hosts) const;
+  /// Runs `step(segment, watch)` on the shared-memory path as operation `name` (`piece`: at most
+  /// host_piece_bytes() of values); a lost peer or a failed step leaves the job on its sockets.
+  template <class Step>
+  void through_shared_memory(const char* name, std::size_t values, bool piece, Step&& step);
   /// Whether `l` is an open connection to another rank.
   bool open_peer_link(const detail::TcpLink& l) const noexcept {
     return l.peer != rank_ && l.peer != detail::tcp_nobody && l.open();

@@ -45,7 +45,7 @@ class Flags {
         checksum_data_(flags.add<std::string>("checksum-data", "0", "1: a CRC-32 on every data frame's payload",
                                               "FLOTILLA_CHECKSUM_DATA")),
         shared_memory_(flags.add<std::string>("shared-memory", "auto",
-                                              "ranks on one host sum through shared memory: auto, on, off, or on with "
+                                              "ranks that share a host sum through shared memory (hierarchically across hosts): auto, on, off, or on with "
                                               "pieces of this many bytes",
                                               "FLOTILLA_SHARED_MEMORY")),
         spin_(flags.add<std::string>("spin-us", "50",

@@ -63,10 +63,11 @@ struct Options {
   std::size_t socket_buffer_bytes = 0;
   /// Whether float sums (the endpoint's own allreduce, NativeAllreduce: what
   /// collective::ring_allreduce and the trainer's buckets use) go through a shared-memory segment
-  /// instead of the sockets (transport/tcp/shared_memory.hpp). `automatic` (the default): when
-  /// every rank is on rank 0's host (it reached rank 0 over loopback, or from rank 0's own
-  /// address) and all can map the segment, else the sockets, with one line to `log` when ranks on
-  /// one host could not map it. `on`: required; a rank that cannot map it fails the rendezvous on
+  /// instead of the sockets (transport/tcp/host_allreduce.hpp). `automatic` (the default): when
+  /// at least two ranks share a host (`host`) and the ranks of every such host can map a segment:
+  /// one segment when all are on one host, else one a host and a ring of the hosts' leaders over
+  /// the sockets between them; else the sockets, with one line to `log` when ranks on one host
+  /// could not map a segment. `on`: required; a rank that cannot map it fails the rendezvous on
   /// every rank, naming itself and why. `off`: the sockets always. Every rank must agree: a rank
   /// with `off` turns it off for the job, and `on` against `off` fails the rendezvous. Bytes summed
   /// this way do not appear in counters(): they never go on the wire. FLOTILLA_SHARED_MEMORY,
@@ -79,6 +80,12 @@ struct Options {
   /// (docs/benchmarks.md, "Shared-memory allreduce"). Rank 0's value is the job's, unless a rank
   /// with `on` gives another.
   std::size_t shared_memory_bytes = std::size_t{1} << 20;
+  /// Which host this rank is on, for the shared-memory sums: ranks with the same name sum through
+  /// one segment, and a job over several hosts sums hierarchically (host_allreduce.hpp). Empty
+  /// (the default): detected, from the host name, the boot and the network namespace
+  /// (host_identity.hpp). Set it where that is wrong: processes that share /dev/shm but not a
+  /// network namespace may name one host. A word of at most 256 characters, no spaces.
+  std::string host;
   /// The largest message accepted from a peer before a receive for it is posted (it must then be
   /// held in memory of its own). A header announcing more is a protocol error, refused before
   /// anything is allocated. Messages read into a posted receive are bounded by its buffer instead.
@@ -280,6 +287,9 @@ inline void tcp_validate(const Options& o) {
     throw ConfigError("tcp: the heartbeat interval (FLOTILLA_HEARTBEAT_MS) must be positive");
   if (o.heartbeat_misses < 2)
     throw ConfigError("tcp: heartbeat_misses must be at least 2 (one late heartbeat is not a stalled peer)");
+  if (o.host.size() > 256 || o.host.find_first_of(" \t\r\n") != std::string::npos)
+    throw ConfigError("tcp: the host name for the shared-memory sums (TcpOptions::host) must be a word of at most 256 "
+                      "characters, not '" + o.host.substr(0, 300) + "'");
   if (o.shared_memory != SharedMemory::off && !shared_memory_piece_bytes_valid(o.shared_memory_bytes))
     throw ConfigError("tcp: shared_memory_bytes (FLOTILLA_SHARED_MEMORY) is " + std::to_string(o.shared_memory_bytes) +
                       ": the shared-memory path needs 64 bytes to 1 GiB per piece");

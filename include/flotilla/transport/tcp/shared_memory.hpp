@@ -26,6 +26,17 @@
 // call c+1's first wait: a rank moves its counter there only once it has finished reading call c.
 // So no wait is needed for the reuse: one wait per call for two ranks, two for more.
 //
+// Across hosts (host_allreduce.hpp) the segment joins the ranks of one host, and a call is two
+// halves around the host leaders' ring over the sockets; call c on local rank r:
+//   reduce_to_first:      copies its values into its slot of set c % 2, counter 2c+1; local rank
+//                         0 (the leader) waits for every counter >= 2c+1 and adds the others' slots
+//                         to its values in local rank order;
+//   broadcast_from_first: the leader copies the total into its slot, counter 2c+2; the others wait
+//                         for its counter >= 2c+2, copy the total, and move their counters to 2c+2.
+// The reuse argument is the one above: the leader reads a set's slots before it moves its counter
+// to 2c+2, which every rank has seen before its call c+2, and the others' reads of the leader's
+// slot end before their counters reach 2c+3, which the leader waits for in call c+1.
+//
 // Waiting spins for up to 200 microseconds (yielding to other runnable threads), then sleeps on a
 // futex shared between the processes, in slices of at most 10 ms, between which it checks the
 // deadline, whether a peer's TCP connection has closed (a process that dies closes its
@@ -190,6 +201,46 @@ class SharedMemoryAllreduce {
     }
   }
 
+  /// The first half of a sum across hosts (see the header): local rank 0 ends with the sum of
+  /// every local rank's `values`; the others' values are unchanged. At most capacity() bytes.
+  /// Returns the values this rank read from the others' slots.
+  template <class T>
+  std::size_t reduce_to_first(std::span<T> values, const Watch& w) {
+    const std::size_t n = values.size();
+    const auto c = static_cast<std::uint32_t>(calls_);
+    std::memcpy(slot(calls_ % 2, rank_), values.data(), n * sizeof(T));
+    signal(2 * c + 1);
+    if (rank_ != 0) return 0;
+    wait_all(2 * c + 1, std::chrono::steady_clock::now() + w.timeout, w);
+    T* total = values.data();
+    for (std::size_t r = 1; r < ranks_; ++r) {
+      const T* other = reinterpret_cast<const T*>(slot(calls_ % 2, r));
+      for (std::size_t i = 0; i < n; ++i) total[i] += other[i];
+    }
+    return (ranks_ - 1) * n;
+  }
+
+  /// The second half: every local rank ends with local rank 0's `values`. Returns the values this
+  /// rank read from the others' slots.
+  template <class T>
+  std::size_t broadcast_from_first(std::span<T> values, const Watch& w) {
+    const std::size_t n = values.size(), set = calls_ % 2;
+    const auto c = static_cast<std::uint32_t>(calls_);
+    ++calls_;
+    if (rank_ == 0) {
+      std::memcpy(slot(set, 0), values.data(), n * sizeof(T));
+      signal(2 * c + 2);
+      return 0;
+    }
+    wait_for(0, 2 * c + 2, std::chrono::steady_clock::now() + w.timeout, w);
+    std::memcpy(values.data(), slot(set, 0), n * sizeof(T));
+    signal(2 * c + 2);
+    return n;
+  }
+
+  std::size_t ranks() const noexcept { return ranks_; }
+  std::size_t capacity() const noexcept { return capacity_; }
+
  private:
   struct alignas(line) Control {
     std::uint64_t magic;
@@ -298,44 +349,47 @@ class SharedMemoryAllreduce {
   /// Waits until every rank's counter has reached `target` (compared as a signed difference, so
   /// that the counters may wrap: the ranks are never more than two calls apart).
   void wait_all(std::uint32_t target, std::chrono::steady_clock::time_point deadline, const Watch& w) {
-    for (std::size_t r = 0; r < ranks_; ++r) {
-      if (r == rank_) continue;
-      auto& a = counter(r);
-      const auto waiting_since = std::chrono::steady_clock::now();
-      const auto spin_until = waiting_since + spin_time;
-      for (unsigned spin = 0; !reached(a.load(std::memory_order_acquire), target); ++spin) {
+    for (std::size_t r = 0; r < ranks_; ++r)
+      if (r != rank_) wait_for(r, target, deadline, w);
+  }
+
+  /// Waits until local rank r's counter has reached `target`.
+  void wait_for(std::size_t r, std::uint32_t target, std::chrono::steady_clock::time_point deadline, const Watch& w) {
+    auto& a = counter(r);
+    const auto waiting_since = std::chrono::steady_clock::now();
+    const auto spin_until = waiting_since + spin_time;
+    for (unsigned spin = 0; !reached(a.load(std::memory_order_acquire), target); ++spin) {
 #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
-        if (spin % 64 == 63) {
-          if (std::chrono::steady_clock::now() > spin_until) break;
-          std::this_thread::yield();
-        }
+      if (spin % 64 == 63) {
+        if (std::chrono::steady_clock::now() > spin_until) break;
+        std::this_thread::yield();
       }
-      for (std::uint32_t seen = a.load(std::memory_order_acquire); !reached(seen, target);
-           seen = a.load(std::memory_order_acquire)) {
+    }
+    for (std::uint32_t seen = a.load(std::memory_order_acquire); !reached(seen, target);
+         seen = a.load(std::memory_order_acquire)) {
 #if defined(__linux__)
-        auto& sleepers = counter_line(r).sleepers;
-        sleepers.fetch_add(1, std::memory_order_seq_cst);
-        seen = a.load(std::memory_order_seq_cst);
-        if (!reached(seen, target)) {
-          timespec slice{0, 10'000'000};
-          ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&a), FUTEX_WAIT, seen, &slice, nullptr, 0);
-        }
-        sleepers.fetch_sub(1, std::memory_order_seq_cst);
-#else
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-#endif
-        if (reached(a.load(std::memory_order_acquire), target)) break;
-        if (const auto gone = w.lost_peer())
-          throw PeerLostError(w.who() + ": " + w.peer_name(*gone) +
-                                  " closed its connection during a shared-memory allreduce (its process ended)",
-                              *gone);
-        if (w.check_alive) w.check_alive(r, waiting_since);
-        if (std::chrono::steady_clock::now() > deadline)
-          throw TransportError(w.who() + ": shared-memory allreduce timed out after " + std::to_string(w.timeout.count()) +
-                               " ms waiting for " + w.peer_name(r));
+      auto& sleepers = counter_line(r).sleepers;
+      sleepers.fetch_add(1, std::memory_order_seq_cst);
+      seen = a.load(std::memory_order_seq_cst);
+      if (!reached(seen, target)) {
+        timespec slice{0, 10'000'000};
+        ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&a), FUTEX_WAIT, seen, &slice, nullptr, 0);
       }
+      sleepers.fetch_sub(1, std::memory_order_seq_cst);
+#else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+#endif
+      if (reached(a.load(std::memory_order_acquire), target)) break;
+      if (const auto gone = w.lost_peer())
+        throw PeerLostError(w.who() + ": " + w.peer_name(*gone) +
+                                " closed its connection during a shared-memory allreduce (its process ended)",
+                            *gone);
+      if (w.check_alive) w.check_alive(r, waiting_since);
+      if (std::chrono::steady_clock::now() > deadline)
+        throw TransportError(w.who() + ": shared-memory allreduce timed out after " + std::to_string(w.timeout.count()) +
+                             " ms waiting for " + w.peer_name(r));
     }
   }
 
