@@ -70,6 +70,13 @@ ip -n "$switch" link add br0 type bridge
 ip -n "$switch" link set br0 up
 ip -n "$switch" link set lo up
 
+# tbf sends a burst at most per timer tick: one smaller than the rate's bytes per tick (4 ms at
+# HZ=250) holds the link below its rate (a 64 KB burst held 5 Gbit/s links to two thirds of it).
+# A burst of 4 ms of the rate, at least 64 KB.
+burst_bytes=$(awk -v r="$rate" 'BEGIN {
+  n = r + 0; u = tolower(substr(r, length(n "") + 1));
+  m = (u ~ /^g/) ? 1e9 : (u ~ /^m/) ? 1e6 : (u ~ /^k/) ? 1e3 : 1;
+  b = int(n * m / 8 * 0.004); if (b < 65536) b = 65536; print b }')
 addresses=()
 for ((i = 0; i < hosts; i++)); do
   ns="${tag}h$i"
@@ -83,7 +90,7 @@ for ((i = 0; i < hosts; i++)); do
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
   # The host's link, shaped both ways: its sends on eth0, its receives on the switch's port.
-  burst=64kb
+  burst=$burst_bytes
   ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 100ms
   ip netns exec "$switch" tc qdisc add dev "h$i" root tbf rate "$rate" burst "$burst" latency 100ms
   addresses+=("$address")
