@@ -63,7 +63,8 @@ def gloo_rank(args):
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % args.port, rank=args.rank, world_size=2)
+    dist.init_process_group("gloo", init_method="tcp://%s:%d" % (args.master, args.port), rank=args.rank,
+                            world_size=args.world)
     n = dist.get_world_size()
     x = torch.full((1000003,), float(args.rank + 1))
     dist.all_reduce(x)
@@ -92,12 +93,12 @@ def gloo_rank(args):
         want = torch.tensor([min(max(args.target / max(t, 1e-9), 3), 20000)], dtype=torch.float64)
         dist.broadcast(want, 0)
         iters[b] = int(want.item())
-    for b in sizes:
+    for rep, b in ((rep, b) for rep in range(args.gloo_repeat) for b in sizes):
         buf = torch.zeros(max(b // 4, 1))
         dist.all_reduce(buf)
         t = time_calls(buf, iters[b])
         if args.rank == 0:
-            print(json.dumps({"label": "gloo", "method": "gloo", "ranks": n, "bytes": b, "rep": 0, "iters": iters[b],
+            print(json.dumps({"label": "gloo", "method": "gloo", "ranks": n, "bytes": b, "rep": rep, "iters": iters[b],
                               "seconds": t, "bus_gbps": 2 * (n - 1) / n * b / t / 1e9}), flush=True)
     dist.destroy_process_group()
 
@@ -164,6 +165,11 @@ def main():
     ap.add_argument("--gloo", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--gloo-rank", type=int, default=-1, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    # One gloo rank of a larger job elsewhere (bench/cluster_allreduce.sh): the store's address, the
+    # job's size, and how many times to measure each size.
+    ap.add_argument("--master", default="127.0.0.1", help=argparse.SUPPRESS)
+    ap.add_argument("--world", type=int, default=2, help=argparse.SUPPRESS)
+    ap.add_argument("--gloo-repeat", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not args.core_latency:
         args.core_latency = benchlib.default_probe(args.tcp_bench)

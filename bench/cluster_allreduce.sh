@@ -6,6 +6,8 @@
 #                 hosts' leaders run the ring over their links (transport/tcp/host_allreduce.hpp)
 #   mpi           Open MPI's MPI_Allreduce over TCP (btl tcp,self; mpirun --hostfile across the
 #                 hosts), where flotilla_mpi_busbw_bench is built
+#   gloo          torch.distributed's all_reduce with the gloo backend over the hosts' links, where
+#                 /usr/bin/python3 has PyTorch (bench/allreduce_compare.py's gloo rank)
 # Bus bandwidth is the benchmarks' usual 2(n-1)/n x bytes / time (allreduce_common.hpp). A flat
 # ring bound by its links reaches at most the link rate; the hierarchical sum, whose links carry
 # 2(H-1)/H of the buffer where the flat ring's carry 2(n-1)/n, up to (n-1)H / (n(H-1)) times it
@@ -48,6 +50,21 @@ if [ -x "$mpi_bench" ] && command -v mpirun > /dev/null; then
     { echo "mpi failed:"; cat "$work/mpi.log"; exit 1; }
   grep '^{' "$work/mpi.log" >> "$results"
 fi
+# gloo (torch.distributed) where /usr/bin/python3 has PyTorch: one process a rank, two a host, its
+# store on host 0; sizes in bytes.
+if /usr/bin/python3 -c "import torch.distributed" 2> /dev/null; then
+  bytes=$(echo "$sizes" | tr ',' '\n' | awk '/[kK]$/ { print $0 * 1024; next } /[mM]$/ { print $0 * 1048576; next } { print $0 + 0 }' |
+          paste -sd, -)
+  gpids=()
+  for ((r = 0; r < n; r++)); do
+    "$FLOTILLA_CLUSTER_RUN" $(( r / 2 )) env GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 /usr/bin/python3 \
+      "$here/allreduce_compare.py" --gloo-rank $r --world $n --master "${hosts[0]}" --port 29600 --sizes "$bytes" \
+      --target 0.5 --gloo-repeat "$repeat" > "$work/gloo.rank$r.log" 2>&1 &
+    gpids+=($!)
+  done
+  for ((r = 0; r < n; r++)); do wait "${gpids[$r]}" || { echo "gloo rank $r failed:"; cat "$work/gloo.rank$r.log"; exit 1; }; done
+  grep '^{' "$work/gloo.rank0.log" >> "$results"
+fi
 [ -z "$json" ] || cp "$results" "$json"
 python3 - "$results" "$FLOTILLA_CLUSTER_RATE" "${#hosts[@]}" "$n" <<'PYEOF'
 import json, re, statistics, sys
@@ -58,7 +75,7 @@ runs = {}
 for line in open(path):
     r = json.loads(line)
     runs.setdefault((r["label"], r["bytes"]), []).append(r["bus_gbps"])
-labels = [l for l in ("flat", "hierarchical", "mpi") if any(k[0] == l for k in runs)]
+labels = [l for l in ("flat", "hierarchical", "mpi", "gloo") if any(k[0] == l for k in runs)]
 sizes = sorted({k[1] for k in runs})
 print(f"{hosts} hosts x 2 ranks, links at {rate}" + (f" ({link:.4f} GB/s each way)" if link else ""))
 print("| size | " + " | ".join(f"{l} GB/s" + (" (x link)" if link else "") for l in labels) + " | hierarchical / flat |")
