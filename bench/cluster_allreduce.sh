@@ -5,7 +5,9 @@
 #   hierarchical  flotilla's default across hosts: each host sums through shared memory, the
 #                 hosts' leaders run the ring over their links (transport/tcp/host_allreduce.hpp)
 #   mpi           Open MPI's MPI_Allreduce over TCP (btl tcp,self; mpirun --hostfile across the
-#                 hosts), where flotilla_mpi_busbw_bench is built
+#                 hosts), where flotilla_mpi_busbw_bench is built, and in the same job
+#   flotilla-mpi  flotilla's MPI transport as the trainer uses it: hierarchical across hosts
+#                 (MPI_Reduce and MPI_Bcast inside each host, a ring of the leaders)
 #   gloo          torch.distributed's all_reduce with the gloo backend over the hosts' links, where
 #                 /usr/bin/python3 has PyTorch (bench/allreduce_compare.py's gloo rank)
 # Bus bandwidth is the benchmarks' usual 2(n-1)/n x bytes / time (allreduce_common.hpp). A flat
@@ -46,7 +48,7 @@ if [ -x "$mpi_bench" ] && command -v mpirun > /dev/null; then
   "$FLOTILLA_CLUSTER_RUN" 0 mpirun --allow-run-as-root --hostfile "$work/hostfile" -n "$n" \
     --mca plm_rsh_agent "$FLOTILLA_CLUSTER_RSH" --mca pml ob1 --mca btl tcp,self --mca mpi_yield_when_idle 1 \
     --mca btl_tcp_if_include 10.213.0.0/24 --mca oob_tcp_if_include 10.213.0.0/24 \
-    "$mpi_bench" --sizes "$sizes" --repeat "$repeat" --target 0.5 --methods mpi --label mpi > "$work/mpi.log" 2>&1 ||
+    "$mpi_bench" --sizes "$sizes" --repeat "$repeat" --target 0.5 --methods mpi,flotilla --label mpi > "$work/mpi.log" 2>&1 ||
     { echo "mpi failed:"; cat "$work/mpi.log"; exit 1; }
   grep '^{' "$work/mpi.log" >> "$results"
 fi
@@ -74,8 +76,10 @@ link = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8
 runs = {}
 for line in open(path):
     r = json.loads(line)
-    runs.setdefault((r["label"], r["bytes"]), []).append(r["bus_gbps"])
-labels = [l for l in ("flat", "hierarchical", "mpi", "gloo") if any(k[0] == l for k in runs)]
+    # The MPI job times bare MPI_Allreduce ("mpi") and flotilla's MPI transport ("flotilla-mpi").
+    label = r["label"] if r["label"] != "mpi" or r["method"] == "mpi" else "flotilla-mpi"
+    runs.setdefault((label, r["bytes"]), []).append(r["bus_gbps"])
+labels = [l for l in ("flat", "hierarchical", "flotilla-mpi", "mpi", "gloo") if any(k[0] == l for k in runs)]
 sizes = sorted({k[1] for k in runs})
 print(f"{hosts} hosts x 2 ranks, links at {rate}" + (f" ({link:.4f} GB/s each way)" if link else ""))
 print("| size | " + " | ".join(f"{l} GB/s" + (" (x link)" if link else "") for l in labels) + " | hierarchical / flat |")

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Inside scripts/cluster.sh, two ranks a host: synchronous training across the emulated hosts
 # equals one worker with an N-times batch (flotilla_distributed_* sync-equivalence: rank 0 trains
-# the reference and compares), on a ring (in double; over TCP in float too, summed hierarchically)
+# the reference and compares), on a ring (in double, and in float summed hierarchically)
 # and on parameter servers; asynchronous and bounded-staleness jobs on parameter servers complete
 # and learn (async-training). Over TCP (each rank bound to its host's address, with a secret) or
 # over MPI (mpirun --hostfile across the hosts, the cluster's rsh agent standing in for ssh). Also
@@ -42,9 +42,10 @@ if [ "$backend" = mpi ]; then
 fi
 job ring "$program" sync-equivalence ring
 job servers "$program" sync-equivalence ps 2
-# Float buckets: over TCP summed hierarchically (each host through its shared memory, the hosts'
-# leaders over their links), with the bytes on the wire and through memory against the theory.
-if [ "$backend" = tcp ]; then job ring-float "$program" sync-equivalence ring-float ${#hosts[@]}; fi
+# Float buckets, summed hierarchically (each host through its shared memory or MPI_Reduce and
+# MPI_Bcast, the hosts' leaders over their links); over TCP with the bytes on the wire and through
+# memory against the theory.
+job ring-float "$program" sync-equivalence ring-float ${#hosts[@]}
 # Asynchronous and bounded-staleness updates across the hosts: every worker finishes and learns.
 job async "$program" async-training async 2
 job staleness "$program" async-training staleness 2

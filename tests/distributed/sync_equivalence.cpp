@@ -25,6 +25,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -84,7 +85,7 @@ static std::string check_trace(const std::filesystem::path& mine, std::size_t ra
 }
 
 template <class Policy, class M = sync_equivalence::M>
-static int check(std::size_t servers, const char* what, const char* tag, [[maybe_unused]] std::size_t hosts = 1) {
+static int check(std::size_t servers, const char* what, const char* tag, std::size_t hosts = 1) {
   using T = typename M::scalar_type;
   const auto data = flotilla_test::blobs<T>(490, 11);  // 490: the last global batch is partial and split unevenly
   TrainerOptions<M> o;
@@ -118,8 +119,10 @@ static int check(std::size_t servers, const char* what, const char* tag, [[maybe
   f.trace_file.clear();  // not for the reference run below
   if (history.empty()) return 0;  // a parameter server: nothing to compare
   const auto workers = static_cast<std::size_t>(history.back().extra.front().second);
-#if defined(FLOTILLA_TEST_TCP)
-  if constexpr (std::is_same_v<T, float>) {
+  // Over TCP always; over MPI across hosts, where the sum is flotilla's hierarchical one (on one
+  // host MPI_Allreduce's bytes are MPI's own business).
+  constexpr bool tcp = std::string_view(backend_tag) == "tcp";
+  if (std::is_same_v<T, float> && (tcp || hosts > 1)) {
     // Float buckets go through the shared-memory allreduce (the default for ranks on one host):
     // nothing on the wire per step; with FLOTILLA_SHARED_MEMORY=off, the gradients' bytes. Over H
     // hosts of L ranks each, hierarchically: the H leaders' ring sends 2(H-1) of the gradients'
@@ -160,7 +163,6 @@ static int check(std::size_t servers, const char* what, const char* tag, [[maybe
       return 1;
     }
   }
-#endif
   if (rank != 0) return 0;  // rank 0 alone trains the reference and compares
 
   TrainerOptions<M> single = o;

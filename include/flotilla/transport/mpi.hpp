@@ -46,6 +46,7 @@ using MpiEndpoint = mpi::Endpoint;
 // The abilities the rest of flotilla asks for by name (concepts/transport.hpp), stated so that a
 // change to a member's signature cannot quietly turn one off. MPI without ULFM cannot outlive a
 // lost rank: it has none of the survival abilities.
-static_assert(Transport<MpiEndpoint> && KnowsRanksOnHost<MpiEndpoint> && BoundedNativeAllreduce<MpiEndpoint>);
+static_assert(Transport<MpiEndpoint> && KnowsRanksOnHost<MpiEndpoint> && BoundedNativeAllreduce<MpiEndpoint> &&
+              HostHierarchy<MpiEndpoint>);
 
 }  // namespace flotilla::transport

@@ -68,13 +68,15 @@ class Endpoint {
     const auto library_ub = found ? static_cast<std::uint32_t>(*static_cast<int*>(value)) : 32767u;  // MPI's minimum
     tag_ub_ = std::min(library_ub, options_.max_mpi_tag);
     // The ranks that can share memory with this one: MPI's notion of "on this host".
-    MPI_Comm host = MPI_COMM_NULL;
-    check(MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host), "MPI_Comm_split_type", "setup");
-    int on_host = 1;
-    MPI_Comm_size(host, &on_host);
-    MPI_Comm_free(&host);
+    check(MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host_comm_), "MPI_Comm_split_type", "setup");
+    MPI_Comm_set_errhandler(host_comm_, MPI_ERRORS_RETURN);
+    int on_host = 1, host_rank = 0;
+    MPI_Comm_size(host_comm_, &on_host);
+    MPI_Comm_rank(host_comm_, &host_rank);
     ranks_on_host_ = static_cast<std::size_t>(on_host);
+    host_rank_ = static_cast<std::size_t>(host_rank);
     gather_hosts();
+    find_host_leaders();
   }
 
   ~Endpoint() {
@@ -83,7 +85,7 @@ class Endpoint {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
-    for (MPI_Comm* c : {&user_comm_, &reserved_comm_, &folded_comm_})
+    for (MPI_Comm* c : {&user_comm_, &reserved_comm_, &folded_comm_, &host_comm_})
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
   Endpoint(const Endpoint&) = delete;
@@ -187,6 +189,27 @@ class Endpoint {
   /// counters add what a ring allreduce would move, 2(N-1)/N of the bytes each way in 2(N-1)
   /// messages: an estimate, since the MPI library picks its own algorithm (recursive doubling,
   /// Rabenseifner, ring) and moves what that algorithm moves.
+  /// HostHierarchy: the lowest rank of every host, ascending, when the job spans hosts and some
+  /// host has several ranks (and Options::hierarchical); empty otherwise.
+  std::span<const std::size_t> host_leaders() const noexcept { return host_leaders_; }
+  std::size_t host_piece_bytes() const noexcept { return options_.host_piece_bytes; }
+  /// The ranks of this host sum `values` into its leader (MPI_Reduce over the host's communicator).
+  void reduce_to_host_leader(std::span<float> values) {
+    bounded({"reduce_to_host_leader", any_peer, 0}, values.size(), host_comm_, [&](const Op& op) {
+      check(MPI_Reduce(host_rank_ == 0 ? MPI_IN_PLACE : values.data(), values.data(), static_cast<int>(values.size()),
+                       MPI_FLOAT, MPI_SUM, 0, host_comm_),
+            "MPI_Reduce", op);
+    });
+    count_inside_host(values.size() * sizeof(float), host_rank_ == 0);
+  }
+  /// The leader's `values` go to every rank of its host (MPI_Bcast over the host's communicator).
+  void broadcast_from_host_leader(std::span<float> values) {
+    bounded({"broadcast_from_host_leader", any_peer, 0}, values.size(), host_comm_, [&](const Op& op) {
+      check(MPI_Bcast(values.data(), static_cast<int>(values.size()), MPI_FLOAT, 0, host_comm_), "MPI_Bcast", op);
+    });
+    count_inside_host(values.size() * sizeof(float), host_rank_ != 0);
+  }
+
   void allreduce_sum(std::span<float> values) { allreduce(values); }
   void allreduce_sum(std::span<double> values) { allreduce(values); }
   /// Above this size ring_allreduce prefers flotilla's ring (MpiOptions::native_allreduce_max_bytes).
@@ -545,38 +568,69 @@ class Endpoint {
   ///    that dies ends the job: mpirun kills every process of a job in which one exits abnormally).
   template <class T>
   void allreduce(std::span<T> values) {
-    const Op op{"allreduce_sum", any_peer, 0};
-    check_usable(op);
-    if (values.empty()) return;  // every rank passes the same count, so every rank skips alike
-    if (options_.abort_on_failure && size_ > 1) {
-      if (!watchdog_)
-        watchdog_ = std::make_unique<detail::MpiWatchdog>(options_.timeout, [this](std::uint64_t count) {
-          return "flotilla: " + who() + " failed: allreduce_sum of " + std::to_string(count) + " values timed out after " +
-                 timeout_text() + " (some rank did not take part, or stopped in it: " + every_rank() +
-                 "); ending this process so that mpirun stops the job";
-        });
-      watchdog_->arm(values.size());
-      struct Disarm {
-        detail::MpiWatchdog& w;
-        ~Disarm() { w.disarm(); }
-      } disarm{*watchdog_};
-      reduce(values, op);
-    } else {
-      MPI_Request arrived = MPI_REQUEST_NULL;
-      check(MPI_Ibarrier(user_comm_, &arrived), "MPI_Ibarrier", op);
-      // Busy, never idle: the barrier's rounds advance only while this rank polls.
-      if (!poll(deadline(), [&] { return test(arrived, op) ? detail::MpiWait::done : detail::MpiWait::busy; })) {
-        strand(arrived, op);
-        throw TransportError(who() + ": allreduce_sum of " + std::to_string(values.size()) + " values timed out after " +
-                             timeout_text() + " (some rank did not take part: " + every_rank() + ")");
-      }
-      reduce(values, op);
-    }
+    bounded({"allreduce_sum", any_peer, 0}, values.size(), user_comm_, [&](const Op& op) { reduce(values, op); });
+    if (values.empty()) return;
     const std::uint64_t bytes = values.size() * sizeof(T), n = size_;
     counters_.payload_bytes_sent += 2 * (n - 1) * bytes / n;
     counters_.payload_bytes_received += 2 * (n - 1) * bytes / n;
     counters_.messages_sent += 2 * (n - 1);
     counters_.messages_received += 2 * (n - 1);
+  }
+
+  /// Runs `call(op)`, a blocking collective over `comm` on `count` values, bounded as allreduce
+  /// says above (a watchdog, or an MPI_Ibarrier over `comm` polled against the deadline first).
+  template <class Call>
+  void bounded(const Op& op, std::size_t count, MPI_Comm comm, Call&& call) {
+    check_usable(op);
+    if (count == 0) return;  // every rank passes the same count, so every rank skips alike
+    int ranks = 1;
+    MPI_Comm_size(comm, &ranks);
+    if (options_.abort_on_failure && ranks > 1) {
+      if (!watchdog_)
+        watchdog_ = std::make_unique<detail::MpiWatchdog>(options_.timeout, [this](std::uint64_t values) {
+          return "flotilla: " + who() + " failed: " + watched_ + " of " + std::to_string(values) + " values timed out after " +
+                 timeout_text() + " (some rank did not take part, or stopped in it: " + every_rank() +
+                 "); ending this process so that mpirun stops the job";
+        });
+      watched_ = op.name;
+      watchdog_->arm(count);
+      struct Disarm {
+        detail::MpiWatchdog& w;
+        ~Disarm() { w.disarm(); }
+      } disarm{*watchdog_};
+      call(op);
+    } else {
+      MPI_Request arrived = MPI_REQUEST_NULL;
+      check(MPI_Ibarrier(comm, &arrived), "MPI_Ibarrier", op);
+      // Busy, never idle: the barrier's rounds advance only while this rank polls.
+      if (!poll(deadline(), [&] { return test(arrived, op) ? detail::MpiWait::done : detail::MpiWait::busy; })) {
+        strand(arrived, op);
+        throw TransportError(who() + ": " + op.name + " of " + std::to_string(count) + " values timed out after " +
+                             timeout_text() + " (some rank did not take part: " + every_rank() + ")");
+      }
+      call(op);
+    }
+  }
+
+  /// What a step inside a host moved, as shared memory: MPI carries it there (its shared-memory
+  /// transport, between the processes of a node). The leader of L ranks takes in or hands out
+  /// (L-1) x `bytes`; each other rank `bytes`.
+  void count_inside_host(std::uint64_t bytes, bool incoming) noexcept {
+    const std::uint64_t moved = host_rank_ == 0 ? (ranks_on_host_ - 1) * bytes : bytes;
+    (incoming ? counters_.shared_memory_bytes_received : counters_.shared_memory_bytes_sent) += moved;
+  }
+
+  /// The hosts' leaders (HostHierarchy): each rank's place on its host, gathered; empty for a job on
+  /// one host, with one rank a host, or with Options::hierarchical off.
+  void find_host_leaders() {
+    const int mine = host_rank_ == 0 ? static_cast<int>(rank_) : -1;
+    std::vector<int> all(size_, -1);
+    check(MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, user_comm_), "MPI_Allgather of the hosts' leaders",
+          "setup");
+    std::vector<std::size_t> leaders;
+    for (int r : all)
+      if (r >= 0) leaders.push_back(static_cast<std::size_t>(r));
+    if (options_.hierarchical && leaders.size() > 1 && leaders.size() < size_) host_leaders_ = std::move(leaders);
   }
 
   template <class T>
@@ -592,8 +646,11 @@ class Endpoint {
   }
 
   Options options_;
-  std::size_t rank_ = 0, size_ = 0, ranks_on_host_ = 1;
+  std::size_t rank_ = 0, size_ = 0, ranks_on_host_ = 1, host_rank_ = 0;
   MPI_Comm user_comm_ = MPI_COMM_NULL, reserved_comm_ = MPI_COMM_NULL, folded_comm_ = MPI_COMM_NULL;
+  MPI_Comm host_comm_ = MPI_COMM_NULL;  // this host's ranks (MPI_COMM_TYPE_SHARED)
+  std::vector<std::size_t> host_leaders_;
+  std::string watched_ = "allreduce_sum";  // the bounded collective in progress, for the watchdog's message
   std::uint32_t tag_ub_ = 32767;
   std::vector<std::string> hosts_;  // by rank
   TrafficCounters counters_{};

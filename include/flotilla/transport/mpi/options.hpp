@@ -65,6 +65,14 @@ struct Options {
   /// from 32 MiB up, over shared memory and over TCP, and behind it at 8 and 16 MiB over TCP. Every
   /// rank must use the same value.
   std::size_t native_allreduce_max_bytes = std::size_t{16} << 20;
+  /// Whether a job over several hosts, some with several ranks, sums float buffers hierarchically
+  /// (HostHierarchy, collective/hierarchical_allreduce.hpp): each host's ranks into its lowest with
+  /// MPI_Reduce over the host's communicator (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED), a ring
+  /// of those leaders over point-to-point messages, MPI_Bcast back; in pieces of
+  /// host_piece_bytes. On the emulated cluster it ran ahead of MPI_Allreduce over TCP at every size
+  /// from 4 KiB (docs/benchmarks.md, "Across hosts"). Every rank must use the same values.
+  bool hierarchical = true;
+  std::size_t host_piece_bytes = std::size_t{4} << 20;
 };
 
 }  // namespace flotilla::transport::mpi
