@@ -13,6 +13,10 @@
 #   .device-pack/fashion-mnist/   the IDX files, for FLOTILLA_FASHION_MNIST=
 #   .device-pack/deps/      Eigen and doctest (scripts/gpu_vendor_deps.sh without Boost), for what is
 #                           built there: the MPI benchmark, against that machine's MPI (DEPS=)
+#   .device-pack/iproute/   ip and tc with their libraries, run through the loader (the GPU machine
+#                           has no iproute2), for the emulated cluster there:
+#                           PATH=$PWD/.device-pack/iproute/bin:$PATH scripts/cluster.sh --hosts 4 --rate 5gbit -- \
+#                             bench/cluster_allreduce.sh .device-pack/scaling
 # Binaries built on Debian 12 (glibc 2.36) run on newer systems; they find libcudart and libcublas
 # of the device's own CUDA 13 toolkit.
 #
@@ -38,6 +42,16 @@ cp build-scaling/bench/flotilla_tcp_busbw_bench build-scaling/bench/flotilla_loo
    build-scaling/bench/flotilla_core_latency_bench build-scaling/bench/flotilla_tcp_train_bench "$pack/scaling/bench/"
 cp build-scaling/tools/flotilla-launch "$pack/scaling/tools/"
 cp /usr/share/datasets/fashion-mnist/*.gz "$pack/fashion-mnist/"
+mkdir -p "$pack/iproute/bin" "$pack/iproute/lib"
+for tool in ip tc; do
+  cp "/usr/sbin/$tool" "$pack/iproute/bin/$tool.real"
+  ldd "/usr/sbin/$tool" | awk '/=>/ && $3 !~ /lib(c|m)\.so/ { print $3 }' | xargs -r cp -L -t "$pack/iproute/lib/"
+  # The loader with the libraries' folder, not LD_LIBRARY_PATH: `ip netns exec` passes its
+  # environment on to the programs it runs.
+  printf '#!/bin/sh\nd=$(dirname "$(readlink -f "$0")")\nexec /lib64/ld-linux-x86-64.so.2 --library-path "$d/../lib" "$d/%s.real" "$@"\n' \
+    "$tool" > "$pack/iproute/bin/$tool"
+  chmod +x "$pack/iproute/bin/$tool"
+done
 [ -d .gpu-deps ] || scripts/gpu_vendor_deps.sh
 mkdir -p "$pack/deps"
 tar -C .gpu-deps --exclude=include/boost -cf - . | tar -C "$pack/deps" -xf -
