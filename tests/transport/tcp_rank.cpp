@@ -365,7 +365,8 @@ int main(int argc, char** argv) {
             if (rank == k && call == 500) ::raise(mode == "shared-memory-stall" ? SIGSTOP : SIGKILL);
             const auto t0 = Clock::now();
             try {
-              e.allreduce_sum(v);
+              // The endpoint's own sum on one host; across hosts, the hierarchical one.
+              flotilla::collective::ring_allreduce<flotilla::codec::Fp32>(e, std::span<float>(v));
             } catch (const TransportError& err) {
               std::printf("caught after %lld ms: %s\n", ms_since(t0), err.what());
               std::fflush(stdout);
