@@ -2414,7 +2414,9 @@ concept BoundedNativeAllreduce = NativeAllreduce<E> && requires(const E& ce) {
 /// transport's messages, and each leader hands the total to its host (broadcast_from_host_leader).
 /// host_leaders(): the lowest rank of every host, ascending, while the job spans hosts and sums
 /// this way; empty otherwise. Both calls take at most host_piece_bytes() of values, and every
-/// rank of the job makes them, in the same order as its other collective calls.
+/// rank of the job makes them, in the same order as its other collective calls. A transport that
+/// also has an allreduce of its own may say, by `hierarchical_min_bytes()`, below which size that
+/// one is the faster (MPI's).
 template <class E>
 concept HostHierarchy = Transport<E> && requires(E& e, const E& ce, std::span<float> f) {
   { ce.host_leaders() } -> std::convertible_to<std::span<const std::size_t>>;
@@ -15019,13 +15021,21 @@ collective::AllreduceAlgorithm choose_algorithm(const E& e, std::size_t values, 
       break;
   }
   if (values == 0) return A::ring;  // sends nothing, whatever the transport
-  if (across_hosts()) return A::hierarchical;
   const std::size_t bytes = values * sizeof(T);
-  if constexpr (BoundedNativeAllreduce<E>) {
-    if (native_possible && bytes <= e.native_allreduce_max_bytes()) return A::native;
-  } else if constexpr (native_possible) {
-    return A::native;
+  const bool native_fits = [&] {
+    if constexpr (BoundedNativeAllreduce<E>)
+      return native_possible && bytes <= e.native_allreduce_max_bytes();
+    else
+      return native_possible;
+  }();
+  if (across_hosts()) {
+    // Below the transport's own threshold (HostHierarchy's optional hierarchical_min_bytes), its
+    // own allreduce: one collective's latency where the hierarchical sum has three.
+    std::size_t below = 0;
+    if constexpr (requires { e.hierarchical_min_bytes(); }) below = e.hierarchical_min_bytes();
+    return native_fits && bytes < below ? A::native : A::hierarchical;
   }
+  if (native_fits) return A::native;
   if (n >= 2 && std::has_single_bit(n) && bytes <= (n == 2 ? o.pair_exchange_max_bytes : o.doubling_max_bytes))
     return A::recursive_doubling;
   return A::ring;
@@ -18029,6 +18039,11 @@ class Group {
   {
     return e_->host_piece_bytes();
   }
+  std::size_t hierarchical_min_bytes() const
+    requires HostHierarchy<E> && requires(const E& ce) { ce.hierarchical_min_bytes(); }
+  {
+    return e_->hierarchical_min_bytes();
+  }
   void reduce_to_host_leader(std::span<float> values)
     requires HostHierarchy<E>
   {
@@ -18165,6 +18180,11 @@ class LiveGroup {
     requires HostHierarchy<E>
   {
     return e_->host_piece_bytes();
+  }
+  std::size_t hierarchical_min_bytes() const
+    requires HostHierarchy<E> && requires(const E& ce) { ce.hierarchical_min_bytes(); }
+  {
+    return e_->hierarchical_min_bytes();
   }
   void reduce_to_host_leader(std::span<float> values)
     requires HostHierarchy<E>

@@ -444,6 +444,19 @@ struct HostsEndpoint : Forwarding {
 };
 static_assert(HostHierarchy<HostsEndpoint>);
 
+/// HostsEndpoint with an allreduce of its own, faster below 8 KiB (MPI's shape), counting its use.
+struct HostsWithOwnSum : HostsEndpoint {
+  int own_sums = 0;
+  std::size_t hierarchical_min_bytes() const { return 8192; }
+  void allreduce_sum(std::span<float> f) {
+    ++own_sums;
+    collective::RingOptions o;
+    o.algorithm = collective::AllreduceAlgorithm::ring;
+    collective::ring_allreduce(e, f, o);
+  }
+};
+static_assert(HostHierarchy<HostsWithOwnSum> && NativeAllreduce<HostsWithOwnSum>);
+
 }  // namespace
 
 TEST_CASE("hierarchical allreduce: chosen across hosts; exact sums over uneven hosts, in pieces; refused on one host") {
@@ -479,6 +492,13 @@ TEST_CASE("hierarchical allreduce: chosen across hosts; exact sums over uneven h
     }
     collective::ring_allreduce(one, std::span<float>(v));  // automatic: the ring
     if (v[0] != 5.f) throw std::runtime_error("the ring on one host gave a wrong sum");
+    // A transport with a sum of its own keeps the sums below its hierarchical_min_bytes().
+    HostsWithOwnSum own{{{base}, host_of, {0, 1, 3}}};
+    std::vector<float> small(2047, 1.f), large(2048, 1.f);  // 8 KiB less 4 bytes, and 8 KiB
+    collective::ring_allreduce(own, std::span<float>(small));
+    collective::ring_allreduce(own, std::span<float>(large));
+    if (own.own_sums != 1 || own.pieces != 128 || small[0] != 5.f || large[2047] != 5.f)
+      throw std::runtime_error("the small sum was not the transport's own, or the large one not hierarchical");
   });
 }
 

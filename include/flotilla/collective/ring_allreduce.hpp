@@ -325,13 +325,21 @@ collective::AllreduceAlgorithm choose_algorithm(const E& e, std::size_t values, 
       break;
   }
   if (values == 0) return A::ring;  // sends nothing, whatever the transport
-  if (across_hosts()) return A::hierarchical;
   const std::size_t bytes = values * sizeof(T);
-  if constexpr (BoundedNativeAllreduce<E>) {
-    if (native_possible && bytes <= e.native_allreduce_max_bytes()) return A::native;
-  } else if constexpr (native_possible) {
-    return A::native;
+  const bool native_fits = [&] {
+    if constexpr (BoundedNativeAllreduce<E>)
+      return native_possible && bytes <= e.native_allreduce_max_bytes();
+    else
+      return native_possible;
+  }();
+  if (across_hosts()) {
+    // Below the transport's own threshold (HostHierarchy's optional hierarchical_min_bytes), its
+    // own allreduce: one collective's latency where the hierarchical sum has three.
+    std::size_t below = 0;
+    if constexpr (requires { e.hierarchical_min_bytes(); }) below = e.hierarchical_min_bytes();
+    return native_fits && bytes < below ? A::native : A::hierarchical;
   }
+  if (native_fits) return A::native;
   if (n >= 2 && std::has_single_bit(n) && bytes <= (n == 2 ? o.pair_exchange_max_bytes : o.doubling_max_bytes))
     return A::recursive_doubling;
   return A::ring;

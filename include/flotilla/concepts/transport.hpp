@@ -117,7 +117,9 @@ concept BoundedNativeAllreduce = NativeAllreduce<E> && requires(const E& ce) {
 /// transport's messages, and each leader hands the total to its host (broadcast_from_host_leader).
 /// host_leaders(): the lowest rank of every host, ascending, while the job spans hosts and sums
 /// this way; empty otherwise. Both calls take at most host_piece_bytes() of values, and every
-/// rank of the job makes them, in the same order as its other collective calls.
+/// rank of the job makes them, in the same order as its other collective calls. A transport that
+/// also has an allreduce of its own may say, by `hierarchical_min_bytes()`, below which size that
+/// one is the faster (MPI's).
 template <class E>
 concept HostHierarchy = Transport<E> && requires(E& e, const E& ce, std::span<float> f) {
   { ce.host_leaders() } -> std::convertible_to<std::span<const std::size_t>>;

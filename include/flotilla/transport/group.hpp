@@ -152,6 +152,11 @@ class Group {
   {
     return e_->host_piece_bytes();
   }
+  std::size_t hierarchical_min_bytes() const
+    requires HostHierarchy<E> && requires(const E& ce) { ce.hierarchical_min_bytes(); }
+  {
+    return e_->hierarchical_min_bytes();
+  }
   void reduce_to_host_leader(std::span<float> values)
     requires HostHierarchy<E>
   {

@@ -193,6 +193,8 @@ class Endpoint {
   /// host has several ranks (and Options::hierarchical); empty otherwise.
   std::span<const std::size_t> host_leaders() const noexcept { return host_leaders_; }
   std::size_t host_piece_bytes() const noexcept { return options_.host_piece_bytes; }
+  /// Across hosts, collective::ring_allreduce hands sums below this to MPI_Allreduce.
+  std::size_t hierarchical_min_bytes() const noexcept { return options_.hierarchical_min_bytes; }
   /// The ranks of this host sum `values` into its leader (MPI_Reduce over the host's communicator).
   void reduce_to_host_leader(std::span<float> values) {
     bounded({"reduce_to_host_leader", any_peer, 0}, values.size(), host_comm_, [&](const Op& op) {
