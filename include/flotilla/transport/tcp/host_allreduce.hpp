@@ -42,8 +42,6 @@ class HostAllreduce {
   bool leader() const noexcept { return members_.front() == rank_; }
   /// The hosts' leaders, ascending: the ring between the two halves.
   const std::vector<std::size_t>& leaders() const noexcept { return leaders_; }
-  /// This host's ranks, ascending.
-  const std::vector<std::size_t>& members() const noexcept { return members_; }
   /// This leader's place in the ring of leaders.
   std::size_t leader_index() const noexcept {
     return static_cast<std::size_t>(std::find(leaders_.begin(), leaders_.end(), rank_) - leaders_.begin());

@@ -238,8 +238,6 @@ class SharedMemoryAllreduce {
     return n;
   }
 
-  std::size_t ranks() const noexcept { return ranks_; }
-  std::size_t capacity() const noexcept { return capacity_; }
 
  private:
   struct alignas(line) Control {
