@@ -18,6 +18,7 @@ smoke(${b}/flotilla_train_bench --synthetic 640 --model mlp --mode run --steps 5
 smoke(${b}/flotilla_train_bench --synthetic 640 --model cnn --mode run --steps 2 --warmup 1 --repeat 1 --threads 2)
 smoke(${b}/flotilla_train_bench --synthetic 640 --model mlp --mode curve --epochs 1)
 smoke(${b}/flotilla_straggler_bench --synthetic 1024 --workers 2 --straggler 1 --factor 2 --steps 3 --policies sync,ssp1,async)
+smoke(${b}/flotilla_reproducible_bench --synthetic 1024 --models mlp --configs 2x1 --shards 8 --steps 2 --repeat 1)
 if(EXISTS ${b}/flotilla_core_latency_bench)
   smoke(${b}/flotilla_core_latency_bench --trips 1000 --repeat 1)
 endif()

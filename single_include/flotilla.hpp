@@ -2267,6 +2267,7 @@ inline constexpr std::array reserved_tags{
     ReservedTags{"ring_allreduce", 0x20},
     ReservedTags{"collective_broadcast", 0x21},
     ReservedTags{"allreduce_small", 0x22},
+    ReservedTags{"tree_allreduce", 0x23},
     // Pipelines.
     ReservedTags{"pipeline_activations", 0x30},
     ReservedTags{"pipeline_gradients", 0x31},
@@ -2449,6 +2450,7 @@ enum class OpKind : std::uint8_t {
   ps_push = 5,
   ps_reply = 6,
   recursive_doubling = 7,
+  tree_allreduce = 8,
 };
 
 inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
@@ -2461,6 +2463,7 @@ inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
     case OpKind::ps_push: return "parameter-server push";
     case OpKind::ps_reply: return "parameter-server reply";
     case OpKind::recursive_doubling: return "allreduce (recursive doubling)";
+    case OpKind::tree_allreduce: return "tree_allreduce";
   }
   return "an unknown operation";
 }
@@ -9831,6 +9834,10 @@ using LibsvmReader = CtrReader<LibsvmFormat>;
 //   a collective operation. Batch::global_size is r there (G elsewhere): a loss averaged over the
 //   global batch is the sum over shards of per-sample losses times 1/global_size.
 //   With drop_last on, the final partial global batch is skipped by every shard.
+//   With unit_size u > 1 the final batch is cut into units of u samples instead (the last unit
+//   shorter), and the shards take contiguous runs of whole units, split as evenly as possible in
+//   the same way: the virtual shards of a reproducible sum (policy::Reproducible) never straddle
+//   two workers. Full batches are whole units already (batch_size must be a multiple of u).
 // * Resuming. start_epoch(e, k) continues epoch e at batch k: what follows is identical to the
 //   batches k, k+1, ... of an uninterrupted epoch e, so a checkpoint need only store (e, k).
 // * Prefetch. With prefetch > 0, a background thread gathers upcoming batches into a ring of
@@ -9880,6 +9887,8 @@ struct LoaderOptions {
   std::size_t shard_count = 1;  ///< workers that split each global batch
   bool drop_last = false;       ///< skip the final partial global batch
   std::size_t prefetch = 2;     ///< batches gathered ahead by a background thread; 0 = none
+  /// Samples of the smallest part of a global batch a shard may take (see "The last global batch").
+  std::size_t unit_size = 1;
 };
 
 namespace detail {
@@ -9892,14 +9901,18 @@ struct ShardSlice {
 };
 
 inline ShardSlice shard_slice(std::size_t samples, std::size_t batch_size, std::size_t shard_count, std::size_t shard,
-                              std::size_t b) noexcept {
+                              std::size_t b, std::size_t unit = 1) noexcept {
   const std::size_t g = batch_size * shard_count;
   const std::size_t start = b * g;
   const std::size_t r = std::min(g, samples - start);
   if (r == g) return {start + shard * batch_size, batch_size, g};
-  const std::size_t q = r / shard_count;
-  const std::size_t extra = r % shard_count;
-  return {start + shard * q + std::min(shard, extra), q + (shard < extra ? 1 : 0), r};
+  // Whole units, as evenly as possible (the first shards one more); the last unit may be short.
+  const std::size_t units = (r + unit - 1) / unit;
+  const std::size_t q = units / shard_count;
+  const std::size_t extra = units % shard_count;
+  const std::size_t first = std::min(r, (shard * q + std::min(shard, extra)) * unit);
+  const std::size_t end = std::min(r, first + (q + (shard < extra ? 1 : 0)) * unit);
+  return {start + first, end - first, r};
 }
 
 }  // namespace detail
@@ -9917,6 +9930,9 @@ class Loader {
                         std::to_string(opt_.shard_count) + ")");
     if (opt_.batch_size > std::numeric_limits<std::size_t>::max() / opt_.shard_count)
       throw ConfigError("LoaderOptions.batch_size * shard_count overflows");
+    if (opt_.unit_size == 0 || opt_.batch_size % opt_.unit_size != 0)
+      throw ConfigError("LoaderOptions.batch_size (" + std::to_string(opt_.batch_size) +
+                        ") must be a multiple of unit_size (" + std::to_string(opt_.unit_size) + ")");
     data.validate();
     samples_ = data.size();
     const std::size_t g = opt_.batch_size * opt_.shard_count;
@@ -10010,7 +10026,7 @@ class Loader {
     if (data.size() != samples_ || (data.target_kind() == TargetKind::labels && data.labels.size() != samples_))
       throw ConfigError("Loader: data set '" + data.name + "' changed size while a Loader was reading it (" +
                         std::to_string(samples_) + " samples when the Loader was made, " + std::to_string(data.size()) + " now)");
-    const detail::ShardSlice slice = detail::shard_slice(samples_, opt_.batch_size, opt_.shard_count, opt_.shard_index, b);
+    const detail::ShardSlice slice = detail::shard_slice(samples_, opt_.batch_size, opt_.shard_count, opt_.shard_index, b, opt_.unit_size);
     const std::size_t n = slice.count;
     s.ids.assign(order_.begin() + static_cast<std::ptrdiff_t>(slice.begin),
                  order_.begin() + static_cast<std::ptrdiff_t>(slice.begin + n));
@@ -11663,17 +11679,102 @@ FLOTILLA_DECL void ConfusionMatrix::check_class(std::size_t c, const char* what)
 // every core has finished a part of a layer, the core that finished it last adds the other cores'
 // contributions for that part into the main buffer, in core order (so the sum does not depend on
 // timing), and then reports it ready.
+//
+// For a reproducible sum (policy::Reproducible) the unit of work is a virtual shard instead: each
+// core computes whole shards, each into a buffer of its own, and the shards are added in the fixed
+// order of a SumTree (compute_tree_gradients), so the bits do not depend on the number of cores.
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+
+// ---- begin flotilla/collective/sum_tree.hpp ----
+// SumTree: one fixed order in which to add up the gradients of a global batch's virtual shards,
+// whoever computes them.
+//
+// Floating-point addition is not associative, so a sum's bits depend on the order of its terms.
+// A ring allreduce adds chunk c in the order c+1, c+2, ... of the ranks, and a rank adds its cores'
+// parts in core order: change the number of ranks or cores and the bits change. A SumTree fixes
+// the order by the leaves alone: leaf i is shard i of the global batch, and every inner node is
+// its left child plus its right child. The tree over L leaves is the same whatever computes it;
+// a rank that holds a contiguous run of leaves adds up the largest nodes that lie wholly inside its
+// run (cover()), and the nodes above them, which span several ranks, are added by
+// collective::tree_allreduce in the same shape. So the root has the same bits for any number of
+// ranks and cores.
+//
+// The shape: the root covers [0, L); a node of more than one leaf splits after ceil(size / 2)
+// of them (left(), right()).
+#include <cstddef>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::collective {
+
+/// A node of a SumTree: the leaves [begin, end).
+struct TreeNode {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  constexpr std::size_t size() const noexcept { return end - begin; }
+  constexpr bool leaf() const noexcept { return end - begin == 1; }
+  friend constexpr bool operator==(const TreeNode&, const TreeNode&) = default;
+};
+
+class SumTree {
+ public:
+  explicit SumTree(std::size_t leaves) : leaves_(leaves) {}
+
+  std::size_t leaves() const noexcept { return leaves_; }
+  TreeNode root() const noexcept { return {0, leaves_}; }
+
+  static constexpr TreeNode left(TreeNode n) noexcept { return {n.begin, n.begin + (n.size() + 1) / 2}; }
+  static constexpr TreeNode right(TreeNode n) noexcept { return {n.begin + (n.size() + 1) / 2, n.end}; }
+
+  /// The leaves rank `rank` of `ranks` holds: contiguous, as even as possible (the first ones one
+  /// more), the same split as data::LoaderOptions::unit_size gives each worker's part of a batch.
+  TreeNode leaves_of(std::size_t rank, std::size_t ranks) const {
+    if (ranks == 0 || rank >= ranks)
+      throw ConfigError("SumTree: rank " + std::to_string(rank) + " is not one of " + std::to_string(ranks));
+    const auto [b, e] = detail::split_range(leaves_, ranks, rank);
+    return {b, e};
+  }
+
+  /// The largest nodes wholly inside `run`, left to right: together they hold its leaves, once each.
+  /// A rank adds these up alone; no node above them lies inside its run.
+  std::vector<TreeNode> cover(TreeNode run) const {
+    if (run.begin > run.end || run.end > leaves_)
+      throw ConfigError("SumTree: leaves [" + std::to_string(run.begin) + ", " + std::to_string(run.end) +
+                        ") are not within the tree's " + std::to_string(leaves_));
+    std::vector<TreeNode> nodes;
+    if (run.size() > 0) cover(root(), run, nodes);
+    return nodes;
+  }
+
+ private:
+  static void cover(TreeNode node, TreeNode run, std::vector<TreeNode>& out) {
+    if (node.end <= run.begin || run.end <= node.begin) return;
+    if (run.begin <= node.begin && node.end <= run.end) {
+      out.push_back(node);
+      return;
+    }
+    cover(left(node), run, out);
+    cover(right(node), run, out);
+  }
+
+  std::size_t leaves_;
+};
+
+}  // namespace flotilla::collective
+// ---- end flotilla/collective/sum_tree.hpp ----
 
 // ---- begin flotilla/concepts/engine.hpp ----
 // The ComputeEngine concept: one rank's compute for a Model on its device (train/engine.hpp on the CPU,
@@ -11894,6 +11995,17 @@ struct NoReadyCallback {
   void operator()(std::size_t /*offset*/) const noexcept {}
 };
 
+/// The normalisation statistics of a virtual shard: its own samples' alone. Statistics over the
+/// global batch would be a sum in an order of their own, which the reproducible sum cannot offer.
+struct ShardStatistics {
+  void operator()(std::span<double> /*values*/, StatisticsScope scope) const {
+    if (scope == StatisticsScope::global)
+      throw ConfigError("policy::Reproducible: a normalisation layer with statistics over the global batch (SyncBatchNorm2D, "
+                        "SyncBatchNorm1D) cannot be summed in the fixed order; use BatchNorm2D / BatchNorm1D, which "
+                        "normalise each virtual shard over its own samples");
+  }
+};
+
 /// Values a layer's forward writes per sample, counting the inner layers of layers made of layers
 /// (each keeps its own): what a replica's workspaces grow to, per sample of a batch.
 template <class L>
@@ -12064,16 +12176,35 @@ class Engine {
         });
       }
     }
-    StepResult r;
-    double loss_sum = 0;
-    for (const auto& p : partial_) {
-      loss_sum += p.loss;
-      r.correct += p.correct;
-    }
-    r.samples = n;
-    r.loss = n ? loss_sum / static_cast<double>(n) : 0.0;
-    return r;
+    return step_result(partial_, n);
   }
+
+  /// Forward and backward over `batch`, this worker's part of a global batch, as the leaves
+  /// [first_leaf, first_leaf + ceil(n / leaf_samples)) of `tree`, leaf_samples samples each (the
+  /// last shorter). One core computes each leaf's gradient (scale times its summed loss's) alone,
+  /// into a buffer of its own; the leaves are added in the tree's order up to the largest nodes
+  /// inside this worker's run, whose values tree_nodes() then holds (SumTree::cover's order).
+  /// gradients() is left as it is: collective::tree_allreduce adds every worker's nodes into it.
+  StepResult compute_tree_gradients(const data::Batch<T>& batch, std::size_t leaf_samples, const collective::SumTree& tree,
+                                    std::size_t first_leaf, T scale) {
+    if (leaf_samples == 0) throw ConfigError("compute_tree_gradients: leaf_samples must be > 0");
+    const std::size_t n = batch.size();
+    const std::size_t leaves = (n + leaf_samples - 1) / leaf_samples;
+    const std::vector<collective::TreeNode> nodes = tree.cover({first_leaf, first_leaf + leaves});
+    free_tree_buffers_.clear();
+    for (std::size_t i = 0; i < tree_buffers_.size(); ++i) free_tree_buffers_.push_back(i);
+    pending_leaves_.clear();
+    leaf_partials_.assign(leaves, Partial{});
+    TreeStep step{batch, leaf_samples, first_leaf, first_leaf, first_leaf + leaves, scale};
+    std::vector<std::size_t> held;
+    for (const auto& node : nodes) held.push_back(tree_node(node, step));
+    // (Viewed once every buffer exists: a buffer added later would have moved the others' handles.)
+    node_views_.clear();
+    for (const std::size_t id : held) node_views_.emplace_back(tree_buffers_[id]);
+    return step_result(leaf_partials_, n);
+  }
+  /// The values of the nodes the last compute_tree_gradients() ended with.
+  std::span<const std::span<const T>> tree_nodes() const noexcept { return node_views_; }
 
   /// Loss sum and confusion counts of samples [first, first + count) of `data`, in evaluation mode.
   EvaluationPart evaluate(const data::Dataset<T>& data, std::size_t first, std::size_t count) {
@@ -12174,12 +12305,100 @@ class Engine {
       dst += ConstVectorView<T>(thread_grads_[j].data() + offset, static_cast<Eigen::Index>(count));
   }
 
+  // The step's mean loss and correct count from its parts' sums, added in part order.
+  static StepResult step_result(const std::vector<Partial>& parts, std::size_t samples) {
+    StepResult r;
+    double loss_sum = 0;
+    for (const auto& p : parts) {
+      loss_sum += p.loss;
+      r.correct += p.correct;
+    }
+    r.samples = samples;
+    r.loss = samples ? loss_sum / static_cast<double>(samples) : 0.0;
+    return r;
+  }
+
+  // What compute_tree_gradients() is working through.
+  struct TreeStep {
+    const data::Batch<T>& batch;
+    std::size_t leaf_samples, first, next, end;  // leaves: this worker's first, the next to compute, past its last
+    T scale;
+  };
+
+  // The buffer holding `node`'s value: a leaf's gradient, or its children's values added, the
+  // right one into the left one's buffer.
+  std::size_t tree_node(collective::TreeNode node, TreeStep& step) {
+    if (node.leaf()) return take_leaf(node.begin, step);
+    const std::size_t left = tree_node(collective::SumTree::left(node), step);
+    const std::size_t right = tree_node(collective::SumTree::right(node), step);
+    add_tree_buffer(left, right);
+    free_tree_buffers_.push_back(right);
+    return left;
+  }
+
+  // Leaves are taken in order; the cores compute the next ones, one each, when none is waiting.
+  std::size_t take_leaf(std::size_t leaf, TreeStep& step) {
+    if (pending_leaves_.empty()) compute_leaves(step);
+    if (pending_leaves_.empty() || leaf + pending_leaves_.size() != step.next)
+      throw ConfigError("compute_tree_gradients: leaf " + std::to_string(leaf) + " is not the next one computed");
+    const std::size_t id = pending_leaves_.front();
+    pending_leaves_.pop_front();
+    return id;
+  }
+
+  void compute_leaves(TreeStep& step) {
+    const std::size_t count = std::min(pool_.size(), step.end - step.next);
+    std::vector<std::size_t> ids(count);
+    for (auto& id : ids) id = acquire_tree_buffer();
+    static constexpr ShardStatistics alone{};
+    const StatisticsSum shard_sum(alone);
+    pool_.run([&](std::size_t k) {
+      if (k >= count) return;
+      const std::size_t local = step.next + k - step.first;
+      const std::size_t begin = local * step.leaf_samples, end = std::min(begin + step.leaf_samples, step.batch.size());
+      std::span<T> g(tree_buffers_[ids[k]]);
+      std::fill(g.begin(), g.end(), T(0));
+      NoHook nobody;
+      leaf_partials_[local] = run_part(k, step.batch, begin, end, step.scale, g, nobody, &shard_sum);
+    });
+    for (const auto id : ids) pending_leaves_.push_back(id);
+    step.next += count;
+  }
+
+  std::size_t acquire_tree_buffer() {
+    if (free_tree_buffers_.empty()) {
+      tree_buffers_.emplace_back(parameter_count);
+      return tree_buffers_.size() - 1;
+    }
+    const std::size_t id = free_tree_buffers_.back();
+    free_tree_buffers_.pop_back();
+    return id;
+  }
+
+  // Element-wise, so the same bits however the elements are split among the cores.
+  void add_tree_buffer(std::size_t into, std::size_t from) {
+    T* dst = tree_buffers_[into].data();
+    const T* src = tree_buffers_[from].data();
+    const auto add = [&](std::size_t begin, std::size_t end) {
+      VectorView<T>(dst + begin, static_cast<Eigen::Index>(end - begin)) +=
+          ConstVectorView<T>(src + begin, static_cast<Eigen::Index>(end - begin));
+    };
+    if (pool_.size() > 1 && parameter_count >= (std::size_t{1} << 15)) {
+      pool_.run([&](std::size_t k) {
+        const auto [begin, end] = split_range(parameter_count, pool_.size(), k);
+        add(begin, end);
+      });
+    } else {
+      add(0, parameter_count);
+    }
+  }
+
   template <class Hook>
   Partial run_part(std::size_t k, const data::Batch<T>& batch, std::size_t begin, std::size_t end, T scale,
-                   std::span<T> g, Hook& hook) {
+                   std::span<T> g, Hook& hook, const StatisticsSum* statistics = nullptr) {
     const std::size_t count = end - begin;
     const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, count),
-                       seed_, batch.epoch, &part_sums_[k], static_cast<double>(scale)};
+                       seed_, batch.epoch, statistics ? statistics : &part_sums_[k], static_cast<double>(scale)};
     auto& net = replicas_[k];
     const auto out = net.forward(columns(batch.inputs, begin, count), params_, info);
     auto& dout = output_grads_[k];
@@ -12238,6 +12457,14 @@ class Engine {
   std::vector<PartStatistics> part_statistics_;
   std::vector<StatisticsSum> part_sums_;
   std::vector<TensorInfo> trainable_;  // the tensors an update hands the optimizer
+  // compute_tree_gradients(): buffers of leaves and nodes (reused from step to step), which of
+  // them are free, the computed leaves not yet taken (in leaf order), the leaves' losses, and the
+  // values of the nodes the step ended with.
+  std::vector<Buffer<T>> tree_buffers_;
+  std::vector<std::size_t> free_tree_buffers_;
+  std::deque<std::size_t> pending_leaves_;
+  std::vector<Partial> leaf_partials_;
+  std::vector<std::span<const T>> node_views_;
 };
 
 /// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for
@@ -13880,6 +14107,14 @@ concept ParameterServerPolicy = std::same_as<typename P::topology, topology::Par
   { P::staleness_bound } -> std::convertible_to<std::size_t>;
 };
 
+/// A peer-to-peer policy that trains in fixed virtual shards of `shard_samples` samples, whose
+/// gradients are added in one fixed tree order (policy::Reproducible): its step() receives the
+/// mean over the global batch with the same bits for any number of workers and cores.
+template <class P>
+concept ReproduciblePolicy = PeerToPeerPolicy<P> && !P::reduce_gradients_in_backward && requires(const P& p) {
+  { p.shard_samples } -> std::convertible_to<std::size_t>;
+};
+
 template <class P>
 concept UpdatePolicy = requires {
   { P::name } -> std::convertible_to<std::string_view>;
@@ -14727,6 +14962,7 @@ namespace flotilla::collective::default_tags {
 inline constexpr Tag ring_allreduce = detail::reserved_tag("ring_allreduce");
 inline constexpr Tag broadcast = detail::reserved_tag("collective_broadcast");
 inline constexpr Tag allreduce_small = detail::reserved_tag("allreduce_small");
+inline constexpr Tag tree_allreduce = detail::reserved_tag("tree_allreduce");
 
 }  // namespace flotilla::collective::default_tags
 // ---- end flotilla/collective/tags.hpp ----
@@ -17266,6 +17502,132 @@ void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
 }  // namespace flotilla::collective
 // ---- end flotilla/collective/broadcast.hpp ----
 
+// ---- begin flotilla/collective/tree_allreduce.hpp ----
+// tree_allreduce: the sum of a global batch's shard gradients in the fixed order of a SumTree,
+// across the ranks that computed them: the same bits for any number of ranks (see sum_tree.hpp).
+//
+// Rank r holds the leaves SumTree::leaves_of(r, N) and brings the values of the largest nodes
+// inside them (SumTree::cover: one node where N divides the leaves into aligned runs, a few
+// otherwise). The nodes above, which span ranks, are added in two phases, both bandwidth-optimal
+// in the way a ring allreduce is:
+//  1. the buffer is cut into N chunks; each rank sends every other rank that rank's chunk of each
+//     of its nodes (N-1 rounds, rank r sending to r+s while receiving from r-s), so that rank r
+//     holds every rank's nodes over chunk r, and adds them up in the tree's shape;
+//  2. the finished chunks go once round the ring (N-1 steps), as in a ring allreduce's allgather.
+// With K nodes a rank sends (N-1)/N of the buffer K times and then once more: where every rank has
+// one node, 2(N-1)/N of it, a ring allreduce's bytes. The values travel raw (little-endian hosts).
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace flotilla::detail {
+
+/// A node's values over the part of the buffer being summed.
+template <class T>
+struct NodeValues {
+  collective::TreeNode node;
+  std::span<const T> values;
+};
+
+/// `dst` = the value of `node`: a given node's values, else its left child's plus its right
+/// child's. scratch[depth] is the right child's buffer at each depth below.
+template <class T>
+void evaluate_tree(collective::TreeNode node, std::span<const NodeValues<T>> given, std::span<T> dst,
+                   std::vector<std::vector<T>>& scratch, std::size_t depth) {
+  for (const auto& g : given)
+    if (g.node == node) {
+      std::copy(g.values.begin(), g.values.end(), dst.begin());
+      return;
+    }
+  if (node.size() <= 1 || depth >= scratch.size())
+    throw ConfigError("tree_allreduce: leaf " + std::to_string(node.begin) + " of the sum is held by no rank");
+  evaluate_tree(collective::SumTree::left(node), given, dst, scratch, depth);
+  std::vector<T>& right = scratch[depth];
+  right.resize(dst.size());
+  evaluate_tree(collective::SumTree::right(node), given, std::span<T>(right), scratch, depth + 1);
+  for (std::size_t i = 0; i < dst.size(); ++i) dst[i] = dst[i] + right[i];
+}
+
+/// Sends `out` to `to` while receiving `in` from `from`; either may be empty (a chunk of no values).
+template <class E>
+void swap_parts(E& e, std::size_t to, Tag tag, std::span<const std::byte> out, std::size_t from, std::span<std::byte> in) {
+  if (!out.empty() && !in.empty())
+    e.sendrecv(to, tag, out, from, in);
+  else if (!out.empty())
+    e.send(to, tag, out);
+  else if (!in.empty())
+    e.recv(from, tag, in);
+}
+
+}  // namespace flotilla::detail
+
+namespace flotilla::collective {
+
+/// Writes into `out` the sum over every rank of `tree`'s leaves, added in the tree's order. This
+/// rank passes the values of tree.cover(tree.leaves_of(rank, size)), in that order, each as long
+/// as `out` (which may be one of them). Every rank must call it with the same tree and length.
+template <Transport E, class T>
+void tree_allreduce(E& e, const SumTree& tree, std::span<const std::span<const T>> mine, std::span<T> out,
+                    Tag tag = default_tags::tree_allreduce) {
+  const std::size_t n = e.size(), w = e.rank(), values = out.size();
+  const TreeNode run = tree.leaves_of(w, n);
+  const std::vector<TreeNode> nodes = tree.cover(run);
+  if (mine.size() != nodes.size())
+    throw ConfigError("tree_allreduce: rank " + std::to_string(w) + " holds leaves [" + std::to_string(run.begin) + ", " +
+                      std::to_string(run.end) + ") of " + std::to_string(tree.leaves()) + ", whose sum takes " +
+                      std::to_string(nodes.size()) + " nodes; it was given " + std::to_string(mine.size()));
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    if (mine[i].size() != values)
+      throw ConfigError("tree_allreduce: node " + std::to_string(i) + " of rank " + std::to_string(w) + " has " +
+                        std::to_string(mine[i].size()) + " values, the sum " + std::to_string(values));
+  std::vector<std::vector<T>> scratch(static_cast<std::size_t>(std::bit_width(tree.leaves())) + 1);
+  if (n == 1) {
+    if (tree.leaves() > 0) detail::evaluate_tree<T>(tree.root(), std::vector<detail::NodeValues<T>>{{nodes[0], mine[0]}}, out, scratch, 0);
+    return;
+  }
+  static_assert(std::endian::native == std::endian::little, "tree_allreduce sends values as they are in memory");
+  const auto chunk = [&](std::size_t r) {
+    const auto [b, end] = detail::split_range(values, n, r);
+    return std::pair{b, end - b};
+  };
+  transport::OperationScope<E> op(e, tag, transport::OpKind::tree_allreduce, values);
+  const auto [first, count] = chunk(w);
+  std::vector<detail::NodeValues<T>> given;
+  for (std::size_t i = 0; i < nodes.size(); ++i) given.push_back({nodes[i], mine[i].subspan(first, count)});
+  // Phase 1: every rank's nodes over this rank's chunk.
+  std::vector<std::vector<T>> received(n);
+  std::vector<T> packed;
+  for (std::size_t s = 1; s < n; ++s) {
+    const std::size_t to = (w + s) % n, from = (w + n - s) % n;
+    const auto [to_first, to_count] = chunk(to);
+    packed.resize(nodes.size() * to_count);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      std::copy_n(mine[i].begin() + static_cast<std::ptrdiff_t>(to_first), to_count, packed.begin() + static_cast<std::ptrdiff_t>(i * to_count));
+    const std::vector<TreeNode> theirs = tree.cover(tree.leaves_of(from, n));
+    received[from].resize(theirs.size() * count);
+    detail::swap_parts(e, to, tag, std::as_bytes(std::span<const T>(packed)), from,
+                       std::as_writable_bytes(std::span<T>(received[from])));
+    for (std::size_t i = 0; i < theirs.size(); ++i)
+      given.push_back({theirs[i], std::span<const T>(received[from]).subspan(i * count, count)});
+  }
+  if (tree.leaves() > 0) detail::evaluate_tree<T>(tree.root(), given, out.subspan(first, count), scratch, 0);
+  // Phase 2: the finished chunks once round the ring.
+  const std::size_t right = (w + 1) % n, left = (w + n - 1) % n;
+  for (std::size_t s = 0; s + 1 < n; ++s) {
+    const auto [send_first, send_count] = chunk((w + n - s) % n);
+    const auto [recv_first, recv_count] = chunk((w + n - s - 1) % n);
+    detail::swap_parts(e, right, tag, std::as_bytes(out.subspan(send_first, send_count)), left,
+                       std::as_writable_bytes(out.subspan(recv_first, recv_count)));
+  }
+}
+
+}  // namespace flotilla::collective
+// ---- end flotilla/collective/tree_allreduce.hpp ----
+
 // ---- begin flotilla/train/detail/divergence.hpp ----
 // The error a trainer raises when a batch's loss is not a finite number: training has diverged,
 // and every update from there on would carry the NaN or infinity into the parameters.
@@ -18778,10 +19140,13 @@ class WorkerLoop {
     if constexpr (parameter_server) {
       return Policy::aggregate;
     } else {
-      return Policy::reduce_gradients_in_backward;
+      return Policy::reduce_gradients_in_backward || ReproduciblePolicy<Policy>;
     }
   }();
   static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
+  /// Virtual shards summed in a fixed tree order (policy::Reproducible): reproducible_step().
+  static constexpr bool reproducible = ReproduciblePolicy<Policy>;
+
   using Group = worker_group_t<E, parameter_server>;
   using Path = std::conditional_t<parameter_server, ServerPath<M, Policy, Codec, E, State>,
                                   PeerPath<M, Policy, Codec, Group, State>>;
@@ -18890,6 +19255,13 @@ class WorkerLoop {
     lo_.prefetch = options_.prefetch;
     lo_.shard_index = w_;
     lo_.shard_count = workers_;
+    if constexpr (reproducible) {
+      if (policy_.shard_samples == 0 || options_.batch_size % policy_.shard_samples != 0)
+        throw ConfigError("policy " + std::string(Policy::name) + ": batch_size (" + std::to_string(options_.batch_size) +
+                          ") must be a multiple of shard_samples (" + std::to_string(policy_.shard_samples) +
+                          "), so that no virtual shard straddles two workers");
+      lo_.unit_size = policy_.shard_samples;
+    }
     loader_.emplace(train_, lo_);
     at_ = DataPosition{shared_.start_epoch, shared_.start_batch};
     epochs_to_run_ = shared_.epochs;
@@ -19054,6 +19426,7 @@ class WorkerLoop {
   /// update.
   StepResult step(const data::Batch<T>& batch, std::size_t micro, std::size_t group_size, bool last,
                   StepCounters& counters) {
+    if constexpr (reproducible) return reproducible_step(batch, counters);
     // Sum of scaled gradients = mean over the update's samples: of all workers' when they are
     // summed for the update, else of this worker's own.
     const std::size_t denominator = summed_over_workers && batch.global_size ? batch.global_size : batch.size();
@@ -19083,6 +19456,29 @@ class WorkerLoop {
     } else {
       counters.update_seconds += path_->update();
     }
+    return r;
+  }
+
+  /// A step of a reproducible policy: this worker's virtual shards (the global batch's leaves
+  /// SumTree::leaves_of(rank, workers), which the loader's unit_size made its part of the batch),
+  /// added in the tree's order over every worker, then the policy's update.
+  StepResult reproducible_step(const data::Batch<T>& batch, StepCounters& counters) {
+    const std::size_t unit = policy_.shard_samples;
+    const std::size_t global = batch.global_size ? batch.global_size : batch.size();
+    const collective::SumTree tree((global + unit - 1) / unit);
+    const T scale = global ? T(1) / static_cast<T>(global) : T(0);
+    Timeline& timeline = shared_.timeline;
+    const auto t0 = Timeline::clock::now();
+    const StepResult r =
+        s_.engine.compute_tree_gradients(batch, unit, tree, tree.leaves_of(group_.rank(), group_.size()).begin, scale);
+    const auto t1 = Timeline::clock::now();
+    timeline.record("forward+backward", "compute", w_, 0, t0, t1);
+    counters.compute_seconds += std::chrono::duration<double>(t1 - t0).count();
+    collective::tree_allreduce(group_, tree, s_.engine.tree_nodes(), s_.engine.gradients());
+    const auto t2 = Timeline::clock::now();
+    timeline.record("tree sum", "communication", w_, 0, t1, t2);
+    counters.exposed_comm_seconds += std::chrono::duration<double>(t2 - t1).count();
+    counters.update_seconds += path_->update();
     return r;
   }
 
@@ -19958,6 +20354,15 @@ class Trainer {
   static constexpr bool parameter_server = ParameterServerPolicy<Policy>;
   static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
   static_assert(Codec<codec_type, T>, "Trainer: the policy's codec cannot encode the model's scalar type");
+  static_assert(!ReproduciblePolicy<Policy> || micro_batches == 1,
+                "Trainer: a reproducible policy (policy::Reproducible) takes one batch per update: make the batch larger "
+                "instead of accumulating micro-batches");
+  static_assert(!ReproduciblePolicy<Policy> ||
+                    requires(engine_type& e, const data::Batch<T>& b, const collective::SumTree& tree) {
+                      e.compute_tree_gradients(b, std::size_t{1}, tree, std::size_t{0}, T(1));
+                    },
+                "Trainer: a reproducible policy (policy::Reproducible) needs an engine that computes gradients shard by "
+                "shard: the CPU engine (device::Cpu)");
 
   explicit Trainer(TrainerOptions<M> options = {}, Policy policy = {}, typename Backend::options transport = {})
       : options_(std::move(options)), policy_(std::move(policy)), transport_(std::move(transport)) {
@@ -20973,6 +21378,51 @@ struct Compressed : Inner {
 
 }  // namespace flotilla::policy
 // ---- end flotilla/policy/compressed.hpp ----
+
+// ---- begin flotilla/policy/reproducible.hpp ----
+// policy::Reproducible: synchronous training whose parameters have the same bits whatever the
+// number of workers, the transport and the number of cores per worker.
+//
+// Synchronous training is the same arithmetic as one worker with the N-times batch only up to the
+// order of its sums: a ring adds each chunk in a different order of the workers, and a worker adds
+// its cores' parts in core order, so 3 workers and 4 workers end a run some ulps apart, and the
+// runs drift further with every step. Here the global batch is cut into virtual shards of
+// `shard_samples` samples (the last of a partial batch shorter); each shard's gradient is computed
+// by one core alone, the same arithmetic wherever it runs; and the shards' gradients are added in
+// the fixed order of a binary tree over the shards (collective/sum_tree.hpp), the part of the tree
+// above a worker's own shards by collective::tree_allreduce. Then every worker applies the same
+// optimizer step.
+//
+// What it asks: the global batch (batch_size x workers) is the same in the runs to compare, and
+// batch_size a multiple of shard_samples; the CPU engine (on one instruction set: a binary built
+// for AVX-512 and one for AVX2 multiply differently); no normalisation statistics over the global
+// batch (SyncBatchNorm): BatchNorm normalises each shard over its own samples. What it costs is in
+// docs/reproducibility.md: the cores work on shards of shard_samples samples, and the sum is one
+// more pass over the gradients, not overlapped with backward.
+#include <cstddef>
+#include <string_view>
+
+
+namespace flotilla::policy {
+
+struct Reproducible {
+  static constexpr std::string_view name = "reproducible";
+  using topology = topology::Ring;
+  /// The gradients are summed after backward, shard by shard in the tree's order, not bucket by
+  /// bucket during it; step() receives the mean over the global batch all the same.
+  static constexpr bool reduce_gradients_in_backward = false;
+  /// Samples per virtual shard: the unit of work of a core, and the leaf of the sum. Smaller
+  /// shards spread a batch over more cores and workers; larger ones multiply faster.
+  std::size_t shard_samples = 8;
+
+  template <class Context>
+  void step(Context& ctx) {
+    ctx.apply_optimizer();
+  }
+};
+
+}  // namespace flotilla::policy
+// ---- end flotilla/policy/reproducible.hpp ----
 
 // Model-parallel, pipelined training (one network split into stages across ranks).
 

@@ -129,6 +129,8 @@
 #include "flotilla/collective/allreduce_small.hpp"
 #include "flotilla/collective/broadcast.hpp"
 #include "flotilla/collective/ring_allreduce.hpp"
+#include "flotilla/collective/sum_tree.hpp"
+#include "flotilla/collective/tree_allreduce.hpp"
 #include "flotilla/codec/bf16.hpp"
 #include "flotilla/codec/error_feedback.hpp"
 #include "flotilla/codec/fp16.hpp"
@@ -142,6 +144,7 @@
 #include "flotilla/policy/accumulate.hpp"
 #include "flotilla/policy/asynchronous.hpp"
 #include "flotilla/policy/compressed.hpp"
+#include "flotilla/policy/reproducible.hpp"
 #include "flotilla/policy/synchronous.hpp"
 
 // Model-parallel, pipelined training (one network split into stages across ranks).

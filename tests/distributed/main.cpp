@@ -9,6 +9,7 @@ namespace async_training { int run(const Program&, int, char**); }
 namespace checkpoint_resume { int run(const Program&, int, char**); }
 namespace pipeline_processes { int run(const Program&, int, char**); }
 namespace sparse_equivalence { int run(const Program&, int, char**); }
+namespace reproducible_training { int run(const Program&, int, char**); }
 #if defined(FLOTILLA_TEST_TCP)
 namespace ps_recovery { int run(const Program&, int, char**); }
 namespace ps_trainer_recovery { int run(const Program&, int, char**); }
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
                          {"checkpoint-resume", t::checkpoint_resume::run},  // checkpoint_resume.cpp
                          {"pipeline", t::pipeline_processes::run},          // ../pipeline/multiprocess.cpp
                          {"sparse-equivalence", t::sparse_equivalence::run},  // sparse_equivalence.cpp
+                         {"reproducible", t::reproducible_training::run},    // reproducible_training.cpp
 #if defined(FLOTILLA_TEST_TCP)
                          {"ps-recovery", t::ps_recovery::run},                  // ps_recovery.cpp
                          {"ps-trainer-recovery", t::ps_trainer_recovery::run},  // ps_trainer_recovery.cpp

@@ -16,5 +16,6 @@ namespace flotilla::collective::default_tags {
 inline constexpr Tag ring_allreduce = detail::reserved_tag("ring_allreduce");
 inline constexpr Tag broadcast = detail::reserved_tag("collective_broadcast");
 inline constexpr Tag allreduce_small = detail::reserved_tag("allreduce_small");
+inline constexpr Tag tree_allreduce = detail::reserved_tag("tree_allreduce");
 
 }  // namespace flotilla::collective::default_tags

@@ -152,6 +152,7 @@ enum class OpKind : std::uint8_t {
   ps_push = 5,
   ps_reply = 6,
   recursive_doubling = 7,
+  tree_allreduce = 8,
 };
 
 inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
@@ -164,6 +165,7 @@ inline constexpr std::string_view op_kind_name(OpKind k) noexcept {
     case OpKind::ps_push: return "parameter-server push";
     case OpKind::ps_reply: return "parameter-server reply";
     case OpKind::recursive_doubling: return "allreduce (recursive doubling)";
+    case OpKind::tree_allreduce: return "tree_allreduce";
   }
   return "an unknown operation";
 }

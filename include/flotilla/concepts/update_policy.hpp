@@ -76,6 +76,14 @@ concept ParameterServerPolicy = std::same_as<typename P::topology, topology::Par
   { P::staleness_bound } -> std::convertible_to<std::size_t>;
 };
 
+/// A peer-to-peer policy that trains in fixed virtual shards of `shard_samples` samples, whose
+/// gradients are added in one fixed tree order (policy::Reproducible): its step() receives the
+/// mean over the global batch with the same bits for any number of workers and cores.
+template <class P>
+concept ReproduciblePolicy = PeerToPeerPolicy<P> && !P::reduce_gradients_in_backward && requires(const P& p) {
+  { p.shard_samples } -> std::convertible_to<std::size_t>;
+};
+
 template <class P>
 concept UpdatePolicy = requires {
   { P::name } -> std::convertible_to<std::string_view>;

@@ -50,6 +50,7 @@ inline constexpr std::array reserved_tags{
     ReservedTags{"ring_allreduce", 0x20},
     ReservedTags{"collective_broadcast", 0x21},
     ReservedTags{"allreduce_small", 0x22},
+    ReservedTags{"tree_allreduce", 0x23},
     // Pipelines.
     ReservedTags{"pipeline_activations", 0x30},
     ReservedTags{"pipeline_gradients", 0x31},

@@ -18,6 +18,10 @@
 //   a collective operation. Batch::global_size is r there (G elsewhere): a loss averaged over the
 //   global batch is the sum over shards of per-sample losses times 1/global_size.
 //   With drop_last on, the final partial global batch is skipped by every shard.
+//   With unit_size u > 1 the final batch is cut into units of u samples instead (the last unit
+//   shorter), and the shards take contiguous runs of whole units, split as evenly as possible in
+//   the same way: the virtual shards of a reproducible sum (policy::Reproducible) never straddle
+//   two workers. Full batches are whole units already (batch_size must be a multiple of u).
 // * Resuming. start_epoch(e, k) continues epoch e at batch k: what follows is identical to the
 //   batches k, k+1, ... of an uninterrupted epoch e, so a checkpoint need only store (e, k).
 // * Prefetch. With prefetch > 0, a background thread gathers upcoming batches into a ring of
@@ -72,6 +76,8 @@ struct LoaderOptions {
   std::size_t shard_count = 1;  ///< workers that split each global batch
   bool drop_last = false;       ///< skip the final partial global batch
   std::size_t prefetch = 2;     ///< batches gathered ahead by a background thread; 0 = none
+  /// Samples of the smallest part of a global batch a shard may take (see "The last global batch").
+  std::size_t unit_size = 1;
 };
 
 namespace detail {
@@ -84,14 +90,18 @@ struct ShardSlice {
 };
 
 inline ShardSlice shard_slice(std::size_t samples, std::size_t batch_size, std::size_t shard_count, std::size_t shard,
-                              std::size_t b) noexcept {
+                              std::size_t b, std::size_t unit = 1) noexcept {
   const std::size_t g = batch_size * shard_count;
   const std::size_t start = b * g;
   const std::size_t r = std::min(g, samples - start);
   if (r == g) return {start + shard * batch_size, batch_size, g};
-  const std::size_t q = r / shard_count;
-  const std::size_t extra = r % shard_count;
-  return {start + shard * q + std::min(shard, extra), q + (shard < extra ? 1 : 0), r};
+  // Whole units, as evenly as possible (the first shards one more); the last unit may be short.
+  const std::size_t units = (r + unit - 1) / unit;
+  const std::size_t q = units / shard_count;
+  const std::size_t extra = units % shard_count;
+  const std::size_t first = std::min(r, (shard * q + std::min(shard, extra)) * unit);
+  const std::size_t end = std::min(r, first + (q + (shard < extra ? 1 : 0)) * unit);
+  return {start + first, end - first, r};
 }
 
 }  // namespace detail
@@ -109,6 +119,9 @@ class Loader {
                         std::to_string(opt_.shard_count) + ")");
     if (opt_.batch_size > std::numeric_limits<std::size_t>::max() / opt_.shard_count)
       throw ConfigError("LoaderOptions.batch_size * shard_count overflows");
+    if (opt_.unit_size == 0 || opt_.batch_size % opt_.unit_size != 0)
+      throw ConfigError("LoaderOptions.batch_size (" + std::to_string(opt_.batch_size) +
+                        ") must be a multiple of unit_size (" + std::to_string(opt_.unit_size) + ")");
     data.validate();
     samples_ = data.size();
     const std::size_t g = opt_.batch_size * opt_.shard_count;
@@ -202,7 +215,7 @@ class Loader {
     if (data.size() != samples_ || (data.target_kind() == TargetKind::labels && data.labels.size() != samples_))
       throw ConfigError("Loader: data set '" + data.name + "' changed size while a Loader was reading it (" +
                         std::to_string(samples_) + " samples when the Loader was made, " + std::to_string(data.size()) + " now)");
-    const detail::ShardSlice slice = detail::shard_slice(samples_, opt_.batch_size, opt_.shard_count, opt_.shard_index, b);
+    const detail::ShardSlice slice = detail::shard_slice(samples_, opt_.batch_size, opt_.shard_count, opt_.shard_index, b, opt_.unit_size);
     const std::size_t n = slice.count;
     s.ids.assign(order_.begin() + static_cast<std::ptrdiff_t>(slice.begin),
                  order_.begin() + static_cast<std::ptrdiff_t>(slice.begin + n));

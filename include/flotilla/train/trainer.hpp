@@ -21,11 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/collective/sum_tree.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/concepts/update_policy.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/data/dataset.hpp"
+#include "flotilla/data/loader.hpp"
 #include "flotilla/exchange/policy_exchange.hpp"
 #include "flotilla/model.hpp"
 #include "flotilla/policy/synchronous.hpp"
@@ -78,6 +80,15 @@ class Trainer {
   static constexpr bool parameter_server = ParameterServerPolicy<Policy>;
   static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
   static_assert(Codec<codec_type, T>, "Trainer: the policy's codec cannot encode the model's scalar type");
+  static_assert(!ReproduciblePolicy<Policy> || micro_batches == 1,
+                "Trainer: a reproducible policy (policy::Reproducible) takes one batch per update: make the batch larger "
+                "instead of accumulating micro-batches");
+  static_assert(!ReproduciblePolicy<Policy> ||
+                    requires(engine_type& e, const data::Batch<T>& b, const collective::SumTree& tree) {
+                      e.compute_tree_gradients(b, std::size_t{1}, tree, std::size_t{0}, T(1));
+                    },
+                "Trainer: a reproducible policy (policy::Reproducible) needs an engine that computes gradients shard by "
+                "shard: the CPU engine (device::Cpu)");
 
   explicit Trainer(TrainerOptions<M> options = {}, Policy policy = {}, typename Backend::options transport = {})
       : options_(std::move(options)), policy_(std::move(policy)), transport_(std::move(transport)) {

@@ -15,20 +15,28 @@
 // every core has finished a part of a layer, the core that finished it last adds the other cores'
 // contributions for that part into the main buffer, in core order (so the sum does not depend on
 // timing), and then reports it ready.
+//
+// For a reproducible sum (policy::Reproducible) the unit of work is a virtual shard instead: each
+// core computes whole shards, each into a buffer of its own, and the shards are added in the fixed
+// order of a SumTree (compute_tree_gradients), so the bits do not depend on the number of cores.
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "flotilla/collective/sum_tree.hpp"
 #include "flotilla/concepts/engine.hpp"
 #include "flotilla/concepts/optimizer.hpp"
 #include "flotilla/core/device.hpp"
+#include "flotilla/core/error.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/core/thread_pool.hpp"
 #include "flotilla/data/dataset.hpp"
@@ -61,6 +69,17 @@ struct EvaluationPart {
 /// in parallel, instead of layer by layer.
 struct NoReadyCallback {
   void operator()(std::size_t /*offset*/) const noexcept {}
+};
+
+/// The normalisation statistics of a virtual shard: its own samples' alone. Statistics over the
+/// global batch would be a sum in an order of their own, which the reproducible sum cannot offer.
+struct ShardStatistics {
+  void operator()(std::span<double> /*values*/, StatisticsScope scope) const {
+    if (scope == StatisticsScope::global)
+      throw ConfigError("policy::Reproducible: a normalisation layer with statistics over the global batch (SyncBatchNorm2D, "
+                        "SyncBatchNorm1D) cannot be summed in the fixed order; use BatchNorm2D / BatchNorm1D, which "
+                        "normalise each virtual shard over its own samples");
+  }
 };
 
 /// Values a layer's forward writes per sample, counting the inner layers of layers made of layers
@@ -233,16 +252,35 @@ class Engine {
         });
       }
     }
-    StepResult r;
-    double loss_sum = 0;
-    for (const auto& p : partial_) {
-      loss_sum += p.loss;
-      r.correct += p.correct;
-    }
-    r.samples = n;
-    r.loss = n ? loss_sum / static_cast<double>(n) : 0.0;
-    return r;
+    return step_result(partial_, n);
   }
+
+  /// Forward and backward over `batch`, this worker's part of a global batch, as the leaves
+  /// [first_leaf, first_leaf + ceil(n / leaf_samples)) of `tree`, leaf_samples samples each (the
+  /// last shorter). One core computes each leaf's gradient (scale times its summed loss's) alone,
+  /// into a buffer of its own; the leaves are added in the tree's order up to the largest nodes
+  /// inside this worker's run, whose values tree_nodes() then holds (SumTree::cover's order).
+  /// gradients() is left as it is: collective::tree_allreduce adds every worker's nodes into it.
+  StepResult compute_tree_gradients(const data::Batch<T>& batch, std::size_t leaf_samples, const collective::SumTree& tree,
+                                    std::size_t first_leaf, T scale) {
+    if (leaf_samples == 0) throw ConfigError("compute_tree_gradients: leaf_samples must be > 0");
+    const std::size_t n = batch.size();
+    const std::size_t leaves = (n + leaf_samples - 1) / leaf_samples;
+    const std::vector<collective::TreeNode> nodes = tree.cover({first_leaf, first_leaf + leaves});
+    free_tree_buffers_.clear();
+    for (std::size_t i = 0; i < tree_buffers_.size(); ++i) free_tree_buffers_.push_back(i);
+    pending_leaves_.clear();
+    leaf_partials_.assign(leaves, Partial{});
+    TreeStep step{batch, leaf_samples, first_leaf, first_leaf, first_leaf + leaves, scale};
+    std::vector<std::size_t> held;
+    for (const auto& node : nodes) held.push_back(tree_node(node, step));
+    // (Viewed once every buffer exists: a buffer added later would have moved the others' handles.)
+    node_views_.clear();
+    for (const std::size_t id : held) node_views_.emplace_back(tree_buffers_[id]);
+    return step_result(leaf_partials_, n);
+  }
+  /// The values of the nodes the last compute_tree_gradients() ended with.
+  std::span<const std::span<const T>> tree_nodes() const noexcept { return node_views_; }
 
   /// Loss sum and confusion counts of samples [first, first + count) of `data`, in evaluation mode.
   EvaluationPart evaluate(const data::Dataset<T>& data, std::size_t first, std::size_t count) {
@@ -343,12 +381,100 @@ class Engine {
       dst += ConstVectorView<T>(thread_grads_[j].data() + offset, static_cast<Eigen::Index>(count));
   }
 
+  // The step's mean loss and correct count from its parts' sums, added in part order.
+  static StepResult step_result(const std::vector<Partial>& parts, std::size_t samples) {
+    StepResult r;
+    double loss_sum = 0;
+    for (const auto& p : parts) {
+      loss_sum += p.loss;
+      r.correct += p.correct;
+    }
+    r.samples = samples;
+    r.loss = samples ? loss_sum / static_cast<double>(samples) : 0.0;
+    return r;
+  }
+
+  // What compute_tree_gradients() is working through.
+  struct TreeStep {
+    const data::Batch<T>& batch;
+    std::size_t leaf_samples, first, next, end;  // leaves: this worker's first, the next to compute, past its last
+    T scale;
+  };
+
+  // The buffer holding `node`'s value: a leaf's gradient, or its children's values added, the
+  // right one into the left one's buffer.
+  std::size_t tree_node(collective::TreeNode node, TreeStep& step) {
+    if (node.leaf()) return take_leaf(node.begin, step);
+    const std::size_t left = tree_node(collective::SumTree::left(node), step);
+    const std::size_t right = tree_node(collective::SumTree::right(node), step);
+    add_tree_buffer(left, right);
+    free_tree_buffers_.push_back(right);
+    return left;
+  }
+
+  // Leaves are taken in order; the cores compute the next ones, one each, when none is waiting.
+  std::size_t take_leaf(std::size_t leaf, TreeStep& step) {
+    if (pending_leaves_.empty()) compute_leaves(step);
+    if (pending_leaves_.empty() || leaf + pending_leaves_.size() != step.next)
+      throw ConfigError("compute_tree_gradients: leaf " + std::to_string(leaf) + " is not the next one computed");
+    const std::size_t id = pending_leaves_.front();
+    pending_leaves_.pop_front();
+    return id;
+  }
+
+  void compute_leaves(TreeStep& step) {
+    const std::size_t count = std::min(pool_.size(), step.end - step.next);
+    std::vector<std::size_t> ids(count);
+    for (auto& id : ids) id = acquire_tree_buffer();
+    static constexpr ShardStatistics alone{};
+    const StatisticsSum shard_sum(alone);
+    pool_.run([&](std::size_t k) {
+      if (k >= count) return;
+      const std::size_t local = step.next + k - step.first;
+      const std::size_t begin = local * step.leaf_samples, end = std::min(begin + step.leaf_samples, step.batch.size());
+      std::span<T> g(tree_buffers_[ids[k]]);
+      std::fill(g.begin(), g.end(), T(0));
+      NoHook nobody;
+      leaf_partials_[local] = run_part(k, step.batch, begin, end, step.scale, g, nobody, &shard_sum);
+    });
+    for (const auto id : ids) pending_leaves_.push_back(id);
+    step.next += count;
+  }
+
+  std::size_t acquire_tree_buffer() {
+    if (free_tree_buffers_.empty()) {
+      tree_buffers_.emplace_back(parameter_count);
+      return tree_buffers_.size() - 1;
+    }
+    const std::size_t id = free_tree_buffers_.back();
+    free_tree_buffers_.pop_back();
+    return id;
+  }
+
+  // Element-wise, so the same bits however the elements are split among the cores.
+  void add_tree_buffer(std::size_t into, std::size_t from) {
+    T* dst = tree_buffers_[into].data();
+    const T* src = tree_buffers_[from].data();
+    const auto add = [&](std::size_t begin, std::size_t end) {
+      VectorView<T>(dst + begin, static_cast<Eigen::Index>(end - begin)) +=
+          ConstVectorView<T>(src + begin, static_cast<Eigen::Index>(end - begin));
+    };
+    if (pool_.size() > 1 && parameter_count >= (std::size_t{1} << 15)) {
+      pool_.run([&](std::size_t k) {
+        const auto [begin, end] = split_range(parameter_count, pool_.size(), k);
+        add(begin, end);
+      });
+    } else {
+      add(0, parameter_count);
+    }
+  }
+
   template <class Hook>
   Partial run_part(std::size_t k, const data::Batch<T>& batch, std::size_t begin, std::size_t end, T scale,
-                   std::span<T> g, Hook& hook) {
+                   std::span<T> g, Hook& hook, const StatisticsSum* statistics = nullptr) {
     const std::size_t count = end - begin;
     const RunInfo info{Mode::train, batch.ids.empty() ? std::span<const std::uint64_t>{} : batch.ids.subspan(begin, count),
-                       seed_, batch.epoch, &part_sums_[k], static_cast<double>(scale)};
+                       seed_, batch.epoch, statistics ? statistics : &part_sums_[k], static_cast<double>(scale)};
     auto& net = replicas_[k];
     const auto out = net.forward(columns(batch.inputs, begin, count), params_, info);
     auto& dout = output_grads_[k];
@@ -407,6 +533,14 @@ class Engine {
   std::vector<PartStatistics> part_statistics_;
   std::vector<StatisticsSum> part_sums_;
   std::vector<TensorInfo> trainable_;  // the tensors an update hands the optimizer
+  // compute_tree_gradients(): buffers of leaves and nodes (reused from step to step), which of
+  // them are free, the computed leaves not yet taken (in leaf order), the leaves' losses, and the
+  // values of the nodes the step ended with.
+  std::vector<Buffer<T>> tree_buffers_;
+  std::vector<std::size_t> free_tree_buffers_;
+  std::deque<std::size_t> pending_leaves_;
+  std::vector<Partial> leaf_partials_;
+  std::vector<std::span<const T>> node_views_;
 };
 
 /// The engine that runs model M: this file's Engine on the CPU. cuda/engine.hpp specializes it for

@@ -28,6 +28,8 @@
 
 #include "flotilla/collective/allreduce_small.hpp"
 #include "flotilla/collective/broadcast.hpp"
+#include "flotilla/collective/sum_tree.hpp"
+#include "flotilla/collective/tree_allreduce.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/concepts/update_policy.hpp"
 #include "flotilla/data/dataset.hpp"
@@ -99,10 +101,13 @@ class WorkerLoop {
     if constexpr (parameter_server) {
       return Policy::aggregate;
     } else {
-      return Policy::reduce_gradients_in_backward;
+      return Policy::reduce_gradients_in_backward || ReproduciblePolicy<Policy>;
     }
   }();
   static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
+  /// Virtual shards summed in a fixed tree order (policy::Reproducible): reproducible_step().
+  static constexpr bool reproducible = ReproduciblePolicy<Policy>;
+
   using Group = worker_group_t<E, parameter_server>;
   using Path = std::conditional_t<parameter_server, ServerPath<M, Policy, Codec, E, State>,
                                   PeerPath<M, Policy, Codec, Group, State>>;
@@ -211,6 +216,13 @@ class WorkerLoop {
     lo_.prefetch = options_.prefetch;
     lo_.shard_index = w_;
     lo_.shard_count = workers_;
+    if constexpr (reproducible) {
+      if (policy_.shard_samples == 0 || options_.batch_size % policy_.shard_samples != 0)
+        throw ConfigError("policy " + std::string(Policy::name) + ": batch_size (" + std::to_string(options_.batch_size) +
+                          ") must be a multiple of shard_samples (" + std::to_string(policy_.shard_samples) +
+                          "), so that no virtual shard straddles two workers");
+      lo_.unit_size = policy_.shard_samples;
+    }
     loader_.emplace(train_, lo_);
     at_ = DataPosition{shared_.start_epoch, shared_.start_batch};
     epochs_to_run_ = shared_.epochs;
@@ -375,6 +387,7 @@ class WorkerLoop {
   /// update.
   StepResult step(const data::Batch<T>& batch, std::size_t micro, std::size_t group_size, bool last,
                   StepCounters& counters) {
+    if constexpr (reproducible) return reproducible_step(batch, counters);
     // Sum of scaled gradients = mean over the update's samples: of all workers' when they are
     // summed for the update, else of this worker's own.
     const std::size_t denominator = summed_over_workers && batch.global_size ? batch.global_size : batch.size();
@@ -404,6 +417,29 @@ class WorkerLoop {
     } else {
       counters.update_seconds += path_->update();
     }
+    return r;
+  }
+
+  /// A step of a reproducible policy: this worker's virtual shards (the global batch's leaves
+  /// SumTree::leaves_of(rank, workers), which the loader's unit_size made its part of the batch),
+  /// added in the tree's order over every worker, then the policy's update.
+  StepResult reproducible_step(const data::Batch<T>& batch, StepCounters& counters) {
+    const std::size_t unit = policy_.shard_samples;
+    const std::size_t global = batch.global_size ? batch.global_size : batch.size();
+    const collective::SumTree tree((global + unit - 1) / unit);
+    const T scale = global ? T(1) / static_cast<T>(global) : T(0);
+    Timeline& timeline = shared_.timeline;
+    const auto t0 = Timeline::clock::now();
+    const StepResult r =
+        s_.engine.compute_tree_gradients(batch, unit, tree, tree.leaves_of(group_.rank(), group_.size()).begin, scale);
+    const auto t1 = Timeline::clock::now();
+    timeline.record("forward+backward", "compute", w_, 0, t0, t1);
+    counters.compute_seconds += std::chrono::duration<double>(t1 - t0).count();
+    collective::tree_allreduce(group_, tree, s_.engine.tree_nodes(), s_.engine.gradients());
+    const auto t2 = Timeline::clock::now();
+    timeline.record("tree sum", "communication", w_, 0, t1, t2);
+    counters.exposed_comm_seconds += std::chrono::duration<double>(t2 - t1).count();
+    counters.update_seconds += path_->update();
     return r;
   }
 
