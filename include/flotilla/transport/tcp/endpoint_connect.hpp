@@ -211,7 +211,10 @@ inline void Endpoint::negotiate_shared_memory() {
   std::string listed;
   for (const auto& h : hosts) {
     listed += listed.empty() ? "" : ";";
-    for (std::size_t i = 0; i < h.size(); ++i) listed += (i ? "," : "") + std::to_string(h[i]);
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      if (i) listed += ',';
+      listed += std::to_string(h[i]);
+    }
   }
   for (std::size_t p = 1; p < size_; ++p) send_text(p, "try " + std::to_string(capacity) + " " + (required ? "1 " : "0 ") + listed);
   auto mine = join_host(hosts, capacity, problem);
