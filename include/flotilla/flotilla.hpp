@@ -141,6 +141,7 @@
 #include "flotilla/exchange/push_to_servers.hpp"
 #include "flotilla/exchange/ring_allreduce.hpp"
 #include "flotilla/core/topology.hpp"
+#include "flotilla/topology/cost_model.hpp"
 #include "flotilla/policy/accumulate.hpp"
 #include "flotilla/policy/asynchronous.hpp"
 #include "flotilla/policy/compressed.hpp"
