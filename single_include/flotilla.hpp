@@ -19144,9 +19144,8 @@ class WorkerLoop {
     }
   }();
   static constexpr std::size_t micro_batches = policy_micro_batches<Policy>;
-  /// Virtual shards summed in a fixed tree order (policy::Reproducible): reproducible_step().
+  /// Virtual shards summed in a fixed tree order (policy::Reproducible): see step().
   static constexpr bool reproducible = ReproduciblePolicy<Policy>;
-
   using Group = worker_group_t<E, parameter_server>;
   using Path = std::conditional_t<parameter_server, ServerPath<M, Policy, Codec, E, State>,
                                   PeerPath<M, Policy, Codec, Group, State>>;
@@ -19426,20 +19425,34 @@ class WorkerLoop {
   /// update.
   StepResult step(const data::Batch<T>& batch, std::size_t micro, std::size_t group_size, bool last,
                   StepCounters& counters) {
-    if constexpr (reproducible) return reproducible_step(batch, counters);
     // Sum of scaled gradients = mean over the update's samples: of all workers' when they are
     // summed for the update, else of this worker's own.
     const std::size_t denominator = summed_over_workers && batch.global_size ? batch.global_size : batch.size();
     const T scale = denominator ? T(1) / static_cast<T>(denominator * group_size) : T(0);
     ReadyRunner* runner = path_->runner();
     const bool communicates = last && runner != nullptr;
+    // A reproducible policy: the global batch's virtual shards, of which this worker holds the
+    // leaves SumTree::leaves_of(rank, workers) (the loader's unit_size made them its part).
+    [[maybe_unused]] const collective::SumTree tree = [&] {
+      if constexpr (reproducible) {
+        return collective::SumTree((denominator + policy_.shard_samples - 1) / policy_.shard_samples);
+      } else {
+        return collective::SumTree(0);
+      }
+    }();
     Timeline& timeline = shared_.timeline;
     const auto t0 = Timeline::clock::now();
     if (communicates) runner->start(M::parameter_count);
-    const StepResult r = communicates && runner->background()
-                             ? s_.engine.compute_gradients(batch, scale, micro > 0,
-                                                           [runner](std::size_t offset) { runner->ready(offset); })
-                             : s_.engine.compute_gradients(batch, scale, micro > 0);
+    const StepResult r = [&] {
+      if constexpr (reproducible) {
+        return s_.engine.compute_tree_gradients(batch, policy_.shard_samples, tree,
+                                                tree.leaves_of(group_.rank(), group_.size()).begin, scale);
+      } else {
+        return communicates && runner->background()
+                   ? s_.engine.compute_gradients(batch, scale, micro > 0, [runner](std::size_t offset) { runner->ready(offset); })
+                   : s_.engine.compute_gradients(batch, scale, micro > 0);
+      }
+    }();
     const auto t1 = Timeline::clock::now();
     timeline.record("forward+backward", "compute", w_, 0, t0, t1);
     const double compute = std::chrono::duration<double>(t1 - t0).count();
@@ -19449,6 +19462,13 @@ class WorkerLoop {
     if (!last) return r;
 
     const auto t2 = Timeline::clock::now();
+    if constexpr (reproducible) {
+      // The shards added in the tree's order over every worker, after backward.
+      collective::tree_allreduce(group_, tree, s_.engine.tree_nodes(), s_.engine.gradients());
+      const auto t3 = Timeline::clock::now();
+      timeline.record("tree sum", "communication", w_, 0, t2, t3);
+      counters.exposed_comm_seconds += std::chrono::duration<double>(t3 - t2).count();
+    }
     if (communicates) counters.exposed_comm_seconds += runner->finish();
     if (communicates) timeline.record("wait for communication", "wait", w_, 0, t2, Timeline::clock::now());
     if constexpr (parameter_server) {
@@ -19456,29 +19476,6 @@ class WorkerLoop {
     } else {
       counters.update_seconds += path_->update();
     }
-    return r;
-  }
-
-  /// A step of a reproducible policy: this worker's virtual shards (the global batch's leaves
-  /// SumTree::leaves_of(rank, workers), which the loader's unit_size made its part of the batch),
-  /// added in the tree's order over every worker, then the policy's update.
-  StepResult reproducible_step(const data::Batch<T>& batch, StepCounters& counters) {
-    const std::size_t unit = policy_.shard_samples;
-    const std::size_t global = batch.global_size ? batch.global_size : batch.size();
-    const collective::SumTree tree((global + unit - 1) / unit);
-    const T scale = global ? T(1) / static_cast<T>(global) : T(0);
-    Timeline& timeline = shared_.timeline;
-    const auto t0 = Timeline::clock::now();
-    const StepResult r =
-        s_.engine.compute_tree_gradients(batch, unit, tree, tree.leaves_of(group_.rank(), group_.size()).begin, scale);
-    const auto t1 = Timeline::clock::now();
-    timeline.record("forward+backward", "compute", w_, 0, t0, t1);
-    counters.compute_seconds += std::chrono::duration<double>(t1 - t0).count();
-    collective::tree_allreduce(group_, tree, s_.engine.tree_nodes(), s_.engine.gradients());
-    const auto t2 = Timeline::clock::now();
-    timeline.record("tree sum", "communication", w_, 0, t1, t2);
-    counters.exposed_comm_seconds += std::chrono::duration<double>(t2 - t1).count();
-    counters.update_seconds += path_->update();
     return r;
   }
 
