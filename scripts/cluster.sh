@@ -70,13 +70,16 @@ ip -n "$switch" link add br0 type bridge
 ip -n "$switch" link set br0 up
 ip -n "$switch" link set lo up
 
-# tbf sends a burst at most per timer tick: one smaller than the rate's bytes per tick (4 ms at
-# HZ=250) holds the link below its rate (a 64 KB burst held 5 Gbit/s links to two thirds of it).
-# A burst of 4 ms of the rate, at least 64 KB.
+# tbf's burst: what an idle link may send at once, beyond its rate. Too small, and the link runs
+# below its rate: veth hands tbf segments of up to 64 KB whole, and a 500 Mbit/s link with a burst
+# of 1 ms (62.5 KB) carried a 64 MiB ring at 0.84 of it. Too large, and short messages outrun the
+# rate: with 4 ms (250 KB) a parameter server's 0.25 MB shards crossed in 0.6 of the time the
+# rate allows, as no real link lets them. 1.5 ms of the rate, at least 96 KB: the ring at the rate, the
+# shards within 5% of it.
 burst_bytes=$(awk -v r="$rate" 'BEGIN {
   n = r + 0; u = tolower(substr(r, length(n "") + 1));
   m = (u ~ /^g/) ? 1e9 : (u ~ /^m/) ? 1e6 : (u ~ /^k/) ? 1e3 : 1;
-  b = int(n * m / 8 * 0.004); if (b < 65536) b = 65536; print b }')
+  b = int(n * m / 8 * 0.0015); if (b < 98304) b = 98304; print b }')
 addresses=()
 for ((i = 0; i < hosts; i++)); do
   ns="${tag}h$i"

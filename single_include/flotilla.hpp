@@ -21318,9 +21318,10 @@ static_assert(Codec<Fp16, float>);
 // the workers, one after the other: N V/S out of its link. A worker answered early pushes its next
 // step meanwhile, so in a steady run the pushes hide behind the replies, all but the last worker's,
 // which follows them through its own link: N V/S + V of link time a step (2V where the workers'
-// links are the narrower, with more servers than workers). That holds where a reply is much larger
-// than a socket's buffer; where the buffers take the replies whole they leave side by side, end
-// together, and the pushes arrive together: up to 2N V/S (docs/cost_model.md, measured).
+// links are the narrower, with more servers than workers). That needs the replies to leave one
+// after the other, as the TCP transport sends them (TcpOptions::unsent_limit_bytes); were the
+// socket buffers to take them whole, they would leave side by side, end together, and the pushes
+// would arrive together: up to 2N V/S (docs/cost_model.md, measured).
 //
 // docs/cost_model.md checks the model against measured steps and predicts larger jobs.
 #include <algorithm>

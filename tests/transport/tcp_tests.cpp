@@ -7,6 +7,9 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -69,6 +72,7 @@ class ScopedEnv {
   static constexpr const char* names[] = {"FLOTILLA_RANK",         "FLOTILLA_WORLD_SIZE",   "FLOTILLA_COORDINATOR",
                                           "FLOTILLA_BIND",         "FLOTILLA_TIMEOUT_MS",   "FLOTILLA_CONNECT_TIMEOUT_MS",
                                           "FLOTILLA_SOCKET_BUFFER", "FLOTILLA_SECRET",      "FLOTILLA_SECRET_FILE",
+                                          "FLOTILLA_UNSENT_LIMIT", "FLOTILLA_READ_WHILE_SENDING",
                                           "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA", "FLOTILLA_SHARED_MEMORY",
                                           "FLOTILLA_SPIN_US",      "FLOTILLA_REJOIN",       "FLOTILLA_LOCAL_RANK",
                                           // other launchers' (transport/launcher.hpp)
@@ -293,7 +297,8 @@ TEST_CASE("options: from the environment") {
   {
     ScopedEnv env({{"FLOTILLA_RANK", "2"}, {"FLOTILLA_WORLD_SIZE", "4"}, {"FLOTILLA_COORDINATOR", "10.0.0.1:29500"},
                    {"FLOTILLA_BIND", "0.0.0.0"}, {"FLOTILLA_TIMEOUT_MS", "1500"}, {"FLOTILLA_CONNECT_TIMEOUT_MS", "900"},
-                   {"FLOTILLA_SOCKET_BUFFER", "1048576"}});
+                   {"FLOTILLA_SOCKET_BUFFER", "1048576"}, {"FLOTILLA_UNSENT_LIMIT", "0"},
+                   {"FLOTILLA_READ_WHILE_SENDING", "0"}});
     const auto o = TcpOptions::from_environment();
     CHECK(o.rank == 2);
     CHECK(o.world_size == 4);
@@ -302,6 +307,8 @@ TEST_CASE("options: from the environment") {
     CHECK(o.timeout == std::chrono::milliseconds(1500));
     CHECK(o.connect_timeout == std::chrono::milliseconds(900));
     CHECK(o.socket_buffer_bytes == 1048576);
+    CHECK(o.unsent_limit_bytes == 0);
+    CHECK(!o.read_while_sending);
   }
   {
     ScopedEnv env({{"FLOTILLA_RANK", "0"}, {"FLOTILLA_WORLD_SIZE", "2"}, {"FLOTILLA_COORDINATOR", "[::1]:7000"}});
@@ -335,6 +342,8 @@ TEST_CASE("options: every bad value names the variable and the text") {
       {{{"FLOTILLA_CONNECT_TIMEOUT_MS", "1e3"}}, {"FLOTILLA_CONNECT_TIMEOUT_MS", "'1e3'"}},
       {{{"FLOTILLA_BIND", ""}}, {"FLOTILLA_BIND", "''"}},
       {{{"FLOTILLA_SOCKET_BUFFER", "lots"}}, {"FLOTILLA_SOCKET_BUFFER", "'lots'"}},
+      {{{"FLOTILLA_UNSENT_LIMIT", "64k"}}, {"FLOTILLA_UNSENT_LIMIT", "'64k'", "a number of bytes"}},
+      {{{"FLOTILLA_READ_WHILE_SENDING", "yes"}}, {"FLOTILLA_READ_WHILE_SENDING", "'yes'", "0 or 1"}},
       {{{"FLOTILLA_SHARED_MEMORY", "yes"}}, {"FLOTILLA_SHARED_MEMORY", "'yes'", "auto, on, off or a number of bytes"}},
       {{{"FLOTILLA_SHARED_MEMORY", "-5"}}, {"FLOTILLA_SHARED_MEMORY", "'-5'"}},
       {{{"FLOTILLA_SPIN_US", "fast"}}, {"FLOTILLA_SPIN_US", "'fast'", "microseconds"}},
@@ -1402,6 +1411,66 @@ TEST_CASE("stress: two ranks that both send a large message before receiving do 
   CHECK(r1.error() == "");
   CHECK(got[0] == pattern(32u << 20, 11));
   CHECK(got[1] == pattern(32u << 20, 10));
+}
+
+TEST_CASE("sends: a send reads what another peer sends meanwhile, so that peer's send goes on") {
+  // Rank 0 sends rank 2 two messages of 32 MiB while rank 1 sends it 1 MiB. Small socket buffers
+  // hold a few hundred KiB of rank 1's message in the kernels: its send completes only once rank 0
+  // reads, and rank 0 posts no receive until both its sends are over. Read while sending, rank 1's
+  // message is taken in the middle of rank 0's first send, before rank 2 has the first message.
+  const auto port = transport::pick_free_port();
+  const auto big = pattern(32u << 20, 5), small = pattern(1u << 20, 6);
+  std::atomic<bool> rank1_sent{false};
+  bool sent_before_the_first_arrived = false;
+  auto small_buffers = [&](std::size_t rank) {
+    TcpOptions o = job(rank, 3, port);
+    o.socket_buffer_bytes = 64 << 10;
+    o.timeout = std::chrono::seconds(20);
+    return o;
+  };
+  RankThread r1(small_buffers(1), [&](TcpEndpoint& e) {
+    e.send(0, 2, small);
+    rank1_sent = true;
+    e.barrier();
+  });
+  RankThread r2(small_buffers(2), [&](TcpEndpoint& e) {
+    std::vector<std::byte> in(big.size());
+    e.recv(0, 1, in);
+    sent_before_the_first_arrived = rank1_sent;
+    CHECK(in == big);
+    e.recv(0, 1, in);
+    CHECK(in == big);
+    e.barrier();
+  });
+  RankThread r0(small_buffers(0), [&](TcpEndpoint& e) {
+    std::vector<std::byte> in(small.size());
+    e.send(2, 1, big);
+    e.send(2, 1, big);
+    e.recv(1, 2, in);
+    CHECK(in == small);
+    e.barrier();
+  });
+  CHECK(r0.error() == "");
+  CHECK(r1.error() == "");
+  CHECK(r2.error() == "");
+  CHECK(sent_before_the_first_arrived);
+}
+
+TEST_CASE("sends: the unsent limit is the socket's TCP_NOTSENT_LOWAT; 0 keeps the kernel's") {
+  auto io = std::make_shared<boost::asio::io_context>();
+  auto lowat = [](auto& s) {
+    int v = -1;
+    socklen_t n = sizeof v;
+    REQUIRE(::getsockopt(s.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &n) == 0);
+    return v;
+  };
+  transport::tcp::detail::TcpSocket s(*io);
+  s.open(boost::asio::ip::tcp::v4());
+  const int kernel = lowat(s);
+  transport::tcp::detail::limit_unsent(s, 0);
+  CHECK(lowat(s) == kernel);
+  transport::tcp::detail::limit_unsent(s, TcpOptions{}.unsent_limit_bytes);
+  CHECK(lowat(s) == 128 * 1024);
 }
 
 TEST_CASE("stress: waiting for a rank that has finished fails at once") {

@@ -30,10 +30,13 @@
 //    alternating quanta of 256 KiB so that both directions flow together and what arrives is read
 //    while it is still in cache (faster at 64 MiB than writing all the socket takes: docs/benchmarks.md,
 //    "Allreduce bus bandwidth: TCP transport, Open MPI, gloo").
-//    Links that the operation in progress does not need are left unread (their data waits in the
-//    kernel, where it costs no copy) until the reactor has seen no progress for a moment; then
-//    everything pending is read, so that two ranks that both send large messages before receiving
-//    cannot deadlock.
+//    A send that waits for its socket reads what the other peers send meanwhile, a frame a peer,
+//    and returns once at most TcpOptions::unsent_limit_bytes of it wait unsent (TCP_NOTSENT_LOWAT):
+//    sends to several peers (a parameter server's replies) leave one after the other, and the
+//    peers' next messages flow in meanwhile. Otherwise links that the operation in progress does
+//    not need are left unread (their data waits in the kernel, where it costs no copy) until the
+//    reactor has seen no progress for a moment; then everything pending is read, so that two ranks
+//    that both send large messages before receiving cannot deadlock.
 //  - Every wait ends by the timeout with a TransportError naming this rank, the peer, its host:port
 //    and the operation. A peer whose connection ends is reported at once, whatever this rank was
 //    waiting for. A rank whose body throws tells its peers why (an abort frame) before it closes.

@@ -304,6 +304,9 @@ class Endpoint {
   // ---- receiving -------------------------------------------------------------------------------
   /// Whether the operation in progress waits for something from `l`.
   bool wanted(const Link& l) const;
+  /// Whether a wait that only writes reads `l` too (see drive_loop): one frame at a time, and only
+  /// while none of `l`'s is queued unreceived.
+  bool absorbs(const Link& l) const;
   /// Reads up to `most` bytes of `l` into its buffer; false when the socket has nothing now (or
   /// the peer closed after its goodbye).
   bool fill(Link& l, std::size_t most = detail::tcp_read_buffer);
@@ -422,6 +425,7 @@ class Endpoint {
   std::string broken_;  // why the endpoint cannot be used any more
   std::size_t culprit_ = detail::tcp_nobody;  // whose failure that is
   bool closed_ = false;
+  bool absorbing_ = false;  // the wait in progress only writes: see drive_loop
   // The operation in progress.
   detail::TcpPosted* posted_ = nullptr;
   Link* token_link_ = nullptr;

@@ -31,6 +31,8 @@ inline Endpoint Endpoint::connect(const Options& options) {
   detail::TcpRendezvous rv(options);
   rv.run();
   Endpoint e(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters(), rv.listener(), rv.job_id());
+  for (auto& l : e.links_)
+    if (l.open()) detail::limit_unsent(l.socket, options.unsent_limit_bytes);
   e.ranks_on_host_ = 1 + static_cast<std::size_t>(std::count_if(e.links_.begin(), e.links_.end(), [&e](const auto& l) {
                        return e.open_peer_link(l) && e.link_on_this_host(l);
                      }));
@@ -415,6 +417,7 @@ inline void Endpoint::admit_rejoiner(detail::TcpRendezvous& rv, detail::TcpRende
   // The lost link's waits ended when it was closed; its guard is the heartbeat thread's.
   Link& l = links_[p];
   l.socket = std::move(a.link.socket);
+  detail::limit_unsent(l.socket, options_.unsent_limit_bytes);
   l.send_sequence = a.link.send_sequence;
   l.recv_sequence = a.link.recv_sequence;
   l.read_armed = l.write_armed = l.read_fired = false;

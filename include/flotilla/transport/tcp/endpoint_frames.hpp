@@ -110,6 +110,10 @@ inline bool Endpoint::wanted(const Link& l) const {
   return false;
 }
 
+inline bool Endpoint::absorbs(const Link& l) const {
+  return absorbing_ && l.peer != rank_ && !l.lost && l.queue.empty();
+}
+
 inline bool Endpoint::fill(Link& l, std::size_t most) {
   if (l.begin == l.end) {
     l.begin = l.end = 0;
@@ -154,7 +158,7 @@ bool Endpoint::read_some(Link& l, std::byte* p, std::size_t n, Count& count) {
 
 inline void Endpoint::pump(Link& l, bool lazy) {
   while (l.open() && !l.eof) {
-    if (lazy && !wanted(l)) return;
+    if (lazy && !wanted(l) && !absorbs(l)) return;
     if (!l.in_frame) {
       if (const std::size_t have = l.end - l.begin; have < wire::header_size) {
         // After a large frame the next is likely large too: read just its header, so that its

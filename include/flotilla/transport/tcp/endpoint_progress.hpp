@@ -60,6 +60,18 @@ inline void Endpoint::finish_frames(std::span<detail::TcpOutgoing> outs, Clock::
 template <class Done, class Waiting>
 void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Waiting&& waiting, Clock::time_point until) {
   bool eager = false;
+  // A wait that only writes (a send) reads what arrives meanwhile, a frame a link: the peers' next
+  // messages then flow in while this rank's go out, instead of stopping at this rank's receive
+  // window. (A server answering its workers one after the other takes the early ones' next pushes
+  // while it answers the rest.) One frame a link keeps the memory this takes to what the kernel's
+  // buffers would have held.
+  struct Absorbing {
+    bool& flag;
+    bool saved;
+    ~Absorbing() { flag = saved; }
+  } absorbing{absorbing_, absorbing_};
+  const bool may_absorb = !outs.empty() && !(posted_ && !posted_->done) && options_.read_while_sending;
+  auto all_written = [&] { return std::all_of(outs.begin(), outs.end(), [](const auto& o) { return o.done() || o.link->lost; }); };
   // Before anything of this operation is read: a busy rank whose every wait ends at once (a server
   // that always finds a push waiting) would otherwise never look at a peer that went silent.
   check_stalled_if_due(outs);
@@ -78,9 +90,10 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
     for (auto& o : outs)
       if (!o.done() && !o.link->lost)
         more |= push(o, reading ? detail::tcp_send_quantum : static_cast<std::size_t>(-1)) && !o.done();
+    absorbing_ = may_absorb && !all_written();  // (a send the sockets took at once reads nothing)
     for (auto& l : links_)
-      if (l.open() && !l.eof && wanted(l)) pump(l, true);
-    const bool written = std::all_of(outs.begin(), outs.end(), [](const auto& o) { return o.done() || o.link->lost; });
+      if (l.open() && !l.eof && (wanted(l) || absorbs(l))) pump(l, true);
+    const bool written = all_written();
     if (written && done()) return;
     check_stalled_if_due(outs);  // also while bytes keep moving, which keeps the loop from idling
     if (more) continue;
@@ -113,7 +126,7 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
       if (!l.open() || l.eof) continue;
       for (const auto& o : outs)
         if (o.link == &l && !o.done() && !l.lost) l.arm(detail::asio::socket_base::wait_write);
-      if (!l.parked || eager || wanted(l)) l.arm(detail::asio::socket_base::wait_read);
+      if (!l.parked || eager || wanted(l) || absorbs(l)) l.arm(detail::asio::socket_base::wait_read);
     }
     if (accept_rejoins_) rejoin_listener_->arm();
     detail::TcpReactor& r = *reactor_;
@@ -147,7 +160,7 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
       // Wanted links are read at the top of the loop; the others only when they hang up or
       // fail (readable with nothing to read: to report it at once), or when the loop has
       // stalled. Data that merely arrived waits in the kernel, the link parked until then.
-      if (wanted(l)) continue;
+      if (wanted(l) || absorbs(l)) continue;
       detail::ErrorCode ec;
       if (eager || l.socket.available(ec) == 0 || ec)
         pump(l, false);

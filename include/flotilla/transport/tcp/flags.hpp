@@ -37,6 +37,13 @@ class Flags {
         socket_buffer_(flags.add<std::string>("socket-buffer", "0",
                                               "socket buffer size in bytes (0: the kernel's automatic tuning)",
                                               "FLOTILLA_SOCKET_BUFFER")),
+        unsent_limit_(flags.add<std::string>("unsent-limit", "131072",
+                                             "a send returns once at most this many of its bytes wait unsent in the kernel "
+                                             "(0: the kernel's limit)",
+                                             "FLOTILLA_UNSENT_LIMIT")),
+        read_while_sending_(flags.add<std::string>("read-while-sending", "1",
+                                                   "1: a send reads what other peers send meanwhile (0: only a receive reads)",
+                                                   "FLOTILLA_READ_WHILE_SENDING")),
         secret_file_(flags.add<std::string>("secret-file", "",
                                             "a file holding the shared secret (readable by its owner only)",
                                             "FLOTILLA_SECRET_FILE")),
@@ -71,7 +78,9 @@ class Flags {
                                      item(bind_, "bind", "FLOTILLA_BIND"),
                                      item(timeout_, "timeout-ms", "FLOTILLA_TIMEOUT_MS"),
                                      item(connect_timeout_, "connect-timeout-ms", "FLOTILLA_CONNECT_TIMEOUT_MS"),
-                                     item(socket_buffer_, "socket-buffer", "FLOTILLA_SOCKET_BUFFER"), detail::tcp_setting_from_env("FLOTILLA_SECRET"),
+                                     item(socket_buffer_, "socket-buffer", "FLOTILLA_SOCKET_BUFFER"),
+                                     item(unsent_limit_, "unsent-limit", "FLOTILLA_UNSENT_LIMIT"),
+                                     item(read_while_sending_, "read-while-sending", "FLOTILLA_READ_WHILE_SENDING"), detail::tcp_setting_from_env("FLOTILLA_SECRET"),
                                      item(secret_file_, "secret-file", "FLOTILLA_SECRET_FILE"),
                                      item(heartbeat_, "heartbeat-ms", "FLOTILLA_HEARTBEAT_MS"),
                                      item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA"),
@@ -81,7 +90,8 @@ class Flags {
   }
 
  private:
-  const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_;
+  const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_, &unsent_limit_,
+      &read_while_sending_;
   const std::string &secret_file_, &heartbeat_, &checksum_data_, &shared_memory_, &spin_, &rejoin_;
 };
 

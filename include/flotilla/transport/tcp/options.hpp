@@ -61,6 +61,18 @@ struct Options {
   /// automatic tuning (Linux: up to net.ipv4.tcp_rmem/tcp_wmem's maximum) is usually best.
   /// FLOTILLA_SOCKET_BUFFER, --socket-buffer.
   std::size_t socket_buffer_bytes = 0;
+  /// TCP_NOTSENT_LOWAT of every connection: a send returns once at most this many of its bytes
+  /// wait unsent in the kernel, rather than once the socket buffer has taken them all. Sends to
+  /// several peers then leave one after the other (a parameter server's replies: the first worker
+  /// answered computes its next step while the others are answered) instead of side by side and
+  /// ending together. 0 leaves it to the kernel (net.ipv4.tcp_notsent_lowat). docs/transports.md,
+  /// "Sends one after the other". FLOTILLA_UNSENT_LIMIT, --unsent-limit.
+  std::size_t unsent_limit_bytes = 128 * 1024;
+  /// Whether a send reads what other peers send meanwhile (a frame a peer, kept until it is
+  /// received), rather than leaving it in the kernel until a receive asks for it: their sends then
+  /// go on instead of stopping at this rank's receive window. FLOTILLA_READ_WHILE_SENDING,
+  /// --read-while-sending: 0 or 1.
+  bool read_while_sending = true;
   /// Whether float sums (the endpoint's own allreduce, NativeAllreduce: what
   /// collective::ring_allreduce and the trainer's buckets use) go through a shared-memory segment
   /// instead of the sockets (transport/tcp/host_allreduce.hpp). `automatic` (the default): when
@@ -132,7 +144,8 @@ struct Options {
   std::chrono::milliseconds stall_limit() const noexcept { return heartbeat_interval * heartbeat_misses; }
 
   /// The options from FLOTILLA_RANK, FLOTILLA_WORLD_SIZE, FLOTILLA_COORDINATOR, FLOTILLA_BIND,
-  /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS, FLOTILLA_SOCKET_BUFFER, FLOTILLA_SECRET,
+  /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS, FLOTILLA_SOCKET_BUFFER, FLOTILLA_UNSENT_LIMIT,
+  /// FLOTILLA_READ_WHILE_SENDING, FLOTILLA_SECRET,
   /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA, FLOTILLA_SHARED_MEMORY,
   /// FLOTILLA_SPIN_US and FLOTILLA_REJOIN (and FLOTILLA_LAUNCH_SECRET, flotilla-launch's secret for
   /// the job, when no secret is given); unset variables keep the defaults above. Without
@@ -150,7 +163,7 @@ struct TcpSettingText {
   std::string name;
 };
 struct TcpSettingTexts {
-  TcpSettingText rank, world_size, coordinator, bind, timeout_ms, connect_timeout_ms, socket_buffer;
+  TcpSettingText rank, world_size, coordinator, bind, timeout_ms, connect_timeout_ms, socket_buffer, unsent_limit, read_while_sending;
   TcpSettingText secret, secret_file, heartbeat_ms, checksum_data, shared_memory, spin_us, rejoin;
   /// FLOTILLA_LAUNCH_SECRET: flotilla-launch's secret for the job, used when no secret was given.
   TcpSettingText launch_secret;
@@ -342,6 +355,13 @@ inline Options tcp_options_from(TcpSettingTexts t) {
   }
   if (t.socket_buffer.text)
     o.socket_buffer_bytes = static_cast<std::size_t>(tcp_parse_number(t.socket_buffer, "a number of bytes", 1u << 30));
+  if (t.unsent_limit.text)
+    o.unsent_limit_bytes = static_cast<std::size_t>(tcp_parse_number(t.unsent_limit, "a number of bytes", 1u << 30));
+  if (t.read_while_sending.text) {
+    if (*t.read_while_sending.text != "0" && *t.read_while_sending.text != "1")
+      throw ConfigError(t.read_while_sending.name + ": '" + *t.read_while_sending.text + "' is not 0 or 1");
+    o.read_while_sending = *t.read_while_sending.text == "1";
+  }
   if (t.shared_memory.text) {
     const std::string& v = *t.shared_memory.text;
     if (v == "auto") {
@@ -404,7 +424,8 @@ inline Options Options::from_environment() {
   const auto env = detail::tcp_setting_from_env;
   return detail::tcp_options_from({env("FLOTILLA_RANK"), env("FLOTILLA_WORLD_SIZE"), env("FLOTILLA_COORDINATOR"),
                                    env("FLOTILLA_BIND"), env("FLOTILLA_TIMEOUT_MS"), env("FLOTILLA_CONNECT_TIMEOUT_MS"),
-                                   env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),
+                                   env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_UNSENT_LIMIT"),
+                                   env("FLOTILLA_READ_WHILE_SENDING"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),
                                    env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA"),
                                    env("FLOTILLA_SHARED_MEMORY"), env("FLOTILLA_SPIN_US"), env("FLOTILLA_REJOIN"),
                                    env("FLOTILLA_LAUNCH_SECRET"), launch_environment()});

@@ -15,6 +15,9 @@
 // on the caller's thread.
 //
 // Process plumbing for the launcher (launch.hpp: pipes, pidfd) stays POSIX: Fd below.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -126,6 +129,21 @@ void tune_socket(Socket& s, std::size_t buffer_bytes) {
     s.set_option(asio::socket_base::send_buffer_size(b), ec);
     s.set_option(asio::socket_base::receive_buffer_size(b), ec);
   }
+}
+
+/// TCP_NOTSENT_LOWAT (TcpOptions::unsent_limit_bytes; 0 keeps the kernel's): writes stop being
+/// taken, and the socket reads as not writable, while this many bytes or more wait unsent. Set
+/// after the handshake, whose small frames it does not concern. A kernel without it keeps its own.
+template <class Socket>
+void limit_unsent(Socket& s, std::size_t bytes) {
+#ifdef TCP_NOTSENT_LOWAT
+  if (bytes == 0) return;
+  const int b = static_cast<int>(std::min<std::size_t>(bytes, 1u << 30));
+  ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &b, sizeof b);
+#else
+  (void)s;
+  (void)bytes;
+#endif
 }
 
 /// One thread's reactor: the io_context that owns an endpoint's sockets, and a count of the
