@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Allreduce bus bandwidth between 2 processes on this machine (loopback), in one invocation:
 
 * flotilla-tcp:   collective::ring_allreduce over transport::Tcp's sockets (FLOTILLA_SHARED_MEMORY=off),

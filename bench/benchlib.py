@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """What the benchmark drivers share: Fashion-MNIST in NumPy, the OpenBLAS check, waiting for a quiet
 machine, telling whether a run was disturbed by other processes, and statistics.
 

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Build cost of one translation unit that includes the single header <flotilla.hpp> and trains the
 CNN (bench/compile/single_header_cnn.cpp), header-only and with separate compilation
 (FLOTILLA_SEPARATE_COMPILATION: the model-independent code declared only; include/flotilla/core/

@@ -1,4 +1,6 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Allreduce bus bandwidth across the emulated hosts of scripts/cluster.sh, two ranks a host, on
 # links shaped to the cluster's rate, in one run:
 #   flat          flotilla's ring over all n ranks (FLOTILLA_SHARED_MEMORY=off)

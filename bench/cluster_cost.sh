@@ -1,4 +1,6 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # The cost model's measurements (topology/cost_model.hpp, docs/cost_model.md): one synchronous
 # step's gradient exchange through the Trainer across the emulated hosts of scripts/cluster.sh, on
 # links shaped to the cluster's rate, for

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Training throughput and allreduce bus bandwidth of two builds of flotilla, run alternately.
 
     python3 bench/compare_builds.py BEFORE_BUILD AFTER_BUILD [--rounds 5]

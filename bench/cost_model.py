@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """The cost model's report: fits topology/cost_model.hpp to bench/cluster_cost.sh's measurements
 (through flotilla_cost_fit) and writes the tables and the plot of docs/cost_model.md.
 

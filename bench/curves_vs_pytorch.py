@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Learning curves of the MLP, flotilla against PyTorch, with identical settings.
 
     /usr/bin/python3 bench/curves_vs_pytorch.py --flotilla build/bench/flotilla_train_bench \

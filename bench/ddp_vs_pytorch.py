@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Synchronous data-parallel training of the MLP, 2 processes x 1 thread, batch 64 per process:
 flotilla over its TCP transport against PyTorch DistributedDataParallel with gloo, and each against
 its own single process, in one invocation.

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """GPU training throughput, flotilla (Model<..., device::Cuda>) against PyTorch on the same GPU.
 
     python3 bench/gpu_train_vs_pytorch.py --flotilla build/bench/flotilla_gpu_train_bench \

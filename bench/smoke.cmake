@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # The `bench_smoke` test: runs every benchmark program once with tiny sizes and random data, to prove
 # that each one builds, starts and finishes (the numbers mean nothing). Invoked by CTest as
 #   cmake -DBENCH_DIR=<dir of the programs> -DLAUNCH=<flotilla-launch or empty> -DTCP_BENCHES=<0|1> -P smoke.cmake

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Update policies with and without a straggler: in-process workers (threads, one core each) training
 the MLP for one epoch, then a full test-set evaluation, per policy (flotilla_straggler_bench).
 

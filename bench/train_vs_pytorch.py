@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Training throughput, flotilla against PyTorch, on this machine, in one invocation.
 
     /usr/bin/python3 bench/train_vs_pytorch.py --flotilla build/bench/flotilla_train_bench \

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The checkpoint-set flags of the training examples (docs/reliability.md): the distributed ones
 // (distributed_common.hpp) and fashion_mnist_pipeline.cpp take the same, with the same meaning.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // What the distributed Fashion-MNIST examples share: the CNN, the flags, the policies to choose
 // from, and the report. fashion_mnist_distributed.cpp (in-process workers), fashion_mnist_tcp.cpp
 // (one process per worker over TCP) and fashion_mnist_mpi.cpp (under mpirun) differ only in the

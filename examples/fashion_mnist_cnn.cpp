@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A convolutional network on Fashion-MNIST, trained with Adam on one process:
 //   conv 5x5, 32 filters -> ReLU -> max-pool 2x2 -> conv 5x5, 64 filters -> ReLU -> max-pool 2x2
 //   -> flatten -> dense 10.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // What the Fashion-MNIST examples share: their flags, the data, and the final report. Each example
 // (fashion_mnist_mlp.cpp, fashion_mnist_cnn.cpp) only declares its network and its settings.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Distributed training of a CNN on Fashion-MNIST, on several workers of this machine, with no setup.
 //
 // The workers are threads of this process (flotilla's embedded default transport). Each takes its

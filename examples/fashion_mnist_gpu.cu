@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The Fashion-MNIST examples on a GPU: the MLP of fashion_mnist_mlp.cpp, the CNN of
 // fashion_mnist_cnn.cpp or the ResNet of fashion_mnist_resnet.cpp, with the same settings, trained
 // through the CUDA backend. The models differ from the CPU examples' in one template argument,

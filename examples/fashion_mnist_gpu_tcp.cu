@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // fashion_mnist_tcp on GPUs: the distributed example's CNN with device::Cuda, one process per
 // rank over TCP. Every worker trains on the current CUDA device (CUDA_VISIBLE_DEVICES picks it per
 // process on a machine with several); the gradients go through pinned host memory to the

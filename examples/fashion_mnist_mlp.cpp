@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A multi-layer perceptron on Fashion-MNIST: 784 -> 256 -> 128 -> 10 with ReLU, trained with SGD
 // and momentum on one process. Run it with --help for the flags; with none it finds the data where
 // Debian's dataset-fashion-mnist package puts it and trains for 10 epochs.

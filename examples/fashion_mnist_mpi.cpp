@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The distributed Fashion-MNIST example under MPI: one process per rank, started by mpirun.
 //
 //   mpirun -np 2 ./fashion_mnist_mpi --policy sync

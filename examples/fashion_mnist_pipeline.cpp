@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The Fashion-MNIST CNN of fashion_mnist_cnn.cpp, split into pipeline stages that run on threads of
 // this process (one rank each) and pass activations forward and gradients back in micro-batches:
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A residual network with batch normalisation on Fashion-MNIST, in the shape of He et al.'s CIFAR
 // ResNets (fashion_mnist_resnet.hpp), trained with SGD, momentum 0.9, weight decay on the weights
 // alone and a cosine schedule.

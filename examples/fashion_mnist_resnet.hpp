@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The residual network of fashion_mnist_resnet.cpp, shared with the training benchmark
 // (bench/train): He et al.'s CIFAR ResNet shape on 28 x 28 images. A 3 x 3 stem, three stages of
 // basic residual blocks (16, 32 and 64 channels at 28 x 28, 14 x 14 and 7 x 7; the first block of

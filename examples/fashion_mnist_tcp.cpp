@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The distributed Fashion-MNIST example with one process per rank over TCP (Boost.Asio).
 //
 // On one machine, with the launcher (it sets each process's rank, the world size and the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Linear regression with a known answer.
 //
 // We make up a linear map y = A x + b with A and b chosen here, sample noisy (x, y) pairs from it,

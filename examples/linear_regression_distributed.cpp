@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Linear regression with a known answer, on four workers.
 //
 // This is examples/linear_regression.cpp with one change: the Trainer's template arguments. The

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The flags that the TCP programs (fashion_mnist_tcp, fashion_mnist_gpu_tcp) add to the
 // distributed examples' own: the transport's settings (transport::TcpFlags: --rank, --world-size,
 // --coordinator, --bind, --timeout-ms, --connect-timeout-ms, --socket-buffer, --secret-file,

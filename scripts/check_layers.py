@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""Checks that flotilla's headers include only their own layer and the layers below it.
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
+"""Checks that flotilla's headers include only their own layer and the layers below it, and that
+each has its own include guard (guard_of, after `#pragma once`): the single header
+keeps the guards, so that the separate headers may follow it in one translation unit.
 
     python3 scripts/check_layers.py               # exit 1, naming every include that runs up
     python3 scripts/check_layers.py --self-test   # plants an upward include in a copy: must be caught
@@ -46,9 +50,17 @@ def layer_of(path_in_flotilla: str) -> tuple[int, str] | None:
     return None
 
 
+def guard_of(path: str) -> str:
+    """A header's include guard: its path's parts, underscores dropped, joined by underscores
+    (flotilla/transport/tcp_launch.hpp: FLOTILLA_TRANSPORT_TCPLAUNCH_HPP_INCLUDED, apart from
+    flotilla/transport/tcp/launch.hpp's FLOTILLA_TRANSPORT_TCP_LAUNCH_HPP_INCLUDED)."""
+    return "_".join(re.sub(r"[^A-Za-z0-9]", "", part) for part in re.split(r"[/.]", path)).upper() + "_INCLUDED"
+
+
 def check(include_root: Path) -> list[str]:
     """Every upward or unknown include under include_root/flotilla, as a message."""
     problems = []
+    guards: dict[str, str] = {}
     base = include_root / "flotilla"
     for header in sorted(base.rglob("*.hpp")):
         rel = header.relative_to(base).as_posix()
@@ -56,7 +68,14 @@ def check(include_root: Path) -> list[str]:
         if own is None:
             problems.append(f"{rel}: in no layer (add its folder to scripts/check_layers.py's LAYERS)")
             continue
-        for number, line in enumerate(header.read_text(encoding="utf-8").splitlines(), start=1):
+        text = header.read_text(encoding="utf-8")
+        guard = guard_of("flotilla/" + rel)
+        if guard in guards:
+            problems.append(f"{rel}: its include guard {guard} is also {guards[guard]}'s: rename one of the two")
+        guards[guard] = rel
+        if not re.search(rf"^#ifndef {guard}\n#define {guard}\n", text, re.M) or not text.rstrip().endswith(f"#endif  // {guard}"):
+            problems.append(f"{rel}: no include guard {guard} (#ifndef/#define after #pragma once, #endif  // {guard} last)")
+        for number, line in enumerate(text.splitlines(), start=1):
             m = INCLUDE.match(line)
             if not m:
                 continue
@@ -83,7 +102,8 @@ def self_test(include_root: Path) -> int:
         victim.write_text(text.replace("#pragma once", '#pragma once\n#include "flotilla/train/trainer.hpp"', 1),
                           encoding="utf-8")
         found = check(copy)
-    planted = [p for p in found if p.startswith("core/error.hpp:2: includes flotilla/train/trainer.hpp")]
+    line = text.splitlines().index("#pragma once") + 2  # the line after it
+    planted = [p for p in found if p.startswith(f"core/error.hpp:{line}: includes flotilla/train/trainer.hpp")]
     if len(found) != 1 or not planted:
         print(f"check_layers.py --self-test: the planted include was not reported alone: {found}", file=sys.stderr)
         return 1

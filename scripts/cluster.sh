@@ -1,4 +1,6 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # An emulated cluster on one machine: H hosts, each a network and UTS namespace of its own (its
 # own network stack and host name), joined through a bridge in a switch namespace by veth links
 # shaped to a rate (tbf, both ways). Nothing is added to the machine's own namespace: the test

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Builds here what a GPU machine runs, so that its time goes to running, not building, and packs
 # it into .device-pack/ (git-ignored, about 49 MB; copy it to the GPU machine's checkout):
 #   .device-pack/gpu/       flotilla_cuda_gpu_tests, fashion_mnist_gpu, fashion_mnist_gpu_tcp,

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Extracts the compiled examples from flotilla's documentation.
 
 Every ```cpp block in docs/**/*.md and README.md whose first line is `// doc-example: NAME` is

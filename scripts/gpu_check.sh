@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # On a machine with a GPU: the CUDA backend's tests, Fashion-MNIST training on the GPU, and the
 # benchmark against PyTorch, in one command, for a machine whose GPU time is scarce. Logs and JSON
 # go to $OUT (when set: an output folder) or gpu-results/.

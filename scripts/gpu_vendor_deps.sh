@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Copies the header-only build dependencies that a GPU machine may lack and be unable to fetch into
 # .gpu-deps/ (git-ignored): Eigen and doctest with their CMake package files (the CUDA tests,
 # scripts/gpu_check.sh; docs/gpu.md, "Running the GPU checks"), and the part of Boost that the TCP

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Installs what flotilla needs to build, test and train on Debian 12 (bookworm), with apt.
 # Idempotent and non-interactive: installs only the packages that are missing, and does nothing
 # (not even `apt-get update`) when all are there. Run as root, or as a user with sudo.

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Joins the Chrome-trace files that the processes of one flotilla job wrote into one timeline.
 
     scripts/merge_traces.py -o job.json timeline.json timeline.json.rank1 timeline.json.rank2 ...

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Builds flotilla's tests with sanitizers and runs them: AddressSanitizer with UndefinedBehavior-
 # Sanitizer (out-of-bounds, use-after-free, leaks, overflow, misaligned access), then
 # ThreadSanitizer (data races between the threads of one process: the in-process transport, the

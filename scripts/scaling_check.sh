@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # On a machine with cores to spare (the 16-core machine of docs/benchmarks.md, "16 cores"): the
 # multi-process measurements that a 2-core machine cannot make, in steps that each take under 10
 # minutes. Logs and JSON go to $OUT (when set: an output folder) or scaling-results/.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Builds flotilla with warnings as errors and runs every test; exits non-zero on any failure.
 # What CI runs (.ci/run). On a fresh Debian 12 machine, from anywhere:
 #

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Builds flotilla's main example in Release and runs it; any arguments go to the example.
 # On a fresh Debian 12 machine, from anywhere:
 #

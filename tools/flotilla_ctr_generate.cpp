@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla-ctr-generate: writes a synthetic click log in the Criteo format, labelled by a known
 // logistic model (flotilla/data/ctr_generator.hpp), and optionally a held-out file drawn from the
 // same model. docs/ctr_generator.md describes the model and the flags.

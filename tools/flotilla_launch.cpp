@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla-launch: starts the ranks of a flotilla TCP job on this machine. The launching itself is
 // the library's (flotilla/transport/tcp/launch.hpp: launch(), run_job()), so that programs and
 // tests can start jobs themselves; the command line is launch_command_line.hpp. What only a

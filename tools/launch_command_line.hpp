@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // flotilla-launch's command line: its usage text, and the parsing of its flags into the options of
 // flotilla/transport/tcp/launch.hpp. The program's own; the tests check the parsing through it.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The timing loop the allreduce benchmarks share (tcp_busbw_bench.cpp, mpi_busbw_bench.cpp),
 // so that flotilla's transports and bare MPI are timed exactly alike:
 //

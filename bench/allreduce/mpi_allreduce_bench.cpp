@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // What bounding the waits costs: MpiEndpoint's allreduce_sum and sendrecv against bare MPI calls,
 // at 4 KiB to 64 MiB.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_mpi_busbw_bench: allreduce bus bandwidth under mpirun, bare MPI_Allreduce next to
 // flotilla's MPI transport: collective::ring_allreduce on a transport::MpiEndpoint with its default
 // options (`flotilla`: the endpoint's MPI_Allreduce up to MpiOptions::native_allreduce_max_bytes,

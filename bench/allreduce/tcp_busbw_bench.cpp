@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_tcp_busbw_bench: allreduce bus bandwidth of flotilla's ring allreduce
 // (collective::ring_allreduce) over the TCP transport, in a job started by flotilla-launch.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Ring allreduce over the in-process transport: time per call and bus bandwidth
 // (2(N-1)/N * bytes / time, NCCL's definition), each call timed on rank 0 between barriers. See
 // README.md.

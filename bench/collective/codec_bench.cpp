@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Throughput of the built-in codecs' encode, decode and decode_add, in GB/s of float data (4 bytes
 // per value), best of repeated timings, for a buffer in L2 (64 Ki values) and one far out of cache
 // (16 Mi values). The "scalar" rows call the scalar reference directly, whatever the flags. See

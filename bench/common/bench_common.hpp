@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // What flotilla's training benchmarks share: the three Fashion-MNIST models the PyTorch comparisons
 // use, the data (Fashion-MNIST, or random data of the same shape for smoke tests), clocks, and the
 // line protocol the Python drivers speak with a benchmark kept running between timed runs.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Compile times of a few representative translation units against flotilla's headers at two
 # revisions, alternated run by run so that a drift of the machine's speed hits both alike.
 #

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The translation unit bench/build_time.py compiles: the single header and a trainer of the CNN of
 // the README's first network, as a user's training program would be. Compiled, never run.
 // Compiled header-only, it carries flotilla's model-independent code as well; with

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_cost_fit: fits the cost model (topology/cost_model.hpp) to measured exchange steps and
 // predicts larger jobs.
 //

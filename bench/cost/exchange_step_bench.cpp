@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_exchange_step_bench: how long one synchronous step's gradient exchange takes through the
 // Trainer over TCP, for the cost model (topology/cost_model.hpp, docs/cost_model.md).
 //

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Click-through training, flotilla's sparse trainer against PyTorch, on this machine: samples per
 second of one epoch's training and AUC on a held-out file after it.
 

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """The PyTorch side of the click-through training benchmark: the same model as flotilla's sparse
 trainer, trained on the same Criteo-format file, timed the same way.
 

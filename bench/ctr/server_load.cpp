@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_ctr_server_load: each parameter server's share of the embedding keys served in one
 // epoch of sparse::Trainer, by replaying the keys the workers would pull, without training.
 //

@@ -1,4 +1,6 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Click-through training on 1, 2 and 4 parameter servers at a fixed number of workers, with
 uniform and skewed IDs: samples per second, and each server's share of the keys it serves.
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Micro-benchmark of flotilla's single-precision GEMM (core/detail/sgemm.hpp) against Eigen's product on
 // the shapes flotilla's MLP and CNN examples run, plus a large square. See README.md.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_core_latency_bench: the round trip of one cache line between two threads pinned to two
 // CPUs, the floor under every synchronisation between two ranks on one host (a shared-memory
 // allreduce waits for such a line at least twice per call; a loopback socket's wake-ups cost more).

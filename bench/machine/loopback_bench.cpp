@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_loopback_bench: what loopback TCP itself carries between two processes on this machine,
 // with no transport, framing or collective on top: the machine's side of any 2-rank allreduce over
 // sockets (bench/allreduce_compare.py puts it next to them).

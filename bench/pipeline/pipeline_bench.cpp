@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_pipeline_bench: pipelined training's bubble, throughput and activation memory, against
 // the theory and against the unsplit model in the same run. Stages are threads of this process
 // (in-process transport), one rank each; the data are random (these figures do not depend on it).

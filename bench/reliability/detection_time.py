@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """How long the surviving ranks of a TCP job take to notice a dead or stalled peer.
 
 Runs a 3-rank job of tests/transport/tcp_rank.cpp N times (default 20) for each failure:

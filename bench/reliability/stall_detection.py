@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """How long the ranks of a TCP job take to name a stopped (SIGSTOP) rank, on each path a job takes.
 
 Each path runs N times (default 20), with heartbeats every --heartbeat-ms (default 500, the

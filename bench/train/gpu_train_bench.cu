@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // GPU training throughput: Trainer::fit of a Model<..., device::Cuda> for a fixed number of steps,
 // on synthetic Fashion-MNIST-shaped data (28x28 images, 10 classes; the values do not change the
 // work). Prints one JSON line: {"model", "batch", "steps", "seconds", "samples_per_s", "device"}.

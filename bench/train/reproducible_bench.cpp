@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_reproducible_bench: what policy::Reproducible costs against policy::Synchronous<> at
 // the same global batch, with in-process workers, on the Fashion-MNIST MLP and CNN.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_straggler_bench: in-process data-parallel training of the Fashion-MNIST MLP with one slow
 // worker, under each update policy. Every configuration trains a fresh trainer from the same seed
 // for one epoch (or --steps updates), then evaluates the whole test set; one JSON line each.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_tcp_train_bench: synchronous data-parallel training of the Fashion-MNIST MLP over the TCP
 // transport, one worker per process: Trainer<Mlp, policy::Synchronous<>, transport::Tcp>.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_train_bench: the training throughput and learning curves of the Fashion-MNIST MLP
 // (784-256-128-10, ReLU) and CNN (Conv2D<32,5>, ReLU, MaxPool2D<2>, Conv2D<64,5>, ReLU, MaxPool2D<2>,
 // Flatten, Dense<10>) under Trainer::fit, SGD with momentum. The PyTorch comparisons

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Raw throughput of the TCP transport between ranks: sendrecv (both directions at once, as a ring
 // step does), one-way send/recv, and a plain ring allreduce built on sendrecv (for an estimate of
 // the bus bandwidth a collective can reach; flotilla's own allreduce lives elsewhere).

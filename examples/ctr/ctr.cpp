@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Click-through prediction on one machine: workers and parameter servers are threads of this
 // process (flotilla's embedded default transport). See ctr_common.hpp for the model and the flags.
 //

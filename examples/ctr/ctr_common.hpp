@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Click-through prediction with embedding tables on parameter servers: the program that ctr.cpp
 // (workers and servers as threads of one process) and ctr_tcp.cpp (one process per rank, under
 // flotilla-launch) share.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Click-through prediction with one process per rank over TCP: ranks [0, W) are workers, the next
 // S the parameter servers that hold the embedding rows. On one machine, under the launcher:
 //

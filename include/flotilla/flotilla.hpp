@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_FLOTILLA_HPP_INCLUDED
+#define FLOTILLA_FLOTILLA_HPP_INCLUDED
 // flotilla's umbrella header: `#include <flotilla/flotilla.hpp>` gives the whole library.
 //
 // It includes every public header under include/flotilla/ (never one under a detail/ folder:
@@ -161,3 +165,4 @@
 // Command-line flags for training programs.
 #include "flotilla/cli/flags.hpp"
 
+#endif  // FLOTILLA_FLOTILLA_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_MODEL_HPP_INCLUDED
+#define FLOTILLA_MODEL_HPP_INCLUDED
 // Model<Net, Loss, Optimizer, T, Device>: the compile-time composition of what is trained (an
 // architecture), what it is scored by (a loss), how its parameters move (an optimizer), in which
 // scalar type, and on which device (core/device.hpp: device::Cpu by default, device::Cuda).
@@ -57,3 +61,4 @@ template <class M>
 concept ModelType = detail::is_model<M>::value;
 
 }  // namespace flotilla
+#endif  // FLOTILLA_MODEL_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_HPP_INCLUDED
 // Model-parallel, pipelined training: a network split into stages on different ranks, with
 // micro-batches keeping the stages busy at once. See docs/pipeline.md.
 #include "flotilla/pipeline/balance.hpp"
@@ -11,3 +15,4 @@
 #include "flotilla/pipeline/stage_network.hpp"
 #include "flotilla/pipeline/timing.hpp"
 #include "flotilla/pipeline/trainer.hpp"
+#endif  // FLOTILLA_PIPELINE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_SRC_HPP_INCLUDED
+#define FLOTILLA_SRC_HPP_INCLUDED
 // The definitions of flotilla's out-of-line code, for a program built with separate compilation
 // (see flotilla/core/linkage.hpp): include this header, and nothing else, in exactly one .cpp of
 // the program, compiled like its other translation units (FLOTILLA_SEPARATE_COMPILATION defined).
@@ -11,3 +15,4 @@
 #endif
 
 #include "flotilla/flotilla.hpp"
+#endif  // FLOTILLA_SRC_HPP_INCLUDED

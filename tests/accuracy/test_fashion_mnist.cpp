@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Accuracy on the real Fashion-MNIST data: short runs with bars below the full-length figures in
 // docs/benchmarks.md (MLP 88% in 10 epochs, CNN 90% in 5), so that CI stays fast; the bars leave
 // a point for the run-to-run spread that different CPUs' rounding alone causes. Plus the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The residual network of examples/fashion_mnist_resnet.cpp learns Fashion-MNIST: one epoch on two
 // in-process workers whose SyncBatchNorm2D layers take their statistics over both workers' samples
 // (the bar is below the example's full-length figure in docs/networks.md, so that CI stays short).

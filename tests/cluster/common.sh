@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Sourced by the cluster tests (run inside scripts/cluster.sh): the hosts, and TCP jobs of two
 # ranks a host, each bound to its host's address with a secret.
 #

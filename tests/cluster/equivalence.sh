@@ -1,4 +1,6 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Inside scripts/cluster.sh, two ranks a host: synchronous training across the emulated hosts
 # equals one worker with an N-times batch (flotilla_distributed_* sync-equivalence: rank 0 trains
 # the reference and compares), on a ring (in double, and in float summed hierarchically)

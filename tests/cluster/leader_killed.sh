@@ -1,4 +1,6 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Inside scripts/cluster.sh: a TCP job of HOSTS x 2 ranks runs hierarchical sums (each host through
 # its shared memory, the hosts' leaders over their links) until the leader of host 1 (rank 2)
 # kills itself (SIGKILL) in the middle of them (tcp_rank's shared-memory-kill). Every other rank

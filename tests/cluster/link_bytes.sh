@@ -1,4 +1,6 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Inside scripts/cluster.sh: bytes on the links between hosts against the theory, for the flat ring
 # and the hierarchical sum. n = 2 x H ranks (two a host, ranks 2h and 2h+1 on host h) run R
 # allreduces of F floats (collective::ring_allreduce, fp32), twice:

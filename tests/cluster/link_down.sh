@@ -1,4 +1,6 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Inside scripts/cluster.sh: a TCP job of HOSTS x 2 ranks; once every rank is past a barrier, the
 # last host's link is taken down. Every rank on the other hosts must fail within LIMIT_MS of that,
 # naming a rank of the lost host and the host's address.

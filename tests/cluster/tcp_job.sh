@@ -1,4 +1,6 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Inside scripts/cluster.sh: a TCP job of HOSTS x 2 ranks across the emulated hosts, each rank bound
 # to its host's address with a shared secret (required off loopback), running the transport
 # conformance suite (tcp_rank conformance). While the job waits for its last rank, a process on the

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # cmake -DINCLUDE_DIR=<repo>/include -P check_umbrella.cmake
 # Fails while a header under include/flotilla/ exists that flotilla/flotilla.hpp does not reach,
 # directly or through other headers (optional headers, see optional_headers.cmake, excepted), or

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # cmake -DPROJECT_VERSION=x.y.z -DVERSION_HEADER=include/flotilla/version.hpp -P check_version.cmake
 # Fails unless project(VERSION) and the FLOTILLA_VERSION_* macros of version.hpp agree.
 cmake_minimum_required(VERSION 3.21)

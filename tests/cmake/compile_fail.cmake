@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # cmake -DCXX=<compiler> -DSOURCE=<file.cpp> -DEXPECT=<regex> -DFLAGS=<;-list> [-DANYWHERE=ON]
 #       -P compile_fail.cmake
 # cmake -DCXX=<compiler> -DSOURCE=<controls.cpp> -DFLAGS=<;-list> -DCONTROL=ON -P compile_fail.cmake

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Headers under include/flotilla/ that need a dependency beyond Eigen and the standard library.
 # flotilla/flotilla.hpp (and so the single header) does not include them, the umbrella test does not
 # ask it to, and the header self-containment check skips them unless their option is on.

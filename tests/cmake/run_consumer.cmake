@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # cmake -DCONSUMER=<find_package|add_subdirectory|fetch_content|single_header> -DSOURCE_DIR=<repo>
 #       -DWORK_DIR=<scratch dir> -DTOP_BUILD_DIR=<this build> -DGENERATOR=... [-DMAKE_PROGRAM=...]
 #       -DCXX_COMPILER=... -DBUILD_TYPE=... [-DCXX_FLAGS=...] [-DEIGEN3_DIR=...] -DVERSION=x.y.z
@@ -37,7 +39,8 @@ if(CONSUMER STREQUAL "find_package")
   run("install" "${CMAKE_COMMAND}" --install "${TOP_BUILD_DIR}" --prefix "${prefix}" --config "${BUILD_TYPE}")
   foreach(f include/flotilla.hpp include/flotilla/flotilla.hpp include/flotilla/version.hpp
             share/cmake/flotilla/flotillaConfig.cmake share/cmake/flotilla/flotillaConfigVersion.cmake
-            share/cmake/flotilla/flotillaTargets.cmake share/pkgconfig/flotilla.pc)
+            share/cmake/flotilla/flotillaTargets.cmake share/pkgconfig/flotilla.pc
+            share/doc/flotilla/LICENSE)
     if(NOT EXISTS "${prefix}/${f}")
       message(FATAL_ERROR "[${CONSUMER}] the install lacks ${f}")
     endif()

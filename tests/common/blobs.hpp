@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // A small learnable 3-class data set that the distributed tests share: 6x6 single-channel images
 // whose class lights every third pixel, under Gaussian noise. Fixed by its seed.

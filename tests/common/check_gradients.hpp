@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // CHECK_GRADIENTS(flotilla::testing::check_layer<...>()): every compared tensor within the
 // check's tolerance, the report printed when not, and at least one tensor compared.

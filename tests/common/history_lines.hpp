@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // For the parameter-server trainer recovery tests (ps_trainer_recovery.cpp, ps_trainer_rejoin.cpp):
 // each rank prints its training history as lines a driver can read back from its output

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // For tests that kill a training process mid-run: the process kills itself with SIGKILL (no
 // handler, no cleanup: as kill -9 from outside) from a thread of its own, once its step log

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // The transport of a test program built once per process backend: FLOTILLA_TEST_TCP or
 // FLOTILLA_TEST_MPI picks it, and backend_options() gives the options every rank starts with.

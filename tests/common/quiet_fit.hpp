@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // FitOptions for tests: `epochs` epochs, no progress output.
 #include <cstddef>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // For the multi-process recovery tests (tests/distributed/*_recovery.cpp, ps_trainer_rejoin.cpp):
 // a driver starts its own program once per rank through transport::launch, lets every rank run to

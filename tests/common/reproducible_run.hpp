@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // The run that policy::Reproducible's tests repeat on different numbers of workers, cores and
 // transports, expecting the same bits: 50 updates with a global batch of 48 in virtual shards of 2.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // The multi-process tests (tests/distributed/*.cpp, tests/pipeline/multiprocess.cpp) are built into
 // one executable per transport, each test a subcommand:

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Adding branches of different shapes.
 #include "flotilla/nn/branches.hpp"
 #include "flotilla/nn/dense.hpp"

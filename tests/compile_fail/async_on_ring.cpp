@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Asynchronous updates need parameter servers: there is no "asynchronous" on a ring.
 #include "flotilla/flotilla.hpp"
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // AvgPool2D pools windows of an image; a vector input has none.
 #include "flotilla/nn/avg_pool2d.hpp"
 #include "flotilla/nn/dense.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // BatchNorm1D (per feature of a vector) on an image: per channel is BatchNorm2D's axis.
 #include "flotilla/nn/batch_norm.hpp"
 #include "flotilla/nn/conv2d.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // BatchNorm2D (per channel of an image) on a vector: the normalisation's axis does not exist.
 #include "flotilla/nn/batch_norm.hpp"
 #include "flotilla/nn/dense.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A classification loss needs a vector of class scores, not an image.
 #include "flotilla/flotilla.hpp"
 

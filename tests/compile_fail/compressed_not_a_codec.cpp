@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // policy::Compressed needs a codec.
 #include "flotilla/flotilla.hpp"
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Concatenating an image branch with a vector branch.
 #include "flotilla/nn/block.hpp"
 #include "flotilla/nn/branches.hpp"

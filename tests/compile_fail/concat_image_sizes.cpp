@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Concatenating images of different sizes: a branch with stride 2 beside one without.
 #include "flotilla/nn/branches.hpp"
 #include "flotilla/nn/conv2d.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A Conv2D kernel larger than its (unpadded) input image.
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/network.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Conv2D on a vector input: it needs an image Input<C, H, W>.
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/dense.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // `same` padding pads (K - 1) / 2 on each side: an even kernel would need uneven padding.
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/network.hpp"

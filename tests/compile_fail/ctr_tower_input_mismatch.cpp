@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A click-through model's tower must take every field's pooled embedding and the numeric
 // features: 3 fields of 4 values and 2 numeric features are 14 inputs, not 12.
 #include "flotilla/nn/activation.hpp"

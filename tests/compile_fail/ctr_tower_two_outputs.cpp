@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A click-through model's tower ends in one value, the click logit.
 #include "flotilla/nn/activation.hpp"
 #include "flotilla/nn/dense.hpp"

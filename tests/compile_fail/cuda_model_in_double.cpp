@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The CUDA backend computes in float: a double model on device::Cuda is refused.
 #include "flotilla/flotilla.hpp"
 

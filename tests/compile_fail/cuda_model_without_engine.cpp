@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A device::Cuda model in a Trainer needs the CUDA engine's header (compiled by nvcc); without it,
 // the compiler says which header to include rather than failing somewhere inside the trainer.
 #include "flotilla/flotilla.hpp"

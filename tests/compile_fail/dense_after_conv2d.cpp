@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Dense directly after Conv2D: Conv2D's output is an image, Dense wants a vector.
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/dense.hpp"

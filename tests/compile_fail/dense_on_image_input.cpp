@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Dense straight after an image input (Input<C, H, W>) without Flatten.
 #include "flotilla/nn/dense.hpp"
 #include "flotilla/nn/flatten.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Dense<0>: a layer with no outputs.
 #include "flotilla/nn/dense.hpp"
 #include "flotilla/nn/network.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Dropout<100, 100> would drop everything.
 #include "flotilla/nn/dense.hpp"
 #include "flotilla/nn/dropout.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // GlobalAvgPool averages each channel over the pixels: after Flatten there are none.
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/dense.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A user-written layer without forward().
 #include <cstddef>
 #include <string_view>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // LeakyReLU<0> cannot tell the input's sign from its output in backward (and is ReLU anyway).
 #include "flotilla/nn/activation.hpp"
 #include "flotilla/nn/dense.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A MaxPool2D window larger than its input image (here after a Conv2D shrank it to 2x2).
 #include "flotilla/nn/conv2d.hpp"
 #include "flotilla/nn/maxpool2d.hpp"

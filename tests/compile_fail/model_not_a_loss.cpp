@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The second argument of Model must be a loss.
 #include "flotilla/flotilla.hpp"
 

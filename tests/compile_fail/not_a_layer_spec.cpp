@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A user type in Sequential that is not a layer spec (no member template `layer`).
 #include <cstddef>
 #include <string_view>

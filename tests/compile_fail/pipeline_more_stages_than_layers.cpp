@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A compile-time split into more stages than the network has layers.
 #include "flotilla/nn/dense.hpp"
 #include "flotilla/pipeline/plan.hpp"

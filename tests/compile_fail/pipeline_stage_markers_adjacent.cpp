@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Two pipeline::Stage markers in a row: the stage between them would hold nothing but a marker.
 #include "flotilla/nn/dense.hpp"
 #include "flotilla/pipeline/plan.hpp"

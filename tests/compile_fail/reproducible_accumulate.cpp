@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A reproducible sum takes one batch per update: accumulating micro-batches would add them in an
 // order of their own.
 #include "flotilla/flotilla.hpp"

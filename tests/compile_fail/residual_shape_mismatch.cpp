@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A residual block that changes the shape (stride 2, more channels) with the identity shortcut:
 // the block's output cannot be added to its input without a projection.
 #include "flotilla/nn/block.hpp"

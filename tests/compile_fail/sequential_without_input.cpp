@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Sequential whose first argument is a layer rather than Input<...>.
 #include "flotilla/nn/dense.hpp"
 #include "flotilla/nn/network.hpp"

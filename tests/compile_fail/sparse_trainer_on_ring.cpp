@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Embedding rows live on parameter servers: a sparse trainer on a ring policy is refused.
 #include "flotilla/flotilla.hpp"
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Bounded staleness needs parameter servers too.
 #include "flotilla/flotilla.hpp"
 

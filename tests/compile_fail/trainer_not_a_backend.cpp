@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The third argument of Trainer must be a transport backend.
 #include "flotilla/flotilla.hpp"
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The program every consumer project in tests/consumers/ builds: fits y = 3 x0 - 2 x1 + 1 with a
 // single Dense layer, MSE and SGD, stepping Network and optim::SGD by hand, and exits non-zero
 // unless the loss falls. It includes flotilla as a user would: the umbrella header, or the single

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla's out-of-line code, compiled once for a consumer built with FLOTILLA_SEPARATE_COMPILATION
 // (include/flotilla/core/linkage.hpp): with the separate headers, <flotilla/src.hpp> alone; with
 // the single header, FLOTILLA_SOURCE defined before it.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The TCP consumer of tests/consumers/find_package: flotilla::tcp, found with
 // find_package(flotilla CONFIG REQUIRED COMPONENTS tcp), which finds Boost. A job of one rank (no
 // FLOTILLA_* variables): a message to itself, then the orderly shutdown.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Random click-log batches for the embedding lookup tests, on the host and on the GPU: repeated
 // IDs within a sample and across samples, multi-ID and empty fields, weights or none, and a hot ID
 // that appears in most samples (more entries than one chunk of backward's coalescing).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Helpers of the GPU tests: device <-> host copies and the comparison with the CPU's results.
 #pragma once
 #include <doctest/doctest.h>

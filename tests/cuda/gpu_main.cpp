@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The GPU tests' main: without a usable CUDA device every test would fail for the same reason, so
 // the whole run is skipped with that reason ("no CUDA device: <cudaGetErrorString>") and exit
 // code 77, which CTest reports as skipped (SKIP_RETURN_CODE).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // cuda::CudaError's message, which needs no GPU: it names the file, line, call and status.
 #include <doctest/doctest.h>
 

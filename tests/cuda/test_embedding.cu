@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // cuda::EmbeddingLookup on the GPU against flotilla::EmbeddingLookup, embedding_forward and
 // embedding_backward on random batches (tests/cuda/embedding_batches.hpp: sum and mean pooling,
 // weights or none, empty fields, IDs repeated within and across samples, hot IDs): the same

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The GPU embedding lookup's steps (cuda/embedding_steps.hpp), run on the host by Thrust's C++
 // backend: the same Thrust algorithms and functors that the GPU runs, against
 // flotilla::EmbeddingLookup, embedding_forward and embedding_backward. No GPU needed; the GPU test

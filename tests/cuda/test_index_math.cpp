@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The CUDA kernels' index arithmetic (cuda/index_math.hpp), run on the CPU against the CPU layers
 // it must agree with: im2col and col2im against Conv2D, window maxima and their gradient against
 // MaxPool2D, window and channel means and their gradients against AvgPool2D and GlobalAvgPool,

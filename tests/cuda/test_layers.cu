@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Every layer's forward and backward on the GPU (cuda::Network) against the CPU backend
 // (flotilla::Network) on random inputs and parameters, within 1e-5 relative; the fused softmax
 // cross-entropy and MSE; the optimizers' updates; the 16-bit codecs bit for bit; CudaError.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Training on the GPU through Trainer, against the same job on the CPU: one template argument
 // (device::Cuda) switches the device; the seed fixes the same initial parameters, data order and
 // dropout masks on both, so the runs agree to float rounding and reach the same accuracy.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Asynchronous and bounded-staleness training across processes, on parameter servers: every worker
 // finishes, the staleness stays within what the policy allows, and the model learns as a single
 // worker does. Asynchronous updates have no single-worker equivalent to compare with bit for bit;

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // An interrupted out-of-process job resumed from its checkpoints ends with exactly the parameters
 // of the same job run without a break. Every rank of a job started by flotilla-launch (TCP) or
 // mpirun (MPI) runs this program; run_resume.cmake runs three jobs in one directory,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // main() of flotilla_distributed_tcp and flotilla_distributed_mpi: the multi-process tests of one
 // transport, each a subcommand (tests/common/test_program.hpp says why they share an executable).
 #include "../common/test_program.hpp"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Parameter servers over TCP processes when a worker dies, and a soak of many workers pushing to
 // one server. One program: `drive <case>` starts the job (this same program, one process per
 // rank, through transport::launch) and checks what every rank printed; the other modes are ranks.

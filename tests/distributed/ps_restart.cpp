@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A parameter server killed with SIGKILL mid-run; the job restarts and resumes from its newest
 // complete checkpoint set. Run by run_restart.cmake as
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Trainer::fit with parameter servers over TCP when a worker process is killed (SIGKILL, as
 // kill -9) in the middle of training. One program: `drive <case>` starts the job (this same
 // program, one process per rank, through transport::launch) and checks what every rank did; the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Trainer::fit with parameter servers over TCP: a worker process killed (SIGKILL, as kill -9) in
 // the middle of training is started again with the same rank and rejoins the running job
 // (TcpOptions::rejoin, FLOTILLA_REJOIN). One program: `drive <case>` starts the job (this same

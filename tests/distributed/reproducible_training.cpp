@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // policy::Reproducible across processes: a job of N ranks (flotilla-launch over TCP, or mpirun)
 // ends 50 updates with the same bits as one worker on one core in this process.
 //

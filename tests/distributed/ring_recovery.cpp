@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Synchronous ring training over TCP processes when a worker is killed (kill -9) in the middle of
 // Trainer::fit. One program: `drive <case>` starts the ranks of a job as processes of this same
 // program (transport::launch, which here does not stop the job when a rank dies) and checks what

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # cmake -DLAUNCH=<flotilla-launch> "-DPROGRAM=<program>;<arguments>" -DDIR=<checkpoint directory> -DTIMEOUT=<seconds>
 #       [-DRANKS=<ranks, 3>] [-DKILLED=<the server that kills itself, 2>] -P run_restart.cmake
 # Runs a server-restart test in a fresh checkpoint directory (appended to the program's arguments),

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # cmake "-DLAUNCH=<launcher and its flags, ;-separated>" -DAFTER=<flags after the program> "-DPROGRAM=<program;its subcommand>"
 #       -DDIR=<dir> "-DJOB=ring or ps;S" -P run_resume.cmake
 # Runs checkpoint_resume.cpp's three jobs (whole, first, resume) in a fresh directory; fails when

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Synchronous sparse training across processes gives the rows and the tower of one worker with an
 // N-times batch.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A table of 2^24 rows of 16 floats (1 GiB of values) split over four row servers, trained by
 // workers that never hold more than one step's rows. Run under flotilla-launch as
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Synchronous training across processes gives the parameters of one worker with an N-times batch.
 //
 // Every rank of a job started by flotilla-launch (TCP) or mpirun (MPI) runs this program. The

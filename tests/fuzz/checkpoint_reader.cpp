@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // libFuzzer harness: checkpoint::Reader on arbitrary bytes. The reader verifies everything in its
 // constructor, so any input must give either a Reader whose every record can be read back, or a
 // CheckpointError; a crash, a sanitizer report, a leak or another exception type is a bug.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // libFuzzer harness: the Criteo reader (and beneath it the line reader and, for input starting
 // with the gzip magic bytes, the streaming gzip decoder) on arbitrary bytes. Every line either
 // parses into a well-formed example or a flotilla::Error says why; a crash, a sanitizer report, a

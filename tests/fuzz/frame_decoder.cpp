@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // libFuzzer harness for the TCP transport's frame decoder (transport/tcp/wire.hpp): the input is
 // read as a byte stream the way a rank reads a connection, frame after frame: a 48-byte header,
 // decoded and judged (magic, header CRC, type, version, the payload length against the bound for

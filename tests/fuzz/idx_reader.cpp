@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // libFuzzer harness: the IDX reader (and, through it, the gzip decoder) on arbitrary bytes. Either
 // the bytes parse, and every value converts, or a flotilla::Error says why; a crash, a sanitizer
 // report, a leak or another exception type is a bug. Decompressed output is capped at 4 MiB, so a

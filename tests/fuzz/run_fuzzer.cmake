@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # Runs one libFuzzer harness for a fixed time:
 #   cmake -DEXE= -DSEEDS= -DCORPUS= -DSECONDS= -DSEED= -P run_fuzzer.cmake
 # The committed seeds are copied into a working corpus in the build tree first, so what the fuzzer

@@ -1,1 +1,3 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 flotilla_add_graph_test(blocks ${CMAKE_CURRENT_SOURCE_DIR}/test_blocks.cpp)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
 // What the graph tests share: comparing parameter vectors, and the bit-for-bit resume check.
 #include <doctest/doctest.h>

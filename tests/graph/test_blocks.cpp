@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Blocks, branches and residual connections (nn/block.hpp, nn/branches.hpp, nn/residual.hpp): their
 // gradients against finite differences, their values against the layers they are made of, the
 // tensor tables they declare, and training with them on every worker layout.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The layers residual networks are made of (GELU, AvgPool2D, GlobalAvgPool, Conv2D with `same`
 // padding): their gradients against finite differences in double, their values against the
 // definitions and against arithmetic done by hand, their output shapes, and their costs.

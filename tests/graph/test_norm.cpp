@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Normalisation layers (nn/batch_norm.hpp, nn/layer_norm.hpp): gradients against finite
 // differences, the statistics and running estimates against PyTorch's definitions, evaluation with
 // the running estimates, the state tensors that optimizers never touch, statistics over a worker's

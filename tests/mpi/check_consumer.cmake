@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # cmake -DTOP_BUILD_DIR=... -DWORK_DIR=... -DCONSUMER_DIR=... "-DGENERATOR=..." "-DMAKE_PROGRAM=..."
 #       "-DCXX_COMPILER=..." -DBUILD_TYPE=... "-DEIGEN3_DIR=..." -DMPIEXEC=... -DNUMPROC_FLAG=...
 #       "-DPREFLAGS=..." "-DPOSTFLAGS=..." -P check_consumer.cmake

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # cmake -DMPIEXEC=... -DNUMPROC_FLAG=... -DRANKS=3 "-DPREFLAGS=..." -DPROGRAM=... "-DPOSTFLAGS=..."
 #       -DLIMIT=<seconds> [-DMODE=throws|stalls|kill|stop] -P check_rank_failure.cmake
 #

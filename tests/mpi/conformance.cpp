@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The transport conformance suite over MPI: run under mpirun with N processes,
 //   mpirun -n N flotilla_mpi_conformance N [folded]
 // `folded` limits flotilla to MPI tag 0, so that every tag but 0 is folded (see MpiEndpoint::route):

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A job in which one rank fails while the others wait for it must end promptly, well before the
 // others' 30 s timeout, with the failure printed. Driven by check_rank_failure.cmake, which checks
 // the exit status, the message and the time taken. Two ways to fail, by the first argument:

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The MPI transport beyond the conformance suite: native allreduce, tags, coexistence with the
 // program's own MPI calls, configuration errors, timeouts. Run under mpirun with any number of
 // processes (CTest runs 1 to 4); each test case is collective.

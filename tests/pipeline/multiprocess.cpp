@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // A pipelined step over processes computes one worker's gradients: every rank of a job started by
 // flotilla-launch (TCP) or mpirun (MPI) runs this program, builds its stage of a D x P layout, and
 // compares its gradient slice with the whole network's, which it computes itself on the whole batch.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The Fashion-MNIST CNN trained as a 2-stage pipeline by pipeline::Trainer (1F1B, 4 micro-batches)
 // reaches the unsplit CNN's one-epoch bar (tests/accuracy: 84%). The full 5-epoch figures for 2 and 3 stages are in
 // docs/benchmarks.md (examples/fashion_mnist_pipeline).

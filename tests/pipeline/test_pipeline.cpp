@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Pipelined training (include/flotilla/pipeline/): a step split across stages, micro-batches and
 // replicas computes the gradients one worker computes on the whole batch; the automatic split is
 // the optimum; bad plans and options are refused with messages that name the problem.

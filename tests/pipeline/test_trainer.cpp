@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // pipeline::Trainer: fit() over P stages (and D replicas) takes the steps the data-parallel Trainer
 // takes on one worker (D workers) with the same batch and seed, reports the same History, hands
 // back the unsplit model's parameters, keeps its optimizer state across fit() calls, writes and

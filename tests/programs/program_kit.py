@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """What the tests of the shipped programs share: a made-up data set in Fashion-MNIST's files, and
 the environment a program is started in, free of any job's settings."""
 import gzip

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """A training example on a real full disk: a tmpfs too small for --checkpoint-keep sets.
 
     test_checkpoint_full_disk.py DISTRIBUTED PIPELINE

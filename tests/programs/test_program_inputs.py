@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """The shipped example programs, run as a user runs them, on inputs a user can get wrong.
 
     test_program_inputs.py [--launcher FLOTILLA_LAUNCH] PROGRAM [PROGRAM ...]

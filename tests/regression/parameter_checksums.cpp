@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Reference runs: a seeded, in-process job of each kind of update trains a fixed number of steps,
 // and the FNV-1a hash of its parameters' bytes must be exactly the one recorded here. A change
 // that is meant to keep behaviour (a refactoring of the trainer, the gradient exchange, the

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """scripts/merge_traces.py: files of one host are joined as they are; files of several hosts are
 moved onto the system clock with each file's offset; a file that is not a flotilla trace is refused
 with its name. Exits non-zero on the first failed check."""

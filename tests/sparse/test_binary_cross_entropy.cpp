@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Binary cross-entropy on logits: against the textbook formula where that is safe, against central
 // differences, and at logits where the textbook formula overflows.
 #include <doctest/doctest.h>

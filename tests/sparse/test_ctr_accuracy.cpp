@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // On click logs generated from a planted logistic model, sparse training reaches the planted
 // model's own AUC on the same held-out lines, synchronously and asynchronously alike.
 //

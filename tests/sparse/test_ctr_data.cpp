@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The click-log readers: the streaming gzip decoder, the line reader, Criteo's TSV and libsvm
 // lines, and what CtrReader adds over them (malformed-line policy, sharding, shuffle buffer).
 #include <doctest/doctest.h>

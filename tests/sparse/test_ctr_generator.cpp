@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The synthetic click-log generator (data/ctr_generator.hpp) and the binary-classification
 // metrics it is judged with (train/binary_metrics.hpp).
 #include <doctest/doctest.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Embedding lookups: keys, the lookup's layout, pooled forward and backward (against hand-computed
 // values, central differences and a Dense layer fed the equivalent one-hot input).
 #include <doctest/doctest.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // detail::KeyMap, the flat map from 64-bit keys to slots (a server's rows, a batch's distinct keys), against std::map.
 #include <doctest/doctest.h>
 

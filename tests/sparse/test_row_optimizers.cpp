@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The per-row optimizers, step by step against values worked out by hand (the arithmetic is written
 // out beside each expected value), and lazy Adam against dense Adam on a row every step touches.
 #include <doctest/doctest.h>

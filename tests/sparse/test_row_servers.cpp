@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Embedding tables on parameter servers (sparse/row_table.hpp, row_server.hpp, row_client.hpp):
 // rows created on first touch from (seed, table, key) alone, synchronous steps summed in worker
 // order, asynchronous and bounded-staleness serving, the bytes of a step against the formula,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // sparse::Trainer: synchronous training on N workers equals one worker with an N-times batch (rows
 // and tower), for every server count; asynchronous training learns; the traffic is the rows'.
 #include <doctest/doctest.h>

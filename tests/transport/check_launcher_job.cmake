@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 # A TCP job started the way another launcher starts one, without flotilla's variables: RANKS
 # processes of PROGRAM (tcp_rank conformance) with CONVENTION's variables (torchrun, open_mpi, slurm),
 # the coordinator from MASTER_ADDR and MASTER_PORT, all at once. Every process must finish the

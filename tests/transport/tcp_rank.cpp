@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // One rank of the TCP transport's multi-process tests, started by flotilla-launch (or launch()).
 // What it does is chosen by its first argument:
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The TCP transport and its launcher: options, wire format, handshake refusals, corrupt and hostile
 // input, failures and timeouts, and the launcher's handling of failing ranks. (The conformance suite
 // runs over 1 to 4 processes as tests of their own; see CMakeLists.txt.)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // testing::check_codec and testing::check_policy: the built-in codecs and policies pass, and a
 // codec or policy with a planted defect fails with a message that names it.
 #include <doctest/doctest.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Checkpoint sets in a directory: periodic saves, rotation, resume from the newest set that
 // verifies (and what it skips), bit-identical continuation of an interrupted run, and saves that
 // fail without harming what was saved before.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The built-in codecs: exhaustive checks of fp16 and bfloat16 against references computed
 // independently (exact arithmetic in double), vector paths against the scalar reference bit for
 // bit, the lossless codec, and error feedback.

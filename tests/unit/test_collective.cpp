@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Collectives over the in-process transport: ring allreduce (exactness for every rank count and
 // awkward sizes, averaging, lossy codecs within their documented error bound, bytes on the wire
 // equal to the theory), broadcast from every root, the small allreduce of metrics, and failures.

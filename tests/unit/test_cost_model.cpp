@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The cost model: its counts for each exchange, and fit() recovering the prices that made them.
 #include <doctest/doctest.h>
 

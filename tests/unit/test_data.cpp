@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The data module: CRC-32, gunzip / inflate, IDX files, Dataset, Loader, Fashion-MNIST.
 #include <doctest/doctest.h>
 

@@ -1,14 +1,18 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Distributed training with the in-process transport: the equivalences that define the policies,
 // bytes on the wire against the theory, and the staleness bound.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <clocale>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <locale>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -321,6 +325,42 @@ TEST_CASE("the timeline's timestamps are the steady clock's, which the processes
   const double unix_now = std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
   const double steady_now = Timeline::microseconds(Timeline::clock::now());
   CHECK(std::abs(std::stod(json.substr(offset + 20, 32)) - (unix_now - steady_now)) < 1e5);  // within 0.1 s
+  std::filesystem::remove(path);
+}
+
+namespace {
+// A locale as some users' programs set: a decimal comma and thousands grouped with points.
+struct CommaDecimals : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+}  // namespace
+
+TEST_CASE("the timeline is valid JSON whatever the names hold and whatever the locale") {
+  Timeline timeline(true);
+  const auto begin = Timeline::clock::now();
+  timeline.record("push \"shard\" 1\\2\nnext\x01", "comm\tcat", 1234, 1, begin, begin + std::chrono::microseconds(1500));
+  const auto path = scratch("escaped.json");
+  const std::locale before = std::locale::global(std::locale(std::locale::classic(), new CommaDecimals));
+  // The C library's locale too, where the machine has one with a decimal comma.
+  const std::string c_before = std::setlocale(LC_NUMERIC, nullptr);
+  const bool comma_c_locale = std::setlocale(LC_NUMERIC, "de_DE.UTF-8") != nullptr || std::setlocale(LC_NUMERIC, "fr_FR.UTF-8") != nullptr;
+  timeline.write(path);
+  std::setlocale(LC_NUMERIC, c_before.c_str());
+  std::locale::global(before);
+  MESSAGE("a C locale with a decimal comma was " << std::string(comma_c_locale ? "" : "not ") << "available");
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  CHECK(json.find("{\"name\":\"push \\\"shard\\\" 1\\\\2\\nnext\\u0001\",\"cat\":\"comm\\tcat\",\"ph\":\"X\"") != std::string::npos);
+  CHECK(json.find("\"dur\":1500.000,\"pid\":1234,\"tid\":1}") != std::string::npos);
+  CHECK(json.find("\"args\":{\"name\":\"rank 1234\"}") != std::string::npos);
+  CHECK(json.find("1.234") == std::string::npos);
+  const std::size_t offset = json.find("\"steady_to_unix_us\":");
+  REQUIRE(offset != std::string::npos);
+  CHECK(json.find(',', offset) == std::string::npos);  // the last number: a point, never a comma
   std::filesystem::remove(path);
 }
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla's single-precision GEMM (core/detail/sgemm.hpp) against a naive product accumulated in
 // double, and the layers' float fast paths (Conv2D's implicit im2col, the bias folded into the
 // product) against the same layers in double.

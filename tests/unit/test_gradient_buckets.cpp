@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Gradients reported final during backward (StreamsGradients, Engine's on_ready), the buckets cut
 // from them (make_buckets) and the runner that sends them (ReadyRunner): what is reported final
 // must not change afterwards, the sum must not depend on the order in which the parts were

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Every built-in layer's and loss's gradient against central finite differences, in double.
 #include <doctest/doctest.h>
 

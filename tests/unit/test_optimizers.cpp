@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Each optimizer's update, step by step, against its reference formula written out in double
 // (PyTorch's conventions), and each schedule's factors.
 #include <doctest/doctest.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The worker's side of the parameter-server protocol with its traffic already encoded, as a GPU
 // engine hands it over (topology/detail/parameter_server.hpp: push_encoded, pull_encoded): the same bytes
 // on the wire as the host's encode, each shard's codes taken from the right place, and codes that

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The workers' reductions through parameter server 0 (topology/detail/ps_reduce.hpp), over the in-process
 // transport: sums in worker order and maxima, the contributor list that tells the workers who is
 // left, a round that completes without a worker that is gone, and a malformed announcement refused

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Parameter server 0 re-admitting a lost worker that restarted (topology/detail/parameter_server.hpp),
 // driven by a scripted endpoint: the messages a server receives, and the loss of a worker, in a
 // chosen order; what it sends is recorded. Checks the clean round boundary: a rejoiner is

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The reproducible sum: SumTree's shape, tree_allreduce's bits and bytes, and policy::Reproducible's
 // training, which must give the same parameters, bit for bit, for any number of workers and cores.
 #include <doctest/doctest.h>

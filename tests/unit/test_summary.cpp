@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla::summary: a model's layers, output shapes, parameters and forward FLOPs, against the
 // arithmetic done by hand for the Fashion-MNIST CNN of the examples.
 #include <doctest/doctest.h>

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Trainer: determinism, thread-count independence, checkpoints, and errors for mismatched input.
 #include <doctest/doctest.h>
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The training loop's I/O: confusion matrix, metrics log, SVG plot, progress bar, checkpoint file.
 #include <doctest/doctest.h>
 #include <sys/resource.h>
@@ -436,6 +438,11 @@ TEST_CASE("train io: metrics log append, bad paths, bad extras") {
   CHECK(e.find(missing) != std::string::npos);
   CHECK(e.find("No such file or directory") != std::string::npos);
   CHECK_THROWS_AS(MetricsLog(dir / "m.txt"), ConfigError);
+  // A .json file would have to be one JSON document; the log is a line an epoch.
+  const std::string json_error = error_of([&] { MetricsLog log(dir / "m.json"); });
+  CHECK(json_error.find("m.json") != std::string::npos);
+  CHECK(json_error.find("name it .jsonl") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "m.json"));
   CHECK_NOTHROW(MetricsLog(dir / "m.txt", MetricsLog::Format::jsonl));
 
   MetricsLog log(dir / "x.jsonl");

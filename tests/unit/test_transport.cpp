@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // The in-process transport: the conformance suite for 1 to 8 ranks, plus failure handling.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CLI_FLAGS_HPP_INCLUDED
+#define FLOTILLA_CLI_FLAGS_HPP_INCLUDED
 // A small command-line parser for flotilla's programs: `--name value` or `--name=value`, with
 // typed values, defaults, an environment-variable fallback per flag, lower bounds, and --help.
 // Every bad input (unknown flag, missing value, unparsable, non-finite or out-of-range number, a
@@ -206,3 +210,4 @@ class Flags {
 };
 
 }  // namespace flotilla::cli
+#endif  // FLOTILLA_CLI_FLAGS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CODEC_BF16_HPP_INCLUDED
+#define FLOTILLA_CODEC_BF16_HPP_INCLUDED
 // codec::Bf16 and codec::Bf16Truncate: float values as bfloat16 (the top 16 bits of a float32:
 // float's 8-bit exponent, so float's range, with 8 significant bits), two bytes each.
 //
@@ -292,3 +296,4 @@ static_assert(Codec<Bf16, float> && Codec<Bf16Truncate, float>);
 }  // namespace flotilla::codec
 
 #undef FLOTILLA_BF16_ISA
+#endif  // FLOTILLA_CODEC_BF16_HPP_INCLUDED

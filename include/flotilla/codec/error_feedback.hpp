@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CODEC_ERRORFEEDBACK_HPP_INCLUDED
+#define FLOTILLA_CODEC_ERRORFEEDBACK_HPP_INCLUDED
 // Error feedback for lossy codecs: what one step's encoding lost is added to the next step's
 // values before they are encoded, so nothing is lost for good.
 //
@@ -90,3 +94,4 @@ class ErrorFeedback {
 };
 
 }  // namespace flotilla::codec
+#endif  // FLOTILLA_CODEC_ERRORFEEDBACK_HPP_INCLUDED

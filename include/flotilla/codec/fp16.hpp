@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CODEC_FP16_HPP_INCLUDED
+#define FLOTILLA_CODEC_FP16_HPP_INCLUDED
 // codec::Fp16: float values as IEEE 754 binary16 (half precision), two bytes each.
 //
 // Rounding is to nearest, ties to even; subnormal halves are kept (gradients are small: flushing
@@ -317,3 +321,4 @@ static_assert(Codec<Fp16, float>);
 }  // namespace flotilla::codec
 
 #undef FLOTILLA_FP16_ISA
+#endif  // FLOTILLA_CODEC_FP16_HPP_INCLUDED

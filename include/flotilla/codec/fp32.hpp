@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CODEC_FP32_HPP_INCLUDED
+#define FLOTILLA_CODEC_FP32_HPP_INCLUDED
 // The lossless codec: values go on the wire as their own bytes (little-endian).
 //
 // codec::Fp32 is the default codec of every policy and collective. The Codec concept asks for
@@ -84,3 +88,4 @@ using for_value_t = typename for_value<C, T>::type;
 static_assert(std::is_same_v<for_value_t<Fp32, double>, Fp64> && std::is_same_v<for_value_t<Fp64, float>, Fp32>);
 
 }  // namespace flotilla::codec
+#endif  // FLOTILLA_CODEC_FP32_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CODEC_LITTLEENDIAN_HPP_INCLUDED
+#define FLOTILLA_CODEC_LITTLEENDIAN_HPP_INCLUDED
 // Byte order and size checks shared by the built-in codecs.
 //
 // Every codec writes little-endian bytes whatever the host, so that ranks on different machines
@@ -83,3 +87,4 @@ inline void check_codec_sizes(std::string_view codec, std::string_view op, std::
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_CODEC_LITTLEENDIAN_HPP_INCLUDED

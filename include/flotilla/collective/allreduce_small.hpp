@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_COLLECTIVE_ALLREDUCESMALL_HPP_INCLUDED
+#define FLOTILLA_COLLECTIVE_ALLREDUCESMALL_HPP_INCLUDED
 // allreduce_sum for a few values (metrics: losses, counts, confusion matrices) that every rank
 // needs: a binomial tree to rank 0 and back, 2 * ceil(log2 N) message latencies, where a ring
 // takes 2(N-1). The sum is taken in one fixed order (the tree's), so the result does not depend
@@ -67,3 +71,4 @@ void allreduce_max(E& e, std::span<double> values, Tag tag = default_tags::allre
 }
 
 }  // namespace flotilla::collective
+#endif  // FLOTILLA_COLLECTIVE_ALLREDUCESMALL_HPP_INCLUDED

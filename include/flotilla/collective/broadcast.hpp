@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_COLLECTIVE_BROADCAST_HPP_INCLUDED
+#define FLOTILLA_COLLECTIVE_BROADCAST_HPP_INCLUDED
 // Broadcast over any Transport: every rank ends with the root's values (the initial parameters).
 //
 // A pipelined chain, not a tree. The ranks form a chain starting at the root (root, root+1, ...);
@@ -91,3 +95,4 @@ void broadcast(E& e, std::span<T> data, std::size_t root, Tag tag) {
 }
 
 }  // namespace flotilla::collective
+#endif  // FLOTILLA_COLLECTIVE_BROADCAST_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_COLLECTIVE_HIERARCHICALALLREDUCE_HPP_INCLUDED
+#define FLOTILLA_COLLECTIVE_HIERARCHICALALLREDUCE_HPP_INCLUDED
 // The sum of a job that spans hosts, as Horovod's hierarchical allreduce forms it, over a
 // transport whose ranks on one host share memory (HostHierarchy: the TCP transport's segments,
 // transport/tcp/host_allreduce.hpp). A piece at a time (the transport's host_piece_bytes()):
@@ -53,3 +57,4 @@ void hierarchical_allreduce(E& e, std::span<float> data, LeadersRing&& leaders_r
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_COLLECTIVE_HIERARCHICALALLREDUCE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_COLLECTIVE_RECURSIVEDOUBLING_HPP_INCLUDED
+#define FLOTILLA_COLLECTIVE_RECURSIVEDOUBLING_HPP_INCLUDED
 // Recursive doubling: the allreduce for few ranks and short buffers, where the number of messages
 // in a row, not the bytes, sets the time. See docs/collectives.md.
 //
@@ -55,3 +59,4 @@ void recursive_doubling_allreduce(E& e, std::span<T> data, Tag tag) {
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_COLLECTIVE_RECURSIVEDOUBLING_HPP_INCLUDED

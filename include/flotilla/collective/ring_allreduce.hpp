@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_COLLECTIVE_RINGALLREDUCE_HPP_INCLUDED
+#define FLOTILLA_COLLECTIVE_RINGALLREDUCE_HPP_INCLUDED
 // Ring allreduce over any Transport: every rank ends with the element-wise sum (or mean) of all
 // ranks' buffers. See docs/collectives.md for the algorithm, the bytes it moves and the error a
 // lossy codec adds.
@@ -403,3 +407,4 @@ void ring_allreduce(E& e, std::span<T> data, const RingOptions& options = {}) {
 }
 
 }  // namespace flotilla::collective
+#endif  // FLOTILLA_COLLECTIVE_RINGALLREDUCE_HPP_INCLUDED

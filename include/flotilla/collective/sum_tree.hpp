@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_COLLECTIVE_SUMTREE_HPP_INCLUDED
+#define FLOTILLA_COLLECTIVE_SUMTREE_HPP_INCLUDED
 // SumTree: one fixed order in which to add up the gradients of a global batch's virtual shards,
 // whoever computes them.
 //
@@ -77,3 +81,4 @@ class SumTree {
 };
 
 }  // namespace flotilla::collective
+#endif  // FLOTILLA_COLLECTIVE_SUMTREE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_COLLECTIVE_TAGS_HPP_INCLUDED
+#define FLOTILLA_COLLECTIVE_TAGS_HPP_INCLUDED
 // The default message tags of flotilla's collectives.
 //
 // Every collective call uses one tag, given in its options (or as its last argument); messages
@@ -19,3 +23,4 @@ inline constexpr Tag allreduce_small = detail::reserved_tag("allreduce_small");
 inline constexpr Tag tree_allreduce = detail::reserved_tag("tree_allreduce");
 
 }  // namespace flotilla::collective::default_tags
+#endif  // FLOTILLA_COLLECTIVE_TAGS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_COLLECTIVE_TREEALLREDUCE_HPP_INCLUDED
+#define FLOTILLA_COLLECTIVE_TREEALLREDUCE_HPP_INCLUDED
 // tree_allreduce: the sum of a global batch's shard gradients in the fixed order of a SumTree,
 // across the ranks that computed them: the same bits for any number of ranks (see sum_tree.hpp).
 //
@@ -128,3 +132,4 @@ void tree_allreduce(E& e, const SumTree& tree, std::span<const std::span<const T
 }
 
 }  // namespace flotilla::collective
+#endif  // FLOTILLA_COLLECTIVE_TREEALLREDUCE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_ARCHITECTURE_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_ARCHITECTURE_HPP_INCLUDED
 // What a network architecture type provides: Sequential<...> is the built-in one.
 #include <concepts>
 #include <cstddef>
@@ -16,3 +20,4 @@ concept Architecture = requires {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_ARCHITECTURE_HPP_INCLUDED

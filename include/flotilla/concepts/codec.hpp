@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_CODEC_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_CODEC_HPP_INCLUDED
 // The Codec extension point: what goes on the wire for a buffer of values. See
 // docs/concepts/codec.md.
 //
@@ -37,3 +41,4 @@ concept Codec = requires(std::span<const T> values, std::span<std::byte> bytes, 
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_CODEC_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_ENGINE_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_ENGINE_HPP_INCLUDED
 // The ComputeEngine concept: one rank's compute for a Model on its device (train/engine.hpp on the CPU,
 // cuda/engine.hpp on a GPU). Everything above the engine, the trainers, the exchanges and the
 // checkpoints, is written against these members alone, so both devices train the same way.
@@ -42,3 +46,4 @@ concept ComputeEngine = requires(E& e, const E& ce, typename E::scalar_type scal
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_ENGINE_HPP_INCLUDED

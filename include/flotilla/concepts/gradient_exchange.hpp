@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_GRADIENTEXCHANGE_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_GRADIENTEXCHANGE_HPP_INCLUDED
 // The GradientExchange extension point: what happens to a bucket of gradients once backward has
 // finished it. See docs/concepts/gradient_exchange.md.
 //
@@ -71,3 +75,4 @@ concept StatefulExchange = requires(const X& x, X& y, const std::vector<std::vec
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_GRADIENTEXCHANGE_HPP_INCLUDED

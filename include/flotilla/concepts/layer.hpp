@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_LAYER_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_LAYER_HPP_INCLUDED
 // The Layer extension point. See docs/concepts/layer.md for a user-written layer.
 //
 // Users put layer *specs* in Sequential<...> (Dense<10>, ReLU). A spec S is any type with a member
@@ -93,3 +97,4 @@ constexpr bool check_layer_spec() {
 
 }  // namespace detail
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_LAYER_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_LOSS_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_LOSS_HPP_INCLUDED
 // The Loss extension point. See docs/concepts/loss.md for a user-written loss.
 #include <concepts>
 #include <string_view>
@@ -23,3 +27,4 @@ concept Loss = requires(ConstMatrixView<T> out, const Targets<T>& t, MatrixView<
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_LOSS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_OPTIMIZER_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_OPTIMIZER_HPP_INCLUDED
 // The Optimizer extension point. See docs/concepts/optimizer.md for a user-written optimizer.
 #include <concepts>
 #include <cstddef>
@@ -82,3 +86,4 @@ inline constexpr std::size_t state_buffer_count =
     std::tuple_size_v<std::remove_cvref_t<decltype(std::declval<typename O::template state<T>&>().buffers())>>;
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_OPTIMIZER_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_ROWOPTIMIZER_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_ROWOPTIMIZER_HPP_INCLUDED
 // The RowOptimizer extension point: how one row of an embedding table is updated from its
 // gradient. See docs/concepts/row_optimizer.md.
 //
@@ -43,3 +47,4 @@ inline constexpr bool row_optimizer_needs_zero_rows = [] {
 }();
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_ROWOPTIMIZER_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_SCHEDULE_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_SCHEDULE_HPP_INCLUDED
 // The learning-rate Schedule extension point: any callable from an update's index to a factor.
 #include <concepts>
 #include <cstdint>
@@ -12,3 +16,4 @@ concept Schedule = requires(const S& s, std::uint64_t step) {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_SCHEDULE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_TRANSPORT_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_TRANSPORT_HPP_INCLUDED
 // The Transport extension point: how ranks of a job exchange bytes. See docs/concepts/transport.md.
 //
 // flotilla needs little from a transport: point-to-point messages matched by (peer, tag) in order,
@@ -237,3 +241,4 @@ concept TransportBackend =
     };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_TRANSPORT_HPP_INCLUDED

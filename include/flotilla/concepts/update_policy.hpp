@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CONCEPTS_UPDATEPOLICY_HPP_INCLUDED
+#define FLOTILLA_CONCEPTS_UPDATEPOLICY_HPP_INCLUDED
 // The UpdatePolicy extension point: how the updates of several workers are combined. See
 // docs/concepts/update_policy.md.
 //
@@ -92,3 +96,4 @@ concept UpdatePolicy = requires {
                        (!requires { typename P::codec; } || Codec<typename P::codec, float>);
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CONCEPTS_UPDATEPOLICY_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_CRC32_HPP_INCLUDED
+#define FLOTILLA_CORE_CRC32_HPP_INCLUDED
 // CRC-32 as gzip, zip and PNG compute it (IEEE 802.3 polynomial, reflected: 0xEDB88320, initial
 // and final value inverted), so that a checksum written by flotilla can be checked by any tool.
 //
@@ -90,3 +94,4 @@ class Crc32 {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CORE_CRC32_HPP_INCLUDED

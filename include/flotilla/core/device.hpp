@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_DEVICE_HPP_INCLUDED
+#define FLOTILLA_CORE_DEVICE_HPP_INCLUDED
 // Where a model's arithmetic runs: the last template argument of Model<Net, Loss, Optimizer, T,
 // Device>. The same layer, loss and optimizer types serve every device; the device picks the engine
 // that runs them (train/detail/engine.hpp), and everything above the engine (policies, transports,
@@ -13,3 +17,4 @@ struct Cpu {};
 struct Cuda {};
 
 }  // namespace flotilla::device
+#endif  // FLOTILLA_CORE_DEVICE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_ELEMENTMATH_HPP_INCLUDED
+#define FLOTILLA_CORE_ELEMENTMATH_HPP_INCLUDED
 // The arithmetic of element-wise rules (optimizer updates, activations, losses), for bodies written
 // once and run by both engines. Each function takes either one scalar (a GPU thread's element, or
 // the host's scalar loops) or an Eigen array expression (the CPU engine's vectorised path) and
@@ -165,3 +169,4 @@ FLOTILLA_HOST_DEVICE auto sign(const X& x) {
 }
 
 }  // namespace flotilla::element
+#endif  // FLOTILLA_CORE_ELEMENTMATH_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_ERROR_HPP_INCLUDED
+#define FLOTILLA_CORE_ERROR_HPP_INCLUDED
 // The exceptions flotilla throws. Every message names the problem and the place (file and offset,
 // layer, peer, flag) so that a user can act on it without a debugger.
 #include <cstdint>
@@ -89,3 +93,4 @@ class ShapeError : public Error {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CORE_ERROR_HPP_INCLUDED

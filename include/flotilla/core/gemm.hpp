@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_GEMM_HPP_INCLUDED
+#define FLOTILLA_CORE_GEMM_HPP_INCLUDED
 // The one place where layers multiply matrices. Layers call gemm() rather than writing Eigen
 // products inline, so that the kernel behind it can be replaced or specialised for a backend
 // without touching any layer.
@@ -74,3 +78,4 @@ inline void add_row_sums(const T* x, std::ptrdiff_t rows, std::ptrdiff_t cols, T
 
 }  // namespace FLOTILLA_SGEMM_ISA
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_CORE_GEMM_HPP_INCLUDED

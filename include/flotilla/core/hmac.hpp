@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_HMAC_HPP_INCLUDED
+#define FLOTILLA_CORE_HMAC_HPP_INCLUDED
 // HMAC-SHA256 (RFC 2104, FIPS 198-1) and a constant-time comparison, for the TCP transport's
 // challenge-response authentication of peers (transport/tcp/wire.hpp). Checked against RFC 4231's
 // test vectors (tests/unit/test_data.cpp).
@@ -76,3 +80,4 @@ FLOTILLA_DECL bool constant_time_equal(std::span<const std::uint8_t> a, std::spa
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CORE_HMAC_HPP_INCLUDED

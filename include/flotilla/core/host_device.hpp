@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_HOSTDEVICE_HPP_INCLUDED
+#define FLOTILLA_CORE_HOSTDEVICE_HPP_INCLUDED
 // FLOTILLA_HOST_DEVICE marks a function that both engines run: the CPU engine calls it from host
 // code, the CUDA engine from its kernels. Under nvcc it expands to __host__ __device__; under any
 // other compiler to nothing, so the same header builds without CUDA.
@@ -13,3 +17,4 @@
 #define FLOTILLA_HOST_DEVICE
 #define FLOTILLA_HOST_DEVICE_TEMPLATE
 #endif
+#endif  // FLOTILLA_CORE_HOSTDEVICE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_LAYERARGS_HPP_INCLUDED
+#define FLOTILLA_CORE_LAYERARGS_HPP_INCLUDED
 // What a layer receives in forward and backward, and how it describes its parameter tensors.
 // The Layer concept (concepts/layer.hpp) is written in terms of these types.
 #include <array>
@@ -137,3 +141,4 @@ class GradientProgress {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CORE_LAYERARGS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_LINKAGE_HPP_INCLUDED
+#define FLOTILLA_CORE_LINKAGE_HPP_INCLUDED
 // How flotilla's out-of-line code is compiled: in every translation unit that uses it (header-only,
 // the default), or once for the whole program (separate compilation, opt-in).
 //
@@ -36,3 +40,4 @@
 #define FLOTILLA_DECL inline
 #define FLOTILLA_IMPLEMENTATION 1
 #endif
+#endif  // FLOTILLA_CORE_LINKAGE_HPP_INCLUDED

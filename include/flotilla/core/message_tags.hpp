@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_MESSAGETAGS_HPP_INCLUDED
+#define FLOTILLA_CORE_MESSAGETAGS_HPP_INCLUDED
 // Message tags: what matches a receive to its send, together with the peer. Tags from
 // tags::reserved_begin up belong to flotilla's own protocols, and every one of them is listed
 // here, once: the compiler checks that no two protocols share a tag, so a new protocol takes its
@@ -99,3 +103,4 @@ consteval Tag reserved_tag_count(std::string_view name) {
 
 }  // namespace detail
 }  // namespace flotilla
+#endif  // FLOTILLA_CORE_MESSAGETAGS_HPP_INCLUDED

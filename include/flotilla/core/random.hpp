@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_RANDOM_HPP_INCLUDED
+#define FLOTILLA_CORE_RANDOM_HPP_INCLUDED
 // Seeded random numbers that give the same sequence on every platform and standard library.
 //
 // std::uniform_real_distribution and friends are implementation-defined, so two compilers given the
@@ -115,3 +119,4 @@ inline void shuffle(RandomIt first, RandomIt last, Generator& g) {
 }
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CORE_RANDOM_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_RANGE_HPP_INCLUDED
+#define FLOTILLA_CORE_RANGE_HPP_INCLUDED
 // A half-open range of a flat buffer: what gradient buckets, parameter-server shards and the
 // engine's ready reports are made of.
 #include <cstddef>
@@ -13,3 +17,4 @@ struct Range {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_CORE_RANGE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_SHA256_HPP_INCLUDED
+#define FLOTILLA_CORE_SHA256_HPP_INCLUDED
 // SHA-256 (FIPS 180-4), for authenticating peers (core/hmac.hpp). Written here rather than taken
 // from OpenSSL so that the header-only library needs nothing more to link; it is checked against
 // the standard's test vectors (tests/unit/test_data.cpp). Speed is not a goal: it hashes a few
@@ -130,3 +134,4 @@ FLOTILLA_DECL void Sha256::compress() noexcept {
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CORE_SHA256_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_SHAPE_HPP_INCLUDED
+#define FLOTILLA_CORE_SHAPE_HPP_INCLUDED
 // Compile-time tensor shapes. A sample is either a feature vector, Shape<N>, or an image,
 // Shape<C, H, W>. Shapes flow from Input<...> through every layer of a network at compile time.
 #include <array>
@@ -53,3 +57,4 @@ struct Input {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CORE_SHAPE_HPP_INCLUDED

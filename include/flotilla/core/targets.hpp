@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_TARGETS_HPP_INCLUDED
+#define FLOTILLA_CORE_TARGETS_HPP_INCLUDED
 // What a loss compares a network's output with: class labels, or a matrix of target values.
 #include <cstdint>
 #include <span>
@@ -19,3 +23,4 @@ struct Targets {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CORE_TARGETS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_TENSOR_HPP_INCLUDED
+#define FLOTILLA_CORE_TENSOR_HPP_INCLUDED
 // Views of batches and parameters as Eigen matrices.
 //
 // A batch of activations is a column-major matrix of (features x batch): each sample is one
@@ -86,3 +90,4 @@ template <class T>
 using Buffer = std::vector<T, detail::CacheAlignedAllocator<T>>;
 
 }  // namespace flotilla
+#endif  // FLOTILLA_CORE_TENSOR_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_THREADPOOL_HPP_INCLUDED
+#define FLOTILLA_CORE_THREADPOOL_HPP_INCLUDED
 // A fork-join pool for splitting one batch across cores. A training step lasts well under a
 // millisecond for small models, so dispatch must cost microseconds: workers wait on an atomic
 // generation counter (C++20 atomic wait, which spins briefly before sleeping) rather than on a
@@ -107,3 +111,4 @@ inline std::pair<std::size_t, std::size_t> split_range(std::size_t n, std::size_
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_CORE_THREADPOOL_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_TOPOLOGY_HPP_INCLUDED
+#define FLOTILLA_CORE_TOPOLOGY_HPP_INCLUDED
 // The two ways workers combine their updates. A policy names one as its `topology`.
 #include <string_view>
 
@@ -19,3 +23,4 @@ struct ParameterServer {
 };
 
 }  // namespace flotilla::topology
+#endif  // FLOTILLA_CORE_TOPOLOGY_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_AVGPOOL_HPP_INCLUDED
+#define FLOTILLA_CUDA_AVGPOOL_HPP_INCLUDED
 // AvgPool2D and GlobalAvgPool on the GPU: window and channel means, and their gradients spread back
 // evenly (index arithmetic in cuda/index_math.hpp, checked against nn/avg_pool2d.hpp and
 // nn/global_avg_pool.hpp on the CPU).
@@ -43,3 +47,4 @@ inline void global_avg_pool_backward(cudaStream_t s, const GlobalPoolGeometry& g
 }
 
 }  // namespace flotilla::cuda::detail
+#endif  // FLOTILLA_CUDA_AVGPOOL_HPP_INCLUDED

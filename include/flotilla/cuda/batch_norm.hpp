@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_BATCHNORM_HPP_INCLUDED
+#define FLOTILLA_CUDA_BATCHNORM_HPP_INCLUDED
 // The normalisations' kernels on the GPU (nn/batch_norm.hpp and nn/layer_norm.hpp are the CPU
 // layers they follow). Batch normalisation's:
 // per-channel sums in double, taken in a fixed order (a block per channel and chunk of the values,
@@ -176,3 +180,4 @@ void sample_sums(cudaStream_t s, index_t samples, index_t D, Pair pair, double* 
 }
 
 }  // namespace flotilla::cuda::detail
+#endif  // FLOTILLA_CUDA_BATCHNORM_HPP_INCLUDED

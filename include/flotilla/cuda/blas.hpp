@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_BLAS_HPP_INCLUDED
+#define FLOTILLA_CUDA_BLAS_HPP_INCLUDED
 // Single-precision matrix products through cuBLAS on column-major views, in the CPU backend's
 // terms (core/gemm.hpp): C = op(A) op(B) (+ C), and y += A x.
 #if !__has_include(<cublas_v2.h>)
@@ -34,3 +38,4 @@ inline void gemv_accumulate(cublasHandle_t h, std::size_t m, std::size_t n, cons
 }
 
 }  // namespace flotilla::cuda::detail
+#endif  // FLOTILLA_CUDA_BLAS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_BUFFER_HPP_INCLUDED
+#define FLOTILLA_CUDA_BUFFER_HPP_INCLUDED
 // Owning buffers of CUDA memory: DeviceBuffer<T> (device memory, cudaMalloc) and PinnedBuffer<T>
 // (page-locked host memory, cudaMallocHost, which cudaMemcpyAsync can copy without staging and
 // truly asynchronously). Move-only; freed in the destructor. Sizes are in elements.
@@ -95,3 +99,4 @@ std::span<const T> as_span(const PinnedBuffer<T>& b) noexcept {
 }
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_BUFFER_HPP_INCLUDED

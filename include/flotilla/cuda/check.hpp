@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_CHECK_HPP_INCLUDED
+#define FLOTILLA_CUDA_CHECK_HPP_INCLUDED
 // Checked CUDA calls: every runtime call, kernel launch and cuBLAS call in flotilla goes through one
 // of these macros, which throw cuda::CudaError naming the call, the file and the line.
 //
@@ -75,3 +79,4 @@ inline std::string device_description() {
 }
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_CHECK_HPP_INCLUDED

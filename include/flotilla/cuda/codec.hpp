@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_CODEC_HPP_INCLUDED
+#define FLOTILLA_CUDA_CODEC_HPP_INCLUDED
 // The 16-bit codecs as GPU kernels: float <-> binary16 (codec::Fp16) and float <-> bfloat16
 // (codec::Bf16, rounding; codec::Bf16Truncate), so that a compressed gradient leaves the GPU at half
 // the bytes and nothing stages fp32 through the host. Each thread calls the codecs' scalar
@@ -81,3 +85,4 @@ void device_encode_with_feedback(cudaStream_t s, const float* values, float* res
 }
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_CODEC_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_COMPOSITE_HPP_INCLUDED
+#define FLOTILLA_CUDA_COMPOSITE_HPP_INCLUDED
 // The GPU side of the layers made of layers (nn/block.hpp, nn/branches.hpp, nn/residual.hpp) and of
 // the normalisations (nn/batch_norm.hpp, nn/layer_norm.hpp): the same parts run by their own DeviceLayers, with the
 // CPU layer's geometry (parameter offsets, kept outputs, Concat's channel layout), so that the
@@ -375,3 +379,4 @@ struct DeviceLayer<L, LayerNorm<Epsilon>> {
 };
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_COMPOSITE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_CONTEXT_HPP_INCLUDED
+#define FLOTILLA_CUDA_CONTEXT_HPP_INCLUDED
 // Context: what one engine computes with on its GPU: the device, a compute stream, a copy stream
 // (host <-> device transfers that overlap the computation), and a cuBLAS handle bound to the
 // compute stream. Event: an owning cudaEvent_t (timing disabled: only ordering is wanted).
@@ -76,3 +80,4 @@ class Context {
 };
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_CONTEXT_HPP_INCLUDED

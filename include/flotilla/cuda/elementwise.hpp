@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_ELEMENTWISE_HPP_INCLUDED
+#define FLOTILLA_CUDA_ELEMENTWISE_HPP_INCLUDED
 // Element-wise kernels: the bias of a (rows x cols) output, dropout's mask, products, sums and
 // fills; the activations run the CPU layers' own element functions (cuda/layers.hpp). Each is a
 // host function that launches on a stream.
@@ -43,3 +47,4 @@ inline void fill(cudaStream_t s, float* x, float v, std::size_t n) {
 }
 
 }  // namespace flotilla::cuda::detail
+#endif  // FLOTILLA_CUDA_ELEMENTWISE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_EMBEDDING_HPP_INCLUDED
+#define FLOTILLA_CUDA_EMBEDDING_HPP_INCLUDED
 // cuda::EmbeddingLookup: flotilla::EmbeddingLookup (nn/embedding.hpp) on the GPU. The batch's
 // entries go up once per step (a key per ID, computed on the host with embedding_key, the
 // per-(sample, field) offsets and the weights); the device sorts and de-duplicates them with
@@ -254,3 +258,4 @@ class EmbeddingLookup {
 };
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_EMBEDDING_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_EMBEDDINGSTEPS_HPP_INCLUDED
+#define FLOTILLA_CUDA_EMBEDDINGSTEPS_HPP_INCLUDED
 // The steps of cuda::EmbeddingLookup (cuda/embedding.hpp): Thrust algorithms and per-element
 // functors over raw pointers, generic in Thrust's execution policy. The GPU runs them with
 // thrust::cuda::par_nosync on a stream; the host runs the very same steps with thrust::cpp::par,
@@ -318,3 +322,4 @@ inline void gather_embedding_entries(std::span<const data::CtrExample> examples,
 }
 
 }  // namespace flotilla::cuda::detail
+#endif  // FLOTILLA_CUDA_EMBEDDINGSTEPS_HPP_INCLUDED

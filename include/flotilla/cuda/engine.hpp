@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_ENGINE_HPP_INCLUDED
+#define FLOTILLA_CUDA_ENGINE_HPP_INCLUDED
 // cuda::Engine<M>: one rank's compute on a GPU, for Model<Net, Loss, Optimizer, float, device::Cuda>.
 // It has train/detail/engine.hpp's interface, and detail::engine_for picks it, so Trainer, the policies,
 // the transports and checkpoints work unchanged.
@@ -528,3 +532,4 @@ struct engine_for<M, device::Cuda> {
   static_assert(ComputeEngine<type>, "cuda::Engine does not satisfy ComputeEngine (concepts/engine.hpp)");
 };
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_CUDA_ENGINE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_ERROR_HPP_INCLUDED
+#define FLOTILLA_CUDA_ERROR_HPP_INCLUDED
 // CudaError: a failed CUDA runtime or cuBLAS call, named by the call as written, its source file and
 // line, and the library's name and description of the status. This header needs no CUDA (the
 // status arrives as numbers and strings), so the message format is tested on machines without it;
@@ -59,3 +63,4 @@ class CudaError : public Error {
 };
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_ERROR_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_IM2COL_HPP_INCLUDED
+#define FLOTILLA_CUDA_IM2COL_HPP_INCLUDED
 // im2col and col2im for Conv2D on the GPU, in the CPU backend's channels-last layout (see
 // cuda/index_math.hpp, which holds the index arithmetic and is checked against nn/conv2d.hpp).
 // The GPU materialises the im2col matrix and lets cuBLAS multiply it: memory is plentiful there,
@@ -30,3 +34,4 @@ inline void col2im(cudaStream_t s, const ConvGeometry& g, const float* dcols, fl
 }
 
 }  // namespace flotilla::cuda::detail
+#endif  // FLOTILLA_CUDA_IM2COL_HPP_INCLUDED

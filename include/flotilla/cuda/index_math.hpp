@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_INDEXMATH_HPP_INCLUDED
+#define FLOTILLA_CUDA_INDEXMATH_HPP_INCLUDED
 // The index arithmetic of the CUDA kernels, as functions that compile for the host too: the GPU
 // runs exactly these, and the CPU tests (tests/cuda/test_index_math.cpp) check them against the CPU
 // layers, so the layouts agree without a GPU to prove it. No CUDA needed.
@@ -211,3 +215,4 @@ constexpr std::uint64_t layer_noise_key(std::uint64_t seed, std::uint64_t epoch,
 }
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_INDEXMATH_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_LAUNCH_HPP_INCLUDED
+#define FLOTILLA_CUDA_LAUNCH_HPP_INCLUDED
 // Kernel launching for flotilla's CUDA headers: a grid-stride loop launched on a stream and checked.
 // Kernel headers include this one; it stops any compiler but nvcc with a clear message.
 #if !defined(__CUDACC__)
@@ -32,3 +36,4 @@ void for_each_index(cudaStream_t s, std::size_t n, const char* what, F f) {
 }
 
 }  // namespace flotilla::cuda::detail
+#endif  // FLOTILLA_CUDA_LAUNCH_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_LAYERS_HPP_INCLUDED
+#define FLOTILLA_CUDA_LAYERS_HPP_INCLUDED
 // The GPU implementation of each built-in layer: cuda::DeviceLayer<L> for the concrete layer type
 // L that the CPU backend uses (Dense<N>::layer<In, float> and so on), so that one network type runs
 // on either device. Parameters and activations have the CPU's layouts (cuda/index_math.hpp), so the
@@ -257,3 +261,4 @@ struct DeviceLayer<flotilla::detail::ElementwiseLayer<F, In, float>, void> {
 };
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_LAYERS_HPP_INCLUDED

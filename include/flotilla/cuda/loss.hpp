@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_LOSS_HPP_INCLUDED
+#define FLOTILLA_CUDA_LOSS_HPP_INCLUDED
 // The losses on the GPU, one thread per sample, each running the CPU loss's own per-sample body
 // (SoftmaxCrossEntropy::sample, MSE::sample). Each writes the per-sample loss (and, for
 // classifiers, the arg-max class), which the engine copies back and sums in double as the CPU does.
@@ -34,3 +38,4 @@ inline void mean_squared_error(cudaStream_t st, const float* y, const float* t, 
 }
 
 }  // namespace flotilla::cuda::detail
+#endif  // FLOTILLA_CUDA_LOSS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_MAXPOOL_HPP_INCLUDED
+#define FLOTILLA_CUDA_MAXPOOL_HPP_INCLUDED
 // MaxPool2D on the GPU: the window maxima and where they are, and the gradient routed back to them
 // (index arithmetic in cuda/index_math.hpp, checked against nn/maxpool2d.hpp on the CPU).
 #include <cstddef>
@@ -31,3 +35,4 @@ inline void maxpool_backward(cudaStream_t s, const PoolGeometry& g, const float*
 }
 
 }  // namespace flotilla::cuda::detail
+#endif  // FLOTILLA_CUDA_MAXPOOL_HPP_INCLUDED

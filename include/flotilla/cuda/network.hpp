@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_NETWORK_HPP_INCLUDED
+#define FLOTILLA_CUDA_NETWORK_HPP_INCLUDED
 // cuda::Network<Arch>: an architecture's layers forward and backward on the GPU, the counterpart of
 // nn/network.hpp. The parameter layout (offsets, counts, tensor table) is the CPU Network's own
 // constants, so the flat buffers are interchangeable between devices; activations are kept on the
@@ -170,3 +174,4 @@ class Network {
 };
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_NETWORK_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CUDA_OPTIMIZERS_HPP_INCLUDED
+#define FLOTILLA_CUDA_OPTIMIZERS_HPP_INCLUDED
 // Optimizer updates on the GPU, over the flat device buffers. Any ElementRuleOptimizer
 // (concepts/optimizer.hpp) runs here: its element rule, the same function the CPU engine applies
 // to Eigen arrays, is applied to one element per thread. Per-tensor behaviour (no weight decay on
@@ -87,3 +91,4 @@ void device_update(cudaStream_t s, const O& o, float* p, const float* g, float* 
 }
 
 }  // namespace flotilla::cuda
+#endif  // FLOTILLA_CUDA_OPTIMIZERS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_CRITEO_HPP_INCLUDED
+#define FLOTILLA_DATA_CRITEO_HPP_INCLUDED
 // The Criteo display-advertising click logs (the Kaggle challenge's train.txt, the 1 TB logs'
 // day_N files): one example per line, 40 tab-separated columns: the label (0 or 1), 13 integer
 // features I1..I13, 26 categorical features C1..C26 written as 32-bit hexadecimal IDs. Any
@@ -137,3 +141,4 @@ inline std::vector<CtrExample> read_ctr_file(const std::string& path, const Read
 }
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_CRITEO_HPP_INCLUDED

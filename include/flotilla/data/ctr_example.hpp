@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_CTREXAMPLE_HPP_INCLUDED
+#define FLOTILLA_DATA_CTREXAMPLE_HPP_INCLUDED
 // One labelled example of a click log, as every click-through reader produces it and every sparse
 // model reads it: a label, dense numeric features, and per categorical field a list of raw IDs
 // (one for a one-ID field such as Criteo's, several for a multi-ID field, none where the value is
@@ -35,3 +39,4 @@ struct CtrExample {
 };
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_CTREXAMPLE_HPP_INCLUDED

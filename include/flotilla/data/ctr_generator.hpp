@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_CTRGENERATOR_HPP_INCLUDED
+#define FLOTILLA_DATA_CTRGENERATOR_HPP_INCLUDED
 // Synthetic click logs in the Criteo format, labelled by a known ("planted") logistic model, so
 // that a sparse model's quality can be judged against the best any model can do on the same data:
 // the planted model's own AUC and log loss.
@@ -555,3 +559,4 @@ inline void write_criteo(const CtrGeneratorOptions& o, const std::filesystem::pa
 }
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_CTRGENERATOR_HPP_INCLUDED

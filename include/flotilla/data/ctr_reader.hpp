@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_CTRREADER_HPP_INCLUDED
+#define FLOTILLA_DATA_CTRREADER_HPP_INCLUDED
 // Reading a click log example by example: a LineReader underneath, a line format on top (Criteo's
 // TSV in criteo.hpp, libsvm in libsvm.hpp), and between them what every format shares: sharding
 // of lines across workers, a shuffle buffer, and a policy for malformed lines.
@@ -210,3 +214,4 @@ std::vector<CtrExample> read_ctr_file(const std::string& path, const ReaderOptio
 }
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_CTRREADER_HPP_INCLUDED

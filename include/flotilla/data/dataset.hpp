@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_DATASET_HPP_INCLUDED
+#define FLOTILLA_DATA_DATASET_HPP_INCLUDED
 // Dataset<T>: samples in memory, one per column, with their class labels or target values, and the
 // loader for classification data sets stored as a pair of IDX files (images, labels).
 #include <cstddef>
@@ -126,3 +130,4 @@ inline Dataset<T> load_idx_classification(const std::filesystem::path& images_pa
 }
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_DATASET_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_FASHIONMNIST_HPP_INCLUDED
+#define FLOTILLA_DATA_FASHIONMNIST_HPP_INCLUDED
 // Fashion-MNIST (Xiao, Rasul and Vollgraf, 2017): 28x28 grey images of clothing in 10 classes,
 // 60000 for training and 10000 for testing, as the four IDX files the authors distribute.
 //
@@ -77,3 +81,4 @@ FLOTILLA_DECL std::filesystem::path find_file(const std::filesystem::path& dir, 
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::data::fashion_mnist
+#endif  // FLOTILLA_DATA_FASHIONMNIST_HPP_INCLUDED

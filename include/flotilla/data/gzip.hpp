@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_GZIP_HPP_INCLUDED
+#define FLOTILLA_DATA_GZIP_HPP_INCLUDED
 // gunzip: a DEFLATE decoder (RFC 1951) and the gzip container around it (RFC 1952), so that reading
 // the .gz files data sets ship as needs no zlib at link time.
 //
@@ -818,3 +822,4 @@ FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in,
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_GZIP_HPP_INCLUDED

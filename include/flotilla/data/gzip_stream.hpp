@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_GZIPSTREAM_HPP_INCLUDED
+#define FLOTILLA_DATA_GZIPSTREAM_HPP_INCLUDED
 // gunzip as a stream: a gzip file of any size decompressed a chunk at a time, holding only the
 // 32 KiB window that DEFLATE's back-references reach into plus one chunk, so memory stays a fixed
 // few hundred KiB whether the file inflates to megabytes or to terabytes.
@@ -251,3 +255,4 @@ class GzipStream {
 };
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_GZIPSTREAM_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_IDX_HPP_INCLUDED
+#define FLOTILLA_DATA_IDX_HPP_INCLUDED
 // Reader for the IDX format of MNIST and Fashion-MNIST: two zero bytes, an element type, the number
 // of dimensions, each dimension as a big-endian 32-bit count, then the values, big-endian, in
 // row-major order (the first dimension is the sample). Files may be gzip-compressed; that is
@@ -329,3 +333,4 @@ FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::strin
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_IDX_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_LIBSVM_HPP_INCLUDED
+#define FLOTILLA_DATA_LIBSVM_HPP_INCLUDED
 // The libsvm / svmlight format: one example per line,
 //
 //   <label> [qid:<n>] <index>:<value> <index>:<value> ... [# comment]
@@ -109,3 +113,4 @@ struct LibsvmFormat {
 using LibsvmReader = CtrReader<LibsvmFormat>;
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_LIBSVM_HPP_INCLUDED

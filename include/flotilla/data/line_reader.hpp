@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_LINEREADER_HPP_INCLUDED
+#define FLOTILLA_DATA_LINEREADER_HPP_INCLUDED
 // Lines of a text file, plain or gzip-compressed (told apart by the magic bytes 1f 8b, not by the
 // name), read a chunk at a time: memory is one chunk plus the longest line allowed (plus, for gzip,
 // the decompressor's window), however large the file.
@@ -197,3 +201,4 @@ class LineReader {
 };
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_LINEREADER_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_DATA_LOADER_HPP_INCLUDED
+#define FLOTILLA_DATA_LOADER_HPP_INCLUDED
 // Loader<T>: cuts a Dataset into shuffled batches, one shard of each global batch per worker.
 //
 // What the distributed trainer relies on:
@@ -308,3 +312,4 @@ class Loader {
 };
 
 }  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_LOADER_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_EXCHANGE_LOCAL_HPP_INCLUDED
+#define FLOTILLA_EXCHANGE_LOCAL_HPP_INCLUDED
 // exchange::Local: the default exchange of peer-to-peer policies that combine gradients
 // themselves (reduce_gradients_in_backward = false), such as local SGD.
 #include <string_view>
@@ -17,3 +21,4 @@ struct Local {
 };
 
 }  // namespace flotilla::exchange
+#endif  // FLOTILLA_EXCHANGE_LOCAL_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_EXCHANGE_POLICYEXCHANGE_HPP_INCLUDED
+#define FLOTILLA_EXCHANGE_POLICYEXCHANGE_HPP_INCLUDED
 // Which exchange a policy's gradients go through: the one it names (`template <class T> using
 // exchange = ...;`), else the default of its topology, with the policy's codec and error feedback.
 #include <type_traits>
@@ -52,3 +56,4 @@ template <class Policy, class T>
 using policy_exchange_t = typename policy_exchange<Policy, T>::type;
 
 }  // namespace flotilla
+#endif  // FLOTILLA_EXCHANGE_POLICYEXCHANGE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_EXCHANGE_PUSHTOSERVERS_HPP_INCLUDED
+#define FLOTILLA_EXCHANGE_PUSHTOSERVERS_HPP_INCLUDED
 // exchange::PushToServers: each bucket is a parameter server's shard, pushed to that server as
 // soon as backward has finished it, with `Codec` on the wire; with error feedback, what the
 // encoding rounds away is carried into this worker's next push of the shard. The default exchange
@@ -37,3 +41,4 @@ class PushToServers : public detail::FeedbackState<T, Codec, ErrorFeedback> {
 };
 
 }  // namespace flotilla::exchange
+#endif  // FLOTILLA_EXCHANGE_PUSHTOSERVERS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_EXCHANGE_RINGALLREDUCE_HPP_INCLUDED
+#define FLOTILLA_EXCHANGE_RINGALLREDUCE_HPP_INCLUDED
 // exchange::RingAllreduce: each bucket is summed over the workers by a ring allreduce, with
 // `Codec` on the wire; with error feedback, what this worker's encoding rounds away is carried
 // into its next step's value of the same bucket. The default exchange of peer-to-peer policies
@@ -33,3 +37,4 @@ class RingAllreduce : public detail::FeedbackState<T, Codec, ErrorFeedback> {
 };
 
 }  // namespace flotilla::exchange
+#endif  // FLOTILLA_EXCHANGE_RINGALLREDUCE_HPP_INCLUDED

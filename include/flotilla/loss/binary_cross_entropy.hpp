@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_LOSS_BINARYCROSSENTROPY_HPP_INCLUDED
+#define FLOTILLA_LOSS_BINARYCROSSENTROPY_HPP_INCLUDED
 // Binary cross-entropy on logits, fused with the sigmoid: per output, with logit x and target y in
 // [0, 1] (a click: 1, none: 0),
 //
@@ -101,3 +105,4 @@ struct BinaryCrossEntropyWithLogits {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_LOSS_BINARYCROSSENTROPY_HPP_INCLUDED

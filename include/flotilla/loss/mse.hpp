@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_LOSS_MSE_HPP_INCLUDED
+#define FLOTILLA_LOSS_MSE_HPP_INCLUDED
 // Mean squared error: per sample, the mean over outputs of (y - target)^2. The per-sample body is
 // one function for the CPU and the GPU (cuda/loss.hpp).
 #include <string>
@@ -62,3 +66,4 @@ struct MSE {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_LOSS_MSE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_LOSS_SOFTMAXCROSSENTROPY_HPP_INCLUDED
+#define FLOTILLA_LOSS_SOFTMAXCROSSENTROPY_HPP_INCLUDED
 // Softmax followed by cross-entropy, fused: the gradient is softmax(z) - onehot(label), computed
 // from logits shifted by their maximum so that exp() never overflows, and the loss is
 // logsumexp(z) - z[label], which stays finite for any finite logits. The per-sample body is one
@@ -75,3 +79,4 @@ struct SoftmaxCrossEntropy {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_LOSS_SOFTMAXCROSSENTROPY_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_ACTIVATION_HPP_INCLUDED
+#define FLOTILLA_NN_ACTIVATION_HPP_INCLUDED
 // Element-wise activations: ReLU, LeakyReLU, Tanh, Sigmoid, GELU. The output keeps the input's shape.
 // Backward uses the saved output where the derivative is a function of y, so nothing extra is
 // stored; GELU's is not (it is not monotonic, so y does not determine x), and takes the input,
@@ -174,3 +178,4 @@ struct GELU {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_ACTIVATION_HPP_INCLUDED

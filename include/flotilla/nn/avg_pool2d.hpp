@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_AVGPOOL2D_HPP_INCLUDED
+#define FLOTILLA_NN_AVGPOOL2D_HPP_INCLUDED
 // AvgPool2D<K, Stride, Padding>: the mean of each K x K window, per channel, with PyTorch's
 // nn.AvgPool2d conventions: windows that would run past the (padded) edge are dropped (floor), and
 // the padding counts as zeros in every window's mean (count_include_pad), so that every window
@@ -102,3 +106,4 @@ struct AvgPool2D {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_AVGPOOL2D_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_BATCHNORM_HPP_INCLUDED
+#define FLOTILLA_NN_BATCHNORM_HPP_INCLUDED
 // Batch normalisation (Ioffe & Szegedy, 2015), with PyTorch's conventions:
 //
 //   BatchNorm2D<>   images Shape<C, H, W>: one mean and variance per channel, over the batch and
@@ -255,3 +259,4 @@ using SyncBatchNorm2D = BatchNorm2D<StatisticsScope::global>;
 using SyncBatchNorm1D = BatchNorm1D<StatisticsScope::global>;
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_BATCHNORM_HPP_INCLUDED

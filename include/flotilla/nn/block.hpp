@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_BLOCK_HPP_INCLUDED
+#define FLOTILLA_NN_BLOCK_HPP_INCLUDED
 // Block<Layers...>: a sub-network that is itself a layer spec, so that it can be named and reused:
 //
 //   template <std::size_t F>
@@ -189,3 +193,4 @@ struct Repeat {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_BLOCK_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_BRANCHES_HPP_INCLUDED
+#define FLOTILLA_NN_BRANCHES_HPP_INCLUDED
 // Parallel branches over one input, joined into one output:
 //
 //   Concat<Branches...>  the branches' outputs side by side: along channels for images (which must
@@ -280,3 +284,4 @@ struct Add {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_BRANCHES_HPP_INCLUDED

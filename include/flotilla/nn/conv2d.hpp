@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_CONV2D_HPP_INCLUDED
+#define FLOTILLA_NN_CONV2D_HPP_INCLUDED
 // Conv2D<F, K, Stride, Padding>: 2-D convolution of an image Shape<C, H, W> with F filters of K x K,
 // by im2col and one matrix product per chunk of images. Padding `same` pads (K - 1) / 2 on every
 // side, so that the output is H x W at stride 1 (ceil(H / Stride) x ceil(W / Stride) otherwise).
@@ -506,3 +510,4 @@ struct Conv2D {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_CONV2D_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_DENSE_HPP_INCLUDED
+#define FLOTILLA_NN_DENSE_HPP_INCLUDED
 // Dense<N>: a fully connected layer, y = W x + b, with W of shape (N x inputs).
 #include <algorithm>
 #include <array>
@@ -91,3 +95,4 @@ struct Dense {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_DENSE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_DROPOUT_HPP_INCLUDED
+#define FLOTILLA_NN_DROPOUT_HPP_INCLUDED
 // Dropout<Num, Den>: in training, zeroes each value with probability Num/Den and scales the rest by
 // 1 / (1 - Num/Den) ("inverted" dropout, so evaluation is the identity).
 //
@@ -67,3 +71,4 @@ struct Dropout {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_DROPOUT_HPP_INCLUDED

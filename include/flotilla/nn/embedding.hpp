@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_EMBEDDING_HPP_INCLUDED
+#define FLOTILLA_NN_EMBEDDING_HPP_INCLUDED
 // Embeddings of categorical fields: each raw ID of a field selects a row of `dim` values in a table,
 // and the rows of a field's IDs are pooled (summed, or averaged) into `dim` features of the sample.
 //
@@ -407,3 +411,4 @@ void embedding_backward(const EmbeddingLookup& l, ConstMatrixView<T> dout, std::
 }
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_EMBEDDING_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_FLATTEN_HPP_INCLUDED
+#define FLOTILLA_NN_FLATTEN_HPP_INCLUDED
 // Flatten: an image Shape<C, H, W> becomes the vector Shape<C*H*W>, in the channels-last order it
 // is stored in. The values are copied unchanged.
 #include <cstddef>
@@ -28,3 +32,4 @@ struct Flatten {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_FLATTEN_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_GLOBALAVGPOOL_HPP_INCLUDED
+#define FLOTILLA_NN_GLOBALAVGPOOL_HPP_INCLUDED
 // GlobalAvgPool: an image Shape<C, H, W> becomes the vector Shape<C> of its channels' means over
 // every pixel, as He et al.'s ResNets end before their classifier: a Dense can follow it directly,
 // and the classifier's size does not grow with the image.
@@ -54,3 +58,4 @@ struct GlobalAvgPool {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_GLOBALAVGPOOL_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_INIT_HPP_INCLUDED
+#define FLOTILLA_NN_INIT_HPP_INCLUDED
 // Weight initialisers. Each is a type with a static `fill`, chosen as a layer's template argument
 // (Dense<256, init::He>). They draw from flotilla's Generator, so a seed fixes the weights exactly.
 #include <cmath>
@@ -49,3 +53,4 @@ struct LeCunUniform {
 
 }  // namespace flotilla::init
 
+#endif  // FLOTILLA_NN_INIT_HPP_INCLUDED

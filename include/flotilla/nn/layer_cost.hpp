@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_LAYERCOST_HPP_INCLUDED
+#define FLOTILLA_NN_LAYERCOST_HPP_INCLUDED
 // What each layer of a network costs, estimated by the compiler from the layer types and the shapes
 // Sequential infers: the numbers a model summary (nn/summary.hpp) prints and the pipeline's
 // automatic split balances (pipeline/balance.hpp).
@@ -83,3 +87,4 @@ constexpr std::array<std::uint64_t, Arch::depth> estimated_compute() {
 }
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_LAYERCOST_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_LAYERNORM_HPP_INCLUDED
+#define FLOTILLA_NN_LAYERNORM_HPP_INCLUDED
 // LayerNorm (Ba, Kiros & Hinton, 2016): each sample normalised over all of its values, then scaled
 // and shifted element by element, as PyTorch's nn.LayerNorm(normalized_shape = the sample's shape):
 //
@@ -112,3 +116,4 @@ struct LayerNorm {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_LAYERNORM_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_MAXPOOL2D_HPP_INCLUDED
+#define FLOTILLA_NN_MAXPOOL2D_HPP_INCLUDED
 // MaxPool2D<K, Stride>: the maximum of each K x K window, per channel. Windows that would run past
 // the edge are dropped (floor), as in PyTorch. The position of each maximum is remembered so that
 // backward routes the gradient to it alone.
@@ -105,3 +109,4 @@ struct MaxPool2D {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_MAXPOOL2D_HPP_INCLUDED

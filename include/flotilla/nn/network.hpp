@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_NETWORK_HPP_INCLUDED
+#define FLOTILLA_NN_NETWORK_HPP_INCLUDED
 // Network<Arch, T>: runs an architecture's layers forward and backward over one batch at a time.
 //
 // A Network holds the layer objects and the activations of its last forward pass, but not the
@@ -318,3 +322,4 @@ class Network {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_NETWORK_HPP_INCLUDED

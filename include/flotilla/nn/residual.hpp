@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_RESIDUAL_HPP_INCLUDED
+#define FLOTILLA_NN_RESIDUAL_HPP_INCLUDED
 // Residual<Block, Shortcut = Identity>: Block(x) + Shortcut(x), He et al.'s residual connection.
 //
 //   Residual<Block<Conv2D<16, 3, 1, same>, ReLU, Conv2D<16, 3, 1, same>>>            identity shortcut
@@ -77,3 +81,4 @@ struct Residual {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_RESIDUAL_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_SEQUENTIAL_HPP_INCLUDED
+#define FLOTILLA_NN_SEQUENTIAL_HPP_INCLUDED
 // Sequential<Input<...>, Layers...>: a network as a type. Each layer spec is bound to the shape the
 // previous one produces, so shapes are inferred, and a mismatch stops the compiler with the
 // offending layer's static_assert message.
@@ -68,3 +72,4 @@ struct is_sequential<Sequential<I, S...>> : std::true_type {};
 }  // namespace detail
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_SEQUENTIAL_HPP_INCLUDED

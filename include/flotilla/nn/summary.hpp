@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_SUMMARY_HPP_INCLUDED
+#define FLOTILLA_NN_SUMMARY_HPP_INCLUDED
 // A model's summary, as Keras' summary() prints it: each layer with the shape it produces, its
 // parameters and its forward FLOPs per sample, then the totals. Everything in it is known at
 // compile time (the shapes Sequential infers, the estimates of nn/layer_cost.hpp); summary()
@@ -149,3 +153,4 @@ ModelSummary summary() {
 }
 
 }  // namespace flotilla
+#endif  // FLOTILLA_NN_SUMMARY_HPP_INCLUDED

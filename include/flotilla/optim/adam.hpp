@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_OPTIM_ADAM_HPP_INCLUDED
+#define FLOTILLA_OPTIM_ADAM_HPP_INCLUDED
 // Adam (Kingma & Ba, 2015) and AdamW (Loshchilov & Hutter, 2019). Adam's weight decay is an L2
 // term added to the gradient; AdamW's is decoupled: p -= lr * wd * p before the Adam step. As in
 // optim/sgd.hpp, the update is one element rule for both engines.
@@ -113,3 +117,4 @@ struct AdamW : detail::AdamConfig {
 };
 
 }  // namespace flotilla::optim
+#endif  // FLOTILLA_OPTIM_ADAM_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_OPTIM_ROWADAGRAD_HPP_INCLUDED
+#define FLOTILLA_OPTIM_ROWADAGRAD_HPP_INCLUDED
 // Adagrad on the rows a step touched, as PyTorch's torch.optim.Adagrad (without its learning-rate
 // decay and weight decay): per value, a running sum of squared gradients
 //
@@ -52,3 +56,4 @@ struct RowAdagrad {
 static_assert(RowOptimizer<RowAdagrad>);
 
 }  // namespace flotilla::optim
+#endif  // FLOTILLA_OPTIM_ROWADAGRAD_HPP_INCLUDED

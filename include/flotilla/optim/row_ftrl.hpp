@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_OPTIM_ROWFTRL_HPP_INCLUDED
+#define FLOTILLA_OPTIM_ROWFTRL_HPP_INCLUDED
 // FTRL-Proximal on the rows a step touched: McMahan et al., "Ad Click Prediction: a View from the
 // Trenches" (KDD 2013), Algorithm 1, per value with gradient g:
 //
@@ -67,3 +71,4 @@ static_assert(RowOptimizer<RowFtrl>);
 static_assert(row_optimizer_needs_zero_rows<RowFtrl>);
 
 }  // namespace flotilla::optim
+#endif  // FLOTILLA_OPTIM_ROWFTRL_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_OPTIM_ROWLAZYADAM_HPP_INCLUDED
+#define FLOTILLA_OPTIM_ROWLAZYADAM_HPP_INCLUDED
 // Lazy Adam: Adam on the rows a step touched, with moments and a step count per row.
 //
 // Each row keeps its first and second moments m, v and its own step count t (the number of
@@ -76,3 +80,4 @@ struct RowLazyAdam {
 static_assert(RowOptimizer<RowLazyAdam>);
 
 }  // namespace flotilla::optim
+#endif  // FLOTILLA_OPTIM_ROWLAZYADAM_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_OPTIM_ROWSGD_HPP_INCLUDED
+#define FLOTILLA_OPTIM_ROWSGD_HPP_INCLUDED
 // Plain SGD on the rows a step touched: w -= lr * g. No state.
 #include <cstddef>
 #include <span>
@@ -22,3 +26,4 @@ struct RowSGD {
 static_assert(RowOptimizer<RowSGD>);
 
 }  // namespace flotilla::optim
+#endif  // FLOTILLA_OPTIM_ROWSGD_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_OPTIM_SCHEDULE_HPP_INCLUDED
+#define FLOTILLA_OPTIM_SCHEDULE_HPP_INCLUDED
 // Learning-rate schedules: each maps the index of an update (0 for the first) to a factor that
 // multiplies the optimizer's base learning rate.
 #include <algorithm>
@@ -52,3 +56,4 @@ StepInfo scheduled_step(const Optimizer& optimizer, const Schedule& schedule, st
 }
 
 }  // namespace flotilla
+#endif  // FLOTILLA_OPTIM_SCHEDULE_HPP_INCLUDED

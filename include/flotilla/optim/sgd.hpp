@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_OPTIM_SGD_HPP_INCLUDED
+#define FLOTILLA_OPTIM_SGD_HPP_INCLUDED
 // Stochastic gradient descent, plain and with momentum (heavy-ball or Nesterov), with PyTorch's
 // conventions: the velocity starts at zero and accumulates v = mu * v + g, and weight decay adds
 // wd * p to the gradient. Each update is written once, as an element rule that the CPU engine
@@ -121,3 +125,4 @@ struct Momentum {
 };
 
 }  // namespace flotilla::optim
+#endif  // FLOTILLA_OPTIM_SGD_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_OPTIM_STATETENSORS_HPP_INCLUDED
+#define FLOTILLA_OPTIM_STATETENSORS_HPP_INCLUDED
 // Tensors of role `state` (BatchNorm's running statistics) are not trained: an update adds the
 // increment the layer wrote into their gradient slots and hands the optimizer the other tensors
 // only. Everything that applies an optimizer goes through update_trainable, so no optimizer, the
@@ -55,3 +59,4 @@ void update_trainable(const O& optimizer, std::span<T> params, std::span<const T
 }
 
 }  // namespace flotilla::optim
+#endif  // FLOTILLA_OPTIM_STATETENSORS_HPP_INCLUDED

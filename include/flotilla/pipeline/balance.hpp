@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_BALANCE_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_BALANCE_HPP_INCLUDED
 // The automatic split: contiguous stages of a chain of layers whose most expensive stage is as
 // cheap as possible (the time of a pipeline step is set by its slowest stage).
 //
@@ -96,3 +100,4 @@ constexpr Split balance(std::span<const std::uint64_t> costs, std::size_t stages
 }
 
 }  // namespace flotilla::pipeline
+#endif  // FLOTILLA_PIPELINE_BALANCE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_COSTMODEL_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_COSTMODEL_HPP_INCLUDED
 // The per-layer cost estimates the automatic split balances and a Plan prints: those of
 // nn/layer_cost.hpp, under the names the pipeline has always used for them.
 #include "flotilla/nn/layer_cost.hpp"
@@ -11,3 +15,4 @@ using flotilla::estimated_costs;
 using flotilla::LayerCost;
 
 }  // namespace flotilla::pipeline
+#endif  // FLOTILLA_PIPELINE_COSTMODEL_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_LAYOUT_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_LAYOUT_HPP_INCLUDED
 // Where the stages of D pipeline replicas sit among a job's D x P ranks: replica d's stage s is
 // rank d * P + s. A replica's stages are consecutive ranks (neighbours in the pipeline are
 // neighbours in the job: on TCP, usually one machine), and stage s's replicas, the ranks that
@@ -52,3 +56,4 @@ struct Layout {
 };
 
 }  // namespace flotilla::pipeline
+#endif  // FLOTILLA_PIPELINE_LAYOUT_HPP_INCLUDED

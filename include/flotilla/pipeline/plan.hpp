@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_PLAN_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_PLAN_HPP_INCLUDED
 // Plan: which layers each pipeline stage runs, and why. Made in one of three ways:
 //
 //   auto p = pipeline::Plan::automatic<Net>(3);          // balance the estimated costs (balance.hpp)
@@ -197,3 +201,4 @@ class Plan {
 };
 
 }  // namespace flotilla::pipeline
+#endif  // FLOTILLA_PIPELINE_PLAN_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_RUNNER_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_RUNNER_HPP_INCLUDED
 // Runner<Model, Endpoint>: one rank's part of pipelined training: one stage of one pipeline
 // replica. Every rank of a D x P job (layout.hpp) builds one with the same Plan and options, and
 // calls compute_gradients() with its replica's batch each step, then update().
@@ -446,3 +450,4 @@ class Runner {
 };
 
 }  // namespace flotilla::pipeline
+#endif  // FLOTILLA_PIPELINE_RUNNER_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_SCHEDULE_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_SCHEDULE_HPP_INCLUDED
 // The order in which one stage runs the forward (F) and backward (B) passes of a step's M
 // micro-batches. Both schedules run every micro-batch's forward in order 0..M-1 and every backward
 // in order 0..M-1, so the messages between two stages arrive in the order they are needed and one
@@ -66,3 +70,4 @@ constexpr double theoretical_bubble(std::size_t stages, std::size_t micro_batche
 }
 
 }  // namespace flotilla::pipeline
+#endif  // FLOTILLA_PIPELINE_SCHEDULE_HPP_INCLUDED

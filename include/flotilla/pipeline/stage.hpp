@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_STAGE_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_STAGE_HPP_INCLUDED
 // pipeline::Stage: a boundary marker written into a network's type, where the user wants one
 // pipeline stage to end and the next to begin:
 //
@@ -99,3 +103,4 @@ struct StageMarkers {
 };
 
 }  // namespace flotilla::pipeline
+#endif  // FLOTILLA_PIPELINE_STAGE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_STAGENETWORK_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_STAGENETWORK_HPP_INCLUDED
 // StageNetwork<Arch, T>: layers [first, last) of a network, run forward and backward like Network
 // runs all of them: the part of the model one pipeline stage computes.
 //
@@ -218,3 +222,4 @@ class StageNetwork {
 };
 
 }  // namespace flotilla::pipeline
+#endif  // FLOTILLA_PIPELINE_STAGENETWORK_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_TIMING_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_TIMING_HPP_INCLUDED
 // measure_layer_costs: each layer's forward plus backward, timed on this machine, as costs for
 // Plan::automatic in place of the compile-time FLOP estimates (cost_model.hpp), which do not see
 // that pooling and copies are memory-bound or that a GEMM runs faster at some shapes than others.
@@ -53,3 +57,4 @@ std::vector<std::uint64_t> measure_layer_costs(std::size_t batch, std::size_t re
 }
 
 }  // namespace flotilla::pipeline
+#endif  // FLOTILLA_PIPELINE_TIMING_HPP_INCLUDED

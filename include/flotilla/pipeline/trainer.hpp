@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_PIPELINE_TRAINER_HPP_INCLUDED
+#define FLOTILLA_PIPELINE_TRAINER_HPP_INCLUDED
 // pipeline::Trainer<Model, Backend>: the whole training loop of a pipelined model in one call, as
 // flotilla::Trainer has it for data parallelism.
 //
@@ -654,3 +658,4 @@ class Trainer {
 };
 
 }  // namespace flotilla::pipeline
+#endif  // FLOTILLA_PIPELINE_TRAINER_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_POLICY_ACCUMULATE_HPP_INCLUDED
+#define FLOTILLA_POLICY_ACCUMULATE_HPP_INCLUDED
 // policy::Accumulate<K, Inner>: gradients of K batches are added up before the inner policy
 // communicates and updates once: an effective batch K times larger at the memory cost of one,
 // and K times fewer messages.
@@ -17,3 +21,4 @@ struct Accumulate : Inner {
 };
 
 }  // namespace flotilla::policy
+#endif  // FLOTILLA_POLICY_ACCUMULATE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_POLICY_ASYNCHRONOUS_HPP_INCLUDED
+#define FLOTILLA_POLICY_ASYNCHRONOUS_HPP_INCLUDED
 // policy::Asynchronous and policy::BoundedStaleness: parameter servers apply each worker's update
 // the moment it arrives (TensorFlow's asynchronous training), so a slow worker never holds up the
 // others; the price is that a gradient may be computed on parameters that others have since
@@ -39,3 +43,4 @@ struct Asynchronous {
 };
 
 }  // namespace flotilla::policy
+#endif  // FLOTILLA_POLICY_ASYNCHRONOUS_HPP_INCLUDED

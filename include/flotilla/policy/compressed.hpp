@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_POLICY_COMPRESSED_HPP_INCLUDED
+#define FLOTILLA_POLICY_COMPRESSED_HPP_INCLUDED
 // policy::Compressed<Codec, Inner, ErrorFeedback>: the inner policy with `Codec` on the wire, for
 // the gradients pushed or allreduced and for the parameters pulled from servers. With a 16-bit
 // codec the bytes on the wire halve; with error feedback the rounding error of each step's
@@ -21,3 +25,4 @@ struct Compressed : Inner {
 };
 
 }  // namespace flotilla::policy
+#endif  // FLOTILLA_POLICY_COMPRESSED_HPP_INCLUDED

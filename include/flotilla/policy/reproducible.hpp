@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_POLICY_REPRODUCIBLE_HPP_INCLUDED
+#define FLOTILLA_POLICY_REPRODUCIBLE_HPP_INCLUDED
 // policy::Reproducible: synchronous training whose parameters have the same bits whatever the
 // number of workers, the transport and the number of cores per worker.
 //
@@ -42,3 +46,4 @@ struct Reproducible {
 };
 
 }  // namespace flotilla::policy
+#endif  // FLOTILLA_POLICY_REPRODUCIBLE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_POLICY_SYNCHRONOUS_HPP_INCLUDED
+#define FLOTILLA_POLICY_SYNCHRONOUS_HPP_INCLUDED
 // policy::Synchronous: every worker's gradient of a step is averaged before one update, so N
 // workers with batch B train exactly as one worker with batch N*B would (to float rounding).
 #include <cstddef>
@@ -43,3 +47,4 @@ struct Synchronous<topology::ParameterServer> {
 };
 
 }  // namespace flotilla::policy
+#endif  // FLOTILLA_POLICY_SYNCHRONOUS_HPP_INCLUDED

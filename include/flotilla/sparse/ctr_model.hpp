@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_SPARSE_CTRMODEL_HPP_INCLUDED
+#define FLOTILLA_SPARSE_CTRMODEL_HPP_INCLUDED
 // CtrModel: a click-through-rate model as one type. Every categorical field of an example is
 // embedded (a row per ID, pooled over the field's IDs) into one table whose rows live on the
 // parameter servers; the pooled embeddings and the numeric features, concatenated, feed a dense
@@ -111,3 +115,4 @@ struct CtrModel {
 };
 
 }  // namespace flotilla::sparse
+#endif  // FLOTILLA_SPARSE_CTRMODEL_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_SPARSE_ROWCLIENT_HPP_INCLUDED
+#define FLOTILLA_SPARSE_ROWCLIENT_HPP_INCLUDED
 // A worker's side of the embedding-row servers (sparse/row_server.hpp; the messages are in
 // sparse/detail/row_protocol.hpp): pull the rows of a batch's keys, push their gradients, ask for a
 // checkpoint, say done.
@@ -235,3 +239,4 @@ class RowClient {
 };
 
 }  // namespace flotilla::sparse
+#endif  // FLOTILLA_SPARSE_ROWCLIENT_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_SPARSE_ROWSERVER_HPP_INCLUDED
+#define FLOTILLA_SPARSE_ROWSERVER_HPP_INCLUDED
 // A parameter server of embedding rows: shard s of S of every table, served to W workers.
 //
 // Workers are ranks [0, W), servers ranks [first_server, first_server + S); the key k of a table
@@ -450,3 +454,4 @@ class RowServer {
 };
 
 }  // namespace flotilla::sparse
+#endif  // FLOTILLA_SPARSE_ROWSERVER_HPP_INCLUDED

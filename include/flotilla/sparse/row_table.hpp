@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_SPARSE_ROWTABLE_HPP_INCLUDED
+#define FLOTILLA_SPARSE_ROWTABLE_HPP_INCLUDED
 // One shard of an embedding table: the rows a parameter server owns, created on first touch.
 //
 // A table of millions of rows is touched a few thousand rows at a time, so rows exist only once a
@@ -419,3 +423,4 @@ class RowShard final : public detail::RowTableBase {
 };
 
 }  // namespace flotilla::sparse
+#endif  // FLOTILLA_SPARSE_ROWTABLE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_SPARSE_TRAINER_HPP_INCLUDED
+#define FLOTILLA_SPARSE_TRAINER_HPP_INCLUDED
 // sparse::Trainer<CtrModel, Policy, Backend>: trains a click-through model with its embedding rows
 // on parameter servers. Ranks [0, W) are workers, [W, W + S) servers. A worker's step:
 //
@@ -720,3 +724,4 @@ class Trainer {
 };
 
 }  // namespace flotilla::sparse
+#endif  // FLOTILLA_SPARSE_TRAINER_HPP_INCLUDED

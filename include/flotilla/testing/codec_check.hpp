@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TESTING_CODECCHECK_HPP_INCLUDED
+#define FLOTILLA_TESTING_CODECCHECK_HPP_INCLUDED
 // Checks of a codec's contract, for flotilla's tests and for users' own codecs:
 //
 //   auto r = flotilla::testing::check_codec<MyCodec, float>();
@@ -127,3 +131,4 @@ CodecCheckResult check_codec(const CodecCheckOptions& o = {}) {
 }
 
 }  // namespace flotilla::testing
+#endif  // FLOTILLA_TESTING_CODECCHECK_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TESTING_GRADIENTCHECK_HPP_INCLUDED
+#define FLOTILLA_TESTING_GRADIENTCHECK_HPP_INCLUDED
 // Finite-difference checks of layers and losses, for flotilla's tests and for users' own layers:
 //
 //   auto r = flotilla::testing::check_layer<MyLayer, flotilla::Shape<3, 8, 8>>();
@@ -223,3 +227,4 @@ GradientCheckResult check_loss(std::size_t outputs = 5, const GradientCheckOptio
 }
 
 }  // namespace flotilla::testing
+#endif  // FLOTILLA_TESTING_GRADIENTCHECK_HPP_INCLUDED

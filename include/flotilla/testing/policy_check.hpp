@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TESTING_POLICYCHECK_HPP_INCLUDED
+#define FLOTILLA_TESTING_POLICYCHECK_HPP_INCLUDED
 // Checks of an update policy (and the gradient exchange it names), for flotilla's tests and for
 // users' own policies:
 //
@@ -142,3 +146,4 @@ PolicyCheckResult check_policy(const PolicyCheckOptions& o = {}, Policy policy =
 }
 
 }  // namespace flotilla::testing
+#endif  // FLOTILLA_TESTING_POLICYCHECK_HPP_INCLUDED

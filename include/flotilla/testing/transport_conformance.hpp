@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TESTING_TRANSPORTCONFORMANCE_HPP_INCLUDED
+#define FLOTILLA_TESTING_TRANSPORTCONFORMANCE_HPP_INCLUDED
 // The semantics every Transport must have (docs/concepts/transport.md, "What the compiler cannot
 // check"), as one function that each rank of a job runs:
 //
@@ -163,3 +167,4 @@ void transport_conformance(E& e) {
 }
 
 }  // namespace flotilla::testing
+#endif  // FLOTILLA_TESTING_TRANSPORTCONFORMANCE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TOPOLOGY_COSTMODEL_HPP_INCLUDED
+#define FLOTILLA_TOPOLOGY_COSTMODEL_HPP_INCLUDED
 // flotilla::cost: what one synchronous step's gradient exchange costs, as an alpha-beta model.
 //
 // An exchange is priced by three counts (Terms): the messages on its critical path, the bytes
@@ -192,3 +196,4 @@ inline Prices fit(std::span<const Measurement> points) {
 }
 
 }  // namespace flotilla::cost
+#endif  // FLOTILLA_TOPOLOGY_COSTMODEL_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_BINARYMETRICS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_BINARYMETRICS_HPP_INCLUDED
 // Quality of a binary classifier's probabilities (a click model's): ROC AUC, log loss, average
 // precision, and calibration (the mean predicted probability against the observed rate).
 //
@@ -118,3 +122,4 @@ inline BinaryMetrics binary_metrics(std::span<const double> probabilities, std::
 }
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_BINARYMETRICS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_CHECKPOINTDIR_HPP_INCLUDED
+#define FLOTILLA_TRAIN_CHECKPOINTDIR_HPP_INCLUDED
 // A directory of checkpoint sets: what periodic checkpoints are named, which set a restarted job
 // resumes from, and how old sets are rotated away. The files themselves are checkpoint_format.hpp
 // containers; what goes in them is the Trainer's business.
@@ -386,3 +390,4 @@ FLOTILLA_DECL std::vector<std::filesystem::path> write_making_room(const std::fi
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_CHECKPOINTDIR_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_CHECKPOINTFORMAT_HPP_INCLUDED
+#define FLOTILLA_TRAIN_CHECKPOINTFORMAT_HPP_INCLUDED
 // The on-disk container for checkpoints: named, typed records, each with its own CRC-32, in a file
 // that is replaced atomically. What goes in it (parameters, optimizer state, RNG, epoch) is the
 // Trainer's business; this header only guarantees that what is read back is exactly what was
@@ -706,3 +710,4 @@ FLOTILLA_DECL void Reader::verify() {
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla::checkpoint
+#endif  // FLOTILLA_TRAIN_CHECKPOINTFORMAT_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_CONFUSION_HPP_INCLUDED
+#define FLOTILLA_TRAIN_CONFUSION_HPP_INCLUDED
 // A confusion matrix over a fixed set of classes, mergeable across workers: each worker counts its
 // own shard of the validation set and the counts are summed, so the result does not depend on how
 // the data was split.
@@ -256,3 +260,4 @@ FLOTILLA_DECL void ConfusionMatrix::check_class(std::size_t c, const char* what)
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_CONFUSION_HPP_INCLUDED

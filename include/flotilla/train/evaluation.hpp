@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_EVALUATION_HPP_INCLUDED
+#define FLOTILLA_TRAIN_EVALUATION_HPP_INCLUDED
 // What evaluating a model on a data set gives (Evaluation), and how the counts that ranks add up
 // (detail::EvaluationPart, from the Engine or a pipeline's last stage) become one. Shared by the
 // data-parallel Trainer and pipeline::Trainer so both report the same numbers the same way.
@@ -43,3 +47,4 @@ Evaluation to_evaluation(const EvaluationPart& part) {
 
 }  // namespace detail
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_EVALUATION_HPP_INCLUDED

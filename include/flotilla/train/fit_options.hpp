@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_FITOPTIONS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_FITOPTIONS_HPP_INCLUDED
 // FitOptions: what one call of a trainer's fit() does besides training (epochs, metrics, plots,
 // checkpoints, logs, progress). The data-parallel Trainer and pipeline::Trainer take the same.
 #include <cerrno>
@@ -21,7 +25,8 @@ namespace flotilla {
 struct FitOptions {
   /// Epochs to run in this call (a resumed trainer continues from its epoch()).
   std::size_t epochs = 1;
-  /// Per-epoch metrics as JSON lines (.jsonl, .json) or CSV (.csv); empty: none.
+  /// Per-epoch metrics as JSON lines (.jsonl, .ndjson) or CSV (.csv); empty: none (.json is refused:
+  /// the lines are not one JSON document).
   std::filesystem::path metrics_file;
   /// An SVG plot of loss and accuracy per epoch, rewritten after each epoch; empty: none.
   std::filesystem::path plot_file;
@@ -105,3 +110,4 @@ struct DataPosition {
 }  // namespace detail
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_FITOPTIONS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_HISTORY_HPP_INCLUDED
+#define FLOTILLA_TRAIN_HISTORY_HPP_INCLUDED
 // What a training run records once per epoch. The Trainer fills one EpochRecord at the end of each
 // epoch; MetricsLog writes it to disk, write_svg_plot draws a History of them.
 #include <cmath>
@@ -52,3 +56,4 @@ inline std::string epoch_summary(const EpochRecord& r) {
 }  // namespace detail
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_HISTORY_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_METRICSLOG_HPP_INCLUDED
+#define FLOTILLA_TRAIN_METRICSLOG_HPP_INCLUDED
 // Per-epoch metrics on disk, as JSON lines or CSV, for plotting and comparing runs with ordinary
 // tools (pandas, jq, a spreadsheet).
 //
@@ -74,7 +78,7 @@ inline std::string metrics_errno_text(int err) { return std::error_code(err, std
 class MetricsLog {
  public:
   enum class Format {
-    from_extension,  ///< .jsonl, .ndjson and .json are JSON lines, .csv is CSV (case-insensitive)
+    from_extension,  ///< .jsonl and .ndjson are JSON lines, .csv is CSV (case-insensitive); .json is refused
     jsonl,
     csv,
   };
@@ -294,10 +298,13 @@ FLOTILLA_DECL MetricsLog::Format MetricsLog::resolve(const std::filesystem::path
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (ext == ".jsonl" || ext == ".ndjson" || ext == ".json") return Format::jsonl;
+  if (ext == ".jsonl" || ext == ".ndjson") return Format::jsonl;
   if (ext == ".csv") return Format::csv;
+  if (ext == ".json")  // a reader of .json expects one document, not a line an epoch
+    throw ConfigError("metrics log " + p.string() + ": the metrics are JSON lines, one object an epoch, which a "
+                      ".json file (one JSON document) would not hold: name it .jsonl, or name the format");
   throw ConfigError("metrics log " + p.string() + ": cannot tell the format from the extension '" + ext +
-                    "' (use .jsonl, .json or .csv, or name the format)");
+                    "' (use .jsonl, .ndjson or .csv, or name the format)");
 }
 
 FLOTILLA_DECL void MetricsLog::check_extras(const EpochRecord& r) const {
@@ -457,3 +464,4 @@ FLOTILLA_DECL std::vector<std::string> MetricsLog::parse_csv_header(std::string_
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_METRICSLOG_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_NONFINITELOSS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_NONFINITELOSS_HPP_INCLUDED
 // TrainerOptions::on_non_finite_loss: what the workers do when an update's gradient, or a batch's
 // loss, is not a finite number (a batch with a corrupt sample, an overflow in one step, or
 // training that has diverged for good).
@@ -19,3 +23,4 @@ enum class NonFiniteLoss {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_NONFINITELOSS_HPP_INCLUDED

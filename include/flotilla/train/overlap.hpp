@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_OVERLAP_HPP_INCLUDED
+#define FLOTILLA_TRAIN_OVERLAP_HPP_INCLUDED
 // Whether a worker's gradient communication overlaps its backward pass (TrainerOptions::overlap),
 // and how `automatic` decides.
 //
@@ -67,3 +71,4 @@ inline bool overlap_pays(std::size_t cores, std::size_t ranks_on_host, std::size
 
 }  // namespace detail
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_OVERLAP_HPP_INCLUDED

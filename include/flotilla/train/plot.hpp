@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_PLOT_HPP_INCLUDED
+#define FLOTILLA_TRAIN_PLOT_HPP_INCLUDED
 // Learning curves as a self-contained SVG: loss and accuracy against epoch, side by side. Any
 // browser shows it, it needs no library or script, and rewriting it after every epoch is cheap.
 #include <unistd.h>
@@ -401,3 +405,4 @@ FLOTILLA_DECL void write_svg_plot(const std::filesystem::path& path, const Histo
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_PLOT_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_PROGRESS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_PROGRESS_HPP_INCLUDED
 // Progress of an epoch on a terminal or in a log.
 //
 // On a terminal one line is redrawn in place (carriage return), at most ten times a second so that
@@ -332,3 +336,4 @@ FLOTILLA_DECL void show_running(ProgressBar& bar, std::size_t step, std::size_t 
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_PROGRESS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_TIMELINE_HPP_INCLUDED
+#define FLOTILLA_TRAIN_TIMELINE_HPP_INCLUDED
 // Per-step counters of one rank, and a timeline of what each rank did when, written in the Chrome
 // trace format (open it in chrome://tracing or https://ui.perfetto.dev).
 //
@@ -13,12 +17,13 @@
 // how many bytes went each way, payload and framing apart. Parameter-server workers also see how
 // far ahead of the slowest worker they ran, and how stale their gradients were when applied.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <locale>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -208,31 +213,39 @@ FLOTILLA_DECL void Timeline::write(const std::filesystem::path& path) const {
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) throw ConfigError("cannot write the timeline to " + tmp.string());
-    out << "{\"traceEvents\":[\n";
+    out.imbue(std::locale::classic());  // JSON's numbers, whatever locale the program set
+    // Microseconds to 3 decimals, with to_chars: printf's decimal point is the C locale's.
+    auto number = [](double v) {
+      char b[64];
+      const auto r = std::to_chars(b, b + sizeof b, v, std::chars_format::fixed, 3);
+      return std::string(b, r.ptr);
+    };
+    std::string text = "{\"traceEvents\":[\n";
     bool first = true;
     std::vector<std::size_t> ranks;
     for (const auto& e : events) {
       if (std::find(ranks.begin(), ranks.end(), e.rank) == ranks.end()) ranks.push_back(e.rank);
-      char buf[160];
-      std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%zu,\"tid\":%d}", e.ts, e.dur,
-                    e.rank, e.lane);
-      out << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"cat\":\"" << e.category << "\"" << buf;
+      text += first ? "{\"name\":" : ",\n{\"name\":";
+      detail::metrics_append_json_string(text, e.name);
+      text += ",\"cat\":";
+      detail::metrics_append_json_string(text, e.category);
+      text += ",\"ph\":\"X\",\"ts\":" + number(e.ts) + ",\"dur\":" + number(e.dur) + ",\"pid\":" + std::to_string(e.rank) +
+              ",\"tid\":" + std::to_string(e.lane) + "}";
       first = false;
     }
     for (const std::size_t r : ranks) {
-      out << (first ? "" : ",\n") << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r
-          << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+      const std::string pid = std::to_string(r);
+      text += (first ? "" : ",\n") + std::string("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":") + pid +
+              ",\"args\":{\"name\":\"rank " + pid + "\"}}";
       first = false;
       for (int lane = 0; lane < 2; ++lane)
-        out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << r << ",\"tid\":" << lane
-            << ",\"args\":{\"name\":\"" << (lane == 0 ? "compute" : "communication") << "\"}}";
+        text += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":" + std::to_string(lane) +
+                ",\"args\":{\"name\":\"" + (lane == 0 ? "compute" : "communication") + "\"}}";
     }
-    char offset[64];
-    std::snprintf(offset, sizeof offset, "%.3f", steady_to_unix_us_);
-    std::string host;
-    detail::metrics_append_json_string(host, host_name());
-    out << "\n],\n\"otherData\":{\"host\":" << host << ",\"clock\":\"steady\",\"steady_to_unix_us\":" << offset
-        << "}}\n";
+    text += "\n],\n\"otherData\":{\"host\":";
+    detail::metrics_append_json_string(text, host_name());
+    text += ",\"clock\":\"steady\",\"steady_to_unix_us\":" + number(steady_to_unix_us_) + "}}\n";
+    out << text;
     if (!out.flush()) throw ConfigError("cannot write the timeline to " + tmp.string());
   }
   std::filesystem::rename(tmp, path);
@@ -246,3 +259,4 @@ FLOTILLA_DECL std::string Timeline::host_name() {
 #endif  // FLOTILLA_IMPLEMENTATION
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_TIMELINE_HPP_INCLUDED

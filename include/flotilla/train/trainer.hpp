@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_TRAINER_HPP_INCLUDED
+#define FLOTILLA_TRAIN_TRAINER_HPP_INCLUDED
 // Trainer<Model, Policy, Backend>: trains a Model on one worker or many.
 //
 //   Trainer<Model>                                                    one worker, this process
@@ -402,3 +406,4 @@ class Trainer {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_TRAINER_HPP_INCLUDED

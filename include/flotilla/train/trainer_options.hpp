@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_TRAINEROPTIONS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_TRAINEROPTIONS_HPP_INCLUDED
 // TrainerOptions: how the data-parallel Trainer is set up, on top of what every trainer shares
 // (train/training_options.hpp): workers, servers, cores per worker, and how communication
 // overlaps backward.
@@ -59,3 +63,4 @@ struct TrainerOptions : TrainingOptions<M> {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_TRAINEROPTIONS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_TRAININGOPTIONS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_TRAININGOPTIONS_HPP_INCLUDED
 // What every trainer is set up with (the data-parallel Trainer and pipeline::Trainer alike): the
 // optimizer and its schedule, the batch, the seed and the data order. Each trainer's options
 // extend these with what only it has.
@@ -51,3 +55,4 @@ struct TrainingOptions {
 };
 
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_TRAININGOPTIONS_HPP_INCLUDED

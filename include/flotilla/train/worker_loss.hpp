@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_WORKERLOSS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_WORKERLOSS_HPP_INCLUDED
 // TrainerOptions::on_worker_loss: what the others do when a worker dies or stalls. Only the TCP
 // transport can go on without a peer; over MPI (without ULFM) and in-process the job stops.
 //
@@ -29,3 +33,4 @@ constexpr bool continues_without_lost_workers(WorkerLoss choice, bool aggregate)
 
 }  // namespace detail
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_WORKERLOSS_HPP_INCLUDED

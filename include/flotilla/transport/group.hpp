@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_GROUP_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_GROUP_HPP_INCLUDED
 // A subset of a job's ranks seen as a job of its own: the workers of a parameter-server job run
 // their collectives (metrics, evaluation) among themselves through it, without the servers.
 //
@@ -186,3 +190,4 @@ class Group {
 };
 
 }  // namespace flotilla::transport
+#endif  // FLOTILLA_TRANSPORT_GROUP_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_INPROCESS_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_INPROCESS_HPP_INCLUDED
 // The in-process transport: every rank is a thread of this process, and messages are copied
 // between per-rank mailboxes. It is flotilla's embedded default: several workers on one machine
 // with no setup (TensorFlow's in-graph replication), and the reference the other transports are
@@ -286,3 +290,4 @@ struct InProcess {
 static_assert(Transport<InProcessEndpoint> && KnowsRanksOnHost<InProcessEndpoint>);
 
 }  // namespace flotilla::transport
+#endif  // FLOTILLA_TRANSPORT_INPROCESS_HPP_INCLUDED

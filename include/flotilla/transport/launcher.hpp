@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_LAUNCHER_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_LAUNCHER_HPP_INCLUDED
 // Which launcher started this process, and as which rank of how many: flotilla-launch's
 // FLOTILLA_* variables, or the conventions of the launchers a cluster already has, so that a job
 // started by them forms without flotilla's own variables:
@@ -203,3 +207,4 @@ inline LaunchEnvironment launch_environment() {
 }
 
 }  // namespace flotilla::transport
+#endif  // FLOTILLA_TRANSPORT_LAUNCHER_HPP_INCLUDED

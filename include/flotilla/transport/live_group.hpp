@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_LIVEGROUP_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_LIVEGROUP_HPP_INCLUDED
 // A group of ranks that can re-form without some of its members: the workers of a synchronous ring
 // that goes on after a worker was lost (TrainerOptions::on_worker_loss).
 //
@@ -150,3 +154,4 @@ class LiveGroup {
 };
 
 }  // namespace flotilla::transport
+#endif  // FLOTILLA_TRANSPORT_LIVEGROUP_HPP_INCLUDED

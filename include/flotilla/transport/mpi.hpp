@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_MPI_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_MPI_HPP_INCLUDED
 // The MPI transport: one rank per process, for jobs started by mpirun (or srun, or any launcher of
 // the MPI library in use). Needs <mpi.h> and the MPI library: link flotilla::mpi (CMake option
 // FLOTILLA_WITH_MPI) rather than flotilla::flotilla. flotilla/flotilla.hpp does not include this
@@ -50,3 +54,4 @@ static_assert(Transport<MpiEndpoint> && KnowsRanksOnHost<MpiEndpoint> && Bounded
               HostHierarchy<MpiEndpoint>);
 
 }  // namespace flotilla::transport
+#endif  // FLOTILLA_TRANSPORT_MPI_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_OPERATION_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_OPERATION_HPP_INCLUDED
 // What collective operation a message belongs to, as a 64-bit fingerprint that a transport can
 // carry with each message (the TCP transport's frame header has a field for it), so that ranks that
 // disagree on which collective they are in (one calls broadcast where another calls allreduce, or
@@ -75,3 +79,4 @@ class OperationScope {
 };
 
 }  // namespace flotilla::transport
+#endif  // FLOTILLA_TRANSPORT_OPERATION_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_HPP_INCLUDED
 // The TCP transport: one process per rank, on one host or several. flotilla/flotilla.hpp does not
 // include it (it needs Boost.Asio); include it yourself and link flotilla::tcp.
 //
@@ -106,3 +110,4 @@ static_assert(Transport<TcpEndpoint> && KnowsRanksOnHost<TcpEndpoint> && Bounded
               Rejoinable<TcpEndpoint>);
 
 }  // namespace flotilla::transport
+#endif  // FLOTILLA_TRANSPORT_TCP_HPP_INCLUDED

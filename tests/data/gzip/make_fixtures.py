@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# SPDX-FileCopyrightText: 2026 The flotilla authors
 """Writes the gzip / DEFLATE fixtures of tests/unit/test_data.cpp, compressed by Python's zlib.
 
 The fixtures are committed so that the tests need no Python; rerun this script only to change

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 // Sums each rank's number over the job with the MPI transport; rank 0 prints the total.
 #include <cstdio>
 #include <flotilla/transport/mpi.hpp>

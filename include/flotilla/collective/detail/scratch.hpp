@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_COLLECTIVE_DETAIL_SCRATCH_HPP_INCLUDED
+#define FLOTILLA_COLLECTIVE_DETAIL_SCRATCH_HPP_INCLUDED
 // Message buffers of the collectives, kept by each calling thread between calls: allocating (and
 // first touching) tens of megabytes per allreduce would cost more than moving them in-process.
 #include <cstddef>
@@ -14,3 +18,4 @@ inline std::vector<std::byte>& collective_buffers() {
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_COLLECTIVE_DETAIL_SCRATCH_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_COLLECTIVE_DETAIL_SERIALWORKER_HPP_INCLUDED
+#define FLOTILLA_COLLECTIVE_DETAIL_SERIALWORKER_HPP_INCLUDED
 // A helper thread that runs one call's work items in the order they are posted: the arithmetic
 // half of a pipelined collective. An endpoint may be used by one thread at a time, so the calling
 // thread does all communication and hands each received segment to this thread to be reduced
@@ -117,3 +121,4 @@ inline SerialWorker& collective_worker() {
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_COLLECTIVE_DETAIL_SERIALWORKER_HPP_INCLUDED

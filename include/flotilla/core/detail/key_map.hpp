@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_DETAIL_KEYMAP_HPP_INCLUDED
+#define FLOTILLA_CORE_DETAIL_KEYMAP_HPP_INCLUDED
 // A map from 64-bit keys to 32-bit slots, open addressing with linear probing: a parameter
 // server's rows by key (sparse/row_table.hpp), a batch's distinct keys (nn/embedding.hpp).
 //
@@ -115,3 +119,4 @@ class KeyMap {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_CORE_DETAIL_KEYMAP_HPP_INCLUDED

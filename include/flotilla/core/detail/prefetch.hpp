@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_DETAIL_PREFETCH_HPP_INCLUDED
+#define FLOTILLA_CORE_DETAIL_PREFETCH_HPP_INCLUDED
 // A hint that memory at `p` will be read soon. Lookups in tables larger than the caches (a
 // server's rows, a batch of examples in shuffled order) walk addresses the hardware cannot guess;
 // asking for them a few items ahead overlaps the misses instead of taking them one by one.
@@ -24,3 +28,4 @@ namespace flotilla::detail {
 inline constexpr std::size_t prefetch_distance = 32;
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_CORE_DETAIL_PREFETCH_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_DETAIL_SGEMM_HPP_INCLUDED
+#define FLOTILLA_CORE_DETAIL_SGEMM_HPP_INCLUDED
 // flotilla's single-precision GEMM: C = op(A) op(B) [+ bias 1^T] [+ C], column-major, in the
 // GotoBLAS/BLIS style. Double precision, and targets without AVX2+FMA, use Eigen instead.
 //
@@ -266,3 +270,4 @@ inline void SgemmPackBt::operator()(float* buf, sgemm_index j0, sgemm_index nc, 
 
 }  // namespace FLOTILLA_SGEMM_ISA
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_CORE_DETAIL_SGEMM_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_DETAIL_SGEMMKERNEL_HPP_INCLUDED
+#define FLOTILLA_CORE_DETAIL_SGEMMKERNEL_HPP_INCLUDED
 // The register-blocked micro-kernels behind flotilla's single-precision GEMM (core/detail/sgemm.hpp), and
 // the block sizes that go with them.
 //
@@ -317,3 +321,4 @@ inline void sgemm_add(float* dst, const float* src, sgemm_index n) {
 
 }  // namespace FLOTILLA_SGEMM_ISA
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_CORE_DETAIL_SGEMMKERNEL_HPP_INCLUDED

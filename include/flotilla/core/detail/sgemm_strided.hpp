@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_CORE_DETAIL_SGEMMSTRIDED_HPP_INCLUDED
+#define FLOTILLA_CORE_DETAIL_SGEMMSTRIDED_HPP_INCLUDED
 // A micro-kernel of flotilla's single-precision GEMM that reads its B operand in place, along
 // strides, instead of from a packed sliver: the products of a convolution whose B would be an
 // im2col matrix (nn/conv2d.hpp) read the image itself.
@@ -149,3 +153,4 @@ struct SgemmRowTiles {
 
 }  // namespace FLOTILLA_SGEMM_ISA
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_CORE_DETAIL_SGEMMSTRIDED_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_EXCHANGE_DETAIL_RESIDUALS_HPP_INCLUDED
+#define FLOTILLA_EXCHANGE_DETAIL_RESIDUALS_HPP_INCLUDED
 // The error-feedback residuals of an exchange, one per bucket (or shard) it encodes, sized by the
 // first step and saved with checkpoints (StatefulExchange).
 #include <cstddef>
@@ -53,3 +57,4 @@ class FeedbackState {
 };
 
 }  // namespace flotilla::exchange::detail
+#endif  // FLOTILLA_EXCHANGE_DETAIL_RESIDUALS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_DETAIL_LAYERPARTS_HPP_INCLUDED
+#define FLOTILLA_NN_DETAIL_LAYERPARTS_HPP_INCLUDED
 // What every layer made of layers (a chain of them in a block, branches side by side) needs to know
 // about its parts at compile time: each part's slice of the layer's parameters, the tensor table
 // with qualified names, the initialisation and the estimated cost.
@@ -94,3 +98,4 @@ struct parts_of<type_list<Ls...>> {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_NN_DETAIL_LAYERPARTS_HPP_INCLUDED

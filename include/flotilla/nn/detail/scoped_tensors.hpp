@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_NN_DETAIL_SCOPEDTENSORS_HPP_INCLUDED
+#define FLOTILLA_NN_DETAIL_SCOPEDTENSORS_HPP_INCLUDED
 // The tensor table of a layer made of layers (blocks, branches, residual connections): the parts'
 // tensors one after another, each name qualified by the part it belongs to, as PyTorch names a
 // module's parameters ("0.weight", "body.1.bias", "shortcut.weight").
@@ -99,3 +103,4 @@ constexpr void append_scoped(std::array<ScopedTensor, K>& out, std::size_t& k, s
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_NN_DETAIL_SCOPEDTENSORS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_OPTIM_DETAIL_ELEMENTRULE_HPP_INCLUDED
+#define FLOTILLA_OPTIM_DETAIL_ELEMENTRULE_HPP_INCLUDED
 // The CPU side of the built-in optimizers' element rules (see concepts/optimizer.hpp,
 // ElementRuleOptimizer): each rule is applied to a tensor at a time as Eigen arrays, so the update
 // is vectorised; the CUDA engine applies the same rule to one element per GPU thread
@@ -48,3 +52,4 @@ void apply_rule(const Rule& rule, std::span<T> params, std::span<const T> grads,
 }
 
 }  // namespace flotilla::optim::detail
+#endif  // FLOTILLA_OPTIM_DETAIL_ELEMENTRULE_HPP_INCLUDED

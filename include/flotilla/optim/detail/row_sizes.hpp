@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_OPTIM_DETAIL_ROWSIZES_HPP_INCLUDED
+#define FLOTILLA_OPTIM_DETAIL_ROWSIZES_HPP_INCLUDED
 // The sizes a per-row optimizer checks on every call: a row, its state and its gradient.
 #include <cstddef>
 #include <string>
@@ -19,3 +23,4 @@ inline void check_row_sizes(std::string_view optimizer, std::size_t dim, std::si
 }
 
 }  // namespace flotilla::optim::detail
+#endif  // FLOTILLA_OPTIM_DETAIL_ROWSIZES_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_SPARSE_DETAIL_CHECKPOINTSET_HPP_INCLUDED
+#define FLOTILLA_SPARSE_DETAIL_CHECKPOINTSET_HPP_INCLUDED
 // Checkpoint sets of sparse training. A set is a directory, one per step:
 //
 //   <directory>/sparse-step-000000000120/
@@ -102,3 +106,4 @@ inline void rotate_sets(const std::filesystem::path& dir, std::size_t keep) {
 }
 
 }  // namespace flotilla::sparse::detail
+#endif  // FLOTILLA_SPARSE_DETAIL_CHECKPOINTSET_HPP_INCLUDED

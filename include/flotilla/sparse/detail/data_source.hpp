@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_SPARSE_DETAIL_DATASOURCE_HPP_INCLUDED
+#define FLOTILLA_SPARSE_DETAIL_DATASOURCE_HPP_INCLUDED
 // Where a sparse worker's batches come from.
 //
 //  - MemorySource: examples in memory. Every worker draws the same permutation from (seed, epoch)
@@ -113,3 +117,4 @@ class FileSource {
 };
 
 }  // namespace flotilla::sparse::detail
+#endif  // FLOTILLA_SPARSE_DETAIL_DATASOURCE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_SPARSE_DETAIL_ROWPROTOCOL_HPP_INCLUDED
+#define FLOTILLA_SPARSE_DETAIL_ROWPROTOCOL_HPP_INCLUDED
 // The messages between workers and the servers of embedding rows (sparse/row_server.hpp,
 // sparse/row_client.hpp).
 //
@@ -113,3 +117,4 @@ inline void read_keys(const std::byte* in, std::uint64_t* keys, std::size_t n) n
 }
 
 }  // namespace flotilla::sparse::detail
+#endif  // FLOTILLA_SPARSE_DETAIL_ROWPROTOCOL_HPP_INCLUDED

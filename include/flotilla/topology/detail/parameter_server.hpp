@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TOPOLOGY_DETAIL_PARAMETERSERVER_HPP_INCLUDED
+#define FLOTILLA_TOPOLOGY_DETAIL_PARAMETERSERVER_HPP_INCLUDED
 // The parameter-server topology's runtime: how the flat parameter buffer is cut into shards, what
 // a server does with the pushes it receives, and the worker's side of the protocol.
 //
@@ -617,3 +621,4 @@ class ParameterServerClient {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TOPOLOGY_DETAIL_PARAMETERSERVER_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TOPOLOGY_DETAIL_PSHEADER_HPP_INCLUDED
+#define FLOTILLA_TOPOLOGY_DETAIL_PSHEADER_HPP_INCLUDED
 // The 32-byte header that starts every parameter-server message (topology/detail/parameter_server.hpp
 // describes the protocol; topology/detail/ps_reduce.hpp the workers' reductions through server 0).
 #include <cstddef>
@@ -50,3 +54,4 @@ struct PsHeader {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TOPOLOGY_DETAIL_PSHEADER_HPP_INCLUDED

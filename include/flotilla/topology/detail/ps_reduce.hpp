@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TOPOLOGY_DETAIL_PSREDUCE_HPP_INCLUDED
+#define FLOTILLA_TOPOLOGY_DETAIL_PSREDUCE_HPP_INCLUDED
 // Reductions among the workers of a parameter-server job (epoch metrics, evaluation, barriers)
 // through server 0 instead of among the workers themselves.
 //
@@ -175,3 +179,4 @@ PsReduceAnswer ps_reduce(E& e, std::size_t server0, std::uint64_t round, std::sp
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TOPOLOGY_DETAIL_PSREDUCE_HPP_INCLUDED

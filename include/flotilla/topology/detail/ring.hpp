@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TOPOLOGY_DETAIL_RING_HPP_INCLUDED
+#define FLOTILLA_TOPOLOGY_DETAIL_RING_HPP_INCLUDED
 // The ring topology's plan: gradient buckets, and the tags of flotilla's protocols.
 //
 // Buckets follow the order in which backward finishes the gradients, last layer first, each at
@@ -79,3 +83,4 @@ std::vector<Range> make_buckets(const std::array<std::size_t, Depth>& offsets, c
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TOPOLOGY_DETAIL_RING_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_CHECKPOINTSAVING_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_CHECKPOINTSAVING_HPP_INCLUDED
 // What a training loop does about checkpoint sets (FitOptions::checkpoints), the same for
 // flotilla::Trainer and pipeline::Trainer: preparing the directory and resuming when fit() starts,
 // the rule that says when the next set is due, and the list of saves that failed. What a set's
@@ -181,3 +185,4 @@ inline bool save_set_file(const CheckpointPolicy& cp, std::uint64_t step, const 
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_CHECKPOINTSAVING_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_DATASETCHECK_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_DATASETCHECK_HPP_INCLUDED
 // Whether a data set fits a model (features, labels or targets, classes), checked before training
 // or evaluating starts, with a message that names the data set, the caller and both sizes.
 #include <cstddef>
@@ -34,3 +38,4 @@ void check_dataset(const data::Dataset<typename M::scalar_type>& d, std::string_
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_DATASETCHECK_HPP_INCLUDED

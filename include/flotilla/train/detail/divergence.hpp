@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_DIVERGENCE_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_DIVERGENCE_HPP_INCLUDED
 // The error a trainer raises when a batch's loss is not a finite number: training has diverged,
 // and every update from there on would carry the NaN or infinity into the parameters.
 #include <cmath>
@@ -45,3 +49,4 @@ inline DivergenceError divergence_after_skips(const std::string& who, std::size_
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_DIVERGENCE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_ENGINE_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_ENGINE_HPP_INCLUDED
 // The compute engine of one rank: a model's flat parameter and gradient buffers, one Network
 // replica per core, and the forward/backward pass over a batch split across those cores.
 //
@@ -556,3 +560,4 @@ struct engine_for {
 
 }  // namespace detail
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_DETAIL_ENGINE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_EPOCHMETRICS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_EPOCHMETRICS_HPP_INCLUDED
 // What a data-parallel worker measured over an epoch, by name, and how the workers' measurements
 // combine: counts, losses, times and traffic add up; the epoch's wall time and the parameter
 // servers' staleness take the largest. The collectives move them as two arrays of doubles (sums,
@@ -119,3 +123,4 @@ struct EpochMetrics : ReducedMetrics<EpochMetrics> {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_EPOCHMETRICS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_HOSTEDSERVERS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_HOSTEDSERVERS_HPP_INCLUDED
 // The parameter servers a Trainer's process hosts: each holds a shard of the parameters and its
 // optimizer state, made from worker 0's state when first asked for (or from the shard file of the
 // checkpoint set being resumed), kept across fit() calls, and saved as that set's shard files.
@@ -135,3 +139,4 @@ class HostedServers {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_HOSTEDSERVERS_HPP_INCLUDED

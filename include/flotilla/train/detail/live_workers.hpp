@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_LIVEWORKERS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_LIVEWORKERS_HPP_INCLUDED
 // How the workers of a parameter-server job that lose one of theirs agree on who is left
 // (TrainerOptions::on_worker_loss, train/worker_loss.hpp; docs/reliability.md, "Recovery").
 //
@@ -152,3 +156,4 @@ void barrier_through_server(E& e, Client& client, LiveWorkers& live) {
 
 }  // namespace detail
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_DETAIL_LIVEWORKERS_HPP_INCLUDED

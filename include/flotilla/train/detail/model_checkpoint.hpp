@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_MODELCHECKPOINT_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_MODELCHECKPOINT_HPP_INCLUDED
 // A trainer's checkpoint of a model: the model's signature (scalar type, each parameter tensor's
 // layer, name and size, so that a checkpoint is never loaded into another model), its parameters
 // and optimizer state in the unsplit model's flat layout, the step, the seed and the data
@@ -164,3 +168,4 @@ LoadedCheckpoint<M> read_checkpoint(const std::filesystem::path& path) {
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_MODELCHECKPOINT_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_PEERPATH_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_PEERPATH_HPP_INCLUDED
 // A worker's gradient path on a ring of peers (peer-to-peer policies): each bucket backward
 // finishes goes to the policy's exchange (an allreduce, by default), then the policy's step()
 // updates, through a context that offers the workers' collectives and the optimizer.
@@ -137,3 +141,4 @@ class PeerPath {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_PEERPATH_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_READYRUNNER_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_READYRUNNER_HPP_INCLUDED
 // Runs an action on each range of a buffer as soon as backward has made it final, on a thread of
 // its own: the mechanism behind overlapping communication with backward. The ring topology's
 // action allreduces a gradient bucket; the parameter-server topology's pushes a shard.
@@ -136,3 +140,4 @@ class ReadyRunner {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_READYRUNNER_HPP_INCLUDED

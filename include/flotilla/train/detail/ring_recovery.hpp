@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_RINGRECOVERY_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_RINGRECOVERY_HPP_INCLUDED
 // What synchronous ring training does when a worker is lost (TrainerOptions::on_worker_loss,
 // train/worker_loss.hpp), and the survivors' agreement on who is left (docs/reliability.md,
 // "Continuing with the survivors").
@@ -292,3 +296,4 @@ inline EpochRecord record_from_bytes(std::span<const std::byte> in) {
 
 }  // namespace detail
 }  // namespace flotilla
+#endif  // FLOTILLA_TRAIN_DETAIL_RINGRECOVERY_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_SERVERPATH_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_SERVERPATH_HPP_INCLUDED
 // A worker's gradient path to parameter servers: each shard's gradient goes to the policy's
 // exchange (a push to its server, by default) as soon as backward has finished it; once every
 // shard is pushed, the worker pulls the updated parameters of each, which a server answers after
@@ -157,3 +161,4 @@ class ServerPath {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_SERVERPATH_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_STATISTICSRENDEZVOUS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_STATISTICSRENDEZVOUS_HPP_INCLUDED
 // Where the parts of one training step (the threads of a worker, each with a slice of its batch)
 // meet to sum a normalisation layer's batch statistics, so that they cover the worker's batch
 // however many threads share it; and, for statistics over the global batch, where that sum goes on
@@ -92,3 +96,4 @@ struct PartStatistics {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_STATISTICSRENDEZVOUS_HPP_INCLUDED

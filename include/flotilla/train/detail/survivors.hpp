@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_SURVIVORS_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_SURVIVORS_HPP_INCLUDED
 // Going on without a lost worker on a ring (TrainerOptions::on_worker_loss =
 // continue_with_survivors): the survivors agree on who is left (train/detail/ring_recovery.hpp), re-form
 // their group, and take the state of the survivor that got furthest, so that they continue as one.
@@ -97,3 +101,4 @@ std::optional<SurvivorPosition> survive_loss(E& e, G& group, R& recovery, State&
 }
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_SURVIVORS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_WORKERLOOP_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_WORKERLOOP_HPP_INCLUDED
 // One worker rank's part of Trainer::fit(): its epochs and steps, the epoch's metrics and
 // evaluation, checkpoint sets, and, when a peer is lost, going on with the survivors.
 //
@@ -715,3 +719,4 @@ class WorkerLoop {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_WORKERLOOP_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRAIN_DETAIL_WORKERSTATE_HPP_INCLUDED
+#define FLOTILLA_TRAIN_DETAIL_WORKERSTATE_HPP_INCLUDED
 // Everything one worker rank of the data-parallel Trainer owns and keeps from one fit() call to
 // the next: its engine (parameters, gradients, the replicas of its cores), its optimizer state,
 // the updates it has taken part in, and its gradient exchange (with any state that carries from
@@ -70,3 +74,4 @@ struct WorkerState {
 };
 
 }  // namespace flotilla::detail
+#endif  // FLOTILLA_TRAIN_DETAIL_WORKERSTATE_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_MPI_BACKEND_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_MPI_BACKEND_HPP_INCLUDED
 // The MPI transport as a backend of the Transport concept (Backend, transport::Mpi): run() hosts
 // this process's rank of a job started by mpirun, and ends the whole job when the rank fails.
 #include <mpi.h>
@@ -76,3 +80,4 @@ struct Backend {
 };
 
 }  // namespace flotilla::transport::mpi
+#endif  // FLOTILLA_TRANSPORT_MPI_BACKEND_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_MPI_ENDPOINT_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_MPI_ENDPOINT_HPP_INCLUDED
 // One rank's endpoint of an MPI job (Endpoint): the Transport concept's operations over
 // non-blocking MPI calls polled against a deadline, the routing of flotilla's tags onto MPI's, and
 // allreduce_sum through MPI_Allreduce under a watchdog.
@@ -665,3 +669,4 @@ class Endpoint {
 };
 
 }  // namespace flotilla::transport::mpi
+#endif  // FLOTILLA_TRANSPORT_MPI_ENDPOINT_HPP_INCLUDED

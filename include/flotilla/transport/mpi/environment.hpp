@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_MPI_ENVIRONMENT_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_MPI_ENVIRONMENT_HPP_INCLUDED
 // MPI's initialisation and finalisation, owned by flotilla only when it is the first to use MPI,
 // and the names of MPI's error codes and thread levels for messages.
 #include <mpi.h>
@@ -92,3 +96,4 @@ inline void mpi_ensure_initialized() {
 }  // namespace detail
 
 }  // namespace flotilla::transport::mpi
+#endif  // FLOTILLA_TRANSPORT_MPI_ENVIRONMENT_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_MPI_MESSAGES_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_MPI_MESSAGES_HPP_INCLUDED
 // How flotilla's messages are described to MPI: runs of bytes of any length (MPI's counts are int),
 // folded messages that carry their flotilla tag, and the MPI datatype of a sum's elements.
 #include <mpi.h>
@@ -90,3 +94,4 @@ class MpiFramed {
 }  // namespace detail
 
 }  // namespace flotilla::transport::mpi
+#endif  // FLOTILLA_TRANSPORT_MPI_MESSAGES_HPP_INCLUDED

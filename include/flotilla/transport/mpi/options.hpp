@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_MPI_OPTIONS_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_MPI_OPTIONS_HPP_INCLUDED
 // The settings of an MPI job (Options): its communicator, the timeout of every wait (with
 // FLOTILLA_TIMEOUT_MS as the default), what a failure does, and the MPI tags flotilla may use.
 #include <mpi.h>
@@ -80,3 +84,4 @@ struct Options {
 };
 
 }  // namespace flotilla::transport::mpi
+#endif  // FLOTILLA_TRANSPORT_MPI_OPTIONS_HPP_INCLUDED

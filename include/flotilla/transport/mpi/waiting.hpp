@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_MPI_WAITING_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_MPI_WAITING_HPP_INCLUDED
 // How the MPI endpoint waits: polls spaced by what the wait is doing (MpiBackoff), and a watchdog
 // that bounds a blocking MPI call from a thread of its own (MpiWatchdog).
 #include <mpi.h>
@@ -137,3 +141,4 @@ class MpiWatchdog {
 }  // namespace detail
 
 }  // namespace flotilla::transport::mpi
+#endif  // FLOTILLA_TRANSPORT_MPI_WAITING_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_BACKEND_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_BACKEND_HPP_INCLUDED
 // The TCP transport as a backend of the Transport concept (Backend, transport::Tcp): run() is a
 // whole rank's life, from the rendezvous to the orderly end or the abort that tells the peers why.
 #include <cstddef>
@@ -53,3 +57,4 @@ struct Backend {
 };
 
 }  // namespace flotilla::transport::tcp
+#endif  // FLOTILLA_TRANSPORT_TCP_BACKEND_HPP_INCLUDED

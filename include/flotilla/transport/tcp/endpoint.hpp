@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_ENDPOINT_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_ENDPOINT_HPP_INCLUDED
 // One rank's endpoint of a TCP job (Endpoint): its public operations, its state, and the
 // bookkeeping of the operation in progress. The member functions that make up most of the
 // transport live beside it, one concern each:
@@ -476,3 +480,4 @@ class Endpoint {
 #include "flotilla/transport/tcp/endpoint_frames.hpp"
 #include "flotilla/transport/tcp/endpoint_operations.hpp"
 #include "flotilla/transport/tcp/endpoint_progress.hpp"
+#endif  // FLOTILLA_TRANSPORT_TCP_ENDPOINT_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_ENDPOINTCONNECT_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_ENDPOINTCONNECT_HPP_INCLUDED
 // How an endpoint (endpoint.hpp) joins its job: connect() runs the rendezvous (rendezvous.hpp) and
 // the ranks' agreement on the shared-memory allreduce (host_allreduce.hpp); serve_rejoins() lets a
 // lost rank that restarted back in.
@@ -446,3 +450,4 @@ inline void Endpoint::admit_rejoiner(detail::TcpRendezvous& rv, detail::TcpRende
 }
 
 }  // namespace flotilla::transport::tcp
+#endif  // FLOTILLA_TRANSPORT_TCP_ENDPOINTCONNECT_HPP_INCLUDED

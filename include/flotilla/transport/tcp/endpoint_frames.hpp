@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_ENDPOINTFRAMES_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_ENDPOINTFRAMES_HPP_INCLUDED
 // The endpoint's frames (endpoint.hpp): a frame written straight from the caller's memory, in one
 // gather write per call; frames read into a link's buffer, into the posted receive's own buffer, or
 // into memory of their own until a receive takes them.
@@ -370,3 +374,4 @@ inline void Endpoint::check_size(const detail::TcpPosted& p) const {
 }
 
 }  // namespace flotilla::transport::tcp
+#endif  // FLOTILLA_TRANSPORT_TCP_ENDPOINTFRAMES_HPP_INCLUDED

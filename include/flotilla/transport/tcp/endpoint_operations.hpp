@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_ENDPOINTOPERATIONS_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_ENDPOINTOPERATIONS_HPP_INCLUDED
 // The endpoint's operations (endpoint.hpp), in the Transport concept's terms: send, recv, recv_any,
 // sendrecv and barrier, and the two ways to end: close() and abort().
 #include <algorithm>
@@ -192,3 +196,4 @@ inline void Endpoint::abort(std::string_view reason) noexcept {
 }
 
 }  // namespace flotilla::transport::tcp
+#endif  // FLOTILLA_TRANSPORT_TCP_ENDPOINTOPERATIONS_HPP_INCLUDED

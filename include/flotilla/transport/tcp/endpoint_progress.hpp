@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_ENDPOINTPROGRESS_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_ENDPOINTPROGRESS_HPP_INCLUDED
 // The endpoint's progress loop (endpoint.hpp): writes and reads until the operation in progress is
 // done, and otherwise waits on the reactor up to its deadline, watching for stalled and finished
 // peers (the design comment of transport/tcp.hpp has the reasons for its quanta and its spin).
@@ -246,3 +250,4 @@ inline std::string Endpoint::waiting_for_posted(const detail::TcpPosted& p) cons
 }
 
 }  // namespace flotilla::transport::tcp
+#endif  // FLOTILLA_TRANSPORT_TCP_ENDPOINTPROGRESS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_FLAGS_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_FLAGS_HPP_INCLUDED
 // The TCP settings as command-line flags (Flags): one flag per environment variable of
 // options.hpp, read through the same checks.
 #include <optional>
@@ -96,3 +100,4 @@ class Flags {
 };
 
 }  // namespace flotilla::transport::tcp
+#endif  // FLOTILLA_TRANSPORT_TCP_FLAGS_HPP_INCLUDED

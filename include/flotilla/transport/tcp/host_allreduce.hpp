@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_HOSTALLREDUCE_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_HOSTALLREDUCE_HPP_INCLUDED
 // The TCP transport's sums through shared memory (TcpOptions::shared_memory), one segment per
 // host: where every rank is on one host, the whole sum goes through that segment
 // (shared_memory.hpp); where the job spans hosts, the segments serve the two steps of
@@ -92,3 +96,4 @@ class HostAllreduce {
 };
 
 }  // namespace flotilla::transport::tcp::detail
+#endif  // FLOTILLA_TRANSPORT_TCP_HOSTALLREDUCE_HPP_INCLUDED

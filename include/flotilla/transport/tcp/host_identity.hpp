@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_HOSTIDENTITY_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_HOSTIDENTITY_HPP_INCLUDED
 // Which processes of a TCP job share a host, for the shared-memory sums (host_allreduce.hpp).
 // Two processes can share a segment when they see the same /dev/shm; ranks that flotilla takes
 // for one host must also share one network stack, so that what the job's links carry is what it
@@ -32,3 +36,4 @@ inline std::string host_identity() {
 }
 
 }  // namespace flotilla::transport::tcp::detail
+#endif  // FLOTILLA_TRANSPORT_TCP_HOSTIDENTITY_HPP_INCLUDED

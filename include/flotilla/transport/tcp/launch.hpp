@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_LAUNCH_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_LAUNCH_HPP_INCLUDED
 // The local launcher of TCP jobs, as a library: what the flotilla-launch program does.
 //
 //   flotilla-launch -n 4 [--timeout S] -- ./train --epochs 3
@@ -625,3 +629,4 @@ inline JobResult run_job(const LaunchOptions& o) {
 }
 
 }  // namespace flotilla::transport::tcp
+#endif  // FLOTILLA_TRANSPORT_TCP_LAUNCH_HPP_INCLUDED

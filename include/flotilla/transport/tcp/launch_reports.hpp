@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_LAUNCHREPORTS_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_LAUNCHREPORTS_HPP_INCLUDED
 // What the ranks of a job started by flotilla-launch tell the launcher, and how it reads it.
 //
 // The launcher makes a directory of its own (mode 0700, under TMPDIR) and names it in
@@ -128,3 +132,4 @@ class LaunchReports {
 };
 
 }  // namespace flotilla::transport::tcp::detail
+#endif  // FLOTILLA_TRANSPORT_TCP_LAUNCHREPORTS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_LINK_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_LINK_HPP_INCLUDED
 // A connection to one peer as the endpoint holds it (TcpLink: the socket, the frame being read,
 // the messages that arrived before their receive), the heartbeats that a thread of its own sends on
 // every link, and the small records of an operation in progress (a posted receive, a frame being
@@ -259,3 +263,4 @@ struct TcpOp {
 }  // namespace detail
 
 }  // namespace flotilla::transport::tcp
+#endif  // FLOTILLA_TRANSPORT_TCP_LINK_HPP_INCLUDED

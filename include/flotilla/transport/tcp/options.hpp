@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_OPTIONS_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_OPTIONS_HPP_INCLUDED
 // The settings of a TCP job (Options), and how they are read from the environment: each one has an
 // environment variable, and the same texts arrive from command-line flags (flags.hpp). Every
 // value is checked here, before any socket is opened, so that a typo fails with the variable's
@@ -432,3 +436,4 @@ inline Options Options::from_environment() {
 }
 
 }  // namespace flotilla::transport::tcp
+#endif  // FLOTILLA_TRANSPORT_TCP_OPTIONS_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_RENDEZVOUS_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_RENDEZVOUS_HPP_INCLUDED
 // The rendezvous: how the ranks of a job find each other and open their connections, the
 // handshake on each (hello, and the challenge-response when the job has a secret: wire.hpp), and
 // the same handshake for a lost rank that rejoins a running job. It hands the endpoint its links.
@@ -831,3 +835,4 @@ class TcpRendezvous {
 }  // namespace detail
 
 }  // namespace flotilla::transport::tcp
+#endif  // FLOTILLA_TRANSPORT_TCP_RENDEZVOUS_HPP_INCLUDED

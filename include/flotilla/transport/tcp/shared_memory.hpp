@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_SHAREDMEMORY_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_SHAREDMEMORY_HPP_INCLUDED
 // A sum-allreduce among the ranks of one host through one POSIX shared-memory segment: the TCP
 // transport's path for ranks on the same machine (TcpOptions::shared_memory).
 //
@@ -424,3 +428,4 @@ class SharedMemoryAllreduce {
 };
 
 }  // namespace flotilla::transport::tcp::detail
+#endif  // FLOTILLA_TRANSPORT_TCP_SHAREDMEMORY_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_SOCKET_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_SOCKET_HPP_INCLUDED
 // Socket plumbing for the TCP transport, through Boost.Asio: an io_context per endpoint (the
 // reactor: epoll on Linux), TCP sockets and acceptors owned by it, host:port parsing and
 // formatting, name resolution (ip::tcp::resolver), listening, accepting and connecting under a
@@ -379,3 +383,4 @@ inline TcpSocket connect_to(asio::io_context& io, const HostPort& to, Clock::tim
 }
 
 }  // namespace flotilla::transport::tcp::detail
+#endif  // FLOTILLA_TRANSPORT_TCP_SOCKET_HPP_INCLUDED

@@ -1,4 +1,8 @@
+// SPDX-License-Identifier: MIT
+// SPDX-FileCopyrightText: 2026 The flotilla authors
 #pragma once
+#ifndef FLOTILLA_TRANSPORT_TCP_WIRE_HPP_INCLUDED
+#define FLOTILLA_TRANSPORT_TCP_WIRE_HPP_INCLUDED
 // The TCP transport's wire format: what one rank writes to another's socket. Public, because tools
 // and tests that speak to a rank (a fake peer, a packet dump) need it, and because it is a
 // contract: ranks of one job must agree on it byte for byte.
@@ -415,3 +419,4 @@ inline bool proof_matches(std::span<const std::byte> proof, const Sha256::Digest
 }
 
 }  // namespace flotilla::transport::tcp::wire
+#endif  // FLOTILLA_TRANSPORT_TCP_WIRE_HPP_INCLUDED
