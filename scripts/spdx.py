@@ -31,6 +31,7 @@ HASH_NAMES = {"CMakeLists.txt", ".gitignore"}
 # Declared in REUSE.toml: prose, data and inputs that must stay byte for byte as they are.
 DECLARED_SUFFIXES = {".md", ".svg", ".json", ".jsonl", ".gz", ".idx", ".tsv", ".svm", ".flck", ".deflate"}
 DECLARED_DIRS = ("docs/", "tests/fuzz/corpus/", "tests/data/")  # as REUSE.toml says
+DECLARED_NAMES = {"LICENSE", "REUSE.toml"}
 
 
 def tracked_files() -> list[str]:
@@ -53,7 +54,7 @@ def comment_of(path: str, first_line: str) -> str | None:
 
 
 def declared(path: str) -> bool:
-    return Path(path).suffix in DECLARED_SUFFIXES or path.startswith(DECLARED_DIRS)
+    return Path(path).suffix in DECLARED_SUFFIXES or path.startswith(DECLARED_DIRS) or path in DECLARED_NAMES
 
 
 def has_lines(text: str) -> bool:
