@@ -17322,7 +17322,6 @@ class HostedServers {
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <locale>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17508,8 +17507,8 @@ FLOTILLA_DECL void Timeline::write(const std::filesystem::path& path) const {
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) throw ConfigError("cannot write the timeline to " + tmp.string());
-    out.imbue(std::locale::classic());  // JSON's numbers, whatever locale the program set
-    // Microseconds to 3 decimals, with to_chars: printf's decimal point is the C locale's.
+    // Every number is formatted here, not by the stream or printf, whose decimal point and grouping
+    // are the program's locale's: microseconds to 3 decimals with to_chars, integers with to_string.
     auto number = [](double v) {
       char b[64];
       const auto r = std::to_chars(b, b + sizeof b, v, std::chars_format::fixed, 3);

@@ -311,6 +311,8 @@ class Endpoint {
   /// Whether a wait that only writes reads `l` too (see drive_loop): one frame at a time, and only
   /// while none of `l`'s is queued unreceived.
   bool absorbs(const Link& l) const;
+  /// Whether the wait in progress reads `l` now: wanted() or absorbs().
+  bool reads(const Link& l) const { return wanted(l) || absorbs(l); }
   /// Reads up to `most` bytes of `l` into its buffer; false when the socket has nothing now (or
   /// the peer closed after its goodbye).
   bool fill(Link& l, std::size_t most = detail::tcp_read_buffer);

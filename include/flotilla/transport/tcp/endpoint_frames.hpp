@@ -162,7 +162,7 @@ bool Endpoint::read_some(Link& l, std::byte* p, std::size_t n, Count& count) {
 
 inline void Endpoint::pump(Link& l, bool lazy) {
   while (l.open() && !l.eof) {
-    if (lazy && !wanted(l) && !absorbs(l)) return;
+    if (lazy && !reads(l)) return;
     if (!l.in_frame) {
       if (const std::size_t have = l.end - l.begin; have < wire::header_size) {
         // After a large frame the next is likely large too: read just its header, so that its

@@ -96,7 +96,7 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
         more |= push(o, reading ? detail::tcp_send_quantum : static_cast<std::size_t>(-1)) && !o.done();
     absorbing_ = may_absorb && !all_written();  // (a send the sockets took at once reads nothing)
     for (auto& l : links_)
-      if (l.open() && !l.eof && (wanted(l) || absorbs(l))) pump(l, true);
+      if (l.open() && !l.eof && reads(l)) pump(l, true);
     const bool written = all_written();
     if (written && done()) return;
     check_stalled_if_due(outs);  // also while bytes keep moving, which keeps the loop from idling
@@ -130,7 +130,7 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
       if (!l.open() || l.eof) continue;
       for (const auto& o : outs)
         if (o.link == &l && !o.done() && !l.lost) l.arm(detail::asio::socket_base::wait_write);
-      if (!l.parked || eager || wanted(l) || absorbs(l)) l.arm(detail::asio::socket_base::wait_read);
+      if (!l.parked || eager || reads(l)) l.arm(detail::asio::socket_base::wait_read);
     }
     if (accept_rejoins_) rejoin_listener_->arm();
     detail::TcpReactor& r = *reactor_;
@@ -164,7 +164,7 @@ void Endpoint::drive_loop(std::span<detail::TcpOutgoing> outs, Done&& done, Wait
       // Wanted links are read at the top of the loop; the others only when they hang up or
       // fail (readable with nothing to read: to report it at once), or when the loop has
       // stalled. Data that merely arrived waits in the kernel, the link parked until then.
-      if (wanted(l) || absorbs(l)) continue;
+      if (reads(l)) continue;
       detail::ErrorCode ec;
       if (eager || l.socket.available(ec) == 0 || ec)
         pump(l, false);

@@ -247,6 +247,12 @@ inline std::uint64_t tcp_parse_number(const TcpSettingText& s, const char* what,
   return v;
 }
 
+/// A setting that is 0 or 1.
+inline bool tcp_parse_switch(const TcpSettingText& s) {
+  if (*s.text != "0" && *s.text != "1") throw ConfigError(s.name + ": '" + *s.text + "' is not 0 or 1");
+  return *s.text == "1";
+}
+
 /// The shortest secret accepted: a guessable one would authenticate nothing.
 inline constexpr std::size_t min_secret_bytes = 16;
 
@@ -361,11 +367,7 @@ inline Options tcp_options_from(TcpSettingTexts t) {
     o.socket_buffer_bytes = static_cast<std::size_t>(tcp_parse_number(t.socket_buffer, "a number of bytes", 1u << 30));
   if (t.unsent_limit.text)
     o.unsent_limit_bytes = static_cast<std::size_t>(tcp_parse_number(t.unsent_limit, "a number of bytes", 1u << 30));
-  if (t.read_while_sending.text) {
-    if (*t.read_while_sending.text != "0" && *t.read_while_sending.text != "1")
-      throw ConfigError(t.read_while_sending.name + ": '" + *t.read_while_sending.text + "' is not 0 or 1");
-    o.read_while_sending = *t.read_while_sending.text == "1";
-  }
+  if (t.read_while_sending.text) o.read_while_sending = tcp_parse_switch(t.read_while_sending);
   if (t.shared_memory.text) {
     const std::string& v = *t.shared_memory.text;
     if (v == "auto") {
@@ -397,11 +399,7 @@ inline Options tcp_options_from(TcpSettingTexts t) {
     if (o.heartbeat_interval.count() == 0)
       throw ConfigError(t.heartbeat_ms.name + ": '0' must be a positive number of milliseconds");
   }
-  if (t.checksum_data.text) {
-    if (*t.checksum_data.text != "0" && *t.checksum_data.text != "1")
-      throw ConfigError(t.checksum_data.name + ": '" + *t.checksum_data.text + "' is not 0 or 1");
-    o.checksum_data = *t.checksum_data.text == "1";
-  }
+  if (t.checksum_data.text) o.checksum_data = tcp_parse_switch(t.checksum_data);
   if (t.spin_us.text)  // a second at most: anything longer is a typo, and burns a core
     o.spin = std::chrono::microseconds(tcp_parse_number(t.spin_us, "a number of microseconds", 1'000'000));
   if (t.rejoin.text) {
