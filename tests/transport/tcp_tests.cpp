@@ -220,6 +220,11 @@ class FakePeer {
     if (!read_exact(reinterpret_cast<std::byte*>(payload.data()), payload.size())) return std::nullopt;
     return std::pair{d.header, payload};
   }
+  /// Ends this side's sending, as a process that exits does (a FIN after what was written).
+  void hang_up() {
+    boost::system::error_code ec;
+    socket_.shutdown(Socket::shutdown_send, ec);
+  }
   /// Whether the other side has closed the connection (reads and drops what is pending).
   bool closed() {
     std::byte b[256];
@@ -896,6 +901,52 @@ TEST_CASE("hostile: a bad frame on an established connection fails the receive, 
     CHECK(contains(e0, c.expected));
     CHECK(contains(e0, "tcp rank 0 of 2: recv from rank 1 at 127.0.0.1:1 (tag 5) failed: rank 1 at 127.0.0.1:1"));
   }
+}
+
+TEST_CASE("failure: a message cut short by a lost peer is dropped; later receives do not wait for its rest") {
+  // Rank 1 (a fake) sends the first 1000 bytes of a 1 MiB message of tag 7 and exits, while rank 0
+  // waits for tag 5. Rank 0 goes on without lost peers (as a parameter server does): the receives
+  // of tag 7 that follow must fail at once, not take the half message and wait for the rest on a
+  // closed connection until they time out (or, once a new rank 1 rejoins, on its connection).
+  const auto port = transport::pick_free_port();
+  std::string first, from_it, from_any;
+  long long from_it_ms = -1, from_any_ms = -1;
+  RankThread r0(job(0, 2, port), [&](TcpEndpoint& e) {
+    e.continue_without_lost_peers(true);
+    std::vector<std::byte> small(64), big(1u << 20);
+    auto error_of = [&](const std::function<void()>& f, long long& ms) {
+      const auto t0 = Clock::now();
+      try {
+        f();
+      } catch (const TransportError& x) {
+        ms = ms_since(t0);
+        return std::string(x.what());
+      }
+      return std::string("no error");
+    };
+    long long ignored = 0;
+    first = error_of([&] { e.recv(1, 5, small); }, ignored);
+    from_it = error_of([&] { e.recv(1, 7, big); }, from_it_ms);
+    from_any = error_of([&] { (void)e.recv_any(7, big); }, from_any_ms);
+  });
+  RegisteredFake fake(port);
+  wire::Header h;
+  h.type = wire::FrameType::data;
+  h.tag = 7;
+  h.sequence = RegisteredFake::first_sequence;
+  h.payload_length = 1u << 20;
+  fake.peer.write(wire::encode(h));
+  fake.peer.write(std::vector<std::byte>(1000, std::byte{3}));
+  fake.peer.hang_up();
+  CHECK(r0.error() == "");
+  CAPTURE(first);
+  CAPTURE(from_it);
+  CAPTURE(from_any);
+  CHECK(contains(first, "rank 1 at 127.0.0.1:1 closed the connection in the middle of a frame"));
+  CHECK(contains(from_it, "recv from rank 1 at 127.0.0.1:1 (tag 7) failed: rank 1 at 127.0.0.1:1 was lost earlier"));
+  CHECK(contains(from_any, "every other rank has finished (said goodbye) or was lost"));
+  CHECK(from_it_ms < 1000);  // the timeout is 5 s
+  CHECK(from_any_ms < 1000);
 }
 
 // ---- failures and timeouts ---------------------------------------------------------------------------

@@ -256,11 +256,21 @@ class Endpoint {
     throw PeerLostError(who() + ": " + describe_op() + " failed: " + why, p);
   }
   /// Closes `l` and records its peer as lost. The ranks' shared-memory calls would no longer
-  /// match: from here on this rank sums through the sockets.
+  /// match: from here on this rank sums through the sockets. A frame cut short by the loss is
+  /// dropped with its bytes: a later receive must not take it for a message still arriving (it
+  /// would wait on a closed link, or on a rejoined rank's new one). A receive reading it when
+  /// the peer was lost needs the peer, and fails. Whole messages already queued stay: they were
+  /// sent before the loss, and are intact.
   void mark_lost(Link& l) {
     if (!l.lost) detail::tcp_report_lost_peer(rank_, l.peer);  // a stalled rank never exits: the launcher ends it
     l.close();
     l.lost = true;
+    l.in_frame = false;
+    l.frame_done = 0;
+    l.sink = Link::Sink::staging;
+    l.user = nullptr;
+    l.staging.reset();
+    l.begin = l.end = 0;
     shared_memory_.reset();
   }
   /// Moves on the handshakes on the rejoin listener (accepting the connections waiting when
