@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("core", ["core", "version.hpp"]),
     ("concepts", ["concepts"]),
     ("model parts", ["nn", "loss", "optim", "data", "codec", "cli"]),
-    ("model", ["model.hpp"]),
+    ("model", ["model.hpp", "interop"]),
     ("transport", ["transport"]),
     ("collectives", ["collective"]),
     ("topologies", ["topology"]),

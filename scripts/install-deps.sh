@@ -16,15 +16,22 @@ packages=(
   dataset-fashion-mnist                           # /usr/share/datasets/fashion-mnist, for examples
   iproute2 util-linux                             # ip, tc, unshare: the emulated cluster (scripts/cluster.sh)
 )
+# Without their Recommends (PyTorch's would bring a desktop's worth of plotting and GUI packages).
+lean_packages=(
+  python3-torch                                   # the PyTorch round trip of exported weights (tests/interop)
+)
 
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'; }
 missing=()
 for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
-    missing+=("$p")
-  fi
+  installed "$p" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages already installed"
+missing_lean=()
+for p in "${lean_packages[@]}"; do
+  installed "$p" || missing_lean+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ] && [ ${#missing_lean[@]} -eq 0 ]; then
+  echo "install-deps: all $(( ${#packages[@]} + ${#lean_packages[@]} )) packages already installed"
   exit 0
 fi
 
@@ -33,11 +40,16 @@ if [ "$(id -u)" -eq 0 ]; then
 elif command -v sudo >/dev/null 2>&1; then
   as_root=(sudo -n)  # non-interactive: fail rather than wait for a password
 else
-  echo "install-deps: missing ${missing[*]}; run as root or install sudo" >&2
+  echo "install-deps: missing ${missing[*]} ${missing_lean[*]}; run as root or install sudo" >&2
   exit 1
 fi
 
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: installing ${missing[*]} ${missing_lean[*]}"
 "${as_root[@]}" apt-get update -q
 # Recommends included: openmpi-bin recommends openssh-client, which mpirun wants even on one host.
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+fi
+if [ ${#missing_lean[@]} -gt 0 ]; then
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing_lean[@]}"
+fi

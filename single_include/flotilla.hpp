@@ -10434,6 +10434,1057 @@ concept ModelType = detail::is_model<M>::value;
 #endif  // FLOTILLA_MODEL_HPP_INCLUDED
 // ---- end flotilla/model.hpp ----
 
+// ---- begin flotilla/interop/safetensors.hpp ----
+#ifndef FLOTILLA_INTEROP_SAFETENSORS_HPP_INCLUDED
+#define FLOTILLA_INTEROP_SAFETENSORS_HPP_INCLUDED
+// The safetensors container (Hugging Face's format, which PyTorch, JAX and numpy programs read):
+//
+//   8 bytes    N, the header's length, unsigned little-endian
+//   N bytes    a JSON object: for each tensor {"dtype": "F32", "shape": [..], "data_offsets": [b, e]},
+//              and "__metadata__": a map of strings to strings
+//   the rest   the tensors' bytes, little-endian and row-major, at [b, e) from here
+//
+// No library is needed to read or write it, and a reader can check every length against the file
+// before it allocates: the header's size, each tensor's bytes against its dtype and shape, and the
+// data offsets against the data (which they must cover without gaps or overlaps). A file that
+// fails a check is refused with the file, the byte offset and the tensor named.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+
+namespace flotilla::safetensors {
+
+/// The element types of the format. flotilla's models are F32 or F64; the others are read (and
+/// refused by whoever wants a float) so that any valid file opens.
+enum class DType { BOOL, U8, I8, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64 };
+
+/// The dtype's name in the header ("F32").
+FLOTILLA_DECL std::string_view name(DType t) noexcept;
+/// Bytes per element.
+FLOTILLA_DECL std::size_t size_of(DType t) noexcept;
+
+/// The safetensors dtype of a C++ element type (float: F32, double: F64).
+template <class T>
+constexpr DType dtype_of() noexcept {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "safetensors::dtype_of<T>: flotilla writes tensors of float (F32) or double (F64)");
+  return std::is_same_v<T, float> ? DType::F32 : DType::F64;
+}
+
+/// One tensor: its name, type, shape (row-major, outermost first) and little-endian bytes.
+struct Tensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<std::uint64_t> shape;
+  std::vector<std::byte> bytes;
+  std::uint64_t offset = 0;  ///< where its bytes start in the file it was read from, for messages
+
+  std::uint64_t elements() const noexcept;
+};
+
+/// A whole file in memory: the tensors in the order of their data, and the metadata.
+struct File {
+  std::vector<Tensor> tensors;
+  std::map<std::string, std::string> metadata;
+  std::string source = "<safetensors in memory>";  ///< names the file in messages
+
+  /// The tensor called `name`, or nullptr.
+  const Tensor* find(std::string_view name) const noexcept;
+};
+
+/// The limit on the header's length: the reference implementation's (100 MB), so that a file
+/// announcing more is refused before anything is allocated for it.
+inline constexpr std::uint64_t max_header_bytes = 100'000'000;
+
+/// The file's bytes: header (padded with spaces to a multiple of 8 bytes, as the reference writer
+/// does, so that the data is aligned) and data, in the order of `file.tensors`. Throws Error for a
+/// tensor whose bytes do not match its dtype and shape, or for names that repeat.
+FLOTILLA_DECL std::vector<std::byte> encode(const File& file);
+
+/// Parses and checks a file held in memory; `source` names it in messages. Throws DataError
+/// naming the source, the byte offset and the problem (and the tensor, where one is at fault).
+FLOTILLA_DECL File decode(std::span<const std::byte> bytes, std::string source = "<safetensors in memory>");
+
+/// Reads and checks `path` (decode()).
+FLOTILLA_DECL File read(const std::filesystem::path& path);
+
+/// Writes `file` to `path` through a temporary file in the same directory, synced and renamed
+/// over it: a crash leaves either the old file or the new one, never half of one. Throws
+/// CheckpointError naming the path and the operating system's reason.
+FLOTILLA_DECL void write(const std::filesystem::path& path, const File& file);
+
+}  // namespace flotilla::safetensors
+
+#if FLOTILLA_IMPLEMENTATION
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace flotilla::safetensors {
+namespace detail {
+
+struct DTypeName {
+  DType type;
+  std::string_view name;
+  std::size_t size;
+};
+inline constexpr DTypeName dtype_names[] = {
+    {DType::BOOL, "BOOL", 1}, {DType::U8, "U8", 1},   {DType::I8, "I8", 1},     {DType::I16, "I16", 2},
+    {DType::U16, "U16", 2},   {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2}, {DType::I32, "I32", 4},
+    {DType::U32, "U32", 4},   {DType::F32, "F32", 4}, {DType::F64, "F64", 8},   {DType::I64, "I64", 8},
+    {DType::U64, "U64", 8},
+};
+
+/// A JSON reader for the header: objects, arrays, strings and non-negative integers, which is all
+/// the format has. Every error names the byte offset in the file.
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
+
+  File parse(std::uint64_t data_size) {
+    File f;
+    f.source = source_;
+    struct Entry {
+      std::string name;
+      std::uint64_t begin = 0, end = 0;
+      std::size_t at = 0;  // the entry's offset in the file, for messages
+    };
+    std::vector<Entry> entries;
+    skip_space();
+    expect('{', "the header is not a JSON object");
+    skip_space();
+    if (!eat('}')) {
+      for (;;) {
+        skip_space();
+        const std::size_t key_at = pos_;
+        std::string key = string();
+        skip_space();
+        expect(':', "a ':' after the key");
+        skip_space();
+        if (key == "__metadata__") {
+          if (!f.metadata.empty()) fail(key_at, "two \"__metadata__\" entries");
+          metadata(f.metadata);
+        } else {
+          if (key.empty()) fail(key_at, "a tensor with an empty name");
+          for (const auto& e : entries)
+            if (e.name == key) fail(key_at, "tensor " + quote(key) + " is described twice");
+          Tensor t;
+          t.name = key;
+          Entry e{key, 0, 0, key_at};
+          tensor(t, e.begin, e.end);
+          entries.push_back(e);
+          f.tensors.push_back(std::move(t));
+        }
+        skip_space();
+        if (eat(',')) continue;
+        expect('}', "',' or '}' after an entry");
+        break;
+      }
+    }
+    skip_space();
+    if (pos_ != text_.size()) fail(pos_, "text after the header's JSON object");
+
+    // The data: each tensor's bytes inside it, of its dtype and shape, together covering it once.
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const Tensor& t = f.tensors[i];
+      const Entry& e = entries[i];
+      if (e.begin > e.end) fail(e.at, "tensor " + quote(t.name) + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] run backwards");
+      if (e.end > data_size)
+        fail(e.at, "tensor " + quote(t.name) + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                       "] lie outside the " + std::to_string(data_size) + " bytes of data");
+      const std::uint64_t want = bytes_of(t, e.at);
+      if (e.end - e.begin != want)
+        fail(e.at, "tensor " + quote(t.name) + " of " + std::string(name(t.dtype)) + " " + shape_text(t.shape) + " needs " +
+                       std::to_string(want) + " bytes, its data_offsets hold " + std::to_string(e.end - e.begin));
+    }
+    std::vector<std::size_t> order(entries.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return entries[a].begin != entries[b].begin ? entries[a].begin < entries[b].begin : entries[a].end < entries[b].end;
+    });
+    std::uint64_t covered = 0;
+    for (const std::size_t i : order) {
+      if (entries[i].begin != covered)
+        fail(entries[i].at, "tensor " + quote(entries[i].name) + ": its data starts at " + std::to_string(entries[i].begin) +
+                                (entries[i].begin < covered ? ", inside the previous tensor's" : ", after a gap from " + std::to_string(covered)));
+      covered = entries[i].end;
+    }
+    if (covered != data_size)
+      fail(text_.size(), "the tensors cover " + std::to_string(covered) + " of the " + std::to_string(data_size) +
+                             " bytes of data after the header");
+    // In the order of their data, so that encode() writes the file back as it was.
+    std::vector<Tensor> sorted;
+    sorted.reserve(order.size());
+    for (const std::size_t i : order) sorted.push_back(std::move(f.tensors[i]));
+    f.tensors = std::move(sorted);
+    offsets_.clear();
+    for (const std::size_t i : order) offsets_.push_back(entries[i].begin);
+    return f;
+  }
+  /// Where each tensor's data starts, in the order parse() returned them.
+  const std::vector<std::uint64_t>& offsets() const noexcept { return offsets_; }
+
+  static std::string quote(std::string_view s) {
+    std::string q = "'";
+    for (const char c : s.substr(0, 200)) q += static_cast<unsigned char>(c) < 0x20 ? '?' : c;
+    return q + (s.size() > 200 ? "...'" : "'");
+  }
+  static std::string shape_text(const std::vector<std::uint64_t>& shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+  }
+
+ private:
+  static constexpr std::size_t header_start = 8;  // the header's first byte in the file
+
+  [[noreturn]] void fail(std::size_t at, const std::string& what) const {
+    throw DataError(source_, header_start + at, "safetensors header: " + what);
+  }
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\r' || text_[pos_] == '\t')) ++pos_;
+  }
+  bool eat(char c) {
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c, const char* what) {
+    if (!eat(c)) fail(pos_, std::string("expected ") + what + (pos_ < text_.size() ? "" : " (the header ends here)"));
+  }
+  std::string string() {
+    const std::size_t at = pos_;
+    expect('"', "a string");
+    std::string s;
+    for (;;) {
+      if (pos_ >= text_.size()) fail(at, "a string that does not end");
+      const char c = text_[pos_++];
+      if (c == '"') return s;
+      if (static_cast<unsigned char>(c) < 0x20) fail(pos_ - 1, "a control character inside a string");
+      if (c != '\\') {
+        s += c;
+        continue;
+      }
+      if (pos_ >= text_.size()) fail(at, "a string that does not end");
+      const char e = text_[pos_++];
+      switch (e) {
+        case '"': s += '"'; break;
+        case '\\': s += '\\'; break;
+        case '/': s += '/'; break;
+        case 'b': s += '\b'; break;
+        case 'f': s += '\f'; break;
+        case 'n': s += '\n'; break;
+        case 'r': s += '\r'; break;
+        case 't': s += '\t'; break;
+        case 'u': utf8(s, hex4()); break;
+        default: fail(pos_ - 1, std::string("an unknown escape '\\") + e + "' in a string");
+      }
+    }
+  }
+  std::uint32_t hex4() {
+    if (text_.size() - pos_ < 4) fail(pos_, "a \\u escape shorter than 4 hex digits");
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char c = text_[pos_++];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= static_cast<std::uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= static_cast<std::uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= static_cast<std::uint32_t>(c - 'A' + 10);
+      else fail(pos_ - 1, "a \\u escape with a character that is not a hex digit");
+    }
+    return v;
+  }
+  void utf8(std::string& s, std::uint32_t cp) {
+    if (cp >= 0xD800 && cp <= 0xDBFF) {  // a surrogate pair: the low half follows as \uDC00..\uDFFF
+      if (!(eat('\\') && eat('u'))) fail(pos_, "a lone UTF-16 high surrogate in a \\u escape");
+      const std::uint32_t low = hex4();
+      if (low < 0xDC00 || low > 0xDFFF) fail(pos_ - 4, "a UTF-16 high surrogate without its low half");
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+      fail(pos_ - 4, "a lone UTF-16 low surrogate in a \\u escape");
+    }
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      s += static_cast<char>(0xE0 | (cp >> 12));
+      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      s += static_cast<char>(0xF0 | (cp >> 18));
+      s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  std::uint64_t integer() {
+    const std::size_t at = pos_;
+    std::uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(text_.data() + pos_, text_.data() + text_.size(), v);
+    if (ec == std::errc::result_out_of_range) fail(at, "a number too large for 64 bits");
+    if (ec != std::errc() || end == text_.data() + pos_) fail(at, "expected a non-negative integer");
+    pos_ = static_cast<std::size_t>(end - text_.data());
+    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E'))
+      fail(at, "a number that is not an integer");
+    return v;
+  }
+  std::vector<std::uint64_t> integers(std::size_t at_most, const char* what) {
+    std::vector<std::uint64_t> v;
+    const std::size_t at = pos_;
+    expect('[', what);
+    skip_space();
+    if (eat(']')) return v;
+    for (;;) {
+      skip_space();
+      if (v.size() == at_most) fail(at, std::string(what) + " with more than " + std::to_string(at_most) + " entries");
+      v.push_back(integer());
+      skip_space();
+      if (eat(',')) continue;
+      expect(']', "',' or ']' in a list of integers");
+      return v;
+    }
+  }
+  void metadata(std::map<std::string, std::string>& out) {
+    expect('{', "\"__metadata__\" to be an object of strings");
+    skip_space();
+    if (eat('}')) return;
+    for (;;) {
+      skip_space();
+      const std::size_t at = pos_;
+      std::string key = string();
+      skip_space();
+      expect(':', "a ':' after the key");
+      skip_space();
+      if (pos_ < text_.size() && text_[pos_] != '"') fail(pos_, "metadata " + quote(key) + " is not a string");
+      std::string value = string();
+      if (!out.emplace(std::move(key), std::move(value)).second) fail(at, "a metadata key given twice");
+      skip_space();
+      if (eat(',')) continue;
+      expect('}', "',' or '}' in \"__metadata__\"");
+      return;
+    }
+  }
+  void tensor(Tensor& t, std::uint64_t& begin, std::uint64_t& end) {
+    expect('{', ("tensor " + quote(t.name) + " to be described by an object").c_str());
+    bool has_dtype = false, has_shape = false, has_offsets = false;
+    skip_space();
+    if (!eat('}')) {
+      for (;;) {
+        skip_space();
+        const std::size_t at = pos_;
+        const std::string key = string();
+        skip_space();
+        expect(':', "a ':' after the key");
+        skip_space();
+        if (key == "dtype" && !has_dtype) {
+          const std::size_t type_at = pos_;
+          const std::string type = string();
+          const auto* d = std::find_if(std::begin(dtype_names), std::end(dtype_names),
+                                       [&](const DTypeName& n) { return n.name == type; });
+          if (d == std::end(dtype_names)) fail(type_at, "tensor " + quote(t.name) + " has the unknown dtype " + quote(type));
+          t.dtype = d->type;
+          has_dtype = true;
+        } else if (key == "shape" && !has_shape) {
+          t.shape = integers(64, "a shape");
+          has_shape = true;
+        } else if (key == "data_offsets" && !has_offsets) {
+          const std::size_t offsets_at = pos_;
+          const auto o = integers(2, "data_offsets");
+          if (o.size() != 2) fail(offsets_at, "tensor " + quote(t.name) + ": data_offsets must be [begin, end]");
+          begin = o[0];
+          end = o[1];
+          has_offsets = true;
+        } else {
+          fail(at, "tensor " + quote(t.name) + " has an unknown or repeated key " + quote(key));
+        }
+        skip_space();
+        if (eat(',')) continue;
+        expect('}', "',' or '}' in a tensor's description");
+        break;
+      }
+    }
+    if (!has_dtype || !has_shape || !has_offsets)
+      fail(pos_, "tensor " + quote(t.name) + " lacks " + (!has_dtype ? "\"dtype\"" : !has_shape ? "\"shape\"" : "\"data_offsets\""));
+  }
+  // The bytes a tensor's dtype and shape need, or a failure when they overflow 64 bits.
+  std::uint64_t bytes_of(const Tensor& t, std::size_t at) const {
+    std::uint64_t n = size_of(t.dtype);
+    for (const auto d : t.shape) {
+      if (d != 0 && n > std::numeric_limits<std::uint64_t>::max() / d)
+        fail(at, "tensor " + quote(t.name) + " has a shape " + shape_text(t.shape) + " too large for any file");
+      n *= d;
+    }
+    return n;
+  }
+
+  std::string_view text_;
+  std::string source_;
+  std::size_t pos_ = 0;
+  std::vector<std::uint64_t> offsets_;
+};
+
+inline void append_json_string(std::string& out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  out += '"';
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out += "\\u00";
+      out += hex[u >> 4];
+      out += hex[u & 0xF];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+}  // namespace detail
+
+FLOTILLA_DECL std::string_view name(DType t) noexcept {
+  for (const auto& n : detail::dtype_names)
+    if (n.type == t) return n.name;
+  return "?";
+}
+
+FLOTILLA_DECL std::size_t size_of(DType t) noexcept {
+  for (const auto& n : detail::dtype_names)
+    if (n.type == t) return n.size;
+  return 1;
+}
+
+FLOTILLA_DECL std::uint64_t Tensor::elements() const noexcept {
+  std::uint64_t n = 1;
+  for (const auto d : shape) n *= d;
+  return n;
+}
+
+FLOTILLA_DECL const Tensor* File::find(std::string_view wanted) const noexcept {
+  for (const auto& t : tensors)
+    if (t.name == wanted) return &t;
+  return nullptr;
+}
+
+FLOTILLA_DECL std::vector<std::byte> encode(const File& file) {
+  std::string header = "{";
+  if (!file.metadata.empty()) {
+    header += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : file.metadata) {
+      if (!first) header += ',';
+      first = false;
+      detail::append_json_string(header, k);
+      header += ':';
+      detail::append_json_string(header, v);
+    }
+    header += '}';
+  }
+  std::uint64_t offset = 0;
+  for (std::size_t i = 0; i < file.tensors.size(); ++i) {
+    const Tensor& t = file.tensors[i];
+    if (t.name.empty() || t.name == "__metadata__") throw Error("safetensors::encode: a tensor may not be called " + detail::HeaderParser::quote(t.name));
+    for (std::size_t j = 0; j < i; ++j)
+      if (file.tensors[j].name == t.name) throw Error("safetensors::encode: two tensors called " + detail::HeaderParser::quote(t.name));
+    if (t.bytes.size() != t.elements() * size_of(t.dtype))
+      throw Error("safetensors::encode: tensor " + detail::HeaderParser::quote(t.name) + " of " + std::string(name(t.dtype)) + " " +
+                  detail::HeaderParser::shape_text(t.shape) + " holds " + std::to_string(t.bytes.size()) + " bytes, not " +
+                  std::to_string(t.elements() * size_of(t.dtype)));
+    if (header.size() > 1) header += ',';
+    detail::append_json_string(header, t.name);
+    header += ":{\"dtype\":\"" + std::string(name(t.dtype)) + "\",\"shape\":" + detail::HeaderParser::shape_text(t.shape) +
+              ",\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + t.bytes.size()) + "]}";
+    offset += t.bytes.size();
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::vector<std::byte> out(8 + header.size() + offset);
+  std::uint64_t n = header.size();
+  for (std::size_t i = 0; i < 8; ++i) out[i] = static_cast<std::byte>((n >> (8 * i)) & 0xFFu);
+  std::memcpy(out.data() + 8, header.data(), header.size());
+  std::byte* data = out.data() + 8 + header.size();
+  for (const auto& t : file.tensors) {
+    if (!t.bytes.empty()) std::memcpy(data, t.bytes.data(), t.bytes.size());
+    data += t.bytes.size();
+  }
+  return out;
+}
+
+FLOTILLA_DECL File decode(std::span<const std::byte> bytes, std::string source) {
+  if (bytes.size() < 8)
+    throw DataError(source, 0, "not a safetensors file: " + std::to_string(bytes.size()) + " bytes, fewer than the 8 of the header's length");
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < 8; ++i) n |= std::uint64_t{std::to_integer<std::uint8_t>(bytes[i])} << (8 * i);
+  if (n > max_header_bytes)
+    throw DataError(source, 0, "the header's length is " + std::to_string(n) + " bytes, more than the limit of " + std::to_string(max_header_bytes));
+  if (n > bytes.size() - 8)
+    throw DataError(source, 0, "the header's length is " + std::to_string(n) + " bytes, but only " + std::to_string(bytes.size() - 8) +
+                                   " follow it (a truncated file, or not a safetensors file)");
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<std::size_t>(n));
+  detail::HeaderParser parser(text, source);
+  const std::size_t data_start = 8 + static_cast<std::size_t>(n);
+  File f = parser.parse(bytes.size() - data_start);
+  for (std::size_t i = 0; i < f.tensors.size(); ++i) {
+    f.tensors[i].offset = data_start + parser.offsets()[i];
+    const auto begin = bytes.begin() + static_cast<std::ptrdiff_t>(f.tensors[i].offset);
+    f.tensors[i].bytes.assign(begin, begin + static_cast<std::ptrdiff_t>(f.tensors[i].elements() * size_of(f.tensors[i].dtype)));
+  }
+  return f;
+}
+
+FLOTILLA_DECL File read(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(path.string(), 0, "cannot open the safetensors file: " + std::error_code(errno, std::generic_category()).message());
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw DataError(path.string(), 0, "cannot tell the file's size: " + ec.message());
+  std::vector<std::byte> bytes(static_cast<std::size_t>(size));
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
+    throw DataError(path.string(), static_cast<std::uint64_t>(std::max<std::streamsize>(in.gcount(), 0)), "cannot read the file to its end");
+  return decode(bytes, path.string());
+}
+
+FLOTILLA_DECL void write(const std::filesystem::path& path, const File& file) {
+  const std::vector<std::byte> bytes = encode(file);
+  std::filesystem::path tmp = path;
+  tmp += ".tmp-" + std::to_string(::getpid());
+  const auto fail = [&](const std::string& what, int err) {
+    ::unlink(tmp.c_str());
+    throw CheckpointError(path.string() + ": " + what + ": " + std::error_code(err, std::generic_category()).message() +
+                              "; the file there before is unchanged",
+                          std::error_code(err, std::generic_category()));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw CheckpointError(path.string() + ": cannot create " + tmp.string() + ": " + std::error_code(err, std::generic_category()).message(),
+                          std::error_code(err, std::generic_category()));
+  }
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ::ssize_t k = ::write(fd, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 30));
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      fail("cannot write " + tmp.string(), err);
+    }
+    done += static_cast<std::size_t>(k);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail("cannot sync " + tmp.string(), err);
+  }
+  if (::close(fd) != 0) fail("cannot close " + tmp.string(), errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename " + tmp.string() + " over it", errno);
+}
+
+}  // namespace flotilla::safetensors
+#endif  // FLOTILLA_IMPLEMENTATION
+
+#endif  // FLOTILLA_INTEROP_SAFETENSORS_HPP_INCLUDED
+// ---- end flotilla/interop/safetensors.hpp ----
+
+// ---- begin flotilla/interop/torch.hpp ----
+#ifndef FLOTILLA_INTEROP_TORCH_HPP_INCLUDED
+#define FLOTILLA_INTEROP_TORCH_HPP_INCLUDED
+// A network's parameters as PyTorch holds them: save_safetensors() writes a file that
+// scripts/flotilla_torch.py turns into an nn.Module with its weights loaded, and
+// load_safetensors() reads such a file (or one PyTorch wrote from that module) back.
+//
+// flotilla and PyTorch store the same numbers in other orders: a Dense weight is column-major
+// (N x inputs), a convolution's is (F x K*K*C) with the channel innermost, and images are
+// channels-last, so Flatten yields (H, W, C) order where PyTorch's gives (C, H, W). Each PyTorch
+// tensor is therefore described by the index in flotilla's flat parameter buffer of each of its
+// elements, in row-major order: writing is a gather, reading the matching scatter, and the round
+// trip is exact. The walk that computes these indices follows each activation's order from the
+// input on (an image's elements are always (H, W, C); a vector's are in the order of whatever made
+// it), so the layer after a Flatten, a LayerNorm over an image or a BatchNorm1D after a Flatten
+// reads its inputs where PyTorch's would.
+//
+// The file's metadata holds the module tree as JSON ("flotilla.modules"), the input shape and
+// layout, from which the script builds the network without any code of the user's. Names follow
+// PyTorch's nn.Sequential: "<layer>.weight", "<layer>.<inner>.bias", "<layer>.body.0.weight" in a
+// Residual. Layers without a PyTorch counterpart stop the compiler with a message naming them.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <ratio>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace flotilla::interop {
+
+/// One tensor of PyTorch's state_dict: its name, its shape, and for each of its elements
+/// (row-major) the index of the flotilla parameter it holds.
+struct TorchTensor {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  std::vector<std::size_t> source;
+};
+
+/// A network as PyTorch sees it: the module tree (JSON, read by scripts/flotilla_torch.py) and
+/// the tensors of its state_dict, in module order.
+struct TorchModel {
+  std::string modules;
+  std::vector<TorchTensor> tensors;
+  std::vector<std::uint64_t> input_shape;  ///< one sample's, as PyTorch takes it: (C, H, W) or (N)
+};
+
+namespace detail {
+
+/// For each element of an activation in flotilla's order, its index in PyTorch's.
+using Order = std::vector<std::size_t>;
+
+template <class S>
+Order natural_order() {
+  Order o(S::size);
+  if constexpr (ImageShape<S>) {
+    constexpr std::size_t C = S::dims[0], H = S::dims[1], W = S::dims[2];
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t w = 0; w < W; ++w)
+        for (std::size_t c = 0; c < C; ++c) o[(h * W + w) * C + c] = (c * H + h) * W + w;
+  } else {
+    std::iota(o.begin(), o.end(), std::size_t{0});
+  }
+  return o;
+}
+
+template <class S>
+std::vector<std::uint64_t> dims_of() {
+  return std::vector<std::uint64_t>(S::dims.begin(), S::dims.end());
+}
+
+inline std::string number(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+template <class R>
+double ratio_value() {
+  return static_cast<double>(R::num) / static_cast<double>(R::den);
+}
+
+template <class>
+inline constexpr bool always_false = false;
+
+template <class F>
+struct activation_of;
+template <>
+struct activation_of<flotilla::detail::ReluFn> {
+  static std::string json() { return R"({"type":"ReLU"})"; }
+};
+template <class Slope>
+struct activation_of<flotilla::detail::LeakyReluFn<Slope>> {
+  static std::string json() { return R"({"type":"LeakyReLU","negative_slope":)" + number(ratio_value<Slope>()) + "}"; }
+};
+template <>
+struct activation_of<flotilla::detail::TanhFn> {
+  static std::string json() { return R"({"type":"Tanh"})"; }
+};
+template <>
+struct activation_of<flotilla::detail::SigmoidFn> {
+  static std::string json() { return R"({"type":"Sigmoid"})"; }
+};
+template <>
+struct activation_of<flotilla::detail::GeluFn> {
+  static std::string json() { return R"({"type":"GELU"})"; }
+};
+
+template <class L>
+struct elementwise : std::false_type {};
+template <class F, class In, class T>
+struct elementwise<flotilla::detail::ElementwiseLayer<F, In, T>> : std::true_type {
+  using fn = F;
+};
+
+// What a layer's spec is, for the walk to dispatch on.
+template <class S>
+struct is_dense : std::false_type {};
+template <std::size_t N, class I>
+struct is_dense<Dense<N, I>> : std::true_type {};
+template <class S>
+struct is_conv : std::false_type {};
+template <std::size_t F, std::size_t K, std::size_t St, std::size_t P, class I>
+struct is_conv<Conv2D<F, K, St, P, I>> : std::true_type {};
+template <class S>
+struct is_max_pool : std::false_type {};
+template <std::size_t K, std::size_t St>
+struct is_max_pool<MaxPool2D<K, St>> : std::true_type {};
+template <class S>
+struct is_avg_pool : std::false_type {};
+template <std::size_t K, std::size_t St, std::size_t P>
+struct is_avg_pool<AvgPool2D<K, St, P>> : std::true_type {};
+template <class S>
+struct is_dropout : std::false_type {};
+template <std::size_t N, std::size_t D>
+struct is_dropout<Dropout<N, D>> : std::true_type {};
+template <class S>
+struct batch_norm_kind {
+  static constexpr int dims = 0;
+};
+template <StatisticsScope Sc, class M, class E>
+struct batch_norm_kind<BatchNorm2D<Sc, M, E>> {
+  static constexpr int dims = 2;
+  using momentum = M;
+  using epsilon = E;
+};
+template <StatisticsScope Sc, class M, class E>
+struct batch_norm_kind<BatchNorm1D<Sc, M, E>> {
+  static constexpr int dims = 1;
+  using momentum = M;
+  using epsilon = E;
+};
+template <class S>
+struct is_layer_norm : std::false_type {};
+template <class E>
+struct is_layer_norm<LayerNorm<E>> : std::true_type {
+  using epsilon = E;
+};
+template <class S>
+struct is_chain : std::false_type {};
+template <class... Ss>
+struct is_chain<Block<Ss...>> : std::true_type {};
+template <std::size_t N, class S>
+struct is_chain<Repeat<N, S>> : std::true_type {};
+template <class S>
+struct join_kind {
+  static constexpr std::string_view type = "";
+};
+template <class B, class Sh>
+struct join_kind<Residual<B, Sh>> {
+  static constexpr std::string_view type = "Residual";
+};
+template <class... Bs>
+struct join_kind<Add<Bs...>> {
+  static constexpr std::string_view type = "Add";
+};
+template <class... Bs>
+struct join_kind<Concat<Bs...>> {
+  static constexpr std::string_view type = "Concat";
+};
+
+class TorchWalk {
+ public:
+  std::vector<TorchTensor> tensors;
+
+  /// The module JSON of layer L, whose parameters start at `offset`; `order` is its input's
+  /// order on entry and its output's on return.
+  template <class L>
+  std::string layer(const std::string& prefix, std::size_t offset, Order& order) {
+    using In [[maybe_unused]] = typename L::input_shape;
+    using Out [[maybe_unused]] = typename L::output_shape;
+    if constexpr (elementwise<L>::value) {
+      return activation_of<typename elementwise<L>::fn>::json();
+    } else if constexpr (!requires { typename L::spec; }) {
+      static_assert(always_false<L>, "interop: this layer declares no `spec`, so its PyTorch counterpart is unknown");
+      return {};
+    } else {
+      using S = typename L::spec;
+      if constexpr (is_dense<S>::value) {
+        constexpr std::size_t N = Out::size, inputs = In::size;
+        TorchTensor w{prefix + "weight", {N, inputs}, std::vector<std::size_t>(N * inputs)};
+        for (std::size_t o = 0; o < N; ++o)
+          for (std::size_t j = 0; j < inputs; ++j) w.source[o * inputs + order[j]] = offset + o + N * j;
+        tensors.push_back(std::move(w));
+        add_range(prefix + "bias", {N}, offset + N * inputs);
+        order = natural_order<Out>();
+        return R"({"type":"Linear","in_features":)" + std::to_string(inputs) + R"(,"out_features":)" + std::to_string(N) + "}";
+      } else if constexpr (is_conv<S>::value) {
+        constexpr std::size_t F = Out::dims[0], C = In::dims[0], K = L::kernel;
+        TorchTensor w{prefix + "weight", {F, C, K, K}, std::vector<std::size_t>(F * C * K * K)};
+        for (std::size_t f = 0; f < F; ++f)
+          for (std::size_t c = 0; c < C; ++c)
+            for (std::size_t y = 0; y < K; ++y)
+              for (std::size_t x = 0; x < K; ++x) w.source[((f * C + c) * K + y) * K + x] = offset + f + F * ((y * K + x) * C + c);
+        tensors.push_back(std::move(w));
+        add_range(prefix + "bias", {F}, offset + F * L::patch);
+        order = natural_order<Out>();
+        return R"({"type":"Conv2d","in_channels":)" + std::to_string(C) + R"(,"out_channels":)" + std::to_string(F) +
+               R"(,"kernel_size":)" + std::to_string(K) + R"(,"stride":)" + std::to_string(L::stride) + R"(,"padding":)" +
+               std::to_string(L::padding) + "}";
+      } else if constexpr (is_max_pool<S>::value) {
+        order = natural_order<Out>();
+        return R"({"type":"MaxPool2d","kernel_size":)" + std::to_string(L::kernel) + R"(,"stride":)" + std::to_string(L::stride) + "}";
+      } else if constexpr (is_avg_pool<S>::value) {
+        order = natural_order<Out>();
+        // flotilla divides by the whole window, padding included: PyTorch's count_include_pad.
+        return R"({"type":"AvgPool2d","kernel_size":)" + std::to_string(L::kernel) + R"(,"stride":)" + std::to_string(L::stride) +
+               R"(,"padding":)" + std::to_string(L::padding) + "}";
+      } else if constexpr (std::is_same_v<S, GlobalAvgPool>) {
+        order = natural_order<Out>();
+        return R"({"type":"GlobalAvgPool"})";
+      } else if constexpr (std::is_same_v<S, Flatten>) {
+        return R"({"type":"Flatten"})";  // PyTorch flattens (C, H, W) as the order already says
+      } else if constexpr (std::is_same_v<S, Identity>) {
+        return R"({"type":"Identity"})";
+      } else if constexpr (is_dropout<S>::value) {
+        return R"({"type":"Dropout","p":)" + number(L::rate) + "}";
+      } else if constexpr (batch_norm_kind<S>::dims != 0) {
+        using K = batch_norm_kind<S>;
+        constexpr std::size_t C = L::tensors[0].size;
+        for (std::size_t t = 0; t < 4; ++t) {
+          TorchTensor p{prefix + std::string(L::tensors[t].name), {C}, std::vector<std::size_t>(C)};
+          for (std::size_t j = 0; j < C; ++j) p.source[K::dims == 1 ? order[j] : j] = offset + t * C + j;
+          tensors.push_back(std::move(p));
+        }
+        return std::string(R"({"type":"BatchNorm)") + (K::dims == 1 ? "1d" : "2d") + R"(","num_features":)" + std::to_string(C) +
+               R"(,"eps":)" + number(ratio_value<typename K::epsilon>()) + R"(,"momentum":)" +
+               number(ratio_value<typename K::momentum>()) + "}";
+      } else if constexpr (is_layer_norm<S>::value) {
+        constexpr std::size_t D = In::size;
+        const auto shape = dims_of<In>();
+        for (std::size_t t = 0; t < 2; ++t) {
+          TorchTensor p{prefix + (t == 0 ? "weight" : "bias"), shape, std::vector<std::size_t>(D)};
+          for (std::size_t j = 0; j < D; ++j) p.source[order[j]] = offset + t * D + j;
+          tensors.push_back(std::move(p));
+        }
+        return R"({"type":"LayerNorm","normalized_shape":)" + list(shape) + R"(,"eps":)" +
+               number(ratio_value<typename is_layer_norm<S>::epsilon>()) + "}";
+      } else if constexpr (is_chain<S>::value) {
+        return R"({"type":"Sequential","children":)" + chain<typename L::layers>(prefix, offset, L::parameter_offsets, order) + "}";
+      } else if constexpr (!join_kind<S>::type.empty()) {
+        return join<L, S>(prefix, offset, order);
+      } else {
+        static_assert(always_false<S>,
+                      "interop: this layer has no PyTorch counterpart known to flotilla/interop/torch.hpp (embedding "
+                      "tables are saved with the sparse checkpoints, not here)");
+        return {};
+      }
+    }
+  }
+
+  /// The layers of a type_list in a row, as a JSON array of modules named by position.
+  template <class List, std::size_t N>
+  std::string chain(const std::string& prefix, std::size_t offset, const std::array<std::size_t, N>& offsets, Order& order) {
+    std::string out = "[";
+    flotilla::detail::for_each_index<N>([&]<std::size_t I>() {
+      using L = list_element_t<I, List>;
+      out += (I ? "," : "") + layer<L>(prefix + std::to_string(I) + ".", offset + offsets[I], order);
+    });
+    return out + "]";
+  }
+
+ private:
+  template <class L, class S>
+  std::string join(const std::string& prefix, std::size_t offset, Order& order) {
+    constexpr auto labels = S::labels();
+    constexpr std::size_t count = L::count;
+    std::vector<Order> outs;
+    std::vector<std::string> modules;
+    flotilla::detail::for_each_index<count>([&]<std::size_t I>() {
+      using B = list_element_t<I, typename L::layers>;
+      const std::string label = labels[I].empty() ? std::to_string(I) : std::string(labels[I]);
+      Order o = order;
+      modules.push_back(layer<B>(prefix + label + ".", offset + L::parameter_offsets[I], o));
+      outs.push_back(std::move(o));
+    });
+    using Out = typename L::output_shape;
+    if (join_kind<S>::type == "Concat") {
+      if constexpr (ImageShape<Out>) {
+        order = natural_order<Out>();  // along channels: (H, W, C) in flotilla, dim 1 in PyTorch
+      } else {
+        order.clear();
+        std::size_t base = 0;
+        for (const auto& o : outs) {
+          for (const auto i : o) order.push_back(base + i);
+          base += o.size();
+        }
+      }
+    } else {
+      for (std::size_t i = 1; i < outs.size(); ++i)
+        if (outs[i] != outs[0])
+          throw ConfigError("interop: the branches of " + std::string(S::name) + " at '" + prefix +
+                            "' produce their values in different orders (one flattens an image, another does not), "
+                            "which PyTorch would add element by element: no PyTorch module computes the same sum");
+      order = outs[0];
+    }
+    std::string out = R"({"type":")" + std::string(join_kind<S>::type) + "\"";
+    if (join_kind<S>::type == "Residual") return out + R"(,"body":)" + modules[0] + R"(,"shortcut":)" + modules[1] + "}";
+    out += R"(,"branches":[)";
+    for (std::size_t i = 0; i < modules.size(); ++i) out += (i ? "," : "") + modules[i];
+    return out + "]}";
+  }
+
+  void add_range(std::string name, std::vector<std::uint64_t> shape, std::size_t first) {
+    TorchTensor t{std::move(name), std::move(shape), {}};
+    std::size_t n = 1;
+    for (const auto d : t.shape) n *= static_cast<std::size_t>(d);
+    t.source.resize(n);
+    std::iota(t.source.begin(), t.source.end(), first);
+    tensors.push_back(std::move(t));
+  }
+  static std::string list(const std::vector<std::uint64_t>& v) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s + "]";
+  }
+
+  template <std::size_t I, class List>
+  struct list_element;
+  template <std::size_t I, class First, class... Rest>
+  struct list_element<I, flotilla::detail::type_list<First, Rest...>>
+      : list_element<I - 1, flotilla::detail::type_list<Rest...>> {};
+  template <class First, class... Rest>
+  struct list_element<0, flotilla::detail::type_list<First, Rest...>> {
+    using type = First;
+  };
+  template <std::size_t I, class List>
+  using list_element_t = typename list_element<I, List>::type;
+};
+
+}  // namespace detail
+
+/// For each value of one sample of shape S in flotilla's order, its index in PyTorch's: images are
+/// (H, W, C) in flotilla and (C, H, W) in PyTorch; vectors are the same in both. Inputs for the
+/// module scripts/flotilla_torch.py builds go through it (flotilla_torch.from_flotilla_images does
+/// the same in Python).
+template <class S>
+std::vector<std::size_t> torch_order() {
+  static_assert(AnyShape<S>, "torch_order<S>: S must be a flotilla::Shape");
+  return detail::natural_order<S>();
+}
+
+/// The PyTorch form of architecture Arch in scalar type T.
+template <Architecture Arch, class T = float>
+TorchModel torch_model() {
+  using Net = Network<Arch, T>;
+  detail::TorchWalk walk;
+  auto order = detail::natural_order<typename Arch::input_shape>();
+  TorchModel m;
+  m.modules = R"({"type":"Sequential","children":)" +
+              walk.template chain<typename Arch::template layers<T>>("", 0, Net::parameter_offsets, order) + "}";
+  m.tensors = std::move(walk.tensors);
+  m.input_shape = detail::dims_of<typename Arch::input_shape>();
+  return m;
+}
+
+/// Writes `params` (a Network<Arch, T>'s flat buffer, e.g. Trainer::parameters()) to `path` as
+/// safetensors with PyTorch's names, shapes and layouts, and the module tree in the metadata;
+/// `metadata` adds entries of the caller's (keys starting with "flotilla." are the library's).
+/// The file is replaced at once (safetensors::write). Throws ShapeError for a buffer of another
+/// size.
+template <Architecture Arch, class T>
+void save_safetensors(const std::filesystem::path& path, std::span<const T> params,
+                      const std::map<std::string, std::string>& metadata = {}) {
+  if (params.size() != Network<Arch, T>::parameter_count)
+    throw ShapeError("save_safetensors: " + std::to_string(params.size()) + " values given, the network has " +
+                     std::to_string(Network<Arch, T>::parameter_count) + " parameters");
+  const TorchModel m = torch_model<Arch, T>();
+  safetensors::File f;
+  f.metadata = metadata;
+  f.metadata["format"] = "pt";
+  f.metadata["flotilla.modules"] = m.modules;
+  std::string shape = "[";
+  for (std::size_t i = 0; i < m.input_shape.size(); ++i) shape += (i ? "," : "") + std::to_string(m.input_shape[i]);
+  f.metadata["flotilla.input_shape"] = shape + "]";
+  f.metadata["flotilla.input_layout"] = m.input_shape.size() == 3 ? "HWC" : "flat";
+  for (const auto& t : m.tensors) {
+    safetensors::Tensor out{t.name, safetensors::dtype_of<T>(), t.shape, std::vector<std::byte>(t.source.size() * sizeof(T))};
+    for (std::size_t i = 0; i < t.source.size(); ++i) std::memcpy(out.bytes.data() + i * sizeof(T), &params[t.source[i]], sizeof(T));
+    f.tensors.push_back(std::move(out));
+  }
+  safetensors::write(path, f);
+}
+
+/// save_safetensors() of a mutable buffer (Trainer::parameters()) or a vector.
+template <Architecture Arch, class T>
+  requires(!std::is_const_v<T>)
+void save_safetensors(const std::filesystem::path& path, std::span<T> params,
+                      const std::map<std::string, std::string>& metadata = {}) {
+  save_safetensors<Arch>(path, std::span<const T>(params), metadata);
+}
+template <Architecture Arch, class T>
+void save_safetensors(const std::filesystem::path& path, const std::vector<T>& params,
+                      const std::map<std::string, std::string>& metadata = {}) {
+  save_safetensors<Arch>(path, std::span<const T>(params), metadata);
+}
+
+/// Reads the parameters of Network<Arch, T> from a safetensors file with PyTorch's names and
+/// layouts (one save_safetensors() wrote, or PyTorch from the module scripts/flotilla_torch.py
+/// built) into `params`. Every tensor the network has must be there with its shape and T's dtype;
+/// tensors PyTorch adds that flotilla has no use for (BatchNorm's num_batches_tracked) are
+/// skipped, any other is refused. Nothing is written to `params` unless the whole file fits.
+/// Throws DataError naming the file and the tensor.
+template <Architecture Arch, class T>
+void load_safetensors(const safetensors::File& f, std::span<T> params) {
+  if (params.size() != Network<Arch, T>::parameter_count)
+    throw ShapeError("load_safetensors: a buffer of " + std::to_string(params.size()) + " values, the network has " +
+                     std::to_string(Network<Arch, T>::parameter_count) + " parameters");
+  const TorchModel m = torch_model<Arch, T>();
+  auto shape_text = [](const std::vector<std::uint64_t>& s) {
+    std::string t = "[";
+    for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return t + "]";
+  };
+  for (const auto& t : f.tensors) {
+    const bool known = std::any_of(m.tensors.begin(), m.tensors.end(), [&](const TorchTensor& x) { return x.name == t.name; });
+    const bool counter = t.name == "num_batches_tracked" || t.name.ends_with(".num_batches_tracked");
+    if (!known && !counter)
+      throw DataError(f.source, t.offset, "tensor '" + t.name + "' belongs to no parameter of this network (a file of another architecture?)");
+  }
+  std::vector<T> staged(params.begin(), params.end());
+  for (const auto& want : m.tensors) {
+    const safetensors::Tensor* t = f.find(want.name);
+    if (!t) throw DataError(f.source, 0, "tensor '" + want.name + "' is missing (a file of another architecture?)");
+    if (t->dtype != safetensors::dtype_of<T>())
+      throw DataError(f.source, t->offset, "tensor '" + want.name + "' is " + std::string(safetensors::name(t->dtype)) +
+                                       ", this network's parameters are " + std::string(safetensors::name(safetensors::dtype_of<T>())));
+    if (t->shape != want.shape)
+      throw DataError(f.source, t->offset, "tensor '" + want.name + "' has the shape " + shape_text(t->shape) + ", this network's is " +
+                                       shape_text(want.shape));
+    for (std::size_t i = 0; i < want.source.size(); ++i) std::memcpy(&staged[want.source[i]], t->bytes.data() + i * sizeof(T), sizeof(T));
+  }
+  std::copy(staged.begin(), staged.end(), params.begin());
+}
+
+/// load_safetensors() of the file at `path` (safetensors::read checks it first).
+template <Architecture Arch, class T>
+void load_safetensors(const std::filesystem::path& path, std::span<T> params) {
+  load_safetensors<Arch>(safetensors::read(path), params);
+}
+template <Architecture Arch, class T>
+void load_safetensors(const std::filesystem::path& path, std::vector<T>& params) {
+  load_safetensors<Arch>(safetensors::read(path), std::span<T>(params));
+}
+
+}  // namespace flotilla::interop
+#endif  // FLOTILLA_INTEROP_TORCH_HPP_INCLUDED
+// ---- end flotilla/interop/torch.hpp ----
+
 // ---- begin flotilla/train/binary_metrics.hpp ----
 #ifndef FLOTILLA_TRAIN_BINARYMETRICS_HPP_INCLUDED
 #define FLOTILLA_TRAIN_BINARYMETRICS_HPP_INCLUDED

@@ -101,6 +101,8 @@
 
 // Models and training.
 #include "flotilla/model.hpp"
+#include "flotilla/interop/safetensors.hpp"
+#include "flotilla/interop/torch.hpp"
 #include "flotilla/train/binary_metrics.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
