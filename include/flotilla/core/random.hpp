@@ -29,6 +29,64 @@ inline constexpr std::uint64_t mix(std::uint64_t a, std::uint64_t b) noexcept {
   return splitmix64(s);
 }
 inline constexpr std::uint64_t rotl(std::uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
+
+// The logarithm and cosine of the normal distribution, computed here rather than by the maths
+// library: std::log and std::cos are not correctly rounded, and libraries (glibc, musl, Apple's,
+// Microsoft's) differ in the last bit, which would make a seed initialise different networks on
+// different platforms. These use only operations IEEE 754 rounds exactly the same everywhere
+// (+, -, *, /, frexp, ldexp, and std::fma, which is spelt out wherever a product meets a sum so
+// that no compiler can fuse one and not another). Both are within a few units in the last place
+// of the true values; what matters is that they are the same bits everywhere.
+
+/// ln(x) for a finite x > 0.
+inline double portable_log(double x) noexcept {
+  int e = 0;
+  double m = std::frexp(x, &e);  // x = m 2^e, m in [0.5, 1)
+  if (m < std::numbers::sqrt2 / 2) {
+    m *= 2;
+    --e;
+  }
+  // ln m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.1716: the series in s^2 = z below 1e-17
+  // after the 1 / 25 term.
+  const double f = m - 1;
+  const double s = f / (2 + f);
+  const double z = s * s;
+  double p = 1.0 / 25;
+  for (const double c : {1.0 / 23, 1.0 / 21, 1.0 / 19, 1.0 / 17, 1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3})
+    p = std::fma(p, z, c);
+  const double ln_m = std::fma(2 * s * z, p, 2 * s);
+  // e ln 2 in two parts: the high one has few enough bits that e * high is exact.
+  constexpr double ln2_high = 0x1.62e42feep-1, ln2_low = 0x1.a39ef35793c76p-33;
+  return std::fma(static_cast<double>(e), ln2_high, std::fma(static_cast<double>(e), ln2_low, ln_m));
+}
+
+/// cos(2 pi u) for u in [0, 1).
+inline double portable_cos_turns(double u) noexcept {
+  // Quarter turns: 4u = q + r exactly, r in [-1/2, 1/2], so the angle left is |r pi/2| <= pi/4.
+  const double quarters = 4 * u;
+  const double q = std::floor(quarters + 0.5);
+  const double r = quarters - q;
+  const double t = r * (std::numbers::pi / 2);
+  // Taylor series in x = -t^2, to the t^18 / 18! and t^19 / 19! terms (below 1e-18 at pi/4):
+  // cos t = 1 + x (1/2! + x (1/4! + ...)), sin t = t + t x (1/3! + x (1/5! + ...)).
+  const double x = -(t * t);
+  constexpr double cos_terms[] = {1.0 / 6402373705728000.0, 1.0 / 20922789888000.0, 1.0 / 87178291200.0, 1.0 / 479001600.0,
+                                  1.0 / 3628800.0,          1.0 / 40320.0,          1.0 / 720.0,         1.0 / 24.0,
+                                  1.0 / 2.0};
+  constexpr double sin_terms[] = {1.0 / 121645100408832000.0, 1.0 / 355687428096000.0, 1.0 / 1307674368000.0,
+                                  1.0 / 6227020800.0,         1.0 / 39916800.0,        1.0 / 362880.0,
+                                  1.0 / 5040.0,               1.0 / 120.0,             1.0 / 6.0};
+  const int quadrant = static_cast<int>(q) & 3;  // cos(q pi/2 + t): cos t, -sin t, -cos t, sin t
+  double p = 0;
+  if (quadrant % 2 == 0) {
+    for (const double k : cos_terms) p = std::fma(p, x, k);
+    const double cosine = std::fma(x, p, 1.0);
+    return quadrant == 0 ? cosine : -cosine;
+  }
+  for (const double k : sin_terms) p = std::fma(p, x, k);
+  const double sine = std::fma(t * x, p, t);
+  return quadrant == 3 ? sine : -sine;
+}
 }  // namespace detail
 
 /// Converts 64 random bits to a uniform value in [0, 1).
@@ -79,17 +137,19 @@ class Generator {
   T uniform() noexcept {
     return bits_to_unit<T>((*this)());
   }
-  /// Uniform in [lo, hi).
+  /// Uniform in [lo, hi). (One fused multiply-add, spelt out: a compiler that fused it on one
+  /// machine and not on another would draw different values.)
   template <class T>
   T uniform(T lo, T hi) noexcept {
-    return lo + (hi - lo) * uniform<T>();
+    return std::fma(hi - lo, uniform<T>(), lo);
   }
-  /// Standard normal, by Box-Muller in double precision.
+  /// Standard normal, by Box-Muller in double precision, the same bits on every platform (its
+  /// logarithm and cosine are flotilla's own: see detail::portable_log).
   template <class T = double>
   T normal() noexcept {
     const double u1 = 1.0 - uniform<double>();  // (0, 1]: log stays finite
     const double u2 = uniform<double>();
-    return static_cast<T>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+    return static_cast<T>(std::sqrt(-2.0 * detail::portable_log(u1)) * detail::portable_cos_turns(u2));
   }
   /// Uniform integer in [0, n), without modulo bias (rejection of the incomplete last block).
   std::uint64_t below(std::uint64_t n) noexcept {
