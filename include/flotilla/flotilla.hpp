@@ -25,6 +25,7 @@
 
 // Core: shapes, tensor views, random numbers, errors, threads.
 #include "flotilla/core/crc32.hpp"
+#include "flotilla/core/crc32c.hpp"
 #include "flotilla/core/device.hpp"
 #include "flotilla/core/element_math.hpp"
 #include "flotilla/core/error.hpp"

@@ -28,9 +28,11 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <ratio>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -208,9 +210,11 @@ struct join_kind<Concat<Bs...>> {
   static constexpr std::string_view type = "Concat";
 };
 
+/// Walks a network's layers, handing each PyTorch tensor to `sink` as soon as it is known (so
+/// that saving a large model holds the element indices of one tensor at a time, not of all).
 class TorchWalk {
  public:
-  std::vector<TorchTensor> tensors;
+  explicit TorchWalk(std::function<void(TorchTensor&&)> sink) : sink_(std::move(sink)) {}
 
   /// The module JSON of layer L, whose parameters start at `offset`; `order` is its input's
   /// order on entry and its output's on return.
@@ -230,7 +234,7 @@ class TorchWalk {
         TorchTensor w{prefix + "weight", {N, inputs}, std::vector<std::size_t>(N * inputs)};
         for (std::size_t o = 0; o < N; ++o)
           for (std::size_t j = 0; j < inputs; ++j) w.source[o * inputs + order[j]] = offset + o + N * j;
-        tensors.push_back(std::move(w));
+        sink_(std::move(w));
         add_range(prefix + "bias", {N}, offset + N * inputs);
         order = natural_order<Out>();
         return R"({"type":"Linear","in_features":)" + std::to_string(inputs) + R"(,"out_features":)" + std::to_string(N) + "}";
@@ -241,7 +245,7 @@ class TorchWalk {
           for (std::size_t c = 0; c < C; ++c)
             for (std::size_t y = 0; y < K; ++y)
               for (std::size_t x = 0; x < K; ++x) w.source[((f * C + c) * K + y) * K + x] = offset + f + F * ((y * K + x) * C + c);
-        tensors.push_back(std::move(w));
+        sink_(std::move(w));
         add_range(prefix + "bias", {F}, offset + F * L::patch);
         order = natural_order<Out>();
         return R"({"type":"Conv2d","in_channels":)" + std::to_string(C) + R"(,"out_channels":)" + std::to_string(F) +
@@ -270,7 +274,7 @@ class TorchWalk {
         for (std::size_t t = 0; t < 4; ++t) {
           TorchTensor p{prefix + std::string(L::tensors[t].name), {C}, std::vector<std::size_t>(C)};
           for (std::size_t j = 0; j < C; ++j) p.source[K::dims == 1 ? order[j] : j] = offset + t * C + j;
-          tensors.push_back(std::move(p));
+          sink_(std::move(p));
         }
         return std::string(R"({"type":"BatchNorm)") + (K::dims == 1 ? "1d" : "2d") + R"(","num_features":)" + std::to_string(C) +
                R"(,"eps":)" + number(ratio_value<typename K::epsilon>()) + R"(,"momentum":)" +
@@ -281,7 +285,7 @@ class TorchWalk {
         for (std::size_t t = 0; t < 2; ++t) {
           TorchTensor p{prefix + (t == 0 ? "weight" : "bias"), shape, std::vector<std::size_t>(D)};
           for (std::size_t j = 0; j < D; ++j) p.source[order[j]] = offset + t * D + j;
-          tensors.push_back(std::move(p));
+          sink_(std::move(p));
         }
         return R"({"type":"LayerNorm","normalized_shape":)" + list(shape) + R"(,"eps":)" +
                number(ratio_value<typename is_layer_norm<S>::epsilon>()) + "}";
@@ -356,7 +360,7 @@ class TorchWalk {
     for (const auto d : t.shape) n *= static_cast<std::size_t>(d);
     t.source.resize(n);
     std::iota(t.source.begin(), t.source.end(), first);
-    tensors.push_back(std::move(t));
+    sink_(std::move(t));
   }
   static std::string list(const std::vector<std::uint64_t>& v) {
     std::string s = "[";
@@ -375,7 +379,18 @@ class TorchWalk {
   };
   template <std::size_t I, class List>
   using list_element_t = typename list_element<I, List>::type;
+
+  std::function<void(TorchTensor&&)> sink_;
 };
+
+/// The module tree of Arch as JSON, handing its tensors to `sink` in module order.
+template <class Arch, class T>
+std::string walk_model(std::function<void(TorchTensor&&)> sink) {
+  TorchWalk walk(std::move(sink));
+  auto order = natural_order<typename Arch::input_shape>();
+  return R"({"type":"Sequential","children":)" +
+         walk.template chain<typename Arch::template layers<T>>("", 0, Network<Arch, T>::parameter_offsets, order) + "}";
+}
 
 }  // namespace detail
 
@@ -392,13 +407,8 @@ std::vector<std::size_t> torch_order() {
 /// The PyTorch form of architecture Arch in scalar type T.
 template <Architecture Arch, class T = float>
 TorchModel torch_model() {
-  using Net = Network<Arch, T>;
-  detail::TorchWalk walk;
-  auto order = detail::natural_order<typename Arch::input_shape>();
   TorchModel m;
-  m.modules = R"({"type":"Sequential","children":)" +
-              walk.template chain<typename Arch::template layers<T>>("", 0, Net::parameter_offsets, order) + "}";
-  m.tensors = std::move(walk.tensors);
+  m.modules = detail::walk_model<Arch, T>([&](TorchTensor&& t) { m.tensors.push_back(std::move(t)); });
   m.input_shape = detail::dims_of<typename Arch::input_shape>();
   return m;
 }
@@ -414,20 +424,20 @@ void save_safetensors(const std::filesystem::path& path, std::span<const T> para
   if (params.size() != Network<Arch, T>::parameter_count)
     throw ShapeError("save_safetensors: " + std::to_string(params.size()) + " values given, the network has " +
                      std::to_string(Network<Arch, T>::parameter_count) + " parameters");
-  const TorchModel m = torch_model<Arch, T>();
   safetensors::File f;
   f.metadata = metadata;
   f.metadata["format"] = "pt";
-  f.metadata["flotilla.modules"] = m.modules;
-  std::string shape = "[";
-  for (std::size_t i = 0; i < m.input_shape.size(); ++i) shape += (i ? "," : "") + std::to_string(m.input_shape[i]);
-  f.metadata["flotilla.input_shape"] = shape + "]";
-  f.metadata["flotilla.input_layout"] = m.input_shape.size() == 3 ? "HWC" : "flat";
-  for (const auto& t : m.tensors) {
-    safetensors::Tensor out{t.name, safetensors::dtype_of<T>(), t.shape, std::vector<std::byte>(t.source.size() * sizeof(T))};
+  f.metadata["flotilla.modules"] = detail::walk_model<Arch, T>([&](TorchTensor&& t) {
+    safetensors::Tensor out{std::move(t.name), safetensors::dtype_of<T>(), std::move(t.shape),
+                            std::vector<std::byte>(t.source.size() * sizeof(T))};
     for (std::size_t i = 0; i < t.source.size(); ++i) std::memcpy(out.bytes.data() + i * sizeof(T), &params[t.source[i]], sizeof(T));
     f.tensors.push_back(std::move(out));
-  }
+  });
+  const auto input = detail::dims_of<typename Arch::input_shape>();
+  std::string shape = "[";
+  for (std::size_t i = 0; i < input.size(); ++i) shape += (i ? "," : "") + std::to_string(input[i]);
+  f.metadata["flotilla.input_shape"] = shape + "]";
+  f.metadata["flotilla.input_layout"] = input.size() == 3 ? "HWC" : "flat";
   safetensors::write(path, f);
 }
 
@@ -455,29 +465,32 @@ void load_safetensors(const safetensors::File& f, std::span<T> params) {
   if (params.size() != Network<Arch, T>::parameter_count)
     throw ShapeError("load_safetensors: a buffer of " + std::to_string(params.size()) + " values, the network has " +
                      std::to_string(Network<Arch, T>::parameter_count) + " parameters");
-  const TorchModel m = torch_model<Arch, T>();
   auto shape_text = [](const std::vector<std::uint64_t>& s) {
     std::string t = "[";
     for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
     return t + "]";
   };
-  for (const auto& t : f.tensors) {
-    const bool known = std::any_of(m.tensors.begin(), m.tensors.end(), [&](const TorchTensor& x) { return x.name == t.name; });
-    const bool counter = t.name == "num_batches_tracked" || t.name.ends_with(".num_batches_tracked");
-    if (!known && !counter)
-      throw DataError(f.source, t.offset, "tensor '" + t.name + "' belongs to no parameter of this network (a file of another architecture?)");
-  }
+  std::map<std::string_view, const safetensors::Tensor*> by_name;
+  for (const auto& t : f.tensors) by_name.emplace(t.name, &t);
   std::vector<T> staged(params.begin(), params.end());
-  for (const auto& want : m.tensors) {
-    const safetensors::Tensor* t = f.find(want.name);
-    if (!t) throw DataError(f.source, 0, "tensor '" + want.name + "' is missing (a file of another architecture?)");
+  std::set<std::string> wanted;
+  (void)detail::walk_model<Arch, T>([&](TorchTensor&& want) {
+    const auto it = by_name.find(want.name);
+    if (it == by_name.end()) throw DataError(f.source, 0, "tensor '" + want.name + "' is missing (a file of another architecture?)");
+    const safetensors::Tensor* t = it->second;
     if (t->dtype != safetensors::dtype_of<T>())
       throw DataError(f.source, t->offset, "tensor '" + want.name + "' is " + std::string(safetensors::name(t->dtype)) +
-                                       ", this network's parameters are " + std::string(safetensors::name(safetensors::dtype_of<T>())));
+                                               ", this network's parameters are " + std::string(safetensors::name(safetensors::dtype_of<T>())));
     if (t->shape != want.shape)
       throw DataError(f.source, t->offset, "tensor '" + want.name + "' has the shape " + shape_text(t->shape) + ", this network's is " +
-                                       shape_text(want.shape));
+                                               shape_text(want.shape));
     for (std::size_t i = 0; i < want.source.size(); ++i) std::memcpy(&staged[want.source[i]], t->bytes.data() + i * sizeof(T), sizeof(T));
+    wanted.insert(std::move(want.name));
+  });
+  for (const auto& t : f.tensors) {
+    const bool counter = t.name == "num_batches_tracked" || t.name.ends_with(".num_batches_tracked");
+    if (!wanted.contains(t.name) && !counter)
+      throw DataError(f.source, t.offset, "tensor '" + t.name + "' belongs to no parameter of this network (a file of another architecture?)");
   }
   std::copy(staged.begin(), staged.end(), params.begin());
 }

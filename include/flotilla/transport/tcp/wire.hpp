@@ -22,7 +22,7 @@
 //       24    8 fingerprint     the collective this message belongs to (transport/operation.hpp),
 //                               0 when the sender declared none
 //       32    8 payload_length  bytes after the header
-//       40    4 payload_crc     CRC-32 of the payload when flags bit 0 is set, else 0
+//       40    4 payload_crc     CRC-32C of the payload when flags bit 0 is set, else 0
 //       44    4 header_crc      CRC-32 of bytes 0..43
 //
 // Why these fields: the header CRC makes a corrupted or foreign byte stream fail at its first
@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "flotilla/core/crc32.hpp"
+#include "flotilla/core/crc32c.hpp"
 #include "flotilla/core/hmac.hpp"
 
 namespace flotilla::transport::tcp::wire {
@@ -64,8 +65,9 @@ namespace flotilla::transport::tcp::wire {
 inline constexpr std::size_t header_size = 48;
 inline constexpr std::uint32_t magic = 0x544F4C46u;  // "FLOT" as little-endian bytes
 /// 1: the first; 2: payload CRC, operation fingerprint, heartbeats, authentication; 3: the
-/// shared-memory setup that ends every rendezvous of more than one rank (TcpOptions::shared_memory).
-inline constexpr std::uint16_t protocol_version = 3;
+/// shared-memory setup that ends every rendezvous of more than one rank (TcpOptions::shared_memory);
+/// 4: the payload CRC is CRC-32C (core/crc32c.hpp: in hardware, four times the speed of CRC-32).
+inline constexpr std::uint16_t protocol_version = 4;
 
 /// The largest payload of a frame other than data (hello, table, refusal, abort). A header that
 /// announces more is refused before anything is allocated.
@@ -210,13 +212,13 @@ inline Decoded decode(std::span<const std::byte, header_size> in) noexcept {
 /// Sets the payload CRC of `h` (and its flag) for `payload`.
 inline void seal_payload(Header& h, std::span<const std::byte> payload) noexcept {
   h.flags |= header_flags::payload_crc;
-  h.payload_crc = crc32(payload);
+  h.payload_crc = crc32c(payload);
 }
 
 /// Empty when `payload` matches the CRC `h` announces (or `h` announces none); else what is wrong.
 inline std::string payload_problem(const Header& h, std::span<const std::byte> payload) {
   if ((h.flags & header_flags::payload_crc) == 0) return {};
-  const std::uint32_t c = crc32(payload);
+  const std::uint32_t c = crc32c(payload);
   if (c == h.payload_crc) return {};
   return "bad payload CRC (the " + std::to_string(payload.size()) + "-byte payload of a " +
          std::string(type_name(h.type)) + " frame was corrupted on the way)";
