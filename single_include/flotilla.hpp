@@ -1643,6 +1643,339 @@ FLOTILLA_DECL bool constant_time_equal(std::span<const std::uint8_t> a, std::spa
 #endif  // FLOTILLA_CORE_HMAC_HPP_INCLUDED
 // ---- end flotilla/core/hmac.hpp ----
 
+// ---- begin flotilla/core/log.hpp ----
+#ifndef FLOTILLA_CORE_LOG_HPP_INCLUDED
+#define FLOTILLA_CORE_LOG_HPP_INCLUDED
+// Where everything the library says goes: one sink for the messages of parameter servers,
+// transports, checkpoints and workers, each a record with a level, a time, the part of the
+// library that speaks (its component: "parameter server 2", "tcp rank 0 of 4", "checkpoint") and
+// the text. A program routes them to its own logger with set_log_sink (docs/logging.md).
+//
+// The default sink writes one line per record to stderr,
+//   2026-11-28T10:31:02.123Z warning flotilla: parameter server 0: dropped worker 2, going on (...)
+// in one write(2), so that lines of threads, and of processes sharing the stream (ranks under a
+// launcher), never interleave mid-line; unbuffered, so that a line written just before the process
+// ends (the MPI watchdog's) is not lost. Records below the minimum level (default info; the
+// environment variable FLOTILLA_LOG_LEVEL, read at first use; set_log_level) are dropped before
+// they are formatted.
+//
+// Progress bars and epoch summaries are not log records: they are output a program asked for, on
+// the stream it gave (FitOptions::log, train/progress.hpp).
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+
+
+namespace flotilla {
+
+/// How much a record matters; a sink receives those at or above the minimum level.
+enum class LogLevel { debug, info, warning, error };
+
+/// "debug", "info", "warning", "error": the level's name in a line and in FLOTILLA_LOG_LEVEL.
+constexpr std::string_view log_level_name(LogLevel level) noexcept {
+  switch (level) {
+    case LogLevel::debug: return "debug";
+    case LogLevel::info: return "info";
+    case LogLevel::warning: return "warning";
+    case LogLevel::error: return "error";
+  }
+  return "?";
+}
+
+/// The level named `text` (as log_level_name writes it, in any case); nothing for another text.
+inline std::optional<LogLevel> parse_log_level(std::string_view text) noexcept {
+  for (const LogLevel level : {LogLevel::debug, LogLevel::info, LogLevel::warning, LogLevel::error}) {
+    const std::string_view name = log_level_name(level);
+    if (text.size() != name.size()) continue;
+    bool matches = true;
+    for (std::size_t i = 0; i < text.size() && matches; ++i)
+      matches = std::tolower(static_cast<unsigned char>(text[i])) == name[i];
+    if (matches) return level;
+  }
+  return std::nullopt;
+}
+
+/// The environment variable that sets the minimum level.
+inline constexpr const char* log_level_variable = "FLOTILLA_LOG_LEVEL";
+
+/// FLOTILLA_LOG_LEVEL's level; nothing when it is unset or empty. Another value is a ConfigError
+/// naming the variable and the text, rather than silently the default: a typo would otherwise hide
+/// the very messages it was set to show. The process's sink reads it once, at its first use (it
+/// cannot throw there: it reports a bad value as its first record, an error, and keeps the
+/// default); a program that wants a bad value to stop it calls this at its start.
+inline std::optional<LogLevel> log_level_from_environment() {
+  const char* text = std::getenv(log_level_variable);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  if (const auto level = parse_log_level(text)) return level;
+  throw ConfigError(std::string(log_level_variable) + "=\"" + text + "\": expected debug, info, warning or error");
+}
+
+/// One message of the library's.
+struct LogRecord {
+  LogLevel level = LogLevel::info;
+  std::chrono::system_clock::time_point time;  ///< when it was made (wall clock)
+  std::string component;                       ///< who speaks: "parameter server 2", "tcp rank 0 of 4", "checkpoint"
+  std::string message;                         ///< what it says, one line without its newline
+};
+
+/// Receives every record at or above the minimum level. Calls are serialised (one at a time, from
+/// any of the program's threads), so a sink needs no lock of its own; it must not log through
+/// flotilla or replace the sink itself (a record it logs goes to the default sink instead).
+using LogSink = std::function<void(const LogRecord&)>;
+
+/// `time` in UTC, ISO 8601 with milliseconds: "2026-11-28T10:31:02.123Z".
+inline std::string format_log_time(std::chrono::system_clock::time_point time) {
+  const auto ms = std::chrono::floor<std::chrono::milliseconds>(time);
+  const auto day = std::chrono::floor<std::chrono::days>(ms);
+  const std::chrono::year_month_day date(day);
+  const std::chrono::hh_mm_ss<std::chrono::milliseconds> clock(ms - day);
+  std::string out;
+  out.reserve(24);
+  const auto digits = [&out](long long value, int width) {
+    std::array<char, 24> buf{};
+    int n = 0;
+    if (value < 0) {
+      out += '-';
+      value = -value;
+    }
+    do {
+      buf[static_cast<std::size_t>(n++)] = static_cast<char>('0' + value % 10);
+      value /= 10;
+    } while (value > 0 && n < static_cast<int>(buf.size()));
+    for (int i = n; i < width; ++i) out += '0';
+    while (n > 0) out += buf[static_cast<std::size_t>(--n)];
+  };
+  digits(static_cast<int>(date.year()), 4);
+  out += '-';
+  digits(static_cast<unsigned>(date.month()), 2);
+  out += '-';
+  digits(static_cast<unsigned>(date.day()), 2);
+  out += 'T';
+  digits(clock.hours().count(), 2);
+  out += ':';
+  digits(clock.minutes().count(), 2);
+  out += ':';
+  digits(clock.seconds().count(), 2);
+  out += '.';
+  digits(clock.subseconds().count(), 3);
+  out += 'Z';
+  return out;
+}
+
+/// The default sink's line for `r`, without its newline:
+/// "<time> <level> flotilla: <component>: <message>" ("flotilla: <message>" without a component).
+inline std::string format_log_line(const LogRecord& r) {
+  std::string line = format_log_time(r.time);
+  line += ' ';
+  line += log_level_name(r.level);
+  line += " flotilla: ";
+  if (!r.component.empty()) {
+    line += r.component;
+    line += ": ";
+  }
+  line += r.message;
+  return line;
+}
+
+namespace detail {
+
+/// Writes `line` and a newline to file descriptor `fd` in one write where the system takes it
+/// whole (it does for pipes up to PIPE_BUF bytes and for files), retrying what a signal or a full
+/// pipe cut short. Errors are ignored: there is nowhere left to report them.
+inline void write_log_line(int fd, std::string_view line) noexcept {
+  try {
+    std::string text;
+    text.reserve(line.size() + 1);
+    text.append(line);
+    text += '\n';
+    const char* p = text.data();
+    std::size_t left = text.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fd, p, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+  } catch (...) {
+  }
+}
+
+}  // namespace detail
+
+/// What the library does with a record when no sink is set: its line (format_log_line) to stderr.
+inline void default_log_sink(const LogRecord& r) noexcept {
+  try {
+    detail::write_log_line(2, format_log_line(r));
+  } catch (...) {
+  }
+}
+
+namespace detail {
+
+/// A sink and a minimum level. The process has one (process_logger); tests make their own to read
+/// the environment afresh.
+class Logger {
+ public:
+  /// Reads FLOTILLA_LOG_LEVEL; a bad value leaves the default, and becomes the first record.
+  Logger() {
+    try {
+      if (const auto level = log_level_from_environment()) level_.store(*level, std::memory_order_relaxed);
+    } catch (const ConfigError& e) {
+      environment_error_ = e.what();
+      environment_error_ += "; logging at info";
+      error_pending_.store(true, std::memory_order_relaxed);
+    }
+  }
+  Logger(const Logger&) = delete;
+  Logger& operator=(const Logger&) = delete;
+
+  /// Installs `sink` (empty: the default) and returns the one it replaces (empty if that was the
+  /// default). Once it returns, the replaced sink is not running and will not be called again.
+  LogSink set_sink(LogSink sink) {
+    const std::lock_guard lock(mutex_);
+    std::swap(sink, sink_);
+    return sink;
+  }
+  void set_level(LogLevel level) noexcept { level_.store(level, std::memory_order_relaxed); }
+  LogLevel level() const noexcept { return level_.load(std::memory_order_relaxed); }
+  bool enabled(LogLevel level) const noexcept { return level >= this->level(); }
+
+  /// Hands a record to the sink, if `level` is enabled. Never throws, whatever the sink does: the
+  /// callers are often reporting a failure, and must go on to handle it.
+  void write(LogLevel level, std::string_view component, std::string_view message) noexcept {
+    if (!enabled(level) && !error_pending_.load(std::memory_order_relaxed)) return;
+    try {
+      LogRecord r{level, std::chrono::system_clock::now(), std::string(component), std::string(message)};
+      // A sink that logs would wait on itself for the lock: its records take the default sink.
+      thread_local bool inside = false;
+      if (inside) {
+        default_log_sink(r);
+        return;
+      }
+      const std::lock_guard lock(mutex_);
+      inside = true;
+      struct Leave {
+        bool& flag;
+        ~Leave() { flag = false; }
+      } leave{inside};
+      if (error_pending_.exchange(false, std::memory_order_relaxed))
+        deliver(LogRecord{LogLevel::error, r.time, "log", std::exchange(environment_error_, {})});
+      if (!enabled(level)) return;
+      deliver(r);
+    } catch (...) {
+    }
+  }
+
+ private:
+  void deliver(const LogRecord& r) noexcept {
+    try {
+      if (sink_)
+        sink_(r);
+      else
+        default_log_sink(r);
+    } catch (const std::exception& e) {
+      default_log_sink(r);
+      default_log_sink(LogRecord{LogLevel::error, r.time, "log", std::string("the log sink threw: ") + e.what()});
+    } catch (...) {
+      default_log_sink(r);
+      default_log_sink(LogRecord{LogLevel::error, r.time, "log", "the log sink threw"});
+    }
+  }
+
+  std::mutex mutex_;
+  LogSink sink_;  // empty: default_log_sink
+  std::atomic<LogLevel> level_{LogLevel::info};
+  std::string environment_error_;  // FLOTILLA_LOG_LEVEL's error, until it is delivered (under mutex_)
+  std::atomic<bool> error_pending_{false};
+};
+
+/// The process's logger. This is the one piece of process-wide mutable state in flotilla, and on
+/// purpose: a message must be reachable from every thread and layer (a parameter server's loop, a
+/// transport's handshake, the MPI watchdog's thread) without threading a logger through every API,
+/// and a program sets its sink once for all of them. A function-local static of an inline function
+/// is one object across all translation units. It is never destroyed, so that a thread still
+/// logging while the program exits (the watchdog, a server) finds it intact.
+inline Logger& process_logger() {
+  static Logger* const logger = new Logger();
+  return *logger;
+}
+
+}  // namespace detail
+
+/// Replaces the process's sink with `sink` (empty: the default, lines to stderr) and returns the
+/// previous one (empty when it was the default), so that a caller can put it back. Thread-safe;
+/// once it returns, the replaced sink is no longer called.
+inline LogSink set_log_sink(LogSink sink) { return detail::process_logger().set_sink(std::move(sink)); }
+
+/// The minimum level: records below it are dropped. Default info, or FLOTILLA_LOG_LEVEL.
+inline void set_log_level(LogLevel level) noexcept { detail::process_logger().set_level(level); }
+inline LogLevel log_level() noexcept { return detail::process_logger().level(); }
+inline bool log_enabled(LogLevel level) noexcept { return detail::process_logger().enabled(level); }
+
+/// Logs `message` as `component` at `level`: how every part of flotilla speaks, and open to a
+/// program's own code. Never throws.
+inline void log_message(LogLevel level, std::string_view component, std::string_view message) noexcept {
+  detail::process_logger().write(level, component, message);
+}
+
+/// Installs a sink for a scope and puts the previous one back at its end.
+class ScopedLogSink {
+ public:
+  explicit ScopedLogSink(LogSink sink) : previous_(set_log_sink(std::move(sink))) {}
+  ~ScopedLogSink() { set_log_sink(std::move(previous_)); }
+  ScopedLogSink(const ScopedLogSink&) = delete;
+  ScopedLogSink& operator=(const ScopedLogSink&) = delete;
+
+ private:
+  LogSink previous_;
+};
+
+namespace detail {
+
+/// A message for a stream a program may have chosen (FitOptions::log): with its own stream, the
+/// line it always had ("flotilla: <component>: <message>") goes there; with none, std::cerr or
+/// std::clog (stderr, the sink's default place) the record goes to the sink, so that a program that
+/// routes flotilla's records gets these too.
+inline void log_to(std::ostream* stream, LogLevel level, std::string_view component, std::string_view message) {
+  if (stream == nullptr || stream == &std::cerr || stream == &std::clog) {
+    log_message(level, component, message);
+    return;
+  }
+  std::string line = "flotilla: ";
+  if (!component.empty()) {
+    line += component;
+    line += ": ";
+  }
+  line += message;
+  line += '\n';
+  *stream << line;
+  stream->flush();
+}
+
+}  // namespace detail
+
+}  // namespace flotilla
+#endif  // FLOTILLA_CORE_LOG_HPP_INCLUDED
+// ---- end flotilla/core/log.hpp ----
+
 // ---- begin flotilla/core/random.hpp ----
 #ifndef FLOTILLA_CORE_RANDOM_HPP_INCLUDED
 #define FLOTILLA_CORE_RANDOM_HPP_INCLUDED
@@ -14445,7 +14778,10 @@ struct FitOptions {
   std::filesystem::path trace_file;
   /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
   ProgressBar::Style progress = ProgressBar::Style::automatic;
-  /// Where worker 0 writes progress and epoch summaries; nullptr for silence.
+  /// Where worker 0 writes progress and epoch summaries; nullptr for silence. A worker's messages
+  /// about lost and rejoined workers go to it too when it is a stream of the program's own; while
+  /// it is std::cerr (the default), std::clog or nullptr they are log records (core/log.hpp, which
+  /// writes them to stderr unless the program routes them elsewhere with set_log_sink).
   std::ostream* log = &std::cerr;
   /// Stop after this many updates in this call (0: no limit); for quick runs and benchmarks.
   std::uint64_t max_steps = 0;
@@ -17123,7 +17459,6 @@ struct Synchronous<topology::ParameterServer> {
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -17564,8 +17899,8 @@ class ParameterServerShard {
       if (tolerate && !aggregate) {
         e.accept_rejoins(true);
         if (const std::string at = e.rejoin_address(); !at.empty()) {
-          std::fprintf(stderr, "flotilla: parameter server %zu: a lost worker can rejoin at %s\n", e.rank(), at.c_str());
-          std::fflush(stderr);
+          log_message(LogLevel::info, "parameter server " + std::to_string(e.rank()),
+                      "a lost worker can rejoin at " + at);
         }
       }
     }
@@ -17584,9 +17919,9 @@ class ParameterServerShard {
       dropped_.push_back(err.what());
       std::size_t live = 0;
       for (std::size_t v = 0; v < workers; ++v) live += done[v] ? 0 : 1;
-      std::fprintf(stderr, "flotilla: parameter server %zu: dropped worker %zu, going on (%zu still training): %s\n",
-                   e.rank(), w, live, err.what());
-      std::fflush(stderr);
+      log_message(LogLevel::warning, "parameter server " + std::to_string(e.rank()),
+                  "dropped worker " + std::to_string(w) + ", going on (" + std::to_string(live) +
+                      " still training): " + err.what());
     };
 
     auto apply = [&](std::span<const T> gradient) {
@@ -17679,9 +18014,9 @@ class ParameterServerShard {
       ++rejoins_;
       std::size_t live = 0;
       for (std::size_t v = 0; v < workers; ++v) live += done[v] ? 0 : 1;
-      std::fprintf(stderr, "flotilla: parameter server %zu: worker %zu rejoined at update %llu (step %llu), %zu training\n",
-                   e.rank(), w, static_cast<unsigned long long>(updates_), static_cast<unsigned long long>(position), live);
-      std::fflush(stderr);
+      log_message(LogLevel::info, "parameter server " + std::to_string(e.rank()),
+                  "worker " + std::to_string(w) + " rejoined at update " + std::to_string(updates_) + " (step " +
+                      std::to_string(position) + "), " + std::to_string(live) + " training");
       try {
         send_full(w, 0, position, round);
       } catch (const PeerLostError& err) {
@@ -17846,9 +18181,8 @@ class ParameterServerShard {
       }
     }
     if (rejoins_ > 0) {
-      std::fprintf(stderr, "flotilla: parameter server %zu: applied %llu pushes from rejoined workers\n", e.rank(),
-                   static_cast<unsigned long long>(pushes_after_rejoins_));
-      std::fflush(stderr);
+      log_message(LogLevel::info, "parameter server " + std::to_string(e.rank()),
+                  "applied " + std::to_string(pushes_after_rejoins_) + " pushes from rejoined workers");
     }
   }
 
@@ -19507,7 +19841,6 @@ struct EpochMetrics : ReducedMetrics<EpochMetrics> {
 // logged at once, so that the log says when it happened, not only at the end of the epoch.
 #include <algorithm>
 #include <cstddef>
-#include <iostream>
 #include <ostream>
 #include <span>
 #include <string>
@@ -19566,10 +19899,9 @@ class LiveWorkers {
     for (const std::size_t w : contributors) {
       if (w >= workers_ || !lost_[w]) continue;
       lost_[w] = 0;  // it restarted and rejoined (parameter_server.hpp)
-      std::ostream& out = log_ ? *log_ : std::cerr;
-      out << "flotilla: worker " << self_ << ": worker " << w << " rejoined; training goes on with " << workers_ - lost()
-          << " of " << workers_ << " workers\n";
-      out.flush();
+      log_to(log_, LogLevel::info, "worker " + std::to_string(self_),
+             "worker " + std::to_string(w) + " rejoined; training goes on with " + std::to_string(workers_ - lost()) +
+                 " of " + std::to_string(workers_) + " workers");
     }
     members_ = contributors;
   }
@@ -19582,20 +19914,17 @@ class LiveWorkers {
     std::string who = "worker " + std::to_string(w);
     if constexpr (NamesPeers<E>) who += " (rank " + std::to_string(w) + " at " + e.address(w) + ")";
     const std::size_t left = workers_ - lost();
-    std::string line = "flotilla: worker " + std::to_string(self_) + ": lost " + who +
-                       ", which died or stalled; training goes on without it, " + std::to_string(left) + " of " +
-                       std::to_string(workers_) + " workers left";
+    std::string line = "lost " + who + ", which died or stalled; training goes on without it, " + std::to_string(left) +
+                       " of " + std::to_string(workers_) + " workers left";
     if (synchronous_)
       line += "; a synchronous step now averages " + std::to_string(left) + " x " + std::to_string(batch_) + " = " +
               std::to_string(left * batch_) + " samples instead of " + std::to_string(workers_ * batch_);
-    std::ostream& out = log_ ? *log_ : std::cerr;
-    out << line << "\n";
-    out.flush();
+    log_to(log_, LogLevel::warning, "worker " + std::to_string(self_), line);
   }
 
   std::size_t workers_, self_, batch_;
   bool synchronous_;
-  std::ostream* log_;
+  std::ostream* log_;  // a program's own stream takes the messages; else the log sink (log_to)
   std::vector<char> lost_;
   std::vector<char> watched_;  // peers whose loss the transport reported (watch)
   std::vector<std::size_t> members_;
@@ -26179,7 +26508,6 @@ class RowClient {
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <limits>
@@ -26336,8 +26664,7 @@ class RowServer {
       ++done_count;
       waiting[w].clear();
       dropped_.push_back(err.what());
-      std::fprintf(stderr, "flotilla: %s: dropped worker %zu, going on: %s\n", me.c_str(), w, err.what());
-      std::fflush(stderr);
+      log_message(LogLevel::warning, me, "dropped worker " + std::to_string(w) + ", going on: " + err.what());
     };
 
     auto begin_sum = [&] {
@@ -26428,9 +26755,8 @@ class RowServer {
           saved = true;
           ++counters_.checkpoints;
         } catch (const Error& err) {
-          std::fprintf(stderr, "flotilla: %s: the checkpoint of step %llu was not saved: %s\n", me.c_str(),
-                       static_cast<unsigned long long>(r.step), err.what());
-          std::fflush(stderr);
+          log_message(LogLevel::warning, me,
+                      "the checkpoint of step " + std::to_string(r.step) + " was not saved: " + err.what());
         }
         h.flags = saved ? RowHeader::saved : 0;
         h.write(hbuf.data());
@@ -26712,24 +27038,27 @@ inline std::vector<std::pair<std::uint64_t, std::filesystem::path>> list_sets(co
 }
 
 /// The newest complete set: its step, directory and worker 0's verified file. Sets whose worker
-/// file is missing (a save cut short) or does not verify are passed over, each named on `log`.
+/// file is missing (a save cut short) or does not verify are passed over, each named in the log
+/// (core/log.hpp) when `log` is true.
 struct FoundSet {
   std::uint64_t step = 0;
   std::filesystem::path directory;
   checkpoint::Reader worker;
 };
-inline std::optional<FoundSet> newest_complete_set(const std::filesystem::path& dir, std::FILE* log) {
+inline std::optional<FoundSet> newest_complete_set(const std::filesystem::path& dir, bool log = true) {
   for (const auto& [step, set] : list_sets(dir)) {
     const auto file = worker_file(set);
     std::error_code ec;
     if (!std::filesystem::exists(file, ec)) {
-      if (log) std::fprintf(log, "checkpoint: skipped %s: incomplete (no worker.ckpt: its save did not finish)\n", set.c_str());
+      if (log)
+        log_message(LogLevel::warning, "checkpoint",
+                    "skipped " + set.string() + ": incomplete (no worker.ckpt: its save did not finish)");
       continue;
     }
     try {
       return FoundSet{step, set, checkpoint::Reader(file)};
     } catch (const CheckpointError& e) {
-      if (log) std::fprintf(log, "checkpoint: skipped %s: %s\n", set.c_str(), e.what());
+      if (log) log_message(LogLevel::warning, "checkpoint", "skipped " + set.string() + ": " + e.what());
     }
   }
   return std::nullopt;
@@ -27103,15 +27432,16 @@ class Trainer {
     std::uint64_t end_epoch = epoch_ + epochs;
     std::optional<detail::FoundSet> resume;
     if (cp.enabled() && cp.resume) {
-      resume = detail::newest_complete_set(cp.directory, stderr);
+      resume = detail::newest_complete_set(cp.directory);
       if (resume) {
         start = load_worker_file(resume->worker);
         end_epoch = epochs;
-        std::fprintf(stderr, "checkpoint: resuming from step %llu (epoch %llu, batch %llu) in %s\n",
-                     static_cast<unsigned long long>(start.step), static_cast<unsigned long long>(start.epoch + 1),
-                     static_cast<unsigned long long>(start.batch), resume->directory.c_str());
+        log_message(LogLevel::info, "checkpoint",
+                    "resuming from step " + std::to_string(start.step) + " (epoch " + std::to_string(start.epoch + 1) +
+                        ", batch " + std::to_string(start.batch) + ") in " + resume->directory.string());
       } else {
-        std::fprintf(stderr, "checkpoint: no complete checkpoint set in %s; starting from the beginning\n", cp.directory.c_str());
+        log_message(LogLevel::info, "checkpoint",
+                    "no complete checkpoint set in " + cp.directory.string() + "; starting from the beginning");
       }
     }
     History history;
@@ -27303,8 +27633,9 @@ class Trainer {
       if (std::filesystem::exists(detail::worker_file(set))) return;  // saved at this step already
       const bool servers_saved = client.checkpoint(e, p.step, set.string());
       if (!servers_saved) {
-        std::fprintf(stderr, "checkpoint: the set of step %llu is incomplete: a server could not save its rows (it says why)\n",
-                     static_cast<unsigned long long>(p.step));
+        log_message(LogLevel::warning, "checkpoint",
+                    "the set of step " + std::to_string(p.step) +
+                        " is incomplete: a server could not save its rows (it says why)");
         unsaved.push_back(p.step);
         return;
       }
@@ -27313,8 +27644,8 @@ class Trainer {
         write_worker_file(set, p, params, opt_state);
         detail::rotate_sets(cp.directory, cp.keep);
       } catch (const CheckpointError& err) {
-        std::fprintf(stderr, "checkpoint: the set of step %llu is incomplete: %s\n", static_cast<unsigned long long>(p.step),
-                     err.what());
+        log_message(LogLevel::warning, "checkpoint",
+                    "the set of step " + std::to_string(p.step) + " is incomplete: " + err.what());
         unsaved.push_back(p.step);
       }
       last_save = std::chrono::steady_clock::now();

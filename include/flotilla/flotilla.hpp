@@ -33,6 +33,7 @@
 #include "flotilla/core/hmac.hpp"
 #include "flotilla/core/host_device.hpp"
 #include "flotilla/core/linkage.hpp"
+#include "flotilla/core/log.hpp"
 #include "flotilla/core/random.hpp"
 #include "flotilla/core/sha256.hpp"
 #include "flotilla/core/shape.hpp"

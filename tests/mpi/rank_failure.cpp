@@ -8,6 +8,9 @@
 //   stalls  rank 1 stays alive but never joins an allreduce_sum the others are in (a blocking
 //           MPI_Allreduce): their watchdog prints which call timed out and ends the job, after the
 //           2 s timeout this mode sets;
+//   handler as stalls, with a watchdog handler of the program's own (Options::on_timeout): it is
+//           called with what timed out, instead of the default's message, and ends the process
+//           itself;
 //   kill    rank 1 is killed with SIGKILL while the others wait in a receive: mpirun must notice
 //           and end the job, naming the rank. (Open MPI 4.1 without ULFM cannot go on after a rank
 //           dies, whatever the policy: an asynchronous job over MPI stops too.)
@@ -17,6 +20,8 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -28,9 +33,17 @@ using flotilla::transport::Mpi;
 
 int main(int argc, char** argv) {
   const std::string_view mode = argc > 1 ? argv[1] : "throws";
-  const bool stalls = mode == "stalls";
+  const bool stalls = mode == "stalls" || mode == "handler";
   Mpi::options o;
   o.timeout = stalls || mode == "stop" ? std::chrono::seconds(2) : std::chrono::seconds(30);
+  if (mode == "handler")
+    o.on_timeout = [](const flotilla::transport::mpi::WatchdogTimeout& t) {
+      std::fprintf(stderr, "rank_failure: on_timeout: %s of %llu values on rank %zu of %zu after %lld ms\n",
+                   t.operation.c_str(), static_cast<unsigned long long>(t.values), t.rank, t.ranks,
+                   static_cast<long long>(t.timeout.count()));
+      std::fflush(stderr);
+      std::_Exit(3);
+    };
   Mpi::run(o, Mpi::launched_ranks(), [&](Mpi::endpoint& e) {
     if (e.rank() == 1) {
       if (stalls) std::this_thread::sleep_for(std::chrono::minutes(5));  // ended by mpirun long before

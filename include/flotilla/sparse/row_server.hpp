@@ -26,7 +26,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <limits>
@@ -44,6 +43,7 @@
 #include "flotilla/concepts/row_optimizer.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/log.hpp"
 #include "flotilla/core/detail/key_map.hpp"
 #include "flotilla/sparse/detail/row_protocol.hpp"
 #include "flotilla/sparse/row_table.hpp"
@@ -191,8 +191,7 @@ class RowServer {
       ++done_count;
       waiting[w].clear();
       dropped_.push_back(err.what());
-      std::fprintf(stderr, "flotilla: %s: dropped worker %zu, going on: %s\n", me.c_str(), w, err.what());
-      std::fflush(stderr);
+      log_message(LogLevel::warning, me, "dropped worker " + std::to_string(w) + ", going on: " + err.what());
     };
 
     auto begin_sum = [&] {
@@ -283,9 +282,8 @@ class RowServer {
           saved = true;
           ++counters_.checkpoints;
         } catch (const Error& err) {
-          std::fprintf(stderr, "flotilla: %s: the checkpoint of step %llu was not saved: %s\n", me.c_str(),
-                       static_cast<unsigned long long>(r.step), err.what());
-          std::fflush(stderr);
+          log_message(LogLevel::warning, me,
+                      "the checkpoint of step " + std::to_string(r.step) + " was not saved: " + err.what());
         }
         h.flags = saved ? RowHeader::saved : 0;
         h.write(hbuf.data());

@@ -52,6 +52,7 @@
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/concepts/update_policy.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/log.hpp"
 #include "flotilla/core/message_tags.hpp"
 #include "flotilla/core/targets.hpp"
 #include "flotilla/core/tensor.hpp"
@@ -310,15 +311,16 @@ class Trainer {
     std::uint64_t end_epoch = epoch_ + epochs;
     std::optional<detail::FoundSet> resume;
     if (cp.enabled() && cp.resume) {
-      resume = detail::newest_complete_set(cp.directory, stderr);
+      resume = detail::newest_complete_set(cp.directory);
       if (resume) {
         start = load_worker_file(resume->worker);
         end_epoch = epochs;
-        std::fprintf(stderr, "checkpoint: resuming from step %llu (epoch %llu, batch %llu) in %s\n",
-                     static_cast<unsigned long long>(start.step), static_cast<unsigned long long>(start.epoch + 1),
-                     static_cast<unsigned long long>(start.batch), resume->directory.c_str());
+        log_message(LogLevel::info, "checkpoint",
+                    "resuming from step " + std::to_string(start.step) + " (epoch " + std::to_string(start.epoch + 1) +
+                        ", batch " + std::to_string(start.batch) + ") in " + resume->directory.string());
       } else {
-        std::fprintf(stderr, "checkpoint: no complete checkpoint set in %s; starting from the beginning\n", cp.directory.c_str());
+        log_message(LogLevel::info, "checkpoint",
+                    "no complete checkpoint set in " + cp.directory.string() + "; starting from the beginning");
       }
     }
     History history;
@@ -510,8 +512,9 @@ class Trainer {
       if (std::filesystem::exists(detail::worker_file(set))) return;  // saved at this step already
       const bool servers_saved = client.checkpoint(e, p.step, set.string());
       if (!servers_saved) {
-        std::fprintf(stderr, "checkpoint: the set of step %llu is incomplete: a server could not save its rows (it says why)\n",
-                     static_cast<unsigned long long>(p.step));
+        log_message(LogLevel::warning, "checkpoint",
+                    "the set of step " + std::to_string(p.step) +
+                        " is incomplete: a server could not save its rows (it says why)");
         unsaved.push_back(p.step);
         return;
       }
@@ -520,8 +523,8 @@ class Trainer {
         write_worker_file(set, p, params, opt_state);
         detail::rotate_sets(cp.directory, cp.keep);
       } catch (const CheckpointError& err) {
-        std::fprintf(stderr, "checkpoint: the set of step %llu is incomplete: %s\n", static_cast<unsigned long long>(p.step),
-                     err.what());
+        log_message(LogLevel::warning, "checkpoint",
+                    "the set of step " + std::to_string(p.step) + " is incomplete: " + err.what());
         unsaved.push_back(p.step);
       }
       last_save = std::chrono::steady_clock::now();

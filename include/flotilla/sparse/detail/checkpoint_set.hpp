@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/log.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
 
 namespace flotilla::sparse::detail {
@@ -65,24 +66,27 @@ inline std::vector<std::pair<std::uint64_t, std::filesystem::path>> list_sets(co
 }
 
 /// The newest complete set: its step, directory and worker 0's verified file. Sets whose worker
-/// file is missing (a save cut short) or does not verify are passed over, each named on `log`.
+/// file is missing (a save cut short) or does not verify are passed over, each named in the log
+/// (core/log.hpp) when `log` is true.
 struct FoundSet {
   std::uint64_t step = 0;
   std::filesystem::path directory;
   checkpoint::Reader worker;
 };
-inline std::optional<FoundSet> newest_complete_set(const std::filesystem::path& dir, std::FILE* log) {
+inline std::optional<FoundSet> newest_complete_set(const std::filesystem::path& dir, bool log = true) {
   for (const auto& [step, set] : list_sets(dir)) {
     const auto file = worker_file(set);
     std::error_code ec;
     if (!std::filesystem::exists(file, ec)) {
-      if (log) std::fprintf(log, "checkpoint: skipped %s: incomplete (no worker.ckpt: its save did not finish)\n", set.c_str());
+      if (log)
+        log_message(LogLevel::warning, "checkpoint",
+                    "skipped " + set.string() + ": incomplete (no worker.ckpt: its save did not finish)");
       continue;
     }
     try {
       return FoundSet{step, set, checkpoint::Reader(file)};
     } catch (const CheckpointError& e) {
-      if (log) std::fprintf(log, "checkpoint: skipped %s: %s\n", set.c_str(), e.what());
+      if (log) log_message(LogLevel::warning, "checkpoint", "skipped " + set.string() + ": " + e.what());
     }
   }
   return std::nullopt;

@@ -41,7 +41,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -54,6 +53,7 @@
 #include "flotilla/concepts/optimizer.hpp"
 #include "flotilla/concepts/transport.hpp"
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/log.hpp"
 #include "flotilla/core/tensor.hpp"
 #include "flotilla/core/layer_args.hpp"
 #include "flotilla/optim/schedule.hpp"
@@ -155,8 +155,8 @@ class ParameterServerShard {
       if (tolerate && !aggregate) {
         e.accept_rejoins(true);
         if (const std::string at = e.rejoin_address(); !at.empty()) {
-          std::fprintf(stderr, "flotilla: parameter server %zu: a lost worker can rejoin at %s\n", e.rank(), at.c_str());
-          std::fflush(stderr);
+          log_message(LogLevel::info, "parameter server " + std::to_string(e.rank()),
+                      "a lost worker can rejoin at " + at);
         }
       }
     }
@@ -175,9 +175,9 @@ class ParameterServerShard {
       dropped_.push_back(err.what());
       std::size_t live = 0;
       for (std::size_t v = 0; v < workers; ++v) live += done[v] ? 0 : 1;
-      std::fprintf(stderr, "flotilla: parameter server %zu: dropped worker %zu, going on (%zu still training): %s\n",
-                   e.rank(), w, live, err.what());
-      std::fflush(stderr);
+      log_message(LogLevel::warning, "parameter server " + std::to_string(e.rank()),
+                  "dropped worker " + std::to_string(w) + ", going on (" + std::to_string(live) +
+                      " still training): " + err.what());
     };
 
     auto apply = [&](std::span<const T> gradient) {
@@ -270,9 +270,9 @@ class ParameterServerShard {
       ++rejoins_;
       std::size_t live = 0;
       for (std::size_t v = 0; v < workers; ++v) live += done[v] ? 0 : 1;
-      std::fprintf(stderr, "flotilla: parameter server %zu: worker %zu rejoined at update %llu (step %llu), %zu training\n",
-                   e.rank(), w, static_cast<unsigned long long>(updates_), static_cast<unsigned long long>(position), live);
-      std::fflush(stderr);
+      log_message(LogLevel::info, "parameter server " + std::to_string(e.rank()),
+                  "worker " + std::to_string(w) + " rejoined at update " + std::to_string(updates_) + " (step " +
+                      std::to_string(position) + "), " + std::to_string(live) + " training");
       try {
         send_full(w, 0, position, round);
       } catch (const PeerLostError& err) {
@@ -437,9 +437,8 @@ class ParameterServerShard {
       }
     }
     if (rejoins_ > 0) {
-      std::fprintf(stderr, "flotilla: parameter server %zu: applied %llu pushes from rejoined workers\n", e.rank(),
-                   static_cast<unsigned long long>(pushes_after_rejoins_));
-      std::fflush(stderr);
+      log_message(LogLevel::info, "parameter server " + std::to_string(e.rank()),
+                  "applied " + std::to_string(pushes_after_rejoins_) + " pushes from rejoined workers");
     }
   }
 

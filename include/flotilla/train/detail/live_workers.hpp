@@ -14,7 +14,6 @@
 // logged at once, so that the log says when it happened, not only at the end of the epoch.
 #include <algorithm>
 #include <cstddef>
-#include <iostream>
 #include <ostream>
 #include <span>
 #include <string>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "flotilla/concepts/transport.hpp"
+#include "flotilla/core/log.hpp"
 #include "flotilla/core/thread_pool.hpp"
 #include "flotilla/train/detail/engine.hpp"
 #include "flotilla/train/worker_loss.hpp"
@@ -77,10 +77,9 @@ class LiveWorkers {
     for (const std::size_t w : contributors) {
       if (w >= workers_ || !lost_[w]) continue;
       lost_[w] = 0;  // it restarted and rejoined (parameter_server.hpp)
-      std::ostream& out = log_ ? *log_ : std::cerr;
-      out << "flotilla: worker " << self_ << ": worker " << w << " rejoined; training goes on with " << workers_ - lost()
-          << " of " << workers_ << " workers\n";
-      out.flush();
+      log_to(log_, LogLevel::info, "worker " + std::to_string(self_),
+             "worker " + std::to_string(w) + " rejoined; training goes on with " + std::to_string(workers_ - lost()) +
+                 " of " + std::to_string(workers_) + " workers");
     }
     members_ = contributors;
   }
@@ -93,20 +92,17 @@ class LiveWorkers {
     std::string who = "worker " + std::to_string(w);
     if constexpr (NamesPeers<E>) who += " (rank " + std::to_string(w) + " at " + e.address(w) + ")";
     const std::size_t left = workers_ - lost();
-    std::string line = "flotilla: worker " + std::to_string(self_) + ": lost " + who +
-                       ", which died or stalled; training goes on without it, " + std::to_string(left) + " of " +
-                       std::to_string(workers_) + " workers left";
+    std::string line = "lost " + who + ", which died or stalled; training goes on without it, " + std::to_string(left) +
+                       " of " + std::to_string(workers_) + " workers left";
     if (synchronous_)
       line += "; a synchronous step now averages " + std::to_string(left) + " x " + std::to_string(batch_) + " = " +
               std::to_string(left * batch_) + " samples instead of " + std::to_string(workers_ * batch_);
-    std::ostream& out = log_ ? *log_ : std::cerr;
-    out << line << "\n";
-    out.flush();
+    log_to(log_, LogLevel::warning, "worker " + std::to_string(self_), line);
   }
 
   std::size_t workers_, self_, batch_;
   bool synchronous_;
-  std::ostream* log_;
+  std::ostream* log_;  // a program's own stream takes the messages; else the log sink (log_to)
   std::vector<char> lost_;
   std::vector<char> watched_;  // peers whose loss the transport reported (watch)
   std::vector<std::size_t> members_;

@@ -8,13 +8,13 @@
 #include <mpi.h>
 
 #include <cstddef>
-#include <cstdio>
 #include <exception>
 #include <functional>
 #include <string>
 #include <string_view>
 
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/log.hpp"
 #include "flotilla/transport/mpi/endpoint.hpp"
 #include "flotilla/transport/mpi/options.hpp"
 #include "flotilla/transport/mpi/environment.hpp"
@@ -38,10 +38,9 @@ struct Backend {
   }
 
   /// Initialises MPI if the program has not, checks that the job has `ranks` processes (any number
-  /// when `ranks` is 0), and calls
-  /// `body` with this process's endpoint. A failure in `body` on one rank of several is printed to
-  /// stderr, naming the rank, and ends the job with MPI_Abort (unless options.abort_on_failure is
-  /// false; see MpiOptions).
+  /// when `ranks` is 0), and calls `body` with this process's endpoint. A failure in `body` on one
+  /// rank of several is logged (core/log.hpp: stderr by default), naming the rank, and ends the job
+  /// with MPI_Abort (unless options.abort_on_failure is false; see MpiOptions).
   static void run(const options& o, std::size_t ranks, const std::function<void(endpoint&)>& body) {
     detail::mpi_ensure_initialized();
     if (o.communicator == MPI_COMM_NULL) throw ConfigError("Mpi::run: the communicator is MPI_COMM_NULL");
@@ -67,12 +66,11 @@ struct Backend {
  private:
   static void fail(const endpoint& e, const options& o, const char* what) {
     if (!o.abort_on_failure || e.size() == 1) return;
-    // One write per line, flushed, so that the message survives MPI_Abort's teardown and does not
-    // interleave with other ranks' output mid-line.
-    std::fprintf(stderr, "flotilla: mpi rank %zu of %zu failed: %s\n", e.rank(), e.size(), what);
-    std::fprintf(stderr, "flotilla: mpi rank %zu of %zu: calling MPI_Abort to stop the other ranks\n", e.rank(),
-                 e.size());
-    std::fflush(stderr);
+    // Logged before MPI_Abort, which may end this process before it returns: the default sink
+    // writes each line at once, whole.
+    const std::string who = "mpi rank " + std::to_string(e.rank()) + " of " + std::to_string(e.size());
+    log_message(LogLevel::error, who, std::string("failed: ") + what);
+    log_message(LogLevel::error, who, "calling MPI_Abort to stop the other ranks");
     // MPI_COMM_WORLD even when flotilla runs on a part of it: the rest of the job would otherwise
     // wait for these ranks forever.
     MPI_Abort(MPI_COMM_WORLD, 1);

@@ -593,11 +593,21 @@ class Endpoint {
     MPI_Comm_size(comm, &ranks);
     if (options_.abort_on_failure && ranks > 1) {
       if (!watchdog_)
-        watchdog_ = std::make_unique<detail::MpiWatchdog>(options_.timeout, [this](std::uint64_t values) {
-          return "flotilla: " + who() + " failed: " + watched_ + " of " + std::to_string(values) + " values timed out after " +
-                 timeout_text() + " (some rank did not take part, or stopped in it: " + every_rank() +
-                 "); ending this process so that mpirun stops the job";
-        });
+        watchdog_ = std::make_unique<detail::MpiWatchdog>(
+            options_.timeout,
+            [this](std::uint64_t values) {
+              WatchdogTimeout t;
+              t.operation = watched_;
+              t.rank = rank_;
+              t.ranks = size_;
+              t.values = values;
+              t.timeout = options_.timeout;
+              t.message = "failed: " + watched_ + " of " + std::to_string(values) + " values timed out after " +
+                          timeout_text() + " (some rank did not take part, or stopped in it: " + every_rank() +
+                          "); ending this process so that mpirun stops the job";
+              return t;
+            },
+            options_.on_timeout);
       watched_ = op.name;
       watchdog_->arm(count);
       struct Disarm {

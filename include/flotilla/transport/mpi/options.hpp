@@ -4,7 +4,9 @@
 #ifndef FLOTILLA_TRANSPORT_MPI_OPTIONS_HPP_INCLUDED
 #define FLOTILLA_TRANSPORT_MPI_OPTIONS_HPP_INCLUDED
 // The settings of an MPI job (Options): its communicator, the timeout of every wait (with
-// FLOTILLA_TIMEOUT_MS as the default), what a failure does, and the MPI tags flotilla may use.
+// FLOTILLA_TIMEOUT_MS as the default), what a failure does (and what the watchdog of a blocking
+// collective does when it fires: WatchdogTimeout, Options::on_timeout), and the MPI tags flotilla
+// may use.
 #include <mpi.h>
 
 #include <charconv>
@@ -12,11 +14,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <system_error>
 
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/log.hpp"
 
 namespace flotilla::transport::mpi {
 
@@ -42,6 +46,26 @@ inline std::chrono::milliseconds mpi_default_timeout() {
 
 }  // namespace detail
 
+/// A blocking collective that outlasted the timeout, as the watchdog found it (Options::on_timeout).
+struct WatchdogTimeout {
+  std::string operation;                ///< the collective: "allreduce_sum", "reduce_to_host_leader", ...
+  std::size_t rank = 0;                 ///< this rank in the job's communicator
+  std::size_t ranks = 0;                ///< the job's ranks
+  std::uint64_t values = 0;             ///< the elements it was summing or sending
+  std::chrono::milliseconds timeout{};  ///< how long it had (Options::timeout)
+  std::string message;                  ///< what the default logs: all of the above, and which ranks it waited on
+};
+
+/// What the watchdog does by default, before it ends the process: `t.message` as an error record
+/// of "mpi rank <r> of <n>" to the log sink (core/log.hpp). A handler of the program's own may call
+/// it too.
+inline void log_watchdog_timeout(const WatchdogTimeout& t) noexcept {
+  try {
+    log_message(LogLevel::error, "mpi rank " + std::to_string(t.rank) + " of " + std::to_string(t.ranks), t.message);
+  } catch (...) {
+  }
+}
+
 struct Options {
   /// The longest any wait (send, receive, barrier, allreduce) may last before it fails with
   /// TransportError. Default 30 s, or the environment variable FLOTILLA_TIMEOUT_MS when set (read
@@ -58,6 +82,16 @@ struct Options {
   /// price of a barrier per call, and a rank whose allreduce_sum timed out may let the others into
   /// an MPI_Allreduce it never joins, where they wait unbounded (see MpiEndpoint::allreduce).
   bool abort_on_failure = true;
+  /// With abort_on_failure, called from the watchdog's thread when a blocking collective outlasts
+  /// the timeout; empty: log_watchdog_timeout. The process ends when it returns (or throws), with
+  /// status 1, whatever it did: the main thread is blocked inside MPI, a blocked MPI call cannot
+  /// be cancelled, and no other MPI call may be made meanwhile (MPI_THREAD_SERIALIZED), so neither
+  /// this rank nor the others waiting for it in the collective can go on; only the process's end
+  /// makes mpirun stop the job. A handler may record the failure in a program's own way (flush its
+  /// logs, write a marker, notify a supervisor), or end the process itself with a status of its
+  /// choosing (std::_Exit). It must not call MPI, and it should not wait long: the job hangs until
+  /// it is done.
+  std::function<void(const WatchdogTimeout&)> on_timeout;
   /// The largest MPI tag flotilla uses: the smaller of this and the library's MPI_TAG_UB counts.
   /// Flotilla tags beyond it are folded (see MpiEndpoint::route), so lowering it changes nothing but
   /// speed; the tests lower it to 0 to exercise the folding on an MPI whose MPI_TAG_UB is large.

@@ -5,6 +5,11 @@
 #define FLOTILLA_TRANSPORT_MPI_WAITING_HPP_INCLUDED
 // How the MPI endpoint waits: polls spaced by what the wait is doing (MpiBackoff), and a watchdog
 // that bounds a blocking MPI call from a thread of its own (MpiWatchdog).
+//
+// The watchdog ends the process when it fires, after the program's handler (Options::on_timeout)
+// or the default (log the timeout): a blocking MPI call cannot be cancelled, and the thread inside
+// it cannot be woken, so the rank can do nothing else, and the others wait for it in the
+// collective; the process's end is what makes mpirun stop the job.
 #include <mpi.h>
 
 #include <algorithm>
@@ -12,13 +17,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
+
+#include "flotilla/core/log.hpp"
+#include "flotilla/transport/mpi/options.hpp"
 
 namespace flotilla::transport::mpi {
 
@@ -74,14 +82,17 @@ class MpiBackoff {
 };
 
 /// Bounds a blocking call from outside: while armed for longer than `timeout`, a thread of its own
-/// prints `describe()`'s text and ends the process, which makes mpirun stop every other process
-/// of the job. It never calls MPI (the library runs at MPI_THREAD_SERIALIZED, and the main thread
-/// is inside MPI when it fires). Arming and disarming are a clock read and two atomic stores, so
-/// the guarded call costs what it costs bare, which a barrier before it does not at small sizes.
+/// hands `describe()`'s account to `on_timeout` (empty: log_watchdog_timeout) and ends the process
+/// (std::_Exit(1)), which makes mpirun stop every other process of the job. It never calls MPI
+/// (the library runs at MPI_THREAD_SERIALIZED, and the main thread is inside MPI when it fires).
+/// Arming and disarming are a clock read and two atomic stores, so the guarded call costs what it
+/// costs bare, which a barrier before it does not at small sizes.
 class MpiWatchdog {
  public:
-  MpiWatchdog(std::chrono::milliseconds timeout, std::function<std::string(std::uint64_t)> describe)
-      : timeout_(timeout), describe_(std::move(describe)), thread_([this] { watch(); }) {}
+  MpiWatchdog(std::chrono::milliseconds timeout, std::function<WatchdogTimeout(std::uint64_t)> describe,
+              std::function<void(const WatchdogTimeout&)> on_timeout = {})
+      : timeout_(timeout), describe_(std::move(describe)), on_timeout_(std::move(on_timeout)),
+        thread_([this] { watch(); }) {}
   ~MpiWatchdog() {
     {
       const std::lock_guard lock(mutex_);
@@ -121,15 +132,35 @@ class MpiWatchdog {
       const std::int64_t now = now_ns();
       const std::int64_t since = armed_at_.load(std::memory_order_acquire);
       if (since == 0 || now - since < limit) continue;
-      const std::string text = describe_(detail_.load(std::memory_order_relaxed));
-      std::fprintf(stderr, "%s\n", text.c_str());
-      std::fflush(stderr);
-      std::_Exit(1);
+      fire(detail_.load(std::memory_order_relaxed));
     }
   }
 
+  [[noreturn]] void fire(std::uint64_t detail) noexcept {
+    try {
+      const WatchdogTimeout what = describe_(detail);
+      try {
+        if (on_timeout_)
+          on_timeout_(what);
+        else
+          log_watchdog_timeout(what);
+      } catch (const std::exception& e) {
+        log_watchdog_timeout(what);
+        log_message(LogLevel::error, "mpi rank " + std::to_string(what.rank) + " of " + std::to_string(what.ranks),
+                    std::string("the watchdog's on_timeout handler threw: ") + e.what());
+      } catch (...) {
+        log_watchdog_timeout(what);
+      }
+    } catch (...) {
+    }
+    // Not exit(): the main thread is inside MPI, and the static destructors and atexit handlers
+    // exit() runs could wait on it, or on MPI, for ever.
+    std::_Exit(1);
+  }
+
   std::chrono::milliseconds timeout_;
-  std::function<std::string(std::uint64_t)> describe_;
+  std::function<WatchdogTimeout(std::uint64_t)> describe_;
+  std::function<void(const WatchdogTimeout&)> on_timeout_;
   std::atomic<std::int64_t> armed_at_{0};
   std::atomic<std::uint64_t> detail_{0};
   std::mutex mutex_;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "flotilla/core/error.hpp"
+#include "flotilla/core/log.hpp"
 #include "flotilla/transport/tcp/endpoint.hpp"
 #include "flotilla/transport/tcp/host_identity.hpp"
 #include "flotilla/transport/tcp/rendezvous.hpp"
@@ -144,7 +145,7 @@ inline void Endpoint::negotiate_shared_memory() {
       return;
     }
     if (required) throw TransportError(context + verdict);
-    detail::tcp_log(options_, who() + ": summing over the sockets: " + verdict);
+    detail::tcp_log(options_, LogLevel::info, who(), who() + ": summing over the sockets: " + verdict);
   };
 
   if (rank_ != 0) {
@@ -380,7 +381,7 @@ inline void Endpoint::serve_rejoins(bool listener_ready) {
     rv.serve_handshakes(rejoin_listener_->listener, listener_ready, "accepting",
                         [&rv] { return rv.hello_payload(0, {}); });
   } catch (const TransportError& e) {  // accepting failed (out of descriptors): the next connection may do
-    rv.log(std::string(e.what()) + "; going on");
+    detail::tcp_log(options_, LogLevel::warning, who(), std::string(e.what()) + "; going on");
   }
   while (!rv.arrived_.empty()) {
     auto a = std::move(rv.arrived_.front());
@@ -407,7 +408,7 @@ inline void Endpoint::admit_rejoiner(detail::TcpRendezvous& rv, detail::TcpRende
   rv.restart_deadline();
   if (!refusal.empty()) {
     rv.tell_refused(a.link, refusal);
-    rv.log(who() + ": refused " + a.peer + ": " + refusal);
+    detail::tcp_log(options_, LogLevel::warning, who(), who() + ": refused " + a.peer + ": " + refusal);
     return;
   }
   try {
@@ -415,7 +416,8 @@ inline void Endpoint::admit_rejoiner(detail::TcpRendezvous& rv, detail::TcpRende
     welcome.job_id = job_id_;
     rv.send_frame(a.link, wire::FrameType::table, wire::encode_table(welcome), a.peer);
   } catch (const TransportError& e) {
-    rv.log(std::string(e.what()) + "; going on without rank " + std::to_string(p));
+    detail::tcp_log(options_, LogLevel::warning, who(),
+                    std::string(e.what()) + "; going on without rank " + std::to_string(p));
     return;
   }
   // The lost link's waits ended when it was closed; its guard is the heartbeat thread's.
@@ -446,7 +448,8 @@ inline void Endpoint::admit_rejoiner(detail::TcpRendezvous& rv, detail::TcpRende
     l.guard->mid_frame = false;
     l.guard->beat_done = wire::header_size;
   }
-  rv.log(who() + ": rank " + std::to_string(p) + " rejoined from " + addresses_[p]);
+  detail::tcp_log(options_, LogLevel::info, who(),
+                  who() + ": rank " + std::to_string(p) + " rejoined from " + addresses_[p]);
 }
 
 }  // namespace flotilla::transport::tcp

@@ -134,8 +134,8 @@ struct Options {
   /// idle that long, never in the middle of a transfer that is moving. 0: sleep at once. The
   /// shared-memory path spins on its own (for up to 200 us). FLOTILLA_SPIN_US, --spin-us.
   std::chrono::microseconds spin{50};
-  /// Where the transport reports what it drops (a connection that failed the handshake). Empty:
-  /// one line on stderr.
+  /// Where the transport reports what it drops (a connection that failed the handshake), one line
+  /// each. Empty: a record to the log sink (core/log.hpp; stderr unless the program routes it).
   std::function<void(const std::string&)> log;
   /// Instead of the rendezvous, rejoin a running job as this rank after it was lost (its process
   /// died and was started again): host:port of each rank to reconnect to, as each printed it

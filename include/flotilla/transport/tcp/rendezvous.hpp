@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -28,6 +27,7 @@
 
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/hmac.hpp"
+#include "flotilla/core/log.hpp"
 #include "flotilla/transport/tcp/link.hpp"
 #include "flotilla/transport/tcp/options.hpp"
 #include "flotilla/transport/tcp/socket.hpp"
@@ -47,14 +47,18 @@ struct TcpControlFrame {
   const wire::Header& header() const noexcept { return decoded.header; }
 };
 
-/// One line to TcpOptions::log, or to stderr when it is not set.
-inline void tcp_log(const Options& o, const std::string& line) {
+/// One line to TcpOptions::log, as it always was; when that is not set, a record of `component`
+/// (the rank speaking, "tcp rank 0 of 4") to the log sink (core/log.hpp), its message the line
+/// without the component it starts with.
+inline void tcp_log(const Options& o, LogLevel level, const std::string& component, const std::string& line) {
   if (o.log) {
     o.log(line);
-  } else {
-    std::fprintf(stderr, "flotilla: %s\n", line.c_str());
-    std::fflush(stderr);
+    return;
   }
+  std::string_view message(line);
+  if (message.starts_with(component) && message.substr(component.size()).starts_with(": "))
+    message.remove_prefix(component.size() + 2);
+  log_message(level, component, message);
 }
 
 /// A readiness wait of a connection whose handshake is under way. Shared with the wait's handler,
@@ -333,7 +337,7 @@ class TcpRendezvous {
     }
   }
 
-  void log(const std::string& line) const { tcp_log(o_, line); }
+  void log(LogLevel level, const std::string& line) const { tcp_log(o_, level, who(), line); }
 
   /// A hello of this rank's for one connection: a fresh nonce each time.
   std::vector<std::byte> hello_payload(std::uint16_t port, const std::string& host) const {
@@ -436,13 +440,14 @@ class TcpRendezvous {
       } catch (const TransportError& e) {
         // A peer that breaks the protocol is dropped, not allowed to end the job. (Its message
         // already names this rank and the connection.)
-        log(std::string(e.what()) + "; dropped it, " + going_on_);
+        log(LogLevel::warning, std::string(e.what()) + "; dropped it, " + going_on_);
         ++dropped_;
         gone = true;
       }
       if (!refusal.empty()) {
         tell_refused_now(p, refusal);
-        log(who() + ": " + phase_ + ": refused " + p.peer + ": " + refusal + "; dropped it, " + going_on_);
+        log(LogLevel::warning,
+            who() + ": " + phase_ + ": refused " + p.peer + ": " + refusal + "; dropped it, " + going_on_);
         ++dropped_;
         gone = true;
       }
@@ -586,7 +591,8 @@ class TcpRendezvous {
   }
 
   void drop(TcpPendingHandshake& p, std::string_view doing, const std::string& why) {
-    log(who() + ": " + phase_ + ": " + std::string(doing) + " " + p.peer + ": " + why + "; dropped it, " + going_on_);
+    log(LogLevel::warning,
+        who() + ": " + phase_ + ": " + std::string(doing) + " " + p.peer + ": " + why + "; dropped it, " + going_on_);
     ++dropped_;
   }
 
