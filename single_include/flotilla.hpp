@@ -7746,62 +7746,69 @@ struct Momentum {
 
 // Data sets and their file formats.
 
-// ---- begin flotilla/data/criteo.hpp ----
-#ifndef FLOTILLA_DATA_CRITEO_HPP_INCLUDED
-#define FLOTILLA_DATA_CRITEO_HPP_INCLUDED
-// The Criteo display-advertising click logs (the Kaggle challenge's train.txt, the 1 TB logs'
-// day_N files): one example per line, 40 tab-separated columns: the label (0 or 1), 13 integer
-// features I1..I13, 26 categorical features C1..C26 written as 32-bit hexadecimal IDs. Any
-// feature may be empty, meaning missing: a missing integer reads as 0, a missing categorical
-// feature has no ID in its field.
+// ---- begin flotilla/data/arrays.hpp ----
+#ifndef FLOTILLA_DATA_ARRAYS_HPP_INCLUDED
+#define FLOTILLA_DATA_ARRAYS_HPP_INCLUDED
+// A Dataset from values a program already holds in memory, in the row-major layout most data is
+// kept in (one sample per row, as a NumPy array, a CSV file or a std::vector of records has it):
+// from_rows() copies them into the sample-per-column matrix that Dataset and the trainer use, and
+// checks what a file loader would check (sizes that agree, labels in range, finite values), so that
+// a mistake is a message at construction rather than a wrong loss later.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <string>
-#include <string_view>
-#include <vector>
-
-
-// ---- begin flotilla/data/ctr_reader.hpp ----
-#ifndef FLOTILLA_DATA_CTRREADER_HPP_INCLUDED
-#define FLOTILLA_DATA_CTRREADER_HPP_INCLUDED
-// Reading a click log example by example: a LineReader underneath, a line format on top (Criteo's
-// TSV in criteo.hpp, libsvm in libsvm.hpp), and between them what every format shares: sharding
-// of lines across workers, a shuffle buffer, and a policy for malformed lines.
-//
-// Sharding is by line: worker w of W keeps the lines with (line - 1) % W == w, so W workers that
-// each stream the whole file read every line exactly once between them, with no index and no seek.
-// Shuffling is a buffer of `shuffle_buffer` examples, as tf.data's shuffle does: each example handed
-// out is drawn uniformly from the buffer and its place refilled from the file. The order is a
-// function of (seed, epoch, worker) alone, the same on every platform.
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
 #include <span>
 #include <string>
-#include <string_view>
+#include <type_traits>
+#include <utility>
+
+
+// ---- begin flotilla/data/dataset.hpp ----
+#ifndef FLOTILLA_DATA_DATASET_HPP_INCLUDED
+#define FLOTILLA_DATA_DATASET_HPP_INCLUDED
+// Dataset<T>: samples in memory, one per column, with their class labels or target values, and the
+// loader for classification data sets stored as a pair of IDX files (images, labels).
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 
-// ---- begin flotilla/data/line_reader.hpp ----
-#ifndef FLOTILLA_DATA_LINEREADER_HPP_INCLUDED
-#define FLOTILLA_DATA_LINEREADER_HPP_INCLUDED
-// Lines of a text file, plain or gzip-compressed (told apart by the magic bytes 1f 8b, not by the
-// name), read a chunk at a time: memory is one chunk plus the longest line allowed (plus, for gzip,
-// the decompressor's window), however large the file.
-#include <algorithm>
-#include <cerrno>
+// ---- begin flotilla/data/idx.hpp ----
+#ifndef FLOTILLA_DATA_IDX_HPP_INCLUDED
+#define FLOTILLA_DATA_IDX_HPP_INCLUDED
+// Reader for the IDX format of MNIST and Fashion-MNIST: two zero bytes, an element type, the number
+// of dimensions, each dimension as a big-endian 32-bit count, then the values, big-endian, in
+// row-major order (the first dimension is the sample). Files may be gzip-compressed; that is
+// recognised by the gzip magic bytes, not by the file name.
+//
+// Errors are DataErrors naming the file and a byte offset. For a compressed file the offset is into
+// the decompressed IDX content (the message says so), since that is where the header and values
+// live; gzip errors themselves give offsets into the compressed file.
+//
+// Nothing is allocated from a header's word: the dimensions must describe exactly the bytes the
+// file holds before any conversion buffer is sized from them. A compressed file is decompressed
+// only as far as its header announces: once the header's dimensions are known, inflating past
+// header + values stops at once, and a header that announces more than max_output, or more than
+// the compressed file could inflate to at DEFLATE's densest (1032 bytes per compressed byte), is
+// refused before anything is sized from it. So a small file that inflates to gigabytes costs
+// memory and time in proportion to what its header announces, not to what it would inflate to.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <memory>
-#include <optional>
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -8628,6 +8635,561 @@ FLOTILLA_DECL std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in,
 #endif  // FLOTILLA_DATA_GZIP_HPP_INCLUDED
 // ---- end flotilla/data/gzip.hpp ----
 
+namespace flotilla::data {
+
+/// IDX element types, by their code in the header.
+enum class IdxType : std::uint8_t { u8 = 0x08, i8 = 0x09, i16 = 0x0B, i32 = 0x0C, f32 = 0x0D, f64 = 0x0E };
+
+/// Bytes per value of an IDX type.
+inline constexpr std::size_t idx_type_size(IdxType t) noexcept {
+  switch (t) {
+    case IdxType::u8:
+    case IdxType::i8:
+      return 1;
+    case IdxType::i16:
+      return 2;
+    case IdxType::i32:
+    case IdxType::f32:
+      return 4;
+    case IdxType::f64:
+      return 8;
+  }
+  return 0;
+}
+
+inline constexpr std::string_view idx_type_name(IdxType t) noexcept {
+  switch (t) {
+    case IdxType::u8:
+      return "unsigned byte";
+    case IdxType::i8:
+      return "signed byte";
+    case IdxType::i16:
+      return "int16";
+    case IdxType::i32:
+      return "int32";
+    case IdxType::f32:
+      return "float32";
+    case IdxType::f64:
+      return "float64";
+  }
+  return "unknown";
+}
+
+inline constexpr bool idx_type_is_integer(IdxType t) noexcept {
+  return t != IdxType::f32 && t != IdxType::f64;
+}
+
+/// The most bytes one byte of DEFLATE data can inflate to: a 258-byte match coded in 2 bits.
+inline constexpr std::size_t deflate_max_ratio = 1032;
+
+/// Reads a whole file. Throws DataError if it is missing, unreadable, or larger than `max_size`.
+FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
+                                                  std::size_t max_size = std::numeric_limits<std::size_t>::max());
+
+/// A parsed IDX file: its header, and its values still in the file's big-endian encoding (they are
+/// converted once, straight into the caller's buffer, by copy_to()).
+class IdxFile {
+ public:
+  const std::string& name() const noexcept { return name_; }
+  IdxType type() const noexcept { return type_; }
+  const std::vector<std::size_t>& dims() const noexcept { return dims_; }
+  std::size_t rank() const noexcept { return dims_.size(); }
+  /// Number of values: the product of the dimensions.
+  std::size_t count() const noexcept { return count_; }
+  /// Whether the file was gzip-compressed.
+  bool compressed() const noexcept { return compressed_; }
+  /// Offset of the first value in the (decompressed) content.
+  std::size_t data_offset() const noexcept { return data_offset_; }
+  /// Offset of value i in the (decompressed) content.
+  std::size_t offset_of(std::size_t i) const noexcept { return data_offset_ + i * idx_type_size(type_); }
+  /// The values' raw bytes.
+  std::span<const std::uint8_t> raw() const noexcept {
+    return std::span<const std::uint8_t>(bytes_).subspan(data_offset_, count_ * idx_type_size(type_));
+  }
+  /// "60000x28x28"
+  std::string shape_string() const { return dims_string(dims_); }
+
+  /// Value i, converted to U.
+  template <class U>
+  U at(std::size_t i) const noexcept {
+    const std::uint8_t* p = bytes_.data() + offset_of(i);
+    switch (type_) {
+      case IdxType::u8:
+        return static_cast<U>(p[0]);
+      case IdxType::i8:
+        return static_cast<U>(static_cast<std::int8_t>(p[0]));
+      case IdxType::i16:
+        return static_cast<U>(static_cast<std::int16_t>(static_cast<std::uint16_t>(be(p, 2))));
+      case IdxType::i32:
+        return static_cast<U>(static_cast<std::int32_t>(static_cast<std::uint32_t>(be(p, 4))));
+      case IdxType::f32: {
+        const auto bits = static_cast<std::uint32_t>(be(p, 4));
+        float f;
+        std::memcpy(&f, &bits, sizeof f);
+        return static_cast<U>(f);
+      }
+      case IdxType::f64: {
+        const std::uint64_t bits = be(p, 8);
+        double d;
+        std::memcpy(&d, &bits, sizeof d);
+        return static_cast<U>(d);
+      }
+    }
+    return U{};
+  }
+
+  /// Converts every value to U, times `scale`, into dst (which must hold count() values).
+  template <class U>
+  void copy_to(std::span<U> dst, U scale = U(1)) const {
+    if (dst.size() != count_)
+      throw ShapeError("IdxFile::copy_to: destination holds " + std::to_string(dst.size()) + " values, " + name_ + " has " +
+                       std::to_string(count_));
+    if (type_ == IdxType::u8) {  // the common case (pixels), kept a plain loop that vectorises
+      const std::uint8_t* p = bytes_.data() + data_offset_;
+      for (std::size_t i = 0; i < count_; ++i) dst[i] = static_cast<U>(p[i]) * scale;
+      return;
+    }
+    for (std::size_t i = 0; i < count_; ++i) dst[i] = at<U>(i) * scale;
+  }
+
+  /// A DataError for this file at `offset` of its content, noting when that is decompressed content.
+  DataError error(std::size_t offset, const std::string& what) const {
+    return DataError(name_, offset, compressed_ ? what + " (offset in the decompressed data)" : what);
+  }
+
+  FLOTILLA_DECL static std::string dims_string(const std::vector<std::size_t>& dims);
+
+  /// Parses IDX content (gzip-compressed or not; decompressed output is capped at `max_output`).
+  /// `name` is used in error messages.
+  FLOTILLA_DECL static IdxFile parse(std::vector<std::uint8_t> bytes, std::string name,
+                                     std::size_t max_output = default_max_output);
+
+ private:
+  /// Reads the header at the start of `content` as far as it goes and returns how many bytes the
+  /// content must have in all: while `content` holds only part of the header, the header's size
+  /// as far as it is known (4, then 4 + 4 per dimension); once it holds the whole header, the
+  /// header plus the values it announces (type_, dims_, count_ and data_offset_ are then set).
+  /// Throws the DataError of a header that no further bytes could make valid.
+  FLOTILLA_DECL std::size_t read_header(std::span<const std::uint8_t> content);
+
+  /// The size a compressed file's decompressed prefix `content` announces (read_header()), once
+  /// refused when more than `max_output` or than `compressed_size` bytes can inflate to.
+  FLOTILLA_DECL std::size_t announced_size(std::span<const std::uint8_t> content, std::size_t compressed_size,
+                                           std::size_t max_output);
+
+  static std::string hex_byte(std::uint8_t b) {
+    const char* digits = "0123456789abcdef";
+    return {digits[b >> 4], digits[b & 0xFU]};
+  }
+
+  static std::uint64_t be(const std::uint8_t* p, int n) noexcept {
+    std::uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
+    return v;
+  }
+
+  std::string name_;
+  IdxType type_ = IdxType::u8;
+  std::vector<std::size_t> dims_;
+  std::size_t count_ = 0;
+  bool compressed_ = false;
+  std::size_t data_offset_ = 0;
+  std::vector<std::uint8_t> bytes_;
+};
+
+/// Parses IDX content (gzip-compressed or not; decompressed output is capped at `max_output`).
+/// `name` is used in error messages.
+inline IdxFile parse_idx(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output = default_max_output) {
+  return IdxFile::parse(std::move(bytes), std::move(name), max_output);
+}
+
+/// Reads and parses an IDX file, compressed or not.
+inline IdxFile read_idx(const std::filesystem::path& path, std::size_t max_output = default_max_output) {
+  return parse_idx(read_file(path), path.string(), max_output);
+}
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path, std::size_t max_size) {
+  const std::string name = path.string();
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) throw DataError(name, 0, "cannot open: no such file");
+  if (std::filesystem::is_directory(status)) throw DataError(name, 0, "cannot open: it is a directory");
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) throw DataError(name, 0, "cannot read its size: " + ec.message());
+  if (size > max_size)
+    throw DataError(name, 0, "file is " + std::to_string(size) + " bytes, more than the " + std::to_string(max_size) + " allowed");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw DataError(name, 0, "cannot open for reading");
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
+  file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (static_cast<std::uintmax_t>(file.gcount()) != size)
+    throw DataError(name, static_cast<std::uint64_t>(file.gcount()), "read failed (the file shrank while being read?)");
+  // A file that grew since file_size() would be silently cut; one more byte tells.
+  if (file.peek() != std::ifstream::traits_type::eof())
+    throw DataError(name, size, "the file grew while being read");
+  return bytes;
+}
+
+FLOTILLA_DECL std::string IdxFile::dims_string(const std::vector<std::size_t>& dims) {
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i != 0) s += 'x';
+    s += std::to_string(dims[i]);
+  }
+  return s;
+}
+
+FLOTILLA_DECL std::size_t IdxFile::read_header(std::span<const std::uint8_t> content) {
+  const std::size_t size = content.size();
+  if (size < 4) return 4;
+  if (content[0] != 0 || content[1] != 0)
+    throw error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(content[0]) + " " + hex_byte(content[1]));
+  switch (static_cast<IdxType>(content[2])) {
+    case IdxType::u8:
+    case IdxType::i8:
+    case IdxType::i16:
+    case IdxType::i32:
+    case IdxType::f32:
+    case IdxType::f64:
+      break;
+    default:
+      throw error(2, "unknown IDX element type 0x" + hex_byte(content[2]) +
+                         " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
+  }
+  type_ = static_cast<IdxType>(content[2]);
+  const std::size_t ndims = content[3];
+  if (ndims == 0) throw error(3, "IDX header declares 0 dimensions");
+  const std::size_t header = 4 + 4 * ndims;
+  if (size < header) return header;
+  const std::size_t elem = idx_type_size(type_);
+  std::vector<std::size_t> dims(ndims);
+  std::size_t total = 1;
+  bool overflow = false;
+  for (std::size_t k = 0; k < ndims; ++k) {
+    const std::size_t dim = static_cast<std::size_t>(be(content.data() + 4 + 4 * k, 4));
+    dims[k] = dim;
+    if (dim == 0) throw error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
+    if (total > std::numeric_limits<std::size_t>::max() / dim) overflow = true;
+    total *= dim;
+  }
+  if (overflow || total > (std::numeric_limits<std::size_t>::max() - header) / elem)
+    throw error(4, "dimensions " + dims_string(dims) + " overflow: their product does not fit in 64 bits");
+  dims_ = std::move(dims);
+  count_ = total;
+  data_offset_ = header;
+  return header + total * elem;
+}
+
+FLOTILLA_DECL std::size_t IdxFile::announced_size(std::span<const std::uint8_t> content, std::size_t compressed_size,
+                                                  std::size_t max_output) {
+  const std::size_t need = read_header(content);
+  if (dims_.empty()) return need;  // the header is not complete yet
+  const std::string announces = "dimensions " + dims_string(dims_) + " of " + std::string(idx_type_name(type_)) +
+                                " announce " + std::to_string(need) + " bytes of content";
+  if (need > max_output)
+    throw error(4, announces + ", more than the maximum of " + std::to_string(max_output) +
+                       " bytes allowed (pass a larger max_output if this file is genuine)");
+  const std::size_t most = compressed_size > std::numeric_limits<std::size_t>::max() / deflate_max_ratio
+                               ? std::numeric_limits<std::size_t>::max()
+                               : compressed_size * deflate_max_ratio;
+  if (need > most)
+    throw error(4, announces + ", more than the " + std::to_string(most) + " that " + std::to_string(compressed_size) +
+                       " bytes of gzip data can inflate to (DEFLATE inflates a byte to at most " +
+                       std::to_string(deflate_max_ratio) + ")");
+  return need;
+}
+
+FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output) {
+  IdxFile f;
+  f.name_ = std::move(name);
+  if (is_gzip(bytes)) {
+    f.compressed_ = true;
+    const std::size_t compressed_size = bytes.size();
+    const AnnouncedSize announced{
+        [&](std::span<const std::uint8_t> content) { return f.announced_size(content, compressed_size, max_output); },
+        "IDX header"};
+    bytes = gunzip(bytes, f.name_, max_output, announced);
+  }
+  const std::size_t size = bytes.size();
+  const std::size_t need = f.read_header(bytes);
+  if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
+  if (f.dims_.empty())  // read_header() sets them once the header is whole
+    throw f.error(size, "truncated: the header declares " + std::to_string(bytes[3]) + " dimensions, which need " +
+                            std::to_string(need) + " bytes, the file has " + std::to_string(size));
+  const std::size_t header = f.data_offset_;
+  const std::size_t data = need - header;
+  const std::size_t have = size - header;
+  if (size < need)
+    throw f.error(size, "truncated: dimensions " + dims_string(f.dims_) + " of " + std::string(idx_type_name(f.type_)) +
+                            " need " + std::to_string(data) + " bytes of data, the file has " + std::to_string(have));
+  if (size > need)
+    throw f.error(need, std::to_string(have - data) + " trailing bytes after the " + std::to_string(data) +
+                            " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
+  f.bytes_ = std::move(bytes);
+  return f;
+}
+#endif  // FLOTILLA_IMPLEMENTATION
+
+}  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_IDX_HPP_INCLUDED
+// ---- end flotilla/data/idx.hpp ----
+
+namespace flotilla::data {
+
+/// Which part of a data set that ships pre-split.
+enum class Split { train, test };
+
+/// A data set held in memory. Sample i is column i of `inputs` and, for regression, of `targets`.
+template <class T>
+struct Dataset {
+  Matrix<T> inputs;                  ///< (features x samples)
+  std::vector<std::int32_t> labels;  ///< classification: one label per sample in [0, classes); else empty
+  Matrix<T> targets;                 ///< regression: (outputs x samples); else empty
+  std::size_t classes = 0;           ///< number of classes when labels are used
+  std::string name;                  ///< for messages, e.g. "fashion-mnist/train"
+
+  std::size_t size() const noexcept { return static_cast<std::size_t>(inputs.cols()); }
+  std::size_t feature_size() const noexcept { return static_cast<std::size_t>(inputs.rows()); }
+  std::size_t target_size() const noexcept { return static_cast<std::size_t>(targets.rows()); }
+  bool empty() const noexcept { return size() == 0; }
+  /// Values when `targets` has rows, labels otherwise.
+  TargetKind target_kind() const noexcept { return targets.rows() > 0 ? TargetKind::values : TargetKind::labels; }
+
+  /// Checks that the parts agree: one label (in [0, classes)) or one target column per sample, and
+  /// not both. Throws ShapeError for counts that disagree, ConfigError for bad labels.
+  void validate() const {
+    const std::string what = "Dataset '" + name + "': ";
+    if (target_kind() == TargetKind::values) {
+      if (!labels.empty()) throw ShapeError(what + "has both labels and target values; a data set holds one kind");
+      if (static_cast<std::size_t>(targets.cols()) != size())
+        throw ShapeError(what + std::to_string(targets.cols()) + " target columns for " + std::to_string(size()) + " samples");
+      return;
+    }
+    if (labels.size() != size())
+      throw ShapeError(what + std::to_string(labels.size()) + " labels for " + std::to_string(size()) + " samples");
+    if (classes == 0 && !labels.empty()) throw ConfigError(what + "has labels but `classes` is 0");
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= classes)
+        throw ConfigError(what + "sample " + std::to_string(i) + " has label " + std::to_string(labels[i]) + ", outside [0, " +
+                          std::to_string(classes) + ")");
+  }
+};
+
+/// Samples [first, first + count) of `data`, copied, e.g. to hold out a validation set.
+template <class T>
+inline Dataset<T> subset(const Dataset<T>& data, std::size_t first, std::size_t count) {
+  if (first > data.size() || count > data.size() - first)
+    throw ConfigError("subset of '" + data.name + "': samples [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
+                      std::to_string(count) + ") are not within its " + std::to_string(data.size()) + " samples");
+  data.validate();
+  const auto f = static_cast<Eigen::Index>(first);
+  const auto c = static_cast<Eigen::Index>(count);
+  Dataset<T> out;
+  out.inputs = data.inputs.middleCols(f, c);
+  if (!data.labels.empty()) out.labels.assign(data.labels.begin() + f, data.labels.begin() + f + c);
+  if (data.target_kind() == TargetKind::values) out.targets = data.targets.middleCols(f, c);
+  out.classes = data.classes;
+  out.name = data.name + "[" + std::to_string(first) + ":" + std::to_string(first + count) + "]";
+  return out;
+}
+
+/// The first `first_count` samples and the rest, as two data sets (train / validation).
+template <class T>
+inline std::pair<Dataset<T>, Dataset<T>> split(const Dataset<T>& data, std::size_t first_count) {
+  if (first_count > data.size())
+    throw ConfigError("split of '" + data.name + "': cannot take " + std::to_string(first_count) + " samples of " +
+                      std::to_string(data.size()));
+  return {subset(data, 0, first_count), subset(data, first_count, data.size() - first_count)};
+}
+
+/// Loads a classification data set from an IDX file of inputs and an IDX file of labels (either may
+/// be gzip-compressed). The inputs file has shape (samples x d1 x d2 ...), rank >= 2, and each sample
+/// is flattened (row-major, as stored) into one column, times `scale` (1/255 maps bytes to [0, 1]).
+/// The labels file has shape (samples), integer type, each label in [0, classes). Throws DataError
+/// naming the file, the byte offset and, for a bad label, the sample.
+template <class T>
+inline Dataset<T> load_idx_classification(const std::filesystem::path& images_path, const std::filesystem::path& labels_path,
+                                          std::size_t classes, T scale = T(1) / T(255), std::string name = {}) {
+  if (classes == 0 || classes > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    throw ConfigError("load_idx_classification: classes must be in [1, 2^31), got " + std::to_string(classes));
+  // Labels first: they are small, so a bad pair of files is reported before the large one is read.
+  const IdxFile labels = read_idx(labels_path);
+  if (labels.rank() != 1)
+    throw labels.error(3, "labels must have 1 dimension (one label per sample), this file has shape " + labels.shape_string());
+  if (!idx_type_is_integer(labels.type()))
+    throw labels.error(2, "labels must be integers, this file holds " + std::string(idx_type_name(labels.type())));
+  Dataset<T> data;
+  data.classes = classes;
+  data.name = name.empty() ? images_path.string() : std::move(name);
+  data.labels.resize(labels.count());
+  for (std::size_t i = 0; i < labels.count(); ++i) {
+    const auto v = labels.at<std::int64_t>(i);
+    if (v < 0 || static_cast<std::uint64_t>(v) >= classes)
+      throw labels.error(labels.offset_of(i), "sample " + std::to_string(i) + " has label " + std::to_string(v) + ", outside [0, " +
+                                                   std::to_string(classes) + ")");
+    data.labels[i] = static_cast<std::int32_t>(v);
+  }
+
+  const IdxFile images = read_idx(images_path);
+  if (images.rank() < 2)
+    throw images.error(3, "inputs must have at least 2 dimensions (samples x features...), this file has shape " +
+                              images.shape_string());
+  const std::size_t samples = images.dims()[0];
+  if (samples != labels.count())
+    throw labels.error(4, "holds " + std::to_string(labels.count()) + " labels but " + images.name() + " holds " +
+                              std::to_string(samples) + " samples");
+  const std::size_t features = images.count() / samples;
+  data.inputs.resize(static_cast<Eigen::Index>(features), static_cast<Eigen::Index>(samples));
+  images.copy_to(std::span<T>(data.inputs.data(), images.count()), scale);
+  return data;
+}
+
+}  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_DATASET_HPP_INCLUDED
+// ---- end flotilla/data/dataset.hpp ----
+
+namespace flotilla::data {
+
+namespace detail {
+
+template <class T>
+inline void check_rows(std::span<const T> values, std::size_t rows, std::size_t cols, const std::string& name,
+                       const char* what) {
+  static_assert(std::is_floating_point_v<T>, "Dataset values are floating point");
+  if (rows == 0 || cols == 0)
+    throw ShapeError("from_rows '" + name + "': " + std::to_string(rows) + " rows of " + std::to_string(cols) +
+                     " values: a data set needs at least one sample and one feature");
+  if (rows > std::numeric_limits<std::size_t>::max() / cols || values.size() != rows * cols)
+    throw ShapeError("from_rows '" + name + "': " + std::to_string(values.size()) + " " + what + " are not " + std::to_string(rows) +
+                     " rows of " + std::to_string(cols));
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      throw ConfigError("from_rows '" + name + "': " + what + " row " + std::to_string(i / cols) + ", column " + std::to_string(i % cols) +
+                        " is " + std::to_string(values[i]) + ", not a finite number");
+}
+
+template <class T>
+inline Matrix<T> columns_of(std::span<const T> values, std::size_t rows, std::size_t cols) {
+  // Row r of a row-major (rows x cols) array is column r of the column-major (cols x rows) matrix,
+  // so the copy is one pass in order.
+  Matrix<T> m(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(rows));
+  std::copy(values.begin(), values.end(), m.data());
+  return m;
+}
+
+}  // namespace detail
+
+/// A classification data set from `rows` samples of `cols` features each, stored row by row in
+/// `values` (sample r's feature c at values[r * cols + c]), and one label per sample. `classes` 0
+/// means the largest label + 1. Throws ShapeError when the sizes disagree, ConfigError for a
+/// negative or out-of-range label or a value that is NaN or infinite.
+template <class T>
+inline Dataset<T> from_rows(std::span<const T> values, std::size_t rows, std::size_t cols, std::span<const std::int32_t> labels,
+                            std::size_t classes = 0, std::string name = "in-memory") {
+  detail::check_rows(values, rows, cols, name, "values");
+  if (labels.size() != rows)
+    throw ShapeError("from_rows '" + name + "': " + std::to_string(labels.size()) + " labels for " + std::to_string(rows) + " rows");
+  if (classes > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    throw ConfigError("from_rows '" + name + "': classes must be below 2^31, got " + std::to_string(classes));
+  std::int32_t largest = -1;
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (labels[i] < 0 || (classes != 0 && static_cast<std::size_t>(labels[i]) >= classes))
+      throw ConfigError("from_rows '" + name + "': row " + std::to_string(i) + " has label " + std::to_string(labels[i]) +
+                        (classes != 0 ? ", outside [0, " + std::to_string(classes) + ")" : ", which is negative"));
+    largest = std::max(largest, labels[i]);
+  }
+  Dataset<T> data;
+  data.inputs = detail::columns_of(values, rows, cols);
+  data.labels.assign(labels.begin(), labels.end());
+  data.classes = classes != 0 ? classes : static_cast<std::size_t>(largest) + 1;
+  data.name = std::move(name);
+  return data;
+}
+
+/// A regression data set from `rows` samples of `cols` features each, stored row by row in
+/// `values`, and `outputs` target values per sample, stored row by row in `targets` (sample r's
+/// target k at targets[r * outputs + k]). Throws ShapeError when the sizes disagree, ConfigError
+/// for a value or target that is NaN or infinite.
+template <class T>
+inline Dataset<T> from_rows(std::span<const T> values, std::size_t rows, std::size_t cols, std::span<const T> targets,
+                            std::size_t outputs, std::string name = "in-memory") {
+  detail::check_rows(values, rows, cols, name, "values");
+  if (outputs == 0 || rows > std::numeric_limits<std::size_t>::max() / outputs || targets.size() != rows * outputs)
+    throw ShapeError("from_rows '" + name + "': " + std::to_string(targets.size()) + " target values are not " +
+                     std::to_string(rows) + " rows of " + std::to_string(outputs));
+  detail::check_rows(targets, rows, outputs, name, "targets");
+  Dataset<T> data;
+  data.inputs = detail::columns_of(values, rows, cols);
+  data.targets = detail::columns_of(targets, rows, outputs);
+  data.name = std::move(name);
+  return data;
+}
+
+}  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_ARRAYS_HPP_INCLUDED
+// ---- end flotilla/data/arrays.hpp ----
+
+// ---- begin flotilla/data/criteo.hpp ----
+#ifndef FLOTILLA_DATA_CRITEO_HPP_INCLUDED
+#define FLOTILLA_DATA_CRITEO_HPP_INCLUDED
+// The Criteo display-advertising click logs (the Kaggle challenge's train.txt, the 1 TB logs'
+// day_N files): one example per line, 40 tab-separated columns: the label (0 or 1), 13 integer
+// features I1..I13, 26 categorical features C1..C26 written as 32-bit hexadecimal IDs. Any
+// feature may be empty, meaning missing: a missing integer reads as 0, a missing categorical
+// feature has no ID in its field.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+// ---- begin flotilla/data/ctr_reader.hpp ----
+#ifndef FLOTILLA_DATA_CTRREADER_HPP_INCLUDED
+#define FLOTILLA_DATA_CTRREADER_HPP_INCLUDED
+// Reading a click log example by example: a LineReader underneath, a line format on top (Criteo's
+// TSV in criteo.hpp, libsvm in libsvm.hpp), and between them what every format shares: sharding
+// of lines across workers, a shuffle buffer, and a policy for malformed lines.
+//
+// Sharding is by line: worker w of W keeps the lines with (line - 1) % W == w, so W workers that
+// each stream the whole file read every line exactly once between them, with no index and no seek.
+// Shuffling is a buffer of `shuffle_buffer` examples, as tf.data's shuffle does: each example handed
+// out is drawn uniformly from the buffer and its place refilled from the file. The order is a
+// function of (seed, epoch, worker) alone, the same on every platform.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+
+// ---- begin flotilla/data/line_reader.hpp ----
+#ifndef FLOTILLA_DATA_LINEREADER_HPP_INCLUDED
+#define FLOTILLA_DATA_LINEREADER_HPP_INCLUDED
+// Lines of a text file, plain or gzip-compressed (told apart by the magic bytes 1f 8b, not by the
+// name), read a chunk at a time: memory is one chunk plus the longest line allowed (plus, for gzip,
+// the decompressor's window), however large the file.
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+
 // ---- begin flotilla/data/gzip_stream.hpp ----
 #ifndef FLOTILLA_DATA_GZIPSTREAM_HPP_INCLUDED
 #define FLOTILLA_DATA_GZIPSTREAM_HPP_INCLUDED
@@ -9378,6 +9940,414 @@ inline std::vector<CtrExample> read_ctr_file(const std::string& path, const Read
 #endif  // FLOTILLA_DATA_CRITEO_HPP_INCLUDED
 // ---- end flotilla/data/criteo.hpp ----
 
+// ---- begin flotilla/data/csv.hpp ----
+#ifndef FLOTILLA_DATA_CSV_HPP_INCLUDED
+#define FLOTILLA_DATA_CSV_HPP_INCLUDED
+// A Dataset from a CSV file with a header row, as spreadsheets, pandas (to_csv) and np.savetxt
+// write them: columns are chosen by name, one label column for classification or one or more
+// target columns for regression, and the rest (or a chosen list) are the features.
+//
+// Fields are separated by a delimiter (',' unless told), quoted as RFC 4180 says ("a, b" and
+// "say ""hi""" are fields; a quoted field must end on its line), with spaces around a field ignored.
+// Numbers are read by std::from_chars, so a file reads the same whatever the locale. Blank lines
+// are skipped, a '\r' ending a line is dropped, a UTF-8 byte order mark before the header is
+// ignored, and a gzip-compressed file is read as the text it holds (line_reader.hpp).
+//
+// Every problem is a DataError naming the file and the byte offset of the field, and in its
+// message the line and the 1-based column, the column's name and the text found. A value that is
+// missing, not a number, or NaN or infinite (unless allowed) is an error, never a silent zero.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace flotilla::data {
+
+/// Which columns of a CSV file are what, and how they are read.
+struct CsvOptions {
+  /// The label column, for classification: each value a class number 0, 1, ... (or a name of
+  /// class_names). Exactly one of `label` and `targets` is given.
+  std::string label;
+  /// The target columns, for regression: one or more.
+  std::vector<std::string> targets;
+  /// The feature columns, in the order the inputs take them; empty: every column that is not the
+  /// label, a target or ignored, in the file's order.
+  std::vector<std::string> features;
+  /// Columns that are none of these (an id, a text column): not read at all.
+  std::vector<std::string> ignore;
+  /// Number of classes; 0: the largest label + 1 (with class_names, their number).
+  std::size_t classes = 0;
+  /// When not empty, labels are these names and a label's class is its index here (iris's
+  /// "setosa", "versicolor", "virginica").
+  std::vector<std::string> class_names;
+  /// The field separator: ',' , ';', '\t', ' ', ... (not '"' or a line break).
+  char delimiter = ',';
+  /// NaN and infinite values ("nan", "inf") are errors unless this is set.
+  bool allow_non_finite = false;
+  /// The longest line accepted.
+  std::size_t max_line_bytes = std::size_t{1} << 20;
+  /// The data set's name, for messages; empty: the file's.
+  std::string name;
+};
+
+namespace detail {
+
+/// One field of a CSV line: its text (inside the quotes when quoted, with "" still doubled), the
+/// offset of its first byte in the line, and whether it holds a doubled quote.
+struct CsvField {
+  std::string_view text;
+  std::size_t pos = 0;
+  bool quoted = false;
+  bool escaped = false;
+};
+
+/// Which field of a line is what.
+struct CsvColumns {
+  std::vector<std::string> names;     // the header's, unquoted
+  std::vector<std::size_t> features;  // field indices, in the inputs' order
+  std::vector<std::size_t> targets;
+  std::size_t label = std::numeric_limits<std::size_t>::max();
+};
+
+/// Splits one line (without its newline and '\r') into fields; throws DataError at a quoted field
+/// that does not end on the line or has text after its closing quote.
+FLOTILLA_DECL void split_csv_line(std::string_view text, char delimiter, const std::string& file, const Line& line,
+                                  std::vector<CsvField>& out);
+
+/// A field's text with "" turned into ".
+FLOTILLA_DECL std::string unquote_csv(const CsvField& f);
+
+/// Matches the options' column names with the header's; throws DataError at the header line for a
+/// name the header lacks or holds twice, or an unnamed column that would be read as a feature.
+FLOTILLA_DECL CsvColumns resolve_csv_columns(std::vector<std::string> names, const CsvOptions& options, const std::string& file,
+                                             const Line& header);
+
+FLOTILLA_DECL void check_csv_options(const CsvOptions& options);
+
+/// "line 7, column 3 (\"width\"): " + what, at the field's offset.
+[[noreturn]] inline void csv_error(const std::string& file, const Line& line, std::size_t pos, std::size_t column,
+                                   const std::string& name, const std::string& what) {
+  throw DataError(file, line.offset + pos,
+                  "line " + std::to_string(line.number) + ", column " + std::to_string(column + 1) + " (" + quote_field(name) +
+                      "): " + what);
+}
+
+/// Parses a finite (or, when allowed, any) number of type T from a field.
+template <class T>
+inline T parse_csv_number(const CsvField& f, bool allow_non_finite, const std::string& file, const Line& line, std::size_t column,
+                          const std::string& name) {
+  std::string_view s = f.text;
+  if (s.empty()) csv_error(file, line, f.pos, column, name, "empty field: missing values are not supported");
+  if (s[0] == '+') s.remove_prefix(1);
+  T value{};
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (r.ptr != s.data() + s.size() || (r.ec != std::errc() && r.ec != std::errc::result_out_of_range) || s.empty() || f.escaped)
+    csv_error(file, line, f.pos, column, name, "not a number: found " + quote_field(f.text));
+  if (r.ec == std::errc::result_out_of_range) {
+    // Out of range is also what a value too small for T reports; that one rounds to zero or a
+    // subnormal, as a cast from a wider type would.
+    long double wide = 0;
+    const auto w = std::from_chars(s.data(), s.data() + s.size(), wide);
+    if (w.ec != std::errc() || !(std::fabs(wide) < 1))
+      csv_error(file, line, f.pos, column, name,
+                std::string("out of range for ") + (sizeof(T) == 4 ? "float" : "double") + ": found " + quote_field(f.text));
+    value = static_cast<T>(wide);
+  }
+  if (!allow_non_finite && !std::isfinite(value))
+    csv_error(file, line, f.pos, column, name,
+              "not a finite number: found " + quote_field(f.text) + " (set CsvOptions::allow_non_finite to accept NaN and infinity)");
+  return value;
+}
+
+FLOTILLA_DECL std::int32_t parse_csv_label(const CsvField& f, const CsvOptions& options, const std::string& file, const Line& line,
+                                           std::size_t column, const std::string& name);
+
+/// Reads the lines of `lines` into a data set.
+template <class T>
+inline Dataset<T> read_csv_dataset(LineReader& lines, const CsvOptions& options) {
+  static_assert(std::is_floating_point_v<T>, "Dataset values are floating point");
+  check_csv_options(options);
+  const std::string& file = lines.name();
+  const auto blank = [](std::string_view t) { return t.find_first_not_of(" \t") == std::string_view::npos; };
+  Line line;
+  std::vector<CsvField> fields;
+  std::string_view text;
+  const auto next_line = [&]() -> bool {
+    while (lines.next(line)) {
+      if (line.too_long)
+        throw DataError(file, line.offset, "line " + std::to_string(line.number) + ": longer than max_line_bytes = " +
+                                               std::to_string(options.max_line_bytes) + " bytes");
+      text = line.text;
+      if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+      if (line.number == 1 && text.substr(0, 3) == "\xEF\xBB\xBF") {
+        text.remove_prefix(3);
+        line.offset += 3;
+        line.text = line.text.substr(3);
+      }
+      if (!blank(text)) return true;
+    }
+    return false;
+  };
+
+  if (!next_line()) throw DataError(file, 0, "empty: no header row (the first line must name the columns)");
+  split_csv_line(text, options.delimiter, file, line, fields);
+  std::vector<std::string> names;
+  names.reserve(fields.size());
+  for (const auto& f : fields) names.push_back(unquote_csv(f));
+  const CsvColumns columns = resolve_csv_columns(std::move(names), options, file, line);
+  const std::size_t width = columns.names.size();
+
+  Dataset<T> data;
+  data.name = options.name.empty() ? file : options.name;
+  std::vector<T> inputs, targets;
+  std::int32_t largest = -1;
+  std::uint64_t end = line.offset + line.text.size();
+  while (next_line()) {
+    split_csv_line(text, options.delimiter, file, line, fields);
+    if (fields.size() < width)
+      throw DataError(file, line.offset + text.size(),
+                      "line " + std::to_string(line.number) + ", column " + std::to_string(fields.size() + 1) + ": " +
+                          std::to_string(fields.size()) + " fields, the header names " + std::to_string(width) + " columns");
+    if (fields.size() > width)
+      throw DataError(file, line.offset + fields[width].pos,
+                      "line " + std::to_string(line.number) + ", column " + std::to_string(width + 1) + ": " +
+                          std::to_string(fields.size()) + " fields, the header names " + std::to_string(width) + " columns");
+    for (const std::size_t c : columns.features)
+      inputs.push_back(parse_csv_number<T>(fields[c], options.allow_non_finite, file, line, c, columns.names[c]));
+    for (const std::size_t c : columns.targets)
+      targets.push_back(parse_csv_number<T>(fields[c], options.allow_non_finite, file, line, c, columns.names[c]));
+    if (columns.targets.empty()) {
+      const std::size_t c = columns.label;
+      const std::int32_t label = parse_csv_label(fields[c], options, file, line, c, columns.names[c]);
+      data.labels.push_back(label);
+      largest = std::max(largest, label);
+    }
+    end = line.offset + line.text.size();
+  }
+  const std::size_t samples = data.labels.size() + (columns.targets.empty() ? 0 : targets.size() / columns.targets.size());
+  if (samples == 0) throw DataError(file, end, "no data rows after the header");
+  // Row-major samples are the column-major (features x samples) matrix as they are.
+  data.inputs = ConstMatrixView<T>(inputs.data(), static_cast<Eigen::Index>(columns.features.size()), static_cast<Eigen::Index>(samples));
+  if (!columns.targets.empty()) {
+    data.targets =
+        ConstMatrixView<T>(targets.data(), static_cast<Eigen::Index>(columns.targets.size()), static_cast<Eigen::Index>(samples));
+  } else {
+    data.classes = options.classes != 0            ? options.classes
+                   : !options.class_names.empty() ? options.class_names.size()
+                                                   : static_cast<std::size_t>(largest) + 1;
+  }
+  return data;
+}
+
+}  // namespace detail
+
+/// Loads a data set from a CSV file with a header row (plain or gzip-compressed). Throws DataError
+/// naming the file, the byte offset, the line and column of the problem; ConfigError for options
+/// that cannot work (neither or both of label and targets, a column chosen twice).
+template <class T>
+inline Dataset<T> load_csv_dataset(const std::filesystem::path& path, const CsvOptions& options) {
+  detail::check_csv_options(options);
+  LineReaderOptions lo;
+  lo.max_line_bytes = options.max_line_bytes;
+  LineReader lines(path.string(), lo);
+  return detail::read_csv_dataset<T>(lines, options);
+}
+
+/// The same from CSV text in memory; `name` is what errors call it.
+template <class T>
+inline Dataset<T> parse_csv_dataset(std::string name, std::span<const std::uint8_t> bytes, const CsvOptions& options) {
+  detail::check_csv_options(options);
+  LineReaderOptions lo;
+  lo.max_line_bytes = options.max_line_bytes;
+  lo.chunk_bytes = std::min<std::size_t>(lo.chunk_bytes, std::max<std::size_t>(bytes.size(), 1));
+  LineReader lines(std::move(name), bytes, lo);
+  return detail::read_csv_dataset<T>(lines, options);
+}
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+
+FLOTILLA_DECL void split_csv_line(std::string_view text, char delimiter, const std::string& file, const Line& line,
+                                  std::vector<CsvField>& out) {
+  out.clear();
+  const auto space = [delimiter](char c) { return (c == ' ' || c == '\t') && c != delimiter; };
+  const std::size_t n = text.size();
+  std::size_t pos = 0;
+  for (;;) {
+    CsvField f;
+    std::size_t s = pos;
+    while (s < n && space(text[s])) ++s;
+    std::size_t next = n;  // where the next field starts, after the delimiter; n + 1: none follows
+    if (s < n && text[s] == '"') {
+      f.quoted = true;
+      std::size_t i = s + 1;
+      while (i < n) {
+        if (text[i] != '"') {
+          ++i;
+        } else if (i + 1 < n && text[i + 1] == '"') {
+          f.escaped = true;
+          i += 2;
+        } else {
+          break;
+        }
+      }
+      if (i >= n)
+        throw DataError(file, line.offset + s,
+                        "line " + std::to_string(line.number) + ", column " + std::to_string(out.size() + 1) +
+                            ": the quoted field does not end on its line (line breaks inside quotes are not supported): found " +
+                            quote_field(text.substr(s)));
+      f.text = text.substr(s + 1, i - s - 1);
+      f.pos = s + 1;
+      std::size_t j = i + 1;
+      while (j < n && space(text[j])) ++j;
+      if (j < n && text[j] != delimiter)
+        throw DataError(file, line.offset + j,
+                        "line " + std::to_string(line.number) + ", column " + std::to_string(out.size() + 1) +
+                            ": text after the closing quote: found " + quote_field(text.substr(j)));
+      next = j < n ? j + 1 : n + 1;
+    } else {
+      const std::size_t d = text.find(delimiter, s);
+      std::size_t e = d == std::string_view::npos ? n : d;
+      while (e > s && space(text[e - 1])) --e;
+      f.text = text.substr(s, e - s);
+      f.pos = s;
+      next = d == std::string_view::npos ? n + 1 : d + 1;
+    }
+    out.push_back(f);
+    if (next > n) break;
+    pos = next;
+  }
+}
+
+FLOTILLA_DECL std::string unquote_csv(const CsvField& f) {
+  std::string s;
+  s.reserve(f.text.size());
+  for (std::size_t i = 0; i < f.text.size(); ++i) {
+    s += f.text[i];
+    if (f.text[i] == '"' && i + 1 < f.text.size() && f.text[i + 1] == '"') ++i;
+  }
+  return s;
+}
+
+FLOTILLA_DECL void check_csv_options(const CsvOptions& o) {
+  if (o.label.empty() == o.targets.empty())
+    throw ConfigError(o.label.empty() ? "CsvOptions: name the label column (classification) or the target columns (regression)"
+                                      : "CsvOptions: give a label column or target columns, not both");
+  if (o.delimiter == '"' || o.delimiter == '\n' || o.delimiter == '\r')
+    throw ConfigError("CsvOptions: the delimiter cannot be a quote or a line break");
+  if (o.classes > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    throw ConfigError("CsvOptions: classes must be below 2^31, got " + std::to_string(o.classes));
+  if (!o.class_names.empty() && o.classes != 0 && o.classes != o.class_names.size())
+    throw ConfigError("CsvOptions: " + std::to_string(o.class_names.size()) + " class_names but classes = " + std::to_string(o.classes));
+  if (!o.class_names.empty() && !o.targets.empty()) throw ConfigError("CsvOptions: class_names are for a label column, not targets");
+  for (std::size_t i = 0; i < o.class_names.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (o.class_names[i] == o.class_names[j]) throw ConfigError("CsvOptions: class name \"" + o.class_names[i] + "\" is given twice");
+  if (o.max_line_bytes == 0 || o.max_line_bytes > (std::size_t{1} << 30))
+    throw ConfigError("CsvOptions: max_line_bytes must be between 1 and 2^30, not " + std::to_string(o.max_line_bytes));
+  // A column may play one part only.
+  std::vector<std::pair<std::string, const char*>> chosen;
+  if (!o.label.empty()) chosen.emplace_back(o.label, "the label");
+  for (const auto& t : o.targets) chosen.emplace_back(t, "a target");
+  for (const auto& f : o.features) chosen.emplace_back(f, "a feature");
+  for (const auto& g : o.ignore) chosen.emplace_back(g, "ignored");
+  for (std::size_t i = 0; i < chosen.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (chosen[i].first == chosen[j].first)
+        throw ConfigError("CsvOptions: column \"" + chosen[i].first + "\" is chosen as " + chosen[j].second + " and as " +
+                          chosen[i].second);
+}
+
+FLOTILLA_DECL CsvColumns resolve_csv_columns(std::vector<std::string> names, const CsvOptions& options, const std::string& file,
+                                             const Line& header) {
+  CsvColumns c;
+  c.names = std::move(names);
+  const auto header_error = [&](const std::string& what) {
+    throw DataError(file, header.offset, "line " + std::to_string(header.number) + " (the header): " + what);
+  };
+  const auto listing = [&] {
+    std::string s;
+    for (std::size_t i = 0; i < c.names.size() && i < 20; ++i) s += (i == 0 ? "" : ", ") + quote_field(c.names[i]);
+    return s + (c.names.size() > 20 ? ", ..." : "");
+  };
+  const auto find = [&](const std::string& name, const char* part) {
+    std::size_t at = c.names.size();
+    for (std::size_t i = 0; i < c.names.size(); ++i) {
+      if (c.names[i] != name) continue;
+      if (at != c.names.size())
+        header_error("columns " + std::to_string(at + 1) + " and " + std::to_string(i + 1) + " are both named " + quote_field(name) +
+                     ", so " + part + " column is ambiguous");
+      at = i;
+    }
+    if (at == c.names.size()) header_error(std::string("no column named ") + quote_field(name) + " for " + part + " (the columns are " + listing() + ")");
+    return at;
+  };
+  std::vector<bool> taken(c.names.size(), false);
+  if (!options.label.empty()) taken[c.label = find(options.label, "the label")] = true;
+  for (const auto& t : options.targets) {
+    const std::size_t i = find(t, "a target");
+    c.targets.push_back(i);
+    taken[i] = true;
+  }
+  for (const auto& g : options.ignore) taken[find(g, "an ignored")] = true;
+  if (!options.features.empty()) {
+    for (const auto& f : options.features) c.features.push_back(find(f, "a feature"));
+  } else {
+    for (std::size_t i = 0; i < c.names.size(); ++i) {
+      if (taken[i]) continue;
+      if (c.names[i].empty())
+        header_error("column " + std::to_string(i + 1) +
+                     " has no name, so it is not clear it holds a feature (a pandas index? write the file with index=False, "
+                     "or list \"\" in CsvOptions::ignore)");
+      c.features.push_back(i);
+    }
+  }
+  if (c.features.empty()) header_error("no feature columns are left (the columns are " + listing() + ")");
+  return c;
+}
+
+FLOTILLA_DECL std::int32_t parse_csv_label(const CsvField& f, const CsvOptions& options, const std::string& file, const Line& line,
+                                           std::size_t column, const std::string& name) {
+  if (!options.class_names.empty()) {
+    const std::string s = f.escaped ? unquote_csv(f) : std::string(f.text);
+    for (std::size_t i = 0; i < options.class_names.size(); ++i)
+      if (options.class_names[i] == s) return static_cast<std::int32_t>(i);
+    csv_error(file, line, f.pos, column, name, "label " + quote_field(s) + " is not one of CsvOptions::class_names");
+  }
+  std::string_view s = f.text;
+  if (s.empty()) csv_error(file, line, f.pos, column, name, "empty field: a label is missing");
+  if (s[0] == '+') s.remove_prefix(1);
+  double v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  const bool number = !s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size() && std::isfinite(v);
+  if (!number || v < 0 || v != std::floor(v) || v >= static_cast<double>(std::numeric_limits<std::int32_t>::max()))
+    csv_error(file, line, f.pos, column, name,
+              "a label must be a non-negative integer class number: found " + quote_field(f.text) +
+                  (number ? std::string() : std::string(" (for class names, give CsvOptions::class_names)")));
+  if (options.classes != 0 && v >= static_cast<double>(options.classes))
+    csv_error(file, line, f.pos, column, name,
+              "label " + quote_field(f.text) + " is outside [0, " + std::to_string(options.classes) + "), CsvOptions::classes");
+  return static_cast<std::int32_t>(v);
+}
+
+}  // namespace detail
+#endif  // FLOTILLA_IMPLEMENTATION
+
+}  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_CSV_HPP_INCLUDED
+// ---- end flotilla/data/csv.hpp ----
+
 // ---- begin flotilla/data/ctr_generator.hpp ----
 #ifndef FLOTILLA_DATA_CTRGENERATOR_HPP_INCLUDED
 #define FLOTILLA_DATA_CTRGENERATOR_HPP_INCLUDED
@@ -9937,468 +10907,6 @@ inline void write_criteo(const CtrGeneratorOptions& o, const std::filesystem::pa
 #endif  // FLOTILLA_DATA_CTRGENERATOR_HPP_INCLUDED
 // ---- end flotilla/data/ctr_generator.hpp ----
 
-// ---- begin flotilla/data/dataset.hpp ----
-#ifndef FLOTILLA_DATA_DATASET_HPP_INCLUDED
-#define FLOTILLA_DATA_DATASET_HPP_INCLUDED
-// Dataset<T>: samples in memory, one per column, with their class labels or target values, and the
-// loader for classification data sets stored as a pair of IDX files (images, labels).
-#include <cstddef>
-#include <cstdint>
-#include <filesystem>
-#include <limits>
-#include <span>
-#include <string>
-#include <utility>
-#include <vector>
-
-
-// ---- begin flotilla/data/idx.hpp ----
-#ifndef FLOTILLA_DATA_IDX_HPP_INCLUDED
-#define FLOTILLA_DATA_IDX_HPP_INCLUDED
-// Reader for the IDX format of MNIST and Fashion-MNIST: two zero bytes, an element type, the number
-// of dimensions, each dimension as a big-endian 32-bit count, then the values, big-endian, in
-// row-major order (the first dimension is the sample). Files may be gzip-compressed; that is
-// recognised by the gzip magic bytes, not by the file name.
-//
-// Errors are DataErrors naming the file and a byte offset. For a compressed file the offset is into
-// the decompressed IDX content (the message says so), since that is where the header and values
-// live; gzip errors themselves give offsets into the compressed file.
-//
-// Nothing is allocated from a header's word: the dimensions must describe exactly the bytes the
-// file holds before any conversion buffer is sized from them. A compressed file is decompressed
-// only as far as its header announces: once the header's dimensions are known, inflating past
-// header + values stops at once, and a header that announces more than max_output, or more than
-// the compressed file could inflate to at DEFLATE's densest (1032 bytes per compressed byte), is
-// refused before anything is sized from it. So a small file that inflates to gigabytes costs
-// memory and time in proportion to what its header announces, not to what it would inflate to.
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <limits>
-#include <span>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <utility>
-#include <vector>
-
-
-namespace flotilla::data {
-
-/// IDX element types, by their code in the header.
-enum class IdxType : std::uint8_t { u8 = 0x08, i8 = 0x09, i16 = 0x0B, i32 = 0x0C, f32 = 0x0D, f64 = 0x0E };
-
-/// Bytes per value of an IDX type.
-inline constexpr std::size_t idx_type_size(IdxType t) noexcept {
-  switch (t) {
-    case IdxType::u8:
-    case IdxType::i8:
-      return 1;
-    case IdxType::i16:
-      return 2;
-    case IdxType::i32:
-    case IdxType::f32:
-      return 4;
-    case IdxType::f64:
-      return 8;
-  }
-  return 0;
-}
-
-inline constexpr std::string_view idx_type_name(IdxType t) noexcept {
-  switch (t) {
-    case IdxType::u8:
-      return "unsigned byte";
-    case IdxType::i8:
-      return "signed byte";
-    case IdxType::i16:
-      return "int16";
-    case IdxType::i32:
-      return "int32";
-    case IdxType::f32:
-      return "float32";
-    case IdxType::f64:
-      return "float64";
-  }
-  return "unknown";
-}
-
-inline constexpr bool idx_type_is_integer(IdxType t) noexcept {
-  return t != IdxType::f32 && t != IdxType::f64;
-}
-
-/// The most bytes one byte of DEFLATE data can inflate to: a 258-byte match coded in 2 bits.
-inline constexpr std::size_t deflate_max_ratio = 1032;
-
-/// Reads a whole file. Throws DataError if it is missing, unreadable, or larger than `max_size`.
-FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
-                                                  std::size_t max_size = std::numeric_limits<std::size_t>::max());
-
-/// A parsed IDX file: its header, and its values still in the file's big-endian encoding (they are
-/// converted once, straight into the caller's buffer, by copy_to()).
-class IdxFile {
- public:
-  const std::string& name() const noexcept { return name_; }
-  IdxType type() const noexcept { return type_; }
-  const std::vector<std::size_t>& dims() const noexcept { return dims_; }
-  std::size_t rank() const noexcept { return dims_.size(); }
-  /// Number of values: the product of the dimensions.
-  std::size_t count() const noexcept { return count_; }
-  /// Whether the file was gzip-compressed.
-  bool compressed() const noexcept { return compressed_; }
-  /// Offset of the first value in the (decompressed) content.
-  std::size_t data_offset() const noexcept { return data_offset_; }
-  /// Offset of value i in the (decompressed) content.
-  std::size_t offset_of(std::size_t i) const noexcept { return data_offset_ + i * idx_type_size(type_); }
-  /// The values' raw bytes.
-  std::span<const std::uint8_t> raw() const noexcept {
-    return std::span<const std::uint8_t>(bytes_).subspan(data_offset_, count_ * idx_type_size(type_));
-  }
-  /// "60000x28x28"
-  std::string shape_string() const { return dims_string(dims_); }
-
-  /// Value i, converted to U.
-  template <class U>
-  U at(std::size_t i) const noexcept {
-    const std::uint8_t* p = bytes_.data() + offset_of(i);
-    switch (type_) {
-      case IdxType::u8:
-        return static_cast<U>(p[0]);
-      case IdxType::i8:
-        return static_cast<U>(static_cast<std::int8_t>(p[0]));
-      case IdxType::i16:
-        return static_cast<U>(static_cast<std::int16_t>(static_cast<std::uint16_t>(be(p, 2))));
-      case IdxType::i32:
-        return static_cast<U>(static_cast<std::int32_t>(static_cast<std::uint32_t>(be(p, 4))));
-      case IdxType::f32: {
-        const auto bits = static_cast<std::uint32_t>(be(p, 4));
-        float f;
-        std::memcpy(&f, &bits, sizeof f);
-        return static_cast<U>(f);
-      }
-      case IdxType::f64: {
-        const std::uint64_t bits = be(p, 8);
-        double d;
-        std::memcpy(&d, &bits, sizeof d);
-        return static_cast<U>(d);
-      }
-    }
-    return U{};
-  }
-
-  /// Converts every value to U, times `scale`, into dst (which must hold count() values).
-  template <class U>
-  void copy_to(std::span<U> dst, U scale = U(1)) const {
-    if (dst.size() != count_)
-      throw ShapeError("IdxFile::copy_to: destination holds " + std::to_string(dst.size()) + " values, " + name_ + " has " +
-                       std::to_string(count_));
-    if (type_ == IdxType::u8) {  // the common case (pixels), kept a plain loop that vectorises
-      const std::uint8_t* p = bytes_.data() + data_offset_;
-      for (std::size_t i = 0; i < count_; ++i) dst[i] = static_cast<U>(p[i]) * scale;
-      return;
-    }
-    for (std::size_t i = 0; i < count_; ++i) dst[i] = at<U>(i) * scale;
-  }
-
-  /// A DataError for this file at `offset` of its content, noting when that is decompressed content.
-  DataError error(std::size_t offset, const std::string& what) const {
-    return DataError(name_, offset, compressed_ ? what + " (offset in the decompressed data)" : what);
-  }
-
-  FLOTILLA_DECL static std::string dims_string(const std::vector<std::size_t>& dims);
-
-  /// Parses IDX content (gzip-compressed or not; decompressed output is capped at `max_output`).
-  /// `name` is used in error messages.
-  FLOTILLA_DECL static IdxFile parse(std::vector<std::uint8_t> bytes, std::string name,
-                                     std::size_t max_output = default_max_output);
-
- private:
-  /// Reads the header at the start of `content` as far as it goes and returns how many bytes the
-  /// content must have in all: while `content` holds only part of the header, the header's size
-  /// as far as it is known (4, then 4 + 4 per dimension); once it holds the whole header, the
-  /// header plus the values it announces (type_, dims_, count_ and data_offset_ are then set).
-  /// Throws the DataError of a header that no further bytes could make valid.
-  FLOTILLA_DECL std::size_t read_header(std::span<const std::uint8_t> content);
-
-  /// The size a compressed file's decompressed prefix `content` announces (read_header()), once
-  /// refused when more than `max_output` or than `compressed_size` bytes can inflate to.
-  FLOTILLA_DECL std::size_t announced_size(std::span<const std::uint8_t> content, std::size_t compressed_size,
-                                           std::size_t max_output);
-
-  static std::string hex_byte(std::uint8_t b) {
-    const char* digits = "0123456789abcdef";
-    return {digits[b >> 4], digits[b & 0xFU]};
-  }
-
-  static std::uint64_t be(const std::uint8_t* p, int n) noexcept {
-    std::uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
-    return v;
-  }
-
-  std::string name_;
-  IdxType type_ = IdxType::u8;
-  std::vector<std::size_t> dims_;
-  std::size_t count_ = 0;
-  bool compressed_ = false;
-  std::size_t data_offset_ = 0;
-  std::vector<std::uint8_t> bytes_;
-};
-
-/// Parses IDX content (gzip-compressed or not; decompressed output is capped at `max_output`).
-/// `name` is used in error messages.
-inline IdxFile parse_idx(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output = default_max_output) {
-  return IdxFile::parse(std::move(bytes), std::move(name), max_output);
-}
-
-/// Reads and parses an IDX file, compressed or not.
-inline IdxFile read_idx(const std::filesystem::path& path, std::size_t max_output = default_max_output) {
-  return parse_idx(read_file(path), path.string(), max_output);
-}
-
-#if FLOTILLA_IMPLEMENTATION
-FLOTILLA_DECL std::vector<std::uint8_t> read_file(const std::filesystem::path& path, std::size_t max_size) {
-  const std::string name = path.string();
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) throw DataError(name, 0, "cannot open: no such file");
-  if (std::filesystem::is_directory(status)) throw DataError(name, 0, "cannot open: it is a directory");
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) throw DataError(name, 0, "cannot read its size: " + ec.message());
-  if (size > max_size)
-    throw DataError(name, 0, "file is " + std::to_string(size) + " bytes, more than the " + std::to_string(max_size) + " allowed");
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw DataError(name, 0, "cannot open for reading");
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (static_cast<std::uintmax_t>(file.gcount()) != size)
-    throw DataError(name, static_cast<std::uint64_t>(file.gcount()), "read failed (the file shrank while being read?)");
-  // A file that grew since file_size() would be silently cut; one more byte tells.
-  if (file.peek() != std::ifstream::traits_type::eof())
-    throw DataError(name, size, "the file grew while being read");
-  return bytes;
-}
-
-FLOTILLA_DECL std::string IdxFile::dims_string(const std::vector<std::size_t>& dims) {
-  std::string s;
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i != 0) s += 'x';
-    s += std::to_string(dims[i]);
-  }
-  return s;
-}
-
-FLOTILLA_DECL std::size_t IdxFile::read_header(std::span<const std::uint8_t> content) {
-  const std::size_t size = content.size();
-  if (size < 4) return 4;
-  if (content[0] != 0 || content[1] != 0)
-    throw error(0, "not an IDX file: it must start with two zero bytes, not " + hex_byte(content[0]) + " " + hex_byte(content[1]));
-  switch (static_cast<IdxType>(content[2])) {
-    case IdxType::u8:
-    case IdxType::i8:
-    case IdxType::i16:
-    case IdxType::i32:
-    case IdxType::f32:
-    case IdxType::f64:
-      break;
-    default:
-      throw error(2, "unknown IDX element type 0x" + hex_byte(content[2]) +
-                         " (known: 08 ubyte, 09 sbyte, 0b int16, 0c int32, 0d float32, 0e float64)");
-  }
-  type_ = static_cast<IdxType>(content[2]);
-  const std::size_t ndims = content[3];
-  if (ndims == 0) throw error(3, "IDX header declares 0 dimensions");
-  const std::size_t header = 4 + 4 * ndims;
-  if (size < header) return header;
-  const std::size_t elem = idx_type_size(type_);
-  std::vector<std::size_t> dims(ndims);
-  std::size_t total = 1;
-  bool overflow = false;
-  for (std::size_t k = 0; k < ndims; ++k) {
-    const std::size_t dim = static_cast<std::size_t>(be(content.data() + 4 + 4 * k, 4));
-    dims[k] = dim;
-    if (dim == 0) throw error(4 + 4 * k, "dimension " + std::to_string(k) + " is 0");
-    if (total > std::numeric_limits<std::size_t>::max() / dim) overflow = true;
-    total *= dim;
-  }
-  if (overflow || total > (std::numeric_limits<std::size_t>::max() - header) / elem)
-    throw error(4, "dimensions " + dims_string(dims) + " overflow: their product does not fit in 64 bits");
-  dims_ = std::move(dims);
-  count_ = total;
-  data_offset_ = header;
-  return header + total * elem;
-}
-
-FLOTILLA_DECL std::size_t IdxFile::announced_size(std::span<const std::uint8_t> content, std::size_t compressed_size,
-                                                  std::size_t max_output) {
-  const std::size_t need = read_header(content);
-  if (dims_.empty()) return need;  // the header is not complete yet
-  const std::string announces = "dimensions " + dims_string(dims_) + " of " + std::string(idx_type_name(type_)) +
-                                " announce " + std::to_string(need) + " bytes of content";
-  if (need > max_output)
-    throw error(4, announces + ", more than the maximum of " + std::to_string(max_output) +
-                       " bytes allowed (pass a larger max_output if this file is genuine)");
-  const std::size_t most = compressed_size > std::numeric_limits<std::size_t>::max() / deflate_max_ratio
-                               ? std::numeric_limits<std::size_t>::max()
-                               : compressed_size * deflate_max_ratio;
-  if (need > most)
-    throw error(4, announces + ", more than the " + std::to_string(most) + " that " + std::to_string(compressed_size) +
-                       " bytes of gzip data can inflate to (DEFLATE inflates a byte to at most " +
-                       std::to_string(deflate_max_ratio) + ")");
-  return need;
-}
-
-FLOTILLA_DECL IdxFile IdxFile::parse(std::vector<std::uint8_t> bytes, std::string name, std::size_t max_output) {
-  IdxFile f;
-  f.name_ = std::move(name);
-  if (is_gzip(bytes)) {
-    f.compressed_ = true;
-    const std::size_t compressed_size = bytes.size();
-    const AnnouncedSize announced{
-        [&](std::span<const std::uint8_t> content) { return f.announced_size(content, compressed_size, max_output); },
-        "IDX header"};
-    bytes = gunzip(bytes, f.name_, max_output, announced);
-  }
-  const std::size_t size = bytes.size();
-  const std::size_t need = f.read_header(bytes);
-  if (size < 4) throw f.error(size, "truncated: " + std::to_string(size) + " bytes is too short for an IDX header");
-  if (f.dims_.empty())  // read_header() sets them once the header is whole
-    throw f.error(size, "truncated: the header declares " + std::to_string(bytes[3]) + " dimensions, which need " +
-                            std::to_string(need) + " bytes, the file has " + std::to_string(size));
-  const std::size_t header = f.data_offset_;
-  const std::size_t data = need - header;
-  const std::size_t have = size - header;
-  if (size < need)
-    throw f.error(size, "truncated: dimensions " + dims_string(f.dims_) + " of " + std::string(idx_type_name(f.type_)) +
-                            " need " + std::to_string(data) + " bytes of data, the file has " + std::to_string(have));
-  if (size > need)
-    throw f.error(need, std::to_string(have - data) + " trailing bytes after the " + std::to_string(data) +
-                            " bytes of data that dimensions " + dims_string(f.dims_) + " describe");
-  f.bytes_ = std::move(bytes);
-  return f;
-}
-#endif  // FLOTILLA_IMPLEMENTATION
-
-}  // namespace flotilla::data
-#endif  // FLOTILLA_DATA_IDX_HPP_INCLUDED
-// ---- end flotilla/data/idx.hpp ----
-
-namespace flotilla::data {
-
-/// Which part of a data set that ships pre-split.
-enum class Split { train, test };
-
-/// A data set held in memory. Sample i is column i of `inputs` and, for regression, of `targets`.
-template <class T>
-struct Dataset {
-  Matrix<T> inputs;                  ///< (features x samples)
-  std::vector<std::int32_t> labels;  ///< classification: one label per sample in [0, classes); else empty
-  Matrix<T> targets;                 ///< regression: (outputs x samples); else empty
-  std::size_t classes = 0;           ///< number of classes when labels are used
-  std::string name;                  ///< for messages, e.g. "fashion-mnist/train"
-
-  std::size_t size() const noexcept { return static_cast<std::size_t>(inputs.cols()); }
-  std::size_t feature_size() const noexcept { return static_cast<std::size_t>(inputs.rows()); }
-  std::size_t target_size() const noexcept { return static_cast<std::size_t>(targets.rows()); }
-  bool empty() const noexcept { return size() == 0; }
-  /// Values when `targets` has rows, labels otherwise.
-  TargetKind target_kind() const noexcept { return targets.rows() > 0 ? TargetKind::values : TargetKind::labels; }
-
-  /// Checks that the parts agree: one label (in [0, classes)) or one target column per sample, and
-  /// not both. Throws ShapeError for counts that disagree, ConfigError for bad labels.
-  void validate() const {
-    const std::string what = "Dataset '" + name + "': ";
-    if (target_kind() == TargetKind::values) {
-      if (!labels.empty()) throw ShapeError(what + "has both labels and target values; a data set holds one kind");
-      if (static_cast<std::size_t>(targets.cols()) != size())
-        throw ShapeError(what + std::to_string(targets.cols()) + " target columns for " + std::to_string(size()) + " samples");
-      return;
-    }
-    if (labels.size() != size())
-      throw ShapeError(what + std::to_string(labels.size()) + " labels for " + std::to_string(size()) + " samples");
-    if (classes == 0 && !labels.empty()) throw ConfigError(what + "has labels but `classes` is 0");
-    for (std::size_t i = 0; i < labels.size(); ++i)
-      if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= classes)
-        throw ConfigError(what + "sample " + std::to_string(i) + " has label " + std::to_string(labels[i]) + ", outside [0, " +
-                          std::to_string(classes) + ")");
-  }
-};
-
-/// Samples [first, first + count) of `data`, copied, e.g. to hold out a validation set.
-template <class T>
-inline Dataset<T> subset(const Dataset<T>& data, std::size_t first, std::size_t count) {
-  if (first > data.size() || count > data.size() - first)
-    throw ConfigError("subset of '" + data.name + "': samples [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
-                      std::to_string(count) + ") are not within its " + std::to_string(data.size()) + " samples");
-  data.validate();
-  const auto f = static_cast<Eigen::Index>(first);
-  const auto c = static_cast<Eigen::Index>(count);
-  Dataset<T> out;
-  out.inputs = data.inputs.middleCols(f, c);
-  if (!data.labels.empty()) out.labels.assign(data.labels.begin() + f, data.labels.begin() + f + c);
-  if (data.target_kind() == TargetKind::values) out.targets = data.targets.middleCols(f, c);
-  out.classes = data.classes;
-  out.name = data.name + "[" + std::to_string(first) + ":" + std::to_string(first + count) + "]";
-  return out;
-}
-
-/// The first `first_count` samples and the rest, as two data sets (train / validation).
-template <class T>
-inline std::pair<Dataset<T>, Dataset<T>> split(const Dataset<T>& data, std::size_t first_count) {
-  if (first_count > data.size())
-    throw ConfigError("split of '" + data.name + "': cannot take " + std::to_string(first_count) + " samples of " +
-                      std::to_string(data.size()));
-  return {subset(data, 0, first_count), subset(data, first_count, data.size() - first_count)};
-}
-
-/// Loads a classification data set from an IDX file of inputs and an IDX file of labels (either may
-/// be gzip-compressed). The inputs file has shape (samples x d1 x d2 ...), rank >= 2, and each sample
-/// is flattened (row-major, as stored) into one column, times `scale` (1/255 maps bytes to [0, 1]).
-/// The labels file has shape (samples), integer type, each label in [0, classes). Throws DataError
-/// naming the file, the byte offset and, for a bad label, the sample.
-template <class T>
-inline Dataset<T> load_idx_classification(const std::filesystem::path& images_path, const std::filesystem::path& labels_path,
-                                          std::size_t classes, T scale = T(1) / T(255), std::string name = {}) {
-  if (classes == 0 || classes > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-    throw ConfigError("load_idx_classification: classes must be in [1, 2^31), got " + std::to_string(classes));
-  // Labels first: they are small, so a bad pair of files is reported before the large one is read.
-  const IdxFile labels = read_idx(labels_path);
-  if (labels.rank() != 1)
-    throw labels.error(3, "labels must have 1 dimension (one label per sample), this file has shape " + labels.shape_string());
-  if (!idx_type_is_integer(labels.type()))
-    throw labels.error(2, "labels must be integers, this file holds " + std::string(idx_type_name(labels.type())));
-  Dataset<T> data;
-  data.classes = classes;
-  data.name = name.empty() ? images_path.string() : std::move(name);
-  data.labels.resize(labels.count());
-  for (std::size_t i = 0; i < labels.count(); ++i) {
-    const auto v = labels.at<std::int64_t>(i);
-    if (v < 0 || static_cast<std::uint64_t>(v) >= classes)
-      throw labels.error(labels.offset_of(i), "sample " + std::to_string(i) + " has label " + std::to_string(v) + ", outside [0, " +
-                                                   std::to_string(classes) + ")");
-    data.labels[i] = static_cast<std::int32_t>(v);
-  }
-
-  const IdxFile images = read_idx(images_path);
-  if (images.rank() < 2)
-    throw images.error(3, "inputs must have at least 2 dimensions (samples x features...), this file has shape " +
-                              images.shape_string());
-  const std::size_t samples = images.dims()[0];
-  if (samples != labels.count())
-    throw labels.error(4, "holds " + std::to_string(labels.count()) + " labels but " + images.name() + " holds " +
-                              std::to_string(samples) + " samples");
-  const std::size_t features = images.count() / samples;
-  data.inputs.resize(static_cast<Eigen::Index>(features), static_cast<Eigen::Index>(samples));
-  images.copy_to(std::span<T>(data.inputs.data(), images.count()), scale);
-  return data;
-}
-
-}  // namespace flotilla::data
-#endif  // FLOTILLA_DATA_DATASET_HPP_INCLUDED
-// ---- end flotilla/data/dataset.hpp ----
-
 // ---- begin flotilla/data/fashion_mnist.hpp ----
 #ifndef FLOTILLA_DATA_FASHIONMNIST_HPP_INCLUDED
 #define FLOTILLA_DATA_FASHIONMNIST_HPP_INCLUDED
@@ -10902,6 +11410,974 @@ class Loader {
 }  // namespace flotilla::data
 #endif  // FLOTILLA_DATA_LOADER_HPP_INCLUDED
 // ---- end flotilla/data/loader.hpp ----
+
+// ---- begin flotilla/data/npy.hpp ----
+#ifndef FLOTILLA_DATA_NPY_HPP_INCLUDED
+#define FLOTILLA_DATA_NPY_HPP_INCLUDED
+// Reader for NumPy's .npy files (format versions 1.0, 2.0 and 3.0), so that arrays saved with
+// np.save() train without a conversion step: the magic string, the version, the header length, a
+// header that is a Python dict literal ({'descr': '<f4', 'fortran_order': False, 'shape': (60000,
+// 784), }), then the values. Numeric and boolean dtypes are read, in either byte order and in C or
+// Fortran order; values are converted once, straight into the caller's buffer, in C (row-major)
+// order whatever the file's. load_npy_dataset() builds a Dataset from a file of inputs and a file of
+// labels or targets.
+//
+// Input is untrusted. Errors are DataErrors naming the file and a byte offset; nothing is sized from
+// a header's word before it has been checked against the bytes the file holds (a shape whose
+// product overflows, or whose values would not fit in the file, is refused first).
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace flotilla::data {
+
+/// The element types of .npy files that flotilla reads.
+enum class NpyType : std::uint8_t { boolean, i8, u8, i16, u16, i32, u32, i64, u64, f16, f32, f64 };
+
+/// Bytes per value.
+inline constexpr std::size_t npy_type_size(NpyType t) noexcept {
+  switch (t) {
+    case NpyType::boolean:
+    case NpyType::i8:
+    case NpyType::u8:
+      return 1;
+    case NpyType::i16:
+    case NpyType::u16:
+    case NpyType::f16:
+      return 2;
+    case NpyType::i32:
+    case NpyType::u32:
+    case NpyType::f32:
+      return 4;
+    case NpyType::i64:
+    case NpyType::u64:
+    case NpyType::f64:
+      return 8;
+  }
+  return 0;
+}
+
+/// NumPy's name of the type ("float32").
+inline constexpr std::string_view npy_type_name(NpyType t) noexcept {
+  switch (t) {
+    case NpyType::boolean:
+      return "bool";
+    case NpyType::i8:
+      return "int8";
+    case NpyType::u8:
+      return "uint8";
+    case NpyType::i16:
+      return "int16";
+    case NpyType::u16:
+      return "uint16";
+    case NpyType::i32:
+      return "int32";
+    case NpyType::u32:
+      return "uint32";
+    case NpyType::i64:
+      return "int64";
+    case NpyType::u64:
+      return "uint64";
+    case NpyType::f16:
+      return "float16";
+    case NpyType::f32:
+      return "float32";
+    case NpyType::f64:
+      return "float64";
+  }
+  return "unknown";
+}
+
+/// Whether values of the type are integers (bool counts: 0 and 1).
+inline constexpr bool npy_type_is_integer(NpyType t) noexcept {
+  return t != NpyType::f16 && t != NpyType::f32 && t != NpyType::f64;
+}
+
+namespace detail {
+
+/// IEEE half precision to float, exactly (every half is a float).
+inline float half_to_float(std::uint16_t h) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000U) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1FU;
+  const std::uint32_t mantissa = h & 0x3FFU;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  const std::uint32_t bits = exponent == 0x1F ? sign | 0x7F800000U | (mantissa << 13)
+                                              : sign | ((exponent + 112) << 23) | (mantissa << 13);
+  return std::bit_cast<float>(bits);
+}
+
+/// Reads an unsigned value of N bytes stored in the given byte order.
+template <std::size_t N>
+inline auto load_ordered(const std::uint8_t* p, bool big_endian) noexcept {
+  using U = std::conditional_t<N == 1, std::uint8_t,
+                               std::conditional_t<N == 2, std::uint16_t, std::conditional_t<N == 4, std::uint32_t, std::uint64_t>>>;
+  U v = 0;
+  if (big_endian)
+    for (std::size_t i = 0; i < N; ++i) v = static_cast<U>(static_cast<U>(v << 8) | p[i]);
+  else
+    for (std::size_t i = N; i-- > 0;) v = static_cast<U>(static_cast<U>(v << 8) | p[i]);
+  return v;
+}
+
+/// Value of type `type` at p, converted to U.
+template <class U>
+inline U load_npy_value(NpyType type, bool big_endian, const std::uint8_t* p) noexcept {
+  switch (type) {
+    case NpyType::boolean:
+      return static_cast<U>(p[0] != 0 ? 1 : 0);
+    case NpyType::i8:
+      return static_cast<U>(static_cast<std::int8_t>(p[0]));
+    case NpyType::u8:
+      return static_cast<U>(p[0]);
+    case NpyType::i16:
+      return static_cast<U>(static_cast<std::int16_t>(load_ordered<2>(p, big_endian)));
+    case NpyType::u16:
+      return static_cast<U>(load_ordered<2>(p, big_endian));
+    case NpyType::i32:
+      return static_cast<U>(static_cast<std::int32_t>(load_ordered<4>(p, big_endian)));
+    case NpyType::u32:
+      return static_cast<U>(load_ordered<4>(p, big_endian));
+    case NpyType::i64:
+      return static_cast<U>(static_cast<std::int64_t>(load_ordered<8>(p, big_endian)));
+    case NpyType::u64:
+      return static_cast<U>(load_ordered<8>(p, big_endian));
+    case NpyType::f16:
+      return static_cast<U>(half_to_float(load_ordered<2>(p, big_endian)));
+    case NpyType::f32:
+      return static_cast<U>(std::bit_cast<float>(load_ordered<4>(p, big_endian)));
+    case NpyType::f64:
+      return static_cast<U>(std::bit_cast<double>(load_ordered<8>(p, big_endian)));
+  }
+  return U{};
+}
+
+/// Where a .npy content came from, for error messages: a file, or a member of an .npz archive.
+struct NpySource {
+  std::string file;          // what DataError::file() names
+  std::string member;        // the archive member ("x.npy"); empty for a .npy file
+  std::uint64_t base = 0;    // offset of the content in `file` (a stored member's data)
+  bool decompressed = false; // offsets are into the inflated member, not into `file`
+};
+
+}  // namespace detail
+
+/// A parsed .npy array: its header, and its values still in the file's encoding (they are converted
+/// once, into the caller's buffer, by copy_to()).
+class NpyArray {
+ public:
+  /// The file, as errors name it (for an .npz member, the archive).
+  const std::string& name() const noexcept { return source_.file; }
+  /// The .npz member the array was read from ("x.npy"); empty for an .npy file.
+  const std::string& member() const noexcept { return source_.member; }
+  NpyType type() const noexcept { return type_; }
+  /// The dtype as the header gives it ("<f4").
+  const std::string& descr() const noexcept { return descr_; }
+  bool big_endian() const noexcept { return big_endian_; }
+  /// Whether the values are stored in Fortran (column-major) order.
+  bool fortran_order() const noexcept { return fortran_order_; }
+  const std::vector<std::size_t>& shape() const noexcept { return shape_; }
+  std::size_t rank() const noexcept { return shape_.size(); }
+  /// Number of values: the product of the shape (1 for a 0-d array).
+  std::size_t count() const noexcept { return count_; }
+  /// Format version, e.g. 1 for 1.0.
+  int version() const noexcept { return version_; }
+  /// Offset of the first value in the content.
+  std::size_t data_offset() const noexcept { return data_offset_; }
+  /// Offset in the content of value i in C (row-major) order.
+  std::size_t offset_of(std::size_t i) const noexcept { return data_offset_ + storage_index(i) * npy_type_size(type_); }
+  /// "(60000, 28, 28)", as NumPy writes shapes.
+  std::string shape_string() const { return shape_string(shape_); }
+
+  /// Value i in C (row-major) order, converted to U.
+  template <class U>
+  U at(std::size_t i) const noexcept {
+    return detail::load_npy_value<U>(type_, big_endian_, bytes_.data() + offset_of(i));
+  }
+
+  /// Converts every value to U, times `scale`, into dst (which must hold count() values), in C
+  /// (row-major) order whatever the file's order.
+  template <class U>
+  void copy_to(std::span<U> dst, U scale = U(1)) const {
+    if (dst.size() != count_)
+      throw ShapeError("NpyArray::copy_to: destination holds " + std::to_string(dst.size()) + " values, " + what_array() + " has " +
+                       std::to_string(count_));
+    const std::uint8_t* p = bytes_.data() + data_offset_;
+    const std::size_t size = npy_type_size(type_);
+    if (!fortran_order_ || rank() < 2) {
+      if (type_ == NpyType::f32 && !big_endian_ && std::endian::native == std::endian::little) {
+        for (std::size_t i = 0; i < count_; ++i) {  // the common case, kept a loop that vectorises
+          float f;
+          std::memcpy(&f, p + 4 * i, 4);
+          dst[i] = static_cast<U>(f) * scale;
+        }
+        return;
+      }
+      for (std::size_t i = 0; i < count_; ++i) dst[i] = detail::load_npy_value<U>(type_, big_endian_, p + i * size) * scale;
+      return;
+    }
+    // Fortran order: walk the values as stored (first axis fastest) and place each at its C index.
+    const std::size_t r = rank();
+    std::vector<std::size_t> c_stride(r, 1);
+    for (std::size_t k = r - 1; k-- > 0;) c_stride[k] = c_stride[k + 1] * shape_[k + 1];
+    std::vector<std::size_t> index(r, 0);
+    std::size_t c = 0;
+    for (std::size_t s = 0; s < count_; ++s) {
+      dst[c] = detail::load_npy_value<U>(type_, big_endian_, p + s * size) * scale;
+      for (std::size_t k = 0; k < r; ++k) {
+        c += c_stride[k];
+        if (++index[k] < shape_[k]) break;
+        c -= c_stride[k] * shape_[k];
+        index[k] = 0;
+      }
+    }
+  }
+
+  /// Every value, converted to U, in C order.
+  template <class U>
+  std::vector<U> values() const {
+    std::vector<U> out(count_);
+    copy_to(std::span<U>(out));
+    return out;
+  }
+
+  /// A DataError for this array at `offset` of its content: the file and the offset in it, the
+  /// member of an archive, and a note when the offset is into a decompressed member.
+  DataError error(std::size_t offset, const std::string& what) const { return error(source_, offset, what); }
+
+  /// "x.npy in data.npz" for a member, the file name otherwise.
+  std::string what_array() const { return source_.member.empty() ? source_.file : source_.member + " in " + source_.file; }
+
+  FLOTILLA_DECL static std::string shape_string(const std::vector<std::size_t>& shape);
+  FLOTILLA_DECL static DataError error(const detail::NpySource& source, std::size_t offset, const std::string& what);
+
+  /// Parses .npy content; `source` says where it came from, for error messages.
+  FLOTILLA_DECL static NpyArray parse(std::vector<std::uint8_t> bytes, detail::NpySource source);
+
+  /// Headers longer than this are refused (NumPy writes a few hundred bytes at most).
+  static constexpr std::size_t max_header_bytes = std::size_t{1} << 20;
+
+ private:
+  // Index among the stored values of value i in C order: its multi-index, last axis fastest, laid
+  // out again first axis fastest.
+  std::size_t storage_index(std::size_t i) const noexcept {
+    if (!fortran_order_ || shape_.size() < 2) return i;
+    std::size_t s = 0;
+    std::size_t tail = 1;  // product of the axes after k, then of k too
+    for (std::size_t k = shape_.size(); k-- > 0;) {
+      const std::size_t j = i % shape_[k];
+      i /= shape_[k];
+      tail *= shape_[k];
+      s += j * (count_ / tail);  // count_ / tail: the product of the axes before k
+    }
+    return s;
+  }
+
+  FLOTILLA_DECL void parse_header(std::string_view header, std::size_t at);
+
+  detail::NpySource source_;
+  NpyType type_ = NpyType::f32;
+  std::string descr_;
+  bool big_endian_ = false;
+  bool fortran_order_ = false;
+  std::vector<std::size_t> shape_;
+  std::size_t count_ = 0;
+  int version_ = 1;
+  std::size_t data_offset_ = 0;
+  std::vector<std::uint8_t> bytes_;
+};
+
+/// Parses .npy content held in memory; `name` is what errors call it.
+inline NpyArray parse_npy(std::vector<std::uint8_t> bytes, std::string name) {
+  return NpyArray::parse(std::move(bytes), detail::NpySource{std::move(name), {}, 0, false});
+}
+
+/// Reads and parses a .npy file.
+inline NpyArray read_npy(const std::filesystem::path& path) { return parse_npy(read_file(path), path.string()); }
+
+/// How load_npy_dataset() and load_npz_dataset() read their second array, and what they check.
+struct ArrayDatasetOptions {
+  /// `labels`: the second array holds class labels, integers in [0, classes); `values`: it holds
+  /// regression targets, (samples) or (samples, outputs...).
+  TargetKind kind = TargetKind::labels;
+  /// Number of classes, for labels; 0: the largest label + 1.
+  std::size_t classes = 0;
+  /// Inputs are multiplied by this (1/255 maps uint8 pixels to [0, 1]).
+  double scale = 1;
+  /// NaN and infinite inputs or targets are errors unless this is set.
+  bool allow_non_finite = false;
+  /// The data set's name, for messages; empty: the inputs file's.
+  std::string name;
+};
+
+namespace detail {
+
+/// The first value of `values` (count values in C order) that is NaN or infinite, or count.
+template <class T>
+inline std::size_t first_non_finite(const T* values, std::size_t count) noexcept {
+  for (std::size_t i = 0; i < count; ++i)
+    if (!std::isfinite(values[i])) return i;
+  return count;
+}
+
+inline std::string value_position(const NpyArray& a, std::size_t i) {
+  if (a.rank() < 2) return "value " + std::to_string(i);
+  const std::size_t per_sample = a.count() / a.shape()[0];
+  return "sample " + std::to_string(i / per_sample) + ", value " + std::to_string(i % per_sample);
+}
+
+/// A Dataset from an array of inputs (samples first) and an array of labels or targets.
+template <class T>
+inline Dataset<T> dataset_from_arrays(const NpyArray& x, const NpyArray& y, const ArrayDatasetOptions& options) {
+  static_assert(std::is_floating_point_v<T>, "Dataset values are floating point");
+  if (options.kind == TargetKind::labels && options.classes > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    throw ConfigError("ArrayDatasetOptions::classes must be below 2^31, got " + std::to_string(options.classes));
+  if (!std::isfinite(options.scale)) throw ConfigError("ArrayDatasetOptions::scale must be finite");
+  if (x.rank() == 0)
+    throw x.error(8, "inputs must have a first dimension, the samples (shape (samples, features...)); this array is a scalar");
+  const std::size_t samples = x.shape()[0];
+  if (samples == 0) throw x.error(8, "inputs hold no samples: shape " + x.shape_string());
+  const std::size_t features = x.count() / samples;
+  if (features == 0) throw x.error(8, "inputs have no features: shape " + x.shape_string());
+  if (y.rank() == 0) throw y.error(8, "labels or targets must have one entry per sample; this array is a scalar");
+  if (y.shape()[0] != samples)
+    throw y.error(8, "holds " + std::to_string(y.shape()[0]) + " entries (shape " + y.shape_string() + ") but " + x.what_array() +
+                         " holds " + std::to_string(samples) + " samples (shape " + x.shape_string() + ")");
+
+  Dataset<T> data;
+  data.name = options.name.empty() ? x.what_array() : options.name;
+  if (options.kind == TargetKind::labels) {
+    if (y.rank() > 2 || (y.rank() == 2 && y.shape()[1] != 1))
+      throw y.error(8, "labels must have shape (samples) or (samples, 1), not " + y.shape_string() +
+                           " (for regression targets, set ArrayDatasetOptions::kind = TargetKind::values)");
+    if (!npy_type_is_integer(y.type()))
+      throw y.error(8, "labels must be integers, this array holds " + std::string(npy_type_name(y.type())) +
+                           " (convert with .astype(np.int64), or set ArrayDatasetOptions::kind = TargetKind::values for "
+                           "regression targets)");
+    const bool is_signed = y.type() == NpyType::i8 || y.type() == NpyType::i16 || y.type() == NpyType::i32 || y.type() == NpyType::i64;
+    data.labels.resize(samples);
+    std::int64_t largest = -1;
+    for (std::size_t i = 0; i < samples; ++i) {
+      const auto v = is_signed ? y.at<std::int64_t>(i) : static_cast<std::int64_t>(std::min<std::uint64_t>(
+                                                             y.at<std::uint64_t>(i), std::uint64_t{1} << 62));
+      const std::int64_t bound = options.classes != 0 ? static_cast<std::int64_t>(options.classes)
+                                                      : std::int64_t{std::numeric_limits<std::int32_t>::max()};
+      if (v < 0 || v >= bound)
+        throw y.error(y.offset_of(i), "sample " + std::to_string(i) + " has label " +
+                                          (is_signed ? std::to_string(v) : std::to_string(y.at<std::uint64_t>(i))) +
+                                          (options.classes != 0 ? ", outside [0, " + std::to_string(options.classes) + ")"
+                                                                : ": labels must be class numbers in [0, 2^31 - 1)"));
+      data.labels[i] = static_cast<std::int32_t>(v);
+      largest = std::max(largest, v);
+    }
+    data.classes = options.classes != 0 ? options.classes : static_cast<std::size_t>(largest + 1);
+  } else {
+    const std::size_t outputs = y.count() / samples;
+    if (outputs == 0) throw y.error(8, "targets have no values per sample: shape " + y.shape_string());
+    data.targets.resize(static_cast<Eigen::Index>(outputs), static_cast<Eigen::Index>(samples));
+    y.copy_to(std::span<T>(data.targets.data(), y.count()));
+    if (!options.allow_non_finite)
+      if (const std::size_t bad = first_non_finite(data.targets.data(), y.count()); bad != y.count())
+        throw y.error(y.offset_of(bad), value_position(y, bad) + " is " + std::to_string(data.targets.data()[bad]) +
+                                            " as " + (sizeof(T) == 4 ? "float" : "double") +
+                                            " (set ArrayDatasetOptions::allow_non_finite to accept NaN and infinity)");
+  }
+  data.inputs.resize(static_cast<Eigen::Index>(features), static_cast<Eigen::Index>(samples));
+  // Samples first and C order make each sample's values consecutive: exactly one column of the
+  // column-major inputs matrix.
+  x.copy_to(std::span<T>(data.inputs.data(), x.count()), static_cast<T>(options.scale));
+  if (!options.allow_non_finite)
+    if (const std::size_t bad = first_non_finite(data.inputs.data(), x.count()); bad != x.count())
+      throw x.error(x.offset_of(bad), value_position(x, bad) + " is " + std::to_string(data.inputs.data()[bad]) + " as " +
+                                          (sizeof(T) == 4 ? "float" : "double") +
+                                          (options.scale != 1 ? " after scaling" : "") +
+                                          " (set ArrayDatasetOptions::allow_non_finite to accept NaN and infinity)");
+  return data;
+}
+
+}  // namespace detail
+
+/// Loads a data set from two .npy files: inputs of shape (samples, features...), each sample
+/// flattened in C order into one column (times options.scale), and labels of shape (samples) (or
+/// (samples, 1)), integers; or, with options.kind = TargetKind::values, regression targets of shape
+/// (samples) or (samples, outputs...). Throws DataError naming the file and byte offset of the
+/// problem, ConfigError for options that cannot work.
+template <class T>
+inline Dataset<T> load_npy_dataset(const std::filesystem::path& inputs_path, const std::filesystem::path& labels_path,
+                                   const ArrayDatasetOptions& options = {}) {
+  // Labels first: they are small, so a bad pair is reported before the large file is read.
+  const NpyArray labels = read_npy(labels_path);
+  const NpyArray inputs = read_npy(inputs_path);
+  return detail::dataset_from_arrays<T>(inputs, labels, options);
+}
+
+#if FLOTILLA_IMPLEMENTATION
+FLOTILLA_DECL std::string NpyArray::shape_string(const std::vector<std::size_t>& shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+FLOTILLA_DECL DataError NpyArray::error(const detail::NpySource& source, std::size_t offset, const std::string& what) {
+  std::string message = source.member.empty() ? what : "member '" + source.member + "': " + what;
+  if (source.decompressed) message += " (offset in the decompressed member)";
+  return DataError(source.file, source.base + offset, message);
+}
+
+namespace detail {
+
+/// A cursor over the header's dict literal, which is Python syntax: NumPy writes it with repr()
+/// and reads it with ast.literal_eval(), so it is parsed as such, not matched as a pattern.
+class NpyHeaderParser {
+ public:
+  NpyHeaderParser(std::string_view text, std::size_t at, const NpySource& source) : text_(text), at_(at), source_(source) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw NpyArray::error(source_, at_ + pos_, "header: " + what + ", at " + context());
+  }
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) ++pos_;
+  }
+  bool accept(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c, const char* what) {
+    if (!accept(c)) fail(std::string("expected ") + what);
+  }
+  std::string string_literal() {
+    skip_space();
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) fail("expected a quoted string");
+    const char quote = text_[pos_++];
+    std::string s;
+    while (pos_ < text_.size() && text_[pos_] != quote) {
+      if (text_[pos_] == '\\' || text_[pos_] == '\n') fail("unsupported character in a string");
+      s += text_[pos_++];
+    }
+    if (pos_ >= text_.size()) fail("unterminated string");
+    ++pos_;
+    return s;
+  }
+  bool boolean() {
+    skip_space();
+    for (const auto& [word, value] : {std::pair<std::string_view, bool>{"True", true}, {"False", false}})
+      if (text_.substr(pos_, word.size()) == word) {
+        pos_ += word.size();
+        return value;
+      }
+    fail("expected True or False");
+  }
+  std::vector<std::size_t> shape() {
+    expect('(', "a tuple '(' for the shape");
+    std::vector<std::size_t> dims;
+    for (;;) {
+      if (accept(')')) break;
+      if (!dims.empty()) {
+        expect(',', "',' or ')' in the shape");
+        if (accept(')')) break;
+      }
+      skip_space();
+      const std::size_t start = pos_;
+      std::size_t dim = 0;
+      const auto r = std::from_chars(text_.data() + pos_, text_.data() + text_.size(), dim);
+      if (r.ec == std::errc::result_out_of_range) fail("dimension " + std::to_string(dims.size()) + " is too large");
+      if (r.ec != std::errc() || r.ptr == text_.data() + start) fail("expected a non-negative integer dimension");
+      pos_ = static_cast<std::size_t>(r.ptr - text_.data());
+      if (pos_ < text_.size() && text_[pos_] == 'L') ++pos_;  // Python 2's long literal
+      dims.push_back(dim);
+    }
+    return dims;
+  }
+  std::size_t pos() const noexcept { return pos_; }
+  bool at_end() {
+    skip_space();
+    return pos_ == text_.size();
+  }
+
+ private:
+  std::string context() const {
+    if (pos_ >= text_.size()) return "the end of the header";
+    return quote_text(text_.substr(pos_, 20));
+  }
+  static std::string quote_text(std::string_view s) {
+    std::string out = "\"";
+    for (const char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
+        out += ch;
+      } else {
+        out += "\\x";
+        out += "0123456789abcdef"[c >> 4];
+        out += "0123456789abcdef"[c & 0xFU];
+      }
+    }
+    return out + "\"";
+  }
+
+  std::string_view text_;
+  std::size_t at_;
+  std::size_t pos_ = 0;
+  const NpySource& source_;
+};
+
+}  // namespace detail
+
+FLOTILLA_DECL void NpyArray::parse_header(std::string_view header, std::size_t at) {
+  detail::NpyHeaderParser p(header, at, source_);
+  p.expect('{', "'{' opening the header's dict");
+  bool have_descr = false, have_order = false, have_shape = false;
+  std::size_t descr_at = 0;
+  for (;;) {
+    if (p.accept('}')) break;
+    if (have_descr || have_order || have_shape) {
+      p.expect(',', "',' or '}' in the header's dict");
+      if (p.accept('}')) break;
+    }
+    p.skip_space();
+    const std::size_t key_at = p.pos();
+    const std::string key = p.string_literal();
+    p.expect(':', "':' after a key");
+    bool* seen = nullptr;
+    if (key == "descr") {
+      seen = &have_descr;
+      p.skip_space();
+      descr_at = p.pos();
+      if (p.accept('['))
+        throw error(at + descr_at, "header: a list of fields as 'descr' is a structured dtype, which is not supported: save each "
+                                   "field as its own array");
+      descr_ = p.string_literal();
+    } else if (key == "fortran_order") {
+      seen = &have_order;
+      fortran_order_ = p.boolean();
+    } else if (key == "shape") {
+      seen = &have_shape;
+      shape_ = p.shape();
+    } else {
+      throw error(at + key_at, "header: unknown key '" + key + "' (a .npy header has 'descr', 'fortran_order' and 'shape')");
+    }
+    if (*seen) throw error(at + key_at, "header: key '" + key + "' appears twice");
+    *seen = true;
+  }
+  if (!p.at_end()) p.fail("unexpected text after the header's dict");
+  if (!have_descr || !have_order || !have_shape)
+    throw error(at, std::string("header: missing key '") + (!have_descr ? "descr" : !have_order ? "fortran_order" : "shape") + "'");
+
+  // descr: byte order, kind, size ("<f4", "|u1", ">i8", "|b1").
+  const std::string supported =
+      " (supported: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, in either byte order)";
+  const std::size_t d = at + descr_at;
+  if (descr_.size() < 2) throw error(d, "dtype '" + descr_ + "' is not one flotilla reads" + supported);
+  const char order = descr_[0];
+  if (order != '<' && order != '>' && order != '|')
+    throw error(d, "dtype '" + descr_ + "' has no explicit byte order ('<', '>' or '|'), so its values cannot be read safely" + supported);
+  big_endian_ = order == '>';
+  const std::string_view code = std::string_view(descr_).substr(1);
+  struct Known {
+    std::string_view code;
+    NpyType type;
+  };
+  static constexpr Known known[] = {{"b1", NpyType::boolean}, {"?", NpyType::boolean}, {"i1", NpyType::i8}, {"u1", NpyType::u8},
+                                    {"i2", NpyType::i16},     {"u2", NpyType::u16},     {"i4", NpyType::i32}, {"u4", NpyType::u32},
+                                    {"i8", NpyType::i64},     {"u8", NpyType::u64},     {"f2", NpyType::f16}, {"f4", NpyType::f32},
+                                    {"f8", NpyType::f64}};
+  const auto it = std::find_if(std::begin(known), std::end(known), [&](const Known& k) { return k.code == code; });
+  if (it == std::end(known)) {
+    std::string kind = "is not one flotilla reads";
+    if (code[0] == 'c') kind = "is complex, which flotilla does not read";
+    if (code[0] == 'O') kind = "holds Python objects (pickled), which flotilla does not read";
+    if (code[0] == 'U' || code[0] == 'S') kind = "holds strings, which flotilla does not read";
+    if (code[0] == 'M' || code[0] == 'm') kind = "holds dates or times, which flotilla does not read";
+    if (code[0] == 'V') kind = "is raw bytes or a structure, which flotilla does not read";
+    throw error(d, "dtype '" + descr_ + "' " + kind + supported);
+  }
+  type_ = it->type;
+}
+
+FLOTILLA_DECL NpyArray NpyArray::parse(std::vector<std::uint8_t> bytes, detail::NpySource source) {
+  NpyArray a;
+  a.source_ = std::move(source);
+  const std::size_t size = bytes.size();
+  static constexpr std::uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (size >= 2 && bytes[0] == 'P' && bytes[1] == 'K')
+    throw a.error(0, "not a .npy file: this is a zip archive (an .npz file?); read it with read_npz()");
+  for (std::size_t i = 0; i < std::min<std::size_t>(size, 6); ++i)
+    if (bytes[i] != magic[i]) throw a.error(i, "not a .npy file: it must start with the bytes \\x93NUMPY");
+  if (size < 10) throw a.error(size, "truncated: " + std::to_string(size) + " bytes is too short for a .npy header");
+  const int major = bytes[6];
+  const int minor = bytes[7];
+  if ((major != 1 && major != 2 && major != 3) || minor != 0)
+    throw a.error(6, "format version " + std::to_string(major) + "." + std::to_string(minor) +
+                         " is not supported (1.0, 2.0 and 3.0 are)");
+  a.version_ = major;
+  const std::size_t length_bytes = major == 1 ? 2 : 4;
+  const std::size_t header_at = 8 + length_bytes;
+  if (size < header_at) throw a.error(size, "truncated: the file ends inside the header length");
+  const std::size_t header_len = major == 1 ? detail::load_le16(bytes.data() + 8) : detail::load_le32(bytes.data() + 8);
+  if (header_len > max_header_bytes)
+    throw a.error(8, "header length " + std::to_string(header_len) + " is more than the " + std::to_string(max_header_bytes) +
+                         " bytes allowed");
+  if (header_len > size - header_at)
+    throw a.error(size, "truncated: the header length says " + std::to_string(header_len) + " bytes, the file has " +
+                            std::to_string(size - header_at) + " after it");
+  const std::string_view header(reinterpret_cast<const char*>(bytes.data() + header_at), header_len);
+  a.parse_header(header, header_at);
+
+  const std::size_t elem = npy_type_size(a.type_);
+  const std::size_t data_at = header_at + header_len;
+  const std::size_t available = size - data_at;
+  std::size_t count = 1;
+  bool too_many = false;
+  for (const std::size_t dim : a.shape_) {
+    if (dim != 0 && count > std::numeric_limits<std::size_t>::max() / dim) too_many = true;
+    count *= dim;  // wraps when too_many, never read then
+  }
+  const bool empty = std::find(a.shape_.begin(), a.shape_.end(), std::size_t{0}) != a.shape_.end();
+  if (empty) count = 0;
+  if ((too_many && !empty) || count > available / elem)
+    throw a.error(size, "truncated: shape " + a.shape_string() + " of " + std::string(npy_type_name(a.type_)) +
+                            (too_many && !empty ? " overflows: its size does not fit in 64 bits"
+                                                : " needs " + std::to_string(count) + " x " + std::to_string(elem) +
+                                                      " bytes of data, the file has " + std::to_string(available)));
+  if (available > count * elem)
+    throw a.error(data_at + count * elem, std::to_string(available - count * elem) + " trailing bytes after the " +
+                                              std::to_string(count * elem) + " bytes of data that shape " + a.shape_string() +
+                                              " describes");
+  a.count_ = count;
+  a.data_offset_ = data_at;
+  a.bytes_ = std::move(bytes);
+  return a;
+}
+#endif  // FLOTILLA_IMPLEMENTATION
+
+}  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_NPY_HPP_INCLUDED
+// ---- end flotilla/data/npy.hpp ----
+
+// ---- begin flotilla/data/npz.hpp ----
+#ifndef FLOTILLA_DATA_NPZ_HPP_INCLUDED
+#define FLOTILLA_DATA_NPZ_HPP_INCLUDED
+// Reader for NumPy's .npz files: zip archives of .npy members, as np.savez() (members stored) and
+// np.savez_compressed() (members deflated) write them. The archive is read through its central
+// directory, the zip file's own index, not by scanning local headers; each member's CRC-32 is
+// checked, and deflated members are inflated by flotilla's own decoder (gzip.hpp).
+// load_npz_dataset() builds a Dataset from two members, inputs and labels or targets.
+//
+// Input is untrusted: errors are DataErrors naming the archive, the member and a byte offset in the
+// archive (for a deflated member's content, in the inflated member, which the message says). Every
+// size and offset the directory gives is checked against the archive's size before it is used; an
+// inflated member is capped at the size the directory announces. ZIP64 archives (more than 65535
+// members, or past 4 GiB) are refused with a message; the ZIP64 size fields that NumPy writes into
+// local headers are not needed, since sizes come from the central directory.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+
+namespace flotilla::data {
+
+/// One member of a zip archive, as its central directory entry describes it.
+struct ZipMember {
+  std::string name;
+  std::uint16_t method = 0;    ///< 0: stored, 8: deflated
+  std::uint16_t flags = 0;
+  std::uint32_t crc = 0;
+  std::uint64_t compressed_size = 0;
+  std::uint64_t size = 0;
+  std::uint64_t local_header = 0;  ///< offset of its local header in the archive
+  std::uint64_t entry = 0;         ///< offset of its central directory entry
+};
+
+/// An .npz archive read into memory, its directory parsed; members are parsed when asked for.
+class NpzArchive {
+ public:
+  const std::string& name() const noexcept { return name_; }
+  const std::vector<ZipMember>& members() const noexcept { return members_; }
+  /// The arrays' names, as np.savez() was given them: members ending in ".npy", without it.
+  std::vector<std::string> array_names() const {
+    std::vector<std::string> names;
+    for (const auto& m : members_)
+      if (m.name.size() > 4 && m.name.compare(m.name.size() - 4, 4, ".npy") == 0) names.push_back(m.name.substr(0, m.name.size() - 4));
+    return names;
+  }
+  /// Whether array `name` ("x", or the member name "x.npy") is in the archive.
+  bool contains(std::string_view name) const noexcept { return find(name) != nullptr; }
+
+  /// The bytes of a member, inflated if it is deflated, its size and CRC-32 checked.
+  FLOTILLA_DECL std::vector<std::uint8_t> member_bytes(const ZipMember& member, std::size_t max_size = default_max_output) const;
+
+  /// Array `name` ("x" or "x.npy"). Throws DataError naming the archive and the arrays it holds
+  /// when there is no such member.
+  FLOTILLA_DECL NpyArray array(std::string_view name, std::size_t max_size = default_max_output) const;
+
+  /// Parses an archive held in memory; `name` is what errors call it.
+  FLOTILLA_DECL static NpzArchive parse(std::vector<std::uint8_t> bytes, std::string name);
+
+ private:
+  const ZipMember* find(std::string_view name) const noexcept {
+    for (const auto& m : members_)
+      if (m.name.size() == name.size() + 4 && m.name.compare(0, name.size(), name) == 0 &&
+          m.name.compare(name.size(), 4, ".npy") == 0)
+        return &m;
+    for (const auto& m : members_)
+      if (m.name == name) return &m;
+    return nullptr;
+  }
+  FLOTILLA_DECL void read_directory();
+
+  std::string name_;
+  std::vector<std::uint8_t> bytes_;
+  std::vector<ZipMember> members_;
+  std::size_t directory_ = 0;  // offset of the central directory: every member's data ends before it
+};
+
+/// Parses an .npz archive held in memory; `name` is what errors call it.
+inline NpzArchive parse_npz(std::vector<std::uint8_t> bytes, std::string name) {
+  return NpzArchive::parse(std::move(bytes), std::move(name));
+}
+
+/// Reads an .npz archive and its directory.
+inline NpzArchive read_npz(const std::filesystem::path& path) { return parse_npz(read_file(path), path.string()); }
+
+/// Which arrays of an .npz archive load_npz_dataset() reads (np.savez(path, x=inputs, y=labels)).
+struct NpzArrays {
+  std::string inputs = "x";
+  std::string labels = "y";  ///< labels, or targets with ArrayDatasetOptions::kind = TargetKind::values
+};
+
+/// Loads a data set from two arrays of an .npz archive, as load_npy_dataset() does from two .npy
+/// files: `arrays.inputs` of shape (samples, features...) and `arrays.labels` of labels or targets.
+template <class T>
+inline Dataset<T> load_npz_dataset(const std::filesystem::path& path, const NpzArrays& arrays = {},
+                                   const ArrayDatasetOptions& options = {}) {
+  const NpzArchive archive = read_npz(path);
+  const NpyArray labels = archive.array(arrays.labels);
+  const NpyArray inputs = archive.array(arrays.inputs);
+  ArrayDatasetOptions o = options;
+  if (o.name.empty()) o.name = path.string() + ":" + arrays.inputs;
+  return detail::dataset_from_arrays<T>(inputs, labels, o);
+}
+
+#if FLOTILLA_IMPLEMENTATION
+namespace detail {
+
+inline constexpr std::uint32_t zip_local_signature = 0x04034b50;
+inline constexpr std::uint32_t zip_entry_signature = 0x02014b50;
+inline constexpr std::uint32_t zip_end_signature = 0x06054b50;
+inline constexpr std::uint32_t zip64_locator_signature = 0x07064b50;
+
+inline std::uint64_t load_le64_bytes(const std::uint8_t* p) noexcept {
+  return static_cast<std::uint64_t>(load_le32(p)) | static_cast<std::uint64_t>(load_le32(p + 4)) << 32;
+}
+
+}  // namespace detail
+
+FLOTILLA_DECL NpzArchive NpzArchive::parse(std::vector<std::uint8_t> bytes, std::string name) {
+  NpzArchive a;
+  a.name_ = std::move(name);
+  a.bytes_ = std::move(bytes);
+  a.read_directory();
+  return a;
+}
+
+FLOTILLA_DECL void NpzArchive::read_directory() {
+  const std::uint8_t* p = bytes_.data();
+  const std::size_t size = bytes_.size();
+  const auto fail = [&](std::size_t offset, const std::string& what) { throw DataError(name_, offset, what); };
+  if (size >= 6 && p[0] == 0x93 && std::string_view(reinterpret_cast<const char*>(p + 1), 5) == "NUMPY")
+    fail(0, "not an .npz archive: this is an .npy file; read it with read_npy()");
+  // The end record is the last 22 bytes, unless the archive has a comment (up to 65535 bytes)
+  // after it: search backwards for a signature whose comment length reaches exactly the end.
+  constexpr std::size_t end_size = 22;
+  if (size < end_size) fail(0, "not a zip archive: " + std::to_string(size) + " bytes is too short for one");
+  std::size_t end = size;
+  for (std::size_t at = size - end_size + 1; at-- > 0 && size - at <= end_size + 0xFFFF;) {
+    if (detail::load_le32(p + at) == detail::zip_end_signature && detail::load_le16(p + at + 20) == size - at - end_size) {
+      end = at;
+      break;
+    }
+  }
+  if (end == size) fail(size, "not a zip archive: no end-of-central-directory record in its last bytes");
+  if (end >= 20 && detail::load_le32(p + end - 20) == detail::zip64_locator_signature)
+    fail(end - 20, "ZIP64 archive (more than 65535 members or 4 GiB): not supported; save the arrays in smaller archives "
+                   "or as .npy files");
+  const std::uint32_t disk = detail::load_le16(p + end + 4);
+  const std::uint32_t directory_disk = detail::load_le16(p + end + 6);
+  const std::uint32_t entries_here = detail::load_le16(p + end + 8);
+  const std::uint32_t entries = detail::load_le16(p + end + 10);
+  const std::uint32_t directory_size = detail::load_le32(p + end + 12);
+  const std::uint32_t directory_at = detail::load_le32(p + end + 16);
+  if (entries == 0xFFFF || directory_size == 0xFFFFFFFFU || directory_at == 0xFFFFFFFFU)
+    fail(end + 10, "ZIP64 archive (its end record defers to a ZIP64 record): not supported");
+  if (disk != 0 || directory_disk != 0 || entries_here != entries)
+    fail(end + 4, "a split (multi-disk) zip archive: not supported");
+  if (directory_at > end || directory_size > end - directory_at)
+    fail(end + 12, "the central directory (" + std::to_string(directory_size) + " bytes at offset " + std::to_string(directory_at) +
+                       ") does not lie within the archive's " + std::to_string(end) + " bytes before its end record");
+  constexpr std::size_t entry_size = 46;
+  if (static_cast<std::uint64_t>(entries) * entry_size > directory_size)
+    fail(end + 10, std::to_string(entries) + " members cannot fit in a central directory of " + std::to_string(directory_size) +
+                       " bytes");
+  directory_ = directory_at;
+  members_.reserve(entries);
+  std::size_t at = directory_at;
+  const std::size_t directory_end = std::size_t{directory_at} + directory_size;
+  for (std::uint32_t i = 0; i < entries; ++i) {
+    if (directory_end - at < entry_size)
+      fail(at, "central directory entry " + std::to_string(i) + " runs past the directory's end");
+    if (detail::load_le32(p + at) != detail::zip_entry_signature)
+      fail(at, "central directory entry " + std::to_string(i) + " has no entry signature (PK\\1\\2)");
+    ZipMember m;
+    m.entry = at;
+    m.flags = static_cast<std::uint16_t>(detail::load_le16(p + at + 8));
+    m.method = static_cast<std::uint16_t>(detail::load_le16(p + at + 10));
+    m.crc = detail::load_le32(p + at + 16);
+    m.compressed_size = detail::load_le32(p + at + 20);
+    m.size = detail::load_le32(p + at + 24);
+    const std::size_t name_len = detail::load_le16(p + at + 28);
+    const std::size_t extra_len = detail::load_le16(p + at + 30);
+    const std::size_t comment_len = detail::load_le16(p + at + 32);
+    const std::uint32_t start_disk = detail::load_le16(p + at + 34);
+    m.local_header = detail::load_le32(p + at + 42);
+    if (name_len + extra_len + comment_len > directory_end - at - entry_size)
+      fail(at + 28, "central directory entry " + std::to_string(i) + "'s name, extra field and comment run past the directory's end");
+    m.name.assign(reinterpret_cast<const char*>(p + at + entry_size), name_len);
+    // Sizes or offset that do not fit in 32 bits are in a ZIP64 extra field, in this order, only
+    // for those whose 32-bit field is all ones.
+    const bool wide_size = m.size == 0xFFFFFFFFU, wide_compressed = m.compressed_size == 0xFFFFFFFFU,
+               wide_offset = m.local_header == 0xFFFFFFFFU;
+    if (wide_size || wide_compressed || wide_offset) {
+      std::size_t x = at + entry_size + name_len;
+      const std::size_t x_end = x + extra_len;
+      bool found = false;
+      while (x_end - x >= 4) {
+        const std::size_t id = detail::load_le16(p + x);
+        const std::size_t len = detail::load_le16(p + x + 2);
+        if (len > x_end - x - 4) fail(x, "member '" + m.name + "': its extra field runs past its end");
+        if (id == 1) {
+          std::size_t f = x + 4;
+          const auto take = [&](std::uint64_t& v) {
+            if (f + 8 > x + 4 + len) fail(f, "member '" + m.name + "': its ZIP64 extra field is too short");
+            v = detail::load_le64_bytes(p + f);
+            f += 8;
+          };
+          if (wide_size) take(m.size);
+          if (wide_compressed) take(m.compressed_size);
+          if (wide_offset) take(m.local_header);
+          found = true;
+          break;
+        }
+        x += 4 + len;
+      }
+      if (!found) fail(at + 20, "member '" + m.name + "': its sizes defer to a ZIP64 extra field that is not there");
+    }
+    if (start_disk != 0 && start_disk != 0xFFFF) fail(at + 34, "member '" + m.name + "' starts on another disk of a split archive");
+    if (m.local_header > directory_at || m.compressed_size > directory_at - m.local_header)
+      fail(at + 42, "member '" + m.name + "': its data (" + std::to_string(m.compressed_size) + " bytes after offset " +
+                        std::to_string(m.local_header) + ") does not lie before the central directory at " +
+                        std::to_string(directory_at));
+    members_.push_back(std::move(m));
+    at += entry_size + name_len + extra_len + comment_len;
+  }
+}
+
+FLOTILLA_DECL std::vector<std::uint8_t> NpzArchive::member_bytes(const ZipMember& m, std::size_t max_size) const {
+  const std::uint8_t* p = bytes_.data();
+  const auto fail = [&](std::uint64_t offset, const std::string& what) { throw DataError(name_, offset, "member '" + m.name + "': " + what); };
+  if (m.flags & 1U) fail(m.entry + 8, "encrypted: not supported");
+  if (m.method != 0 && m.method != 8)
+    fail(m.entry + 10, "compression method " + std::to_string(m.method) +
+                           " is not supported (0, stored, as np.savez() writes, and 8, deflated, as np.savez_compressed() does)");
+  constexpr std::size_t local_size = 30;
+  const std::size_t lh = static_cast<std::size_t>(m.local_header);
+  if (directory_ - lh < local_size) fail(lh, "its local header runs into the central directory");
+  if (detail::load_le32(p + lh) != detail::zip_local_signature) fail(lh, "no local header signature (PK\\3\\4) where the directory says");
+  const std::size_t name_len = detail::load_le16(p + lh + 26);
+  const std::size_t extra_len = detail::load_le16(p + lh + 28);
+  if (detail::load_le16(p + lh + 8) != m.method)
+    fail(lh + 8, "the local header's compression method " + std::to_string(detail::load_le16(p + lh + 8)) +
+                     " differs from the directory's " + std::to_string(m.method));
+  if (name_len + extra_len > directory_ - lh - local_size) fail(lh + 26, "its local header's name and extra field run into the central directory");
+  if (std::string_view(reinterpret_cast<const char*>(p + lh + local_size), name_len) != m.name)
+    fail(lh + local_size, "the local header names another member: " +
+                              detail::quote_field(std::string_view(reinterpret_cast<const char*>(p + lh + local_size), name_len)));
+  const std::size_t data = lh + local_size + name_len + extra_len;
+  if (m.compressed_size > directory_ - data)
+    fail(data, "its " + std::to_string(m.compressed_size) + " bytes of data run into the central directory at " +
+                   std::to_string(directory_));
+  const auto n = static_cast<std::size_t>(m.compressed_size);
+  if (m.size > max_size)
+    fail(m.entry + 24, "its size, " + std::to_string(m.size) + " bytes, is more than the " + std::to_string(max_size) + " allowed");
+  std::vector<std::uint8_t> out;
+  if (m.method == 0) {
+    if (m.size != m.compressed_size)
+      fail(m.entry + 20, "stored, but its compressed size " + std::to_string(m.compressed_size) + " differs from its size " +
+                             std::to_string(m.size));
+    out.assign(p + data, p + data + n);
+  } else {
+    if (m.size > m.compressed_size * deflate_max_ratio)
+      fail(m.entry + 24, "its size, " + std::to_string(m.size) + " bytes, is more than its " + std::to_string(m.compressed_size) +
+                             " deflated bytes can inflate to");
+    try {
+      out = inflate_raw(std::span<const std::uint8_t>(p + data, n), name_, static_cast<std::size_t>(m.size));
+    } catch (const DataError& e) {
+      fail(data + e.offset(), detail::reason_of(e));
+    }
+    if (out.size() != m.size)
+      fail(data + n, "inflates to " + std::to_string(out.size()) + " bytes, the directory says " + std::to_string(m.size));
+  }
+  const std::uint32_t got = crc32(std::span<const std::uint8_t>(out));
+  if (got != m.crc)
+    fail(data, "CRC-32 mismatch: the directory says " + detail::hex32(m.crc) + ", the data gives " + detail::hex32(got) +
+                   " (corrupt archive)");
+  return out;
+}
+
+FLOTILLA_DECL NpyArray NpzArchive::array(std::string_view name, std::size_t max_size) const {
+  const ZipMember* m = find(name);
+  if (m == nullptr) {
+    std::string names;
+    for (const auto& n : array_names()) names += (names.empty() ? "'" : ", '") + n + "'";
+    throw DataError(name_, 0, "no array '" + std::string(name) + "' in the archive (it holds " +
+                                  (names.empty() ? std::string("no .npy members") : names) + ")");
+  }
+  std::vector<std::uint8_t> content = member_bytes(*m, max_size);
+  const std::size_t lh = static_cast<std::size_t>(m->local_header);
+  const std::size_t data = lh + 30 + detail::load_le16(bytes_.data() + lh + 26) + detail::load_le16(bytes_.data() + lh + 28);
+  return NpyArray::parse(std::move(content), detail::NpySource{name_, m->name, m->method == 0 ? data : 0, m->method != 0});
+}
+#endif  // FLOTILLA_IMPLEMENTATION
+
+}  // namespace flotilla::data
+#endif  // FLOTILLA_DATA_NPZ_HPP_INCLUDED
+// ---- end flotilla/data/npz.hpp ----
 
 // Models and training.
 

@@ -88,7 +88,9 @@
 #include "flotilla/optim/sgd.hpp"
 
 // Data sets and their file formats.
+#include "flotilla/data/arrays.hpp"
 #include "flotilla/data/criteo.hpp"
+#include "flotilla/data/csv.hpp"
 #include "flotilla/data/ctr_example.hpp"
 #include "flotilla/data/ctr_generator.hpp"
 #include "flotilla/data/ctr_reader.hpp"
@@ -100,6 +102,8 @@
 #include "flotilla/data/libsvm.hpp"
 #include "flotilla/data/line_reader.hpp"
 #include "flotilla/data/loader.hpp"
+#include "flotilla/data/npy.hpp"
+#include "flotilla/data/npz.hpp"
 
 // Models and training.
 #include "flotilla/model.hpp"
