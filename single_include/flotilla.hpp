@@ -14508,9 +14508,11 @@ struct ResumeReport {
 inline ResumeReport start_report(const ResumeSearch& found, const std::filesystem::path& dir, std::ostream* log) {
   ResumeReport report;
   report.skipped = found.skipped;
-  if (!log) return report;
-  for (const auto& k : report.skipped) *log << "checkpoint: skipped " << k.file.string() << ": " << k.reason << "\n";
-  if (!found.point) *log << "checkpoint: no complete checkpoint set in " << dir.string() << "; starting from the beginning\n";
+  for (const auto& k : report.skipped)
+    flotilla::detail::log_to(log, LogLevel::warning, "checkpoint", "skipped " + k.file.string() + ": " + k.reason);
+  if (!found.point)
+    flotilla::detail::log_to(log, LogLevel::info, "checkpoint",
+                             "no complete checkpoint set in " + dir.string() + "; starting from the beginning");
   return report;
 }
 
@@ -14520,9 +14522,9 @@ inline void finish_report(ResumeReport& report, const std::filesystem::path& dir
                           const std::vector<std::string>& parts, std::uint64_t epoch, std::uint64_t batch, std::ostream* log) {
   report.step = step;
   for (const auto& part : parts) report.files.push_back(set_file(dir, step, part));
-  if (log)
-    *log << "checkpoint: resuming from step " << step << " (epoch " << epoch + 1 << ", batch " << batch << ") in " << dir.string()
-         << "\n";
+  flotilla::detail::log_to(log, LogLevel::info, "checkpoint",
+                           "resuming from step " + std::to_string(step) + " (epoch " + std::to_string(epoch + 1) + ", batch " +
+                               std::to_string(batch) + ") in " + dir.string());
 }
 
 /// Finds the newest set of `dir` whose parts `required` are all present and verify, and for which
@@ -14713,9 +14715,9 @@ FLOTILLA_DECL std::vector<std::filesystem::path> write_making_room(const std::fi
       }
       std::error_code ec;
       if (!oldest || !std::filesystem::remove(*oldest, ec) || ec) throw;
-      if (log)
-        *log << "checkpoint: the disk is full; removed " << oldest->string() << " (older than the newest complete set, step "
-             << *newest << ") to make room for step " << step << "\n";
+      flotilla::detail::log_to(log, LogLevel::warning, "checkpoint",
+                               "the disk is full; removed " + oldest->string() + " (older than the newest complete set, step " +
+                                   std::to_string(*newest) + ") to make room for step " + std::to_string(step));
       removed.push_back(*oldest);
     }
   }
@@ -16254,10 +16256,11 @@ struct FitOptions {
   std::filesystem::path trace_file;
   /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
   ProgressBar::Style progress = ProgressBar::Style::automatic;
-  /// Where worker 0 writes progress and epoch summaries; nullptr for silence. A worker's messages
-  /// about lost and rejoined workers go to it too when it is a stream of the program's own; while
-  /// it is std::cerr (the default), std::clog or nullptr they are log records (core/log.hpp, which
-  /// writes them to stderr unless the program routes them elsewhere with set_log_sink).
+  /// Where worker 0 writes progress and epoch summaries; nullptr for none. The trainer's reports
+  /// (checkpoints, skipped updates, lost and rejoined workers) go to it too when it is a stream of
+  /// the program's own; while it is std::cerr (the default), std::clog or nullptr they are log
+  /// records (core/log.hpp, which writes them to stderr unless the program routes them elsewhere
+  /// with set_log_sink, or drops them below its level).
   std::ostream* log = &std::cerr;
   /// Stop after this many updates in this call (0: no limit); for quick runs and benchmarks.
   std::uint64_t max_steps = 0;
@@ -19944,7 +19947,7 @@ class CheckpointFailures {
  public:
   void note(std::uint64_t step, std::string what, std::ostream* log) {
     const std::lock_guard lock(mutex_);
-    if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
+    flotilla::detail::log_to(log, LogLevel::warning, "checkpoint", "save failed, training goes on: " + what);
     list_.push_back(std::move(what));
     steps_.push_back(step);
   }
@@ -19998,7 +20001,7 @@ inline void report_unsaved_sets(const CheckpointFailures& failures, std::size_t 
                                 std::ostream* log) {
   const std::string summary = failures.summary(first, cp.directory);
   if (summary.empty()) return;
-  if (log) *log << "checkpoint: " << summary << "\n";
+  flotilla::detail::log_to(log, LogLevel::error, "checkpoint", summary);
   if (cp.fail_at_end_on_save_failure)
     throw UnsavedCheckpointsError(summary + "; training completed, and the sets saved before are as they were",
                                   failures.steps_since(first));
@@ -20020,7 +20023,7 @@ inline bool save_set_file(const CheckpointPolicy& cp, std::uint64_t step, const 
   try {
     checkpoint::rotate(cp.directory, part, cp.keep, parts);
   } catch (const CheckpointError& err) {  // housekeeping: the save itself succeeded
-    if (log) *log << "checkpoint: older files not rotated: " << err.what() << "\n";
+    flotilla::detail::log_to(log, LogLevel::warning, "checkpoint", std::string("older files not rotated: ") + err.what());
   }
   return true;
 }
@@ -22569,12 +22572,12 @@ std::optional<SurvivorPosition> survive_loss(E& e, G& group, R& recovery, State&
   for (;;) {
     const LossDecision d = recovery.agree(lost, LossProgress{s.step, at.records});
     if (!d.changed()) return std::nullopt;
-    if (log)
-      for (const std::size_t r : d.lost)
-        *log << "worker " << r << " (host " << e.address(r) << ") lost during " << during << " at step "
-             << s.step + (in_update ? 1 : 0) << "; continuing with " << group.size() << " workers, effective batch "
-             << at.batch_size * group.size() << "\n"
-             << std::flush;
+    for (const std::size_t r : d.lost)
+      flotilla::detail::log_to(log, LogLevel::warning, "",
+                               "worker " + std::to_string(r) + " (host " + e.address(r) + ") lost during " + during + " at step " +
+                                   std::to_string(s.step + (in_update ? 1 : 0)) + "; continuing with " +
+                                   std::to_string(group.size()) + " workers, effective batch " +
+                                   std::to_string(at.batch_size * group.size()));
     try {
       // Into copies: a loss in the middle of this leaves this worker's own state whole.
       std::vector<std::uint64_t> head = {s.step, at.done_epoch, done_samples, at.records, at.steps_this_call, 0};
@@ -22812,7 +22815,7 @@ class WorkerLoop {
     const std::uint64_t per_epoch = loader_->batches_per_epoch();
     const auto point = path_->client().rejoin(e_, per_epoch, s_.engine.parameters());
     if (!point) {
-      if (fit_.log) *fit_.log << "flotilla: worker " << w_ << ": the job is finishing, nothing left to rejoin\n";
+      flotilla::detail::log_to(fit_.log, LogLevel::info, "worker " + std::to_string(w_), "the job is finishing, nothing left to rejoin");
       return false;
     }
     s_.step = point->position;
@@ -22822,9 +22825,10 @@ class WorkerLoop {
     const std::uint64_t behind = rejoined_at.epoch - std::min(rejoined_at.epoch, at_.epoch);
     epochs_to_run_ = shared_.epochs > behind ? static_cast<std::size_t>(shared_.epochs - behind) : 0;
     at_ = rejoined_at;
-    if (fit_.log)
-      *fit_.log << "flotilla: worker " << w_ << " rejoined the job at epoch " << rejoined_at.epoch + 1 << ", batch "
-                << rejoined_at.batch << " (step " << point->position << ", reduction round " << point->round << ")\n";
+    flotilla::detail::log_to(fit_.log, LogLevel::info, "",
+                             "worker " + std::to_string(w_) + " rejoined the job at epoch " + std::to_string(rejoined_at.epoch + 1) +
+                                 ", batch " + std::to_string(rejoined_at.batch) + " (step " + std::to_string(point->position) +
+                                 ", reduction round " + std::to_string(point->round) + ")");
     return true;
   }
 
@@ -22937,11 +22941,13 @@ class WorkerLoop {
     ++s_.skipped_updates;
     ++skipped_this_epoch_;
     ++skipped_in_a_row_;
-    if (reporter_ && fit_.log)
-      *fit_.log << "flotilla: worker " << w_ << ": skipped update " << update << " (epoch " << at_.epoch + 1 << ", batch "
-                << position + 1 << " of " << loader_->batches_per_epoch() << "): its gradient is not finite"
-                << (std::isfinite(loss) ? "" : " (this worker's loss was not finite)") << "; " << s_.skipped_updates
-                << " skipped so far\n";
+    if (reporter_)
+      flotilla::detail::log_to(fit_.log, LogLevel::warning, "worker " + std::to_string(w_),
+                               "skipped update " + std::to_string(update) + " (epoch " + std::to_string(at_.epoch + 1) +
+                                   ", batch " + std::to_string(position + 1) + " of " +
+                                   std::to_string(loader_->batches_per_epoch()) + "): its gradient is not finite" +
+                                   (std::isfinite(loss) ? "" : " (this worker's loss was not finite)") + "; " +
+                                   std::to_string(s_.skipped_updates) + " skipped so far");
     if (skipped_in_a_row_ >= options_.max_consecutive_skips)
       throw divergence_after_skips("worker " + std::to_string(w_), skipped_in_a_row_, update, at_.epoch,
                                    options_.learning_rate(update - 1));
@@ -23198,9 +23204,9 @@ class WorkerLoop {
     const auto path = checkpoint::set_file(cp.directory, s_.step, checkpoint::worker_part());
     const auto exchange = own_exchange_state();
     if (save_set_file(cp, s_.step, checkpoint::worker_part(), set_parts(), "", ledger_.failures, fit_.log,
-                      [&] { ledger_.write(path, done_epoch_, done_batch_, true, exchange); }) &&
-        fit_.log)
-      *fit_.log << "checkpoint: saved step " << s_.step << " to " << path.string() << " before stopping\n";
+                      [&] { ledger_.write(path, done_epoch_, done_batch_, true, exchange); }))
+      flotilla::detail::log_to(fit_.log, LogLevel::info, "checkpoint",
+                               "saved step " + std::to_string(s_.step) + " to " + path.string() + " before stopping");
   }
 
   /// Rethrows the current PeerLostError unless the survivors go on; then where they go on from.

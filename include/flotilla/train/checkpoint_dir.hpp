@@ -49,6 +49,7 @@
 
 #include <unistd.h>
 
+#include "flotilla/core/log.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/core/linkage.hpp"
 #include "flotilla/train/checkpoint_format.hpp"
@@ -173,9 +174,11 @@ struct ResumeReport {
 inline ResumeReport start_report(const ResumeSearch& found, const std::filesystem::path& dir, std::ostream* log) {
   ResumeReport report;
   report.skipped = found.skipped;
-  if (!log) return report;
-  for (const auto& k : report.skipped) *log << "checkpoint: skipped " << k.file.string() << ": " << k.reason << "\n";
-  if (!found.point) *log << "checkpoint: no complete checkpoint set in " << dir.string() << "; starting from the beginning\n";
+  for (const auto& k : report.skipped)
+    flotilla::detail::log_to(log, LogLevel::warning, "checkpoint", "skipped " + k.file.string() + ": " + k.reason);
+  if (!found.point)
+    flotilla::detail::log_to(log, LogLevel::info, "checkpoint",
+                             "no complete checkpoint set in " + dir.string() + "; starting from the beginning");
   return report;
 }
 
@@ -185,9 +188,9 @@ inline void finish_report(ResumeReport& report, const std::filesystem::path& dir
                           const std::vector<std::string>& parts, std::uint64_t epoch, std::uint64_t batch, std::ostream* log) {
   report.step = step;
   for (const auto& part : parts) report.files.push_back(set_file(dir, step, part));
-  if (log)
-    *log << "checkpoint: resuming from step " << step << " (epoch " << epoch + 1 << ", batch " << batch << ") in " << dir.string()
-         << "\n";
+  flotilla::detail::log_to(log, LogLevel::info, "checkpoint",
+                           "resuming from step " + std::to_string(step) + " (epoch " + std::to_string(epoch + 1) + ", batch " +
+                               std::to_string(batch) + ") in " + dir.string());
 }
 
 /// Finds the newest set of `dir` whose parts `required` are all present and verify, and for which
@@ -378,9 +381,9 @@ FLOTILLA_DECL std::vector<std::filesystem::path> write_making_room(const std::fi
       }
       std::error_code ec;
       if (!oldest || !std::filesystem::remove(*oldest, ec) || ec) throw;
-      if (log)
-        *log << "checkpoint: the disk is full; removed " << oldest->string() << " (older than the newest complete set, step "
-             << *newest << ") to make room for step " << step << "\n";
+      flotilla::detail::log_to(log, LogLevel::warning, "checkpoint",
+                               "the disk is full; removed " + oldest->string() + " (older than the newest complete set, step " +
+                                   std::to_string(*newest) + ") to make room for step " + std::to_string(step));
       removed.push_back(*oldest);
     }
   }

@@ -48,10 +48,11 @@ struct FitOptions {
   std::filesystem::path trace_file;
   /// Progress on `log`: a redrawn bar on a terminal, plain lines otherwise.
   ProgressBar::Style progress = ProgressBar::Style::automatic;
-  /// Where worker 0 writes progress and epoch summaries; nullptr for silence. A worker's messages
-  /// about lost and rejoined workers go to it too when it is a stream of the program's own; while
-  /// it is std::cerr (the default), std::clog or nullptr they are log records (core/log.hpp, which
-  /// writes them to stderr unless the program routes them elsewhere with set_log_sink).
+  /// Where worker 0 writes progress and epoch summaries; nullptr for none. The trainer's reports
+  /// (checkpoints, skipped updates, lost and rejoined workers) go to it too when it is a stream of
+  /// the program's own; while it is std::cerr (the default), std::clog or nullptr they are log
+  /// records (core/log.hpp, which writes them to stderr unless the program routes them elsewhere
+  /// with set_log_sink, or drops them below its level).
   std::ostream* log = &std::cerr;
   /// Stop after this many updates in this call (0: no limit); for quick runs and benchmarks.
   std::uint64_t max_steps = 0;

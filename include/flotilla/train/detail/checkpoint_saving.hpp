@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "flotilla/core/log.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/train/checkpoint_dir.hpp"
 
@@ -103,7 +104,7 @@ class CheckpointFailures {
  public:
   void note(std::uint64_t step, std::string what, std::ostream* log) {
     const std::lock_guard lock(mutex_);
-    if (log) *log << "checkpoint: save failed, training goes on: " << what << "\n";
+    flotilla::detail::log_to(log, LogLevel::warning, "checkpoint", "save failed, training goes on: " + what);
     list_.push_back(std::move(what));
     steps_.push_back(step);
   }
@@ -157,7 +158,7 @@ inline void report_unsaved_sets(const CheckpointFailures& failures, std::size_t 
                                 std::ostream* log) {
   const std::string summary = failures.summary(first, cp.directory);
   if (summary.empty()) return;
-  if (log) *log << "checkpoint: " << summary << "\n";
+  flotilla::detail::log_to(log, LogLevel::error, "checkpoint", summary);
   if (cp.fail_at_end_on_save_failure)
     throw UnsavedCheckpointsError(summary + "; training completed, and the sets saved before are as they were",
                                   failures.steps_since(first));
@@ -179,7 +180,7 @@ inline bool save_set_file(const CheckpointPolicy& cp, std::uint64_t step, const 
   try {
     checkpoint::rotate(cp.directory, part, cp.keep, parts);
   } catch (const CheckpointError& err) {  // housekeeping: the save itself succeeded
-    if (log) *log << "checkpoint: older files not rotated: " << err.what() << "\n";
+    flotilla::detail::log_to(log, LogLevel::warning, "checkpoint", std::string("older files not rotated: ") + err.what());
   }
   return true;
 }

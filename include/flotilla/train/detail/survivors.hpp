@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/core/log.hpp"
 #include "flotilla/collective/broadcast.hpp"
 #include "flotilla/core/error.hpp"
 #include "flotilla/topology/detail/ring.hpp"
@@ -53,12 +54,12 @@ std::optional<SurvivorPosition> survive_loss(E& e, G& group, R& recovery, State&
   for (;;) {
     const LossDecision d = recovery.agree(lost, LossProgress{s.step, at.records});
     if (!d.changed()) return std::nullopt;
-    if (log)
-      for (const std::size_t r : d.lost)
-        *log << "worker " << r << " (host " << e.address(r) << ") lost during " << during << " at step "
-             << s.step + (in_update ? 1 : 0) << "; continuing with " << group.size() << " workers, effective batch "
-             << at.batch_size * group.size() << "\n"
-             << std::flush;
+    for (const std::size_t r : d.lost)
+      flotilla::detail::log_to(log, LogLevel::warning, "",
+                               "worker " + std::to_string(r) + " (host " + e.address(r) + ") lost during " + during + " at step " +
+                                   std::to_string(s.step + (in_update ? 1 : 0)) + "; continuing with " +
+                                   std::to_string(group.size()) + " workers, effective batch " +
+                                   std::to_string(at.batch_size * group.size()));
     try {
       // Into copies: a loss in the middle of this leaves this worker's own state whole.
       std::vector<std::uint64_t> head = {s.step, at.done_epoch, done_samples, at.records, at.steps_this_call, 0};

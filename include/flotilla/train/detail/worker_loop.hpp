@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "flotilla/core/log.hpp"
 #include "flotilla/collective/allreduce_small.hpp"
 #include "flotilla/collective/broadcast.hpp"
 #include "flotilla/collective/sum_tree.hpp"
@@ -251,7 +252,7 @@ class WorkerLoop {
     const std::uint64_t per_epoch = loader_->batches_per_epoch();
     const auto point = path_->client().rejoin(e_, per_epoch, s_.engine.parameters());
     if (!point) {
-      if (fit_.log) *fit_.log << "flotilla: worker " << w_ << ": the job is finishing, nothing left to rejoin\n";
+      flotilla::detail::log_to(fit_.log, LogLevel::info, "worker " + std::to_string(w_), "the job is finishing, nothing left to rejoin");
       return false;
     }
     s_.step = point->position;
@@ -261,9 +262,10 @@ class WorkerLoop {
     const std::uint64_t behind = rejoined_at.epoch - std::min(rejoined_at.epoch, at_.epoch);
     epochs_to_run_ = shared_.epochs > behind ? static_cast<std::size_t>(shared_.epochs - behind) : 0;
     at_ = rejoined_at;
-    if (fit_.log)
-      *fit_.log << "flotilla: worker " << w_ << " rejoined the job at epoch " << rejoined_at.epoch + 1 << ", batch "
-                << rejoined_at.batch << " (step " << point->position << ", reduction round " << point->round << ")\n";
+    flotilla::detail::log_to(fit_.log, LogLevel::info, "",
+                             "worker " + std::to_string(w_) + " rejoined the job at epoch " + std::to_string(rejoined_at.epoch + 1) +
+                                 ", batch " + std::to_string(rejoined_at.batch) + " (step " + std::to_string(point->position) +
+                                 ", reduction round " + std::to_string(point->round) + ")");
     return true;
   }
 
@@ -376,11 +378,13 @@ class WorkerLoop {
     ++s_.skipped_updates;
     ++skipped_this_epoch_;
     ++skipped_in_a_row_;
-    if (reporter_ && fit_.log)
-      *fit_.log << "flotilla: worker " << w_ << ": skipped update " << update << " (epoch " << at_.epoch + 1 << ", batch "
-                << position + 1 << " of " << loader_->batches_per_epoch() << "): its gradient is not finite"
-                << (std::isfinite(loss) ? "" : " (this worker's loss was not finite)") << "; " << s_.skipped_updates
-                << " skipped so far\n";
+    if (reporter_)
+      flotilla::detail::log_to(fit_.log, LogLevel::warning, "worker " + std::to_string(w_),
+                               "skipped update " + std::to_string(update) + " (epoch " + std::to_string(at_.epoch + 1) +
+                                   ", batch " + std::to_string(position + 1) + " of " +
+                                   std::to_string(loader_->batches_per_epoch()) + "): its gradient is not finite" +
+                                   (std::isfinite(loss) ? "" : " (this worker's loss was not finite)") + "; " +
+                                   std::to_string(s_.skipped_updates) + " skipped so far");
     if (skipped_in_a_row_ >= options_.max_consecutive_skips)
       throw divergence_after_skips("worker " + std::to_string(w_), skipped_in_a_row_, update, at_.epoch,
                                    options_.learning_rate(update - 1));
@@ -637,9 +641,9 @@ class WorkerLoop {
     const auto path = checkpoint::set_file(cp.directory, s_.step, checkpoint::worker_part());
     const auto exchange = own_exchange_state();
     if (save_set_file(cp, s_.step, checkpoint::worker_part(), set_parts(), "", ledger_.failures, fit_.log,
-                      [&] { ledger_.write(path, done_epoch_, done_batch_, true, exchange); }) &&
-        fit_.log)
-      *fit_.log << "checkpoint: saved step " << s_.step << " to " << path.string() << " before stopping\n";
+                      [&] { ledger_.write(path, done_epoch_, done_batch_, true, exchange); }))
+      flotilla::detail::log_to(fit_.log, LogLevel::info, "checkpoint",
+                               "saved step " + std::to_string(s_.step) + " to " + path.string() + " before stopping");
   }
 
   /// Rethrows the current PeerLostError unless the survivors go on; then where they go on from.
