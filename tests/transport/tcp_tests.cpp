@@ -949,6 +949,35 @@ TEST_CASE("failure: a message cut short by a lost peer is dropped; later receive
   CHECK(from_any_ms < 1000);
 }
 
+TEST_CASE("wire: data frames carry a payload CRC as checksum_data says: not between ranks of one host by default") {
+  using transport::tcp::DataChecksums;
+  for (const auto setting : {DataChecksums::other_hosts, DataChecksums::all, DataChecksums::off}) {
+    CAPTURE(static_cast<int>(setting));
+    const auto port = transport::pick_free_port();
+    auto o = job(0, 2, port);
+    o.checksum_data = setting;
+    const std::vector<std::byte> payload(1000, std::byte{9});
+    RankThread r0(o, [&](TcpEndpoint& e) { e.send(1, 5, payload); });
+    RegisteredFake fake(port);
+    std::optional<std::pair<wire::Header, std::string>> f;
+    do {
+      f = fake.peer.read();
+    } while (f && f->first.type == wire::FrameType::heartbeat);
+    REQUIRE(f);
+    CHECK(f->first.type == wire::FrameType::data);
+    CHECK(f->first.payload_length == 1000);
+    const bool sealed = (f->first.flags & wire::header_flags::payload_crc) != 0;
+    CHECK(sealed == (setting == DataChecksums::all));  // loopback: on this host
+    if (sealed)
+      CHECK(f->first.payload_crc == flotilla::crc32c(std::as_bytes(std::span<const char>(f->second.data(), f->second.size()))));
+    wire::Header bye;  // so that rank 0's close completes
+    bye.type = wire::FrameType::goodbye;
+    bye.sequence = RegisteredFake::first_sequence;
+    fake.peer.frame(bye, {});
+    CHECK(r0.error() == "");
+  }
+}
+
 // ---- failures and timeouts ---------------------------------------------------------------------------
 
 TEST_CASE("failure: a receive with no sender times out within the bound, naming rank, peer and operation") {
@@ -1811,11 +1840,19 @@ TEST_CASE("auth: the secret from a file only its owner can read; required off lo
     const auto o = TcpOptions::from_environment();
     CHECK(o.heartbeat_interval == std::chrono::milliseconds(250));
     CHECK(o.stall_limit() == std::chrono::milliseconds(1500));
-    CHECK(o.checksum_data);
+    CHECK(o.checksum_data == transport::tcp::DataChecksums::all);
+  }
+  {
+    CHECK(TcpOptions{}.checksum_data == transport::tcp::DataChecksums::other_hosts);
+    ScopedEnv env({{"FLOTILLA_CHECKSUM_DATA", "0"}});
+    CHECK(TcpOptions::from_environment().checksum_data == transport::tcp::DataChecksums::off);
+    ::setenv("FLOTILLA_CHECKSUM_DATA", "auto", 1);
+    CHECK(TcpOptions::from_environment().checksum_data == transport::tcp::DataChecksums::other_hosts);
   }
   {
     ScopedEnv env({{"FLOTILLA_CHECKSUM_DATA", "yes"}});
-    CHECK(contains(config_error([] { TcpOptions::from_environment(); }), "FLOTILLA_CHECKSUM_DATA: 'yes' is not 0 or 1"));
+    CHECK(contains(config_error([] { TcpOptions::from_environment(); }),
+                   "FLOTILLA_CHECKSUM_DATA: 'yes' is not auto (connections to other hosts), 0 (none) or 1 (all)"));
   }
   // Listening beyond loopback without a secret: refused before anything listens.
   auto o = job(1, 2, 29500);
@@ -2260,7 +2297,7 @@ TEST_CASE("wire: checked data frames and operation fingerprints; ranks in differ
   {  // with CRCs on data frames, a job's messages arrive intact
     const auto port = transport::pick_free_port();
     auto o0 = job(0, 2, port), o1 = job(1, 2, port);
-    o0.checksum_data = o1.checksum_data = true;
+    o0.checksum_data = o1.checksum_data = transport::tcp::DataChecksums::all;
     auto body = [](TcpEndpoint& e) {
       std::vector<std::byte> out(100000, std::byte{3}), in(100000);
       e.sendrecv(1 - e.rank(), 1, out, 1 - e.rank(), in);

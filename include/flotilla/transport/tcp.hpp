@@ -90,6 +90,7 @@ namespace flotilla::transport {
 using Tcp = tcp::Backend;
 using TcpOptions = tcp::Options;
 using TcpSharedMemory = tcp::SharedMemory;
+using TcpDataChecksums = tcp::DataChecksums;
 using TcpFlags = tcp::Flags;
 using TcpEndpoint = tcp::Endpoint;
 namespace wire = tcp::wire;

@@ -479,6 +479,8 @@ class Endpoint {
   /// Whether an open peer link comes from this host (over loopback, or from this rank's own
   /// address); false when the addresses cannot be read.
   bool link_on_this_host(const detail::TcpLink& l) const;
+  /// Whether data frames on `l` carry a payload CRC (Options::checksum_data).
+  bool checksums_on(const detail::TcpLink& l) const;
   std::optional<std::size_t> hung_up_peer() noexcept;
   /// The shared-memory sum's watch on the peer it waits for: PeerLostError when it closed its
   /// connection or has been silent for the stall limit since `since` (its last frame, if later).

@@ -37,7 +37,10 @@ inline Endpoint Endpoint::connect(const Options& options) {
   rv.run();
   Endpoint e(options, rv.reactor(), rv.links(), rv.addresses(), rv.counters(), rv.listener(), rv.job_id());
   for (auto& l : e.links_)
-    if (l.open()) detail::limit_unsent(l.socket, options.unsent_limit_bytes);
+    if (l.open()) {
+      detail::limit_unsent(l.socket, options.unsent_limit_bytes);
+      l.checksum = e.checksums_on(l);
+    }
   e.ranks_on_host_ = 1 + static_cast<std::size_t>(std::count_if(e.links_.begin(), e.links_.end(), [&e](const auto& l) {
                        return e.open_peer_link(l) && e.link_on_this_host(l);
                      }));
@@ -51,6 +54,11 @@ inline Endpoint Endpoint::connect(const Options& options) {
     e.counters_.header_bytes_received += setup.payload_bytes_received + setup.header_bytes_received;
   }
   return e;
+}
+
+inline bool Endpoint::checksums_on(const detail::TcpLink& l) const {
+  return options_.checksum_data == DataChecksums::all ||
+         (options_.checksum_data == DataChecksums::other_hosts && !link_on_this_host(l));
 }
 
 inline bool Endpoint::link_on_this_host(const detail::TcpLink& l) const {
@@ -424,6 +432,7 @@ inline void Endpoint::admit_rejoiner(detail::TcpRendezvous& rv, detail::TcpRende
   Link& l = links_[p];
   l.socket = std::move(a.link.socket);
   detail::limit_unsent(l.socket, options_.unsent_limit_bytes);
+  l.checksum = checksums_on(l);
   l.send_sequence = a.link.send_sequence;
   l.recv_sequence = a.link.recv_sequence;
   l.read_armed = l.write_armed = l.read_fired = false;

@@ -35,7 +35,7 @@ inline detail::TcpOutgoing Endpoint::frame(Link& l, wire::FrameType type, Tag ta
   h.sequence = l.send_sequence++;
   h.payload_length = payload.size();
   if (type == wire::FrameType::data) h.fingerprint = current_fingerprint(tag);
-  if (type != wire::FrameType::data || options_.checksum_data) wire::seal_payload(h, payload);
+  if (type != wire::FrameType::data || l.checksum) wire::seal_payload(h, payload);
   wire::encode(h, o.header);
   o.payload = payload;
   if (type == wire::FrameType::goodbye || type == wire::FrameType::abort) {

@@ -53,7 +53,8 @@ class Flags {
                                             "FLOTILLA_SECRET_FILE")),
         heartbeat_(flags.add<std::string>("heartbeat-ms", "500", "heartbeat interval in ms; a peer silent for 6 is stalled",
                                           "FLOTILLA_HEARTBEAT_MS")),
-        checksum_data_(flags.add<std::string>("checksum-data", "0", "1: a CRC-32 on every data frame's payload",
+        checksum_data_(flags.add<std::string>("checksum-data", "auto",
+                                              "data frames with a CRC-32C of their payload: auto (on connections to other hosts), 0 or 1",
                                               "FLOTILLA_CHECKSUM_DATA")),
         shared_memory_(flags.add<std::string>("shared-memory", "auto",
                                               "ranks that share a host sum through shared memory (hierarchically across hosts): auto, on, off, or on with "

@@ -160,6 +160,7 @@ struct TcpLink {
   bool send_broken = false;  // a frame was left half-written: the stream cannot carry another
   std::shared_ptr<TcpSendGuard> guard = std::make_shared<TcpSendGuard>();
   Clock::time_point heard{};  // when anything last arrived from the peer
+  bool checksum = false;      // data frames sent on it carry a payload CRC (Options::checksum_data)
   bool lost = false;          // the peer died or stalled (see TcpEndpoint::continue_without_lost_peers)
 
   std::unique_ptr<std::byte[]> buffer = std::make_unique_for_overwrite<std::byte[]>(tcp_read_buffer);

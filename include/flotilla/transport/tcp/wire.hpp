@@ -29,8 +29,8 @@
 // header rather than be read as a length (and allocated); the sequence number catches a lost or
 // repeated frame (a bug in a sender, as TCP itself does neither); the fingerprint lets the receiver
 // check that both sides of a message are in the same collective call; the payload CRC, that the
-// payload arrived intact. Control frames always carry a payload CRC; data frames when the sender's
-// TcpOptions::checksum_data is on (it costs a pass over every message: see docs/reliability.md).
+// payload arrived intact. Control frames always carry a payload CRC; data frames as the sender's
+// TcpOptions::checksum_data says (by default, those on connections to other hosts).
 //
 // A connection starts with a handshake (the side that connected is the client):
 //   client -> server  hello   (its Hello, with a fresh random nonce)
