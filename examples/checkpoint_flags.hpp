@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+#include "flag_help.hpp"
+
 namespace example {
 
 /// The flags' values once parsed, as fit()'s CheckpointPolicy.
@@ -64,15 +66,14 @@ flotilla::History fit_noting_unsaved(Trainer& trainer, UnsavedSets& unsaved, Arg
 }
 
 /// Adds --checkpoint-dir, --checkpoint-every, --checkpoint-seconds, --checkpoint-keep and --resume.
-inline CheckpointFlags add_checkpoint_flags(flotilla::cli::Flags& flags, const std::string& what_a_set_is) {
+inline CheckpointFlags add_checkpoint_flags(flotilla::cli::Flags& flags) {
   return {flags.add<std::string>("checkpoint-dir", "",
-                                 "directory for periodic checkpoint sets, " + what_a_set_is + " (empty: none; see docs/reliability.md)"),
+                                 "directory for periodic checkpoint sets, a file for each part of the job's state "
+                                 "(empty: none; --resume reads the newest complete set; see docs/reliability.md)"),
           flags.add<std::size_t>("checkpoint-every", 0, "a checkpoint set every N updates (0: not by steps)"),
           flags.add<double>("checkpoint-seconds", 0, "a checkpoint set every S seconds (0: not by time)"),
           flags.add<std::size_t>("checkpoint-keep", 3, "checkpoint sets kept (0: all)"),
-          flags.add<bool>("resume", false,
-                          "start from the newest complete set in --checkpoint-dir, if any (for restarts: "
-                          "flotilla-launch --restarts N); --epochs then counts the whole run")};
+          flags.add<bool>("resume", false, flag_help::resume)};
 }
 
 }  // namespace example

@@ -152,23 +152,21 @@ int run(const Settings& s, const typename Backend::options& transport, const flo
 template <class Backend, class M = Model, class TransportFlags = NoTransportFlags<Backend>>
 int run_example(int argc, char** argv, const char* program) {
   try {
-    flotilla::cli::Flags flags(program, "train a CNN on Fashion-MNIST on several workers");
-    auto& workers = flags.add<std::size_t>("workers", std::max(2u, std::thread::hardware_concurrency()),
-                                           "workers (in-process jobs; otherwise the launched ranks less the servers)");
-    auto& servers = flags.add<std::size_t>("servers", 1, "parameter servers (policies sync-ps and async)");
-    auto& epochs = flags.add<std::size_t>("epochs", 5, "passes over the training set");
-    auto& batch = flags.add<std::size_t>("batch", 64, "samples per worker per step");
-    auto& lr = flags.add<double>("lr", 1e-3, "learning rate (Adam)");
-    auto& policy = flags.add<std::string>("policy", "sync", "sync, sync-fp16, sync-ps, sync-ps-fp16 or async");
-    auto& overlap = flags.add<std::string>("overlap", "auto",
-                                           "send gradients during backward: auto (where a core is free), always, never");
+    flotilla::cli::Flags flags(program, "train a CNN on Fashion-MNIST (Adam, cosine-annealed) on several workers");
+    auto& workers = flags.add<std::size_t>("workers", std::max(2u, std::thread::hardware_concurrency()), flag_help::workers);
+    auto& servers = flags.add<std::size_t>("servers", 1, flag_help::servers);
+    auto& epochs = flags.add<std::size_t>("epochs", 5, flag_help::epochs);
+    auto& batch = flags.add<std::size_t>("batch", 64, flag_help::batch);
+    auto& lr = flags.add<double>("lr", 1e-3, flag_help::lr);
+    auto& policy = flags.add<std::string>("policy", "sync",
+                                          "sync, sync-fp16, sync-ps, sync-ps-fp16 or async (-ps and async: on --servers)");
+    auto& overlap = flags.add<std::string>("overlap", "auto", flag_help::overlap);
     auto& baseline = flags.add<std::size_t>("baseline-steps", 200, "steps to time one worker first (0: skip)");
-    auto& data = flags.add<std::filesystem::path>("data", fm::default_directory(), "Fashion-MNIST directory",
-                                                  "FLOTILLA_FASHION_MNIST");
-    auto& metrics = flags.add<std::filesystem::path>("metrics", "distributed_metrics.jsonl", "per-epoch metrics");
-    auto& plot = flags.add<std::filesystem::path>("plot", "distributed_curves.svg", "loss and accuracy curves (SVG)");
-    auto& trace = flags.add<std::filesystem::path>("trace", "", "Chrome-trace timeline of every worker (JSON)");
-    const CheckpointFlags checkpoint_flags = add_checkpoint_flags(flags, "worker 0's file and each server's");
+    auto& data = flags.add<std::filesystem::path>("data", fm::default_directory(), flag_help::data, "FLOTILLA_FASHION_MNIST");
+    auto& metrics = flags.add<std::filesystem::path>("metrics", "distributed_metrics.jsonl", flag_help::metrics);
+    auto& plot = flags.add<std::filesystem::path>("plot", "distributed_curves.svg", flag_help::plot);
+    auto& trace = flags.add<std::filesystem::path>("trace", "", flag_help::trace);
+    const CheckpointFlags checkpoint_flags = add_checkpoint_flags(flags);
     const TransportFlags transport_flags(flags);
     flags.at_least("workers", 1).at_least("servers", 1).at_least("epochs", 1).at_least("batch", 1).above("lr", 0);
     if (!flags.parse(argc, argv, std::cout)) return 0;

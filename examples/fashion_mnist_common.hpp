@@ -13,6 +13,8 @@
 #include <iostream>
 #include <string>
 
+#include "flag_help.hpp"
+
 namespace example {
 
 /// Settings common to the examples, with the example's own defaults.
@@ -24,7 +26,8 @@ struct Settings {
   double momentum;
   std::size_t threads;
   std::uint64_t seed;
-  std::filesystem::path metrics, plot, checkpoint, resume;
+  std::filesystem::path metrics, plot, checkpoint;
+  bool resume = false;  ///< continue from `checkpoint`, when it exists
   std::string schedule = "cosine";
   double weight_decay = 0;   ///< on weights only: biases and normalisation parameters are left alone
   std::size_t workers = 1;   ///< in-process workers (threads of this process), each a share of the batch
@@ -34,28 +37,30 @@ struct Settings {
 inline bool parse_flags(int argc, char** argv, const char* name, const char* what, Settings& s) {
   flotilla::cli::Flags flags(name, what);
   auto& data_dir = flags.add<std::filesystem::path>("data", flotilla::data::fashion_mnist::default_directory(),
-                                                    "directory holding the Fashion-MNIST IDX files", "FLOTILLA_FASHION_MNIST");
-  auto& epochs = flags.add<std::size_t>("epochs", s.epochs, "passes over the training set");
-  auto& batch = flags.add<std::size_t>("batch", s.batch, "samples per update");
-  auto& lr = flags.add<double>("lr", s.learning_rate, "base learning rate");
-  auto& momentum = flags.add<double>("momentum", s.momentum, "momentum (SGD with momentum only)");
-  auto& threads = flags.add<std::size_t>("threads", s.threads, "cores sharing each batch");
-  auto& seed = flags.add<std::uint64_t>("seed", s.seed, "seed of the initial weights and the data order");
-  auto& metrics = flags.add<std::filesystem::path>("metrics", s.metrics, "per-epoch metrics file (.jsonl or .csv)");
-  auto& plot = flags.add<std::filesystem::path>("plot", s.plot, "SVG plot of the loss and accuracy curves");
-  auto& checkpoint = flags.add<std::filesystem::path>("checkpoint", s.checkpoint, "checkpoint written after each epoch");
-  auto& resume = flags.add<std::filesystem::path>("resume", s.resume, "checkpoint to resume from");
+                                                    flag_help::data, "FLOTILLA_FASHION_MNIST");
+  auto& epochs = flags.add<std::size_t>("epochs", s.epochs, flag_help::epochs);
+  auto& batch = flags.add<std::size_t>("batch", s.batch, flag_help::batch);
+  auto& lr = flags.add<double>("lr", s.learning_rate, flag_help::lr);
+  auto& momentum = flags.add<double>("momentum", s.momentum, flag_help::momentum);
+  auto& threads = flags.add<std::size_t>("threads", s.threads, flag_help::threads);
+  auto& seed = flags.add<std::uint64_t>("seed", s.seed, flag_help::seed);
+  auto& metrics = flags.add<std::filesystem::path>("metrics", s.metrics, flag_help::metrics);
+  auto& plot = flags.add<std::filesystem::path>("plot", s.plot, flag_help::plot);
+  auto& checkpoint = flags.add<std::filesystem::path>("checkpoint", s.checkpoint,
+                                                      "checkpoint file, written after each epoch (--resume reads it)");
+  auto& resume = flags.add<bool>("resume", s.resume, flag_help::resume);
   auto& schedule = flags.add<std::string>("schedule", s.schedule,
                                           "learning-rate schedule: cosine (from --lr down to 0 over the run) or constant");
   auto& weight_decay = flags.add<double>("weight-decay", s.weight_decay,
                                          "weight decay of the weights (not of biases or normalisation parameters)");
-  auto& workers = flags.add<std::size_t>("workers", s.workers,
-                                         "in-process workers, each with --batch samples of every update (sync)");
+  auto& workers = flags.add<std::size_t>("workers", s.workers, flag_help::workers);
   flags.at_least("epochs", 1).at_least("batch", 1).above("lr", 0).at_least("momentum", 0).at_least("threads", 1);
   flags.at_least("weight-decay", 0).at_least("workers", 1);
   if (!flags.parse(argc, argv, std::cout)) return false;
   if (schedule != "cosine" && schedule != "constant")
     throw flotilla::ConfigError("--schedule: expected cosine or constant, not '" + schedule + "'");
+  if (resume && checkpoint.empty())
+    throw flotilla::ConfigError("--resume needs --checkpoint: the file to continue from, which the run goes on writing");
   s = Settings{data_dir, epochs, batch, lr, momentum, threads, seed, metrics, plot, checkpoint, resume, schedule,
                weight_decay, workers};
   return true;
@@ -95,14 +100,23 @@ int train_and_report(const Settings& s) {
     options.schedule = flotilla::schedule::Cosine{.total = s.epochs * steps_per_epoch, .min_factor = 0.0, .warmup = 0};
   }
   flotilla::Trainer<Model> trainer(options);
-  if (!s.resume.empty()) {
-    trainer.load(s.resume);
-    std::printf("resumed from %s at epoch %llu, step %llu\n", s.resume.string().c_str(),
-                static_cast<unsigned long long>(trainer.epoch()), static_cast<unsigned long long>(trainer.step()));
+  // As --resume does with checkpoint sets (checkpoint_flags.hpp): no file yet is a run from the
+  // start, so that one command line serves the first run and every restart, and --epochs counts
+  // the whole run.
+  std::size_t epochs = s.epochs;
+  if (s.resume) {
+    if (std::filesystem::exists(s.checkpoint)) {
+      trainer.load(s.checkpoint);
+      std::printf("resumed from %s at epoch %llu, step %llu\n", s.checkpoint.string().c_str(),
+                  static_cast<unsigned long long>(trainer.epoch()), static_cast<unsigned long long>(trainer.step()));
+      epochs = trainer.epoch() < epochs ? epochs - static_cast<std::size_t>(trainer.epoch()) : 0;
+    } else {
+      std::printf("no checkpoint at %s yet: starting from the beginning\n", s.checkpoint.string().c_str());
+    }
   }
 
   flotilla::FitOptions fit;
-  fit.epochs = s.epochs;
+  fit.epochs = epochs;
   fit.metrics_file = s.metrics;
   fit.plot_file = s.plot;
   fit.checkpoint_file = s.checkpoint;

@@ -4,7 +4,7 @@
 // this process (one rank each) and pass activations forward and gradients back in micro-batches:
 //
 //   fashion_mnist_pipeline --stages 2                     # automatic split, 1F1B, 4 micro-batches
-//   fashion_mnist_pipeline --stages 3 --schedule gpipe --micro-batches 8
+//   fashion_mnist_pipeline --stages 3 --pipeline-schedule gpipe --micro-batches 8
 //   fashion_mnist_pipeline --stages 2 --cuts 4            # stage 1 starts at layer 4 (ReLU)
 //   fashion_mnist_pipeline --stages 2 --replicas 2        # 2 x 2 ranks: pipeline + data parallel
 //   fashion_mnist_pipeline --stages 3 --timed --plan-only # split by measured layer times, print it
@@ -51,31 +51,33 @@ static std::vector<std::size_t> parse_cuts(const std::string& text) {
 
 int main(int argc, char** argv) {
   try {
-    flotilla::cli::Flags flags("fashion_mnist_pipeline", "train the Fashion-MNIST CNN split into pipeline stages");
-    auto& data_dir = flags.add<std::filesystem::path>("data", fm::default_directory(), "directory of the Fashion-MNIST IDX files",
+    flotilla::cli::Flags flags("fashion_mnist_pipeline",
+                               "train the Fashion-MNIST CNN (Adam, cosine-annealed) split into pipeline stages");
+    auto& data_dir = flags.add<std::filesystem::path>("data", fm::default_directory(), example::flag_help::data,
                                                       "FLOTILLA_FASHION_MNIST");
     auto& stages = flags.add<std::size_t>("stages", 2, "pipeline stages (P)");
-    auto& replicas = flags.add<std::size_t>("replicas", 1, "pipeline replicas, data parallel (D); D x P ranks in all");
+    auto& replicas = flags.add<std::size_t>("replicas", 1,
+                                            "pipeline replicas, data parallel (D): the workers of --batch; D x P ranks in all");
     auto& micro = flags.add<std::size_t>("micro-batches", 4, "micro-batches per step (M)");
-    auto& schedule_name = flags.add<std::string>("schedule", "1f1b", "1f1b or gpipe (fill-drain)");
+    auto& schedule_name = flags.add<std::string>("pipeline-schedule", "1f1b", "1f1b or gpipe (fill-drain)");
     auto& cuts_text = flags.add<std::string>("cuts", "", "explicit cut points, e.g. 3,6 (default: automatic split)");
     auto& timed = flags.add<bool>("timed", false, "split by measured layer times instead of estimated FLOPs");
     auto& plan_only = flags.add<bool>("plan-only", false, "print the plan and exit");
-    auto& epochs = flags.add<std::size_t>("epochs", 5, "passes over the training set");
-    auto& batch = flags.add<std::size_t>("batch", 64, "samples per update, per replica");
-    auto& lr = flags.add<double>("lr", 1e-3, "base learning rate (cosine-annealed to 0)");
-    auto& seed = flags.add<std::uint64_t>("seed", 1, "seed of the initial weights and the data order");
-    auto& metrics = flags.add<std::filesystem::path>("metrics", "", "per-epoch metrics file (.jsonl or .csv)");
-    auto& trace = flags.add<std::filesystem::path>("trace", "", "Chrome-trace timeline of every rank (JSON)");
-    auto& step_log = flags.add<std::filesystem::path>("step-log", "", "per-rank, per-step times and bytes (JSON lines)");
-    auto& max_steps = flags.add<std::size_t>("max-steps", 0, "stop after this many updates (0: run every epoch)");
-    const example::CheckpointFlags checkpoint_flags = example::add_checkpoint_flags(flags, "a file per stage");
+    auto& epochs = flags.add<std::size_t>("epochs", 5, example::flag_help::epochs);
+    auto& batch = flags.add<std::size_t>("batch", 64, example::flag_help::batch);
+    auto& lr = flags.add<double>("lr", 1e-3, example::flag_help::lr);
+    auto& seed = flags.add<std::uint64_t>("seed", 1, example::flag_help::seed);
+    auto& metrics = flags.add<std::filesystem::path>("metrics", "", example::flag_help::metrics);
+    auto& trace = flags.add<std::filesystem::path>("trace", "", example::flag_help::trace);
+    auto& step_log = flags.add<std::filesystem::path>("step-log", "", example::flag_help::step_log);
+    auto& max_steps = flags.add<std::size_t>("max-steps", 0, example::flag_help::max_steps);
+    const example::CheckpointFlags checkpoint_flags = example::add_checkpoint_flags(flags);
     flags.at_least("stages", 1).at_least("replicas", 1).at_least("micro-batches", 1).at_least("epochs", 1);
     flags.at_least("batch", 1).above("lr", 0);
     if (!flags.parse(argc, argv, std::cout)) return 0;
     const flotilla::CheckpointPolicy checkpoints = checkpoint_flags.policy();
     if (schedule_name != "1f1b" && schedule_name != "gpipe")
-      throw flotilla::ConfigError("--schedule: expected 1f1b or gpipe, not '" + schedule_name + "'");
+      throw flotilla::ConfigError("--pipeline-schedule: expected 1f1b or gpipe, not '" + schedule_name + "'");
     const auto schedule = schedule_name == "gpipe" ? pl::Schedule::fill_drain : pl::Schedule::one_forward_one_backward;
 
     std::vector<std::uint64_t> costs;

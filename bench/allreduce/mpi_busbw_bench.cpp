@@ -21,6 +21,7 @@
 #include <string>
 
 #include "allreduce_common.hpp"
+#include "../../examples/flag_help.hpp"
 
 #include <flotilla/cli/flags.hpp>
 
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
   try {
     flotilla::cli::Flags flags("flotilla_mpi_busbw_bench", "allreduce bus bandwidth: MPI_Allreduce and flotilla's MPI transport");
     auto& sizes = flags.add<std::string>("sizes", "", "comma-separated bytes with K/M suffixes (default 4K..64M, powers of 4)");
-    auto& repeat = flags.add<std::size_t>("repeat", 5, "measurements of each (size, method)");
+    auto& repeat = flags.add<std::size_t>("repeat", 5, example::flag_help::repeat);
     auto& target = flags.add<double>("target", 0.25, "seconds per measurement");
     auto& label = flags.add<std::string>("label", "mpi", "label printed with each line");
     auto& methods_flag = flags.add<std::string>("methods", "mpi,flotilla,flotilla-native,flotilla-ring", "which to time");

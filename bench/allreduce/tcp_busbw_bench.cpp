@@ -25,13 +25,14 @@
 #include <string>
 
 #include "allreduce_common.hpp"
+#include "../../examples/flag_help.hpp"
 
 int main(int argc, char** argv) {
   try {
     namespace tr = flotilla::transport;
     flotilla::cli::Flags flags("flotilla_tcp_busbw_bench", "allreduce bus bandwidth of flotilla's TCP transport");
     auto& sizes = flags.add<std::string>("sizes", "", "comma-separated bytes with K/M suffixes (default 4K..64M, powers of 4)");
-    auto& repeat = flags.add<std::size_t>("repeat", 5, "measurements of each (size, method)");
+    auto& repeat = flags.add<std::size_t>("repeat", 5, example::flag_help::repeat);
     auto& target = flags.add<double>("target", 0.25, "seconds per measurement");
     auto& label = flags.add<std::string>("label", "tcp", "label printed with each line");
     auto& methods_flag = flags.add<std::string>("methods", "flotilla",

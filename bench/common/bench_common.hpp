@@ -8,6 +8,7 @@
 #include <flotilla/flotilla.hpp>
 
 #include "../../examples/fashion_mnist_resnet.hpp"
+#include "../../examples/flag_help.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -4,7 +4,8 @@
 // predicts larger jobs.
 //
 //   flotilla_cost_fit --measurements FILE [--link-gbit 10] [--model-gb 1] [--bucket-mib 25]
-//                     [--workers 64,128,256,512] [--servers 1,8,64] [--ranks-per-host 8] [--alpha-us A]
+//                     [--worker-counts 64,128,256,512] [--server-counts 1,8,64] [--ranks-per-host 8]
+//                     [--alpha-us A]
 //
 // --measurements FILE holds flotilla_exchange_step_bench's lines (bench/cluster_cost.sh collects them).
 // Prints JSON lines: the fitted prices ({"prices":...}); every measured point with its prediction
@@ -24,6 +25,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "../../examples/flag_help.hpp"
 
 namespace {
 
@@ -75,9 +78,9 @@ int main(int argc, char** argv) {
     auto& link = flags.add<double>("link-gbit", 10, "predictions: link rate, Gbit/s");
     auto& model_gb = flags.add<double>("model-gb", 1, "predictions: GB of fp32 parameters");
     auto& bucket_mib = flags.add<double>("bucket-mib", 25, "predictions: MiB a ring bucket");
-    auto& workers_list = flags.add<std::string>("workers", "64,128,256,512", "predictions: workers");
-    auto& servers_list = flags.add<std::string>("servers", "1,8,64", "predictions: parameter servers");
-    auto& per_host = flags.add<std::size_t>("ranks-per-host", 8, "predictions: ranks a host for the hierarchical sum");
+    auto& workers_list = flags.add<std::string>("worker-counts", "64,128,256,512", "worker counts, comma-separated");
+    auto& servers_list = flags.add<std::string>("server-counts", "1,8,64", example::flag_help::server_counts);
+    auto& per_host = flags.add<std::size_t>("ranks-per-host", 8, example::flag_help::ranks_per_host);
     auto& alpha_us = flags.add<double>("alpha-us", -1,
                                        "predictions: microseconds a message (default: the fitted price; links without "
                                        "delay, as the emulated ones, cannot show a real network's)");

@@ -149,13 +149,16 @@ int pick_policy(const Settings& s, const tr::TcpOptions& options) {
 
 int main(int argc, char** argv) {
   try {
-    flotilla::cli::Flags flags("flotilla_exchange_step_bench", "one synchronous step's gradient exchange over TCP");
-    auto& exchange = flags.add<std::string>("exchange", "ring", "ring or servers");
+    flotilla::cli::Flags flags("flotilla_exchange_step_bench",
+                               "one synchronous step's gradient exchange over TCP (the job runs two untimed steps more: "
+                               "the first and the last)");
+    auto& exchange = flags.add<std::string>("exchange", "ring", "ring or servers (parameter servers: the last --servers ranks)");
     auto& codec = flags.add<std::string>("codec", "fp32", "fp32 or fp16");
     auto& mib = flags.add<std::size_t>("mib", 1, "MiB of parameters: 1, 4, 16 or 64");
-    auto& servers = flags.add<std::size_t>("servers", 1, "servers: the last ranks (--exchange servers)");
-    auto& steps = flags.add<std::size_t>("steps", 3, "timed steps (the job runs two more: the first and the last)");
-    auto& per_host = flags.add<std::size_t>("ranks-per-host", 1, "ranks a host (reported, for the model)");
+    auto& servers = flags.add<std::size_t>("servers", 1, example::flag_help::servers);
+    auto& steps = flags.add<std::size_t>("steps", 3, example::flag_help::steps);
+    auto& per_host = flags.add<std::size_t>("ranks-per-host", 1, example::flag_help::ranks_per_host);
+    flags.at_least("servers", 1);
     if (!flags.parse(argc, argv, std::cout)) return 0;
     if (codec != "fp32" && codec != "fp16") throw flotilla::ConfigError("--codec must be fp32 or fp16");
     const Settings s{exchange, codec, servers, std::max<std::size_t>(steps, 1), std::max<std::size_t>(per_host, 1)};

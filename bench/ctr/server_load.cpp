@@ -3,7 +3,7 @@
 // flotilla_ctr_server_load: each parameter server's share of the embedding keys served in one
 // epoch of sparse::Trainer, by replaying the keys the workers would pull, without training.
 //
-//   flotilla_ctr_server_load --train train.tsv --workers 4 --batch 256 --servers 1,2,4
+//   flotilla_ctr_server_load --train train.tsv --workers 4 --batch 256 --server-counts 1,2,4
 //   flotilla_ctr_server_load --lines 100000 --zipf 2 ...     lines drawn in memory instead
 //
 // It forms the batches as the trainer does (sparse::detail::epoch_order's permutation, each worker
@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -38,6 +39,7 @@
 #include "flotilla/nn/embedding.hpp"
 #include "flotilla/sparse/row_table.hpp"
 #include "flotilla/sparse/trainer.hpp"
+#include "../../examples/flag_help.hpp"
 
 namespace {
 
@@ -56,10 +58,10 @@ std::vector<std::size_t> parse_counts(const std::string& text) {
       used = 0;
     }
     if (used != item.size() || item.empty() || v == 0 || v > 4096)
-      throw fl::ConfigError("--servers: '" + item + "' in '" + text + "' is not a server count in [1, 4096]");
+      throw fl::ConfigError("--server-counts: '" + item + "' in '" + text + "' is not a server count in [1, 4096]");
     out.push_back(static_cast<std::size_t>(v));
   }
-  if (out.empty()) throw fl::ConfigError("--servers: no server counts in '" + text + "'");
+  if (out.empty()) throw fl::ConfigError("--server-counts: no server counts in '" + text + "'");
   return out;
 }
 
@@ -72,13 +74,13 @@ void print_array(const std::vector<double>& v, int digits) {
 int run(int argc, char** argv) {
   fl::cli::Flags flags("flotilla_ctr_server_load",
                        "each parameter server's share of the embedding keys one epoch of sparse::Trainer serves");
-  auto& train = flags.add<std::string>("train", "", "Criteo-format training file (or --lines)");
-  auto& lines = flags.add<std::uint64_t>("lines", 0, "without --train: draw this many lines as flotilla-ctr-generate would");
+  auto& train = flags.add<std::filesystem::path>("train", {}, example::flag_help::train);
+  auto& lines = flags.add<std::uint64_t>("lines", 0, example::flag_help::lines);
   auto& zipf = flags.add<double>("zipf", fl::data::CtrGeneratorOptions{}.zipf, "with --lines: Zipf exponent of the IDs");
-  auto& workers = flags.add<std::size_t>("workers", 4, "workers");
-  auto& batch = flags.add<std::size_t>("batch", 256, "examples per worker and step");
-  auto& servers_text = flags.add<std::string>("servers", "1,2,4", "server counts, comma-separated");
-  auto& seed = flags.add<std::uint64_t>("seed", 1, "the trainer's seed (its order of the examples; with --lines, the generator's too)");
+  auto& workers = flags.add<std::size_t>("workers", 4, example::flag_help::workers);
+  auto& batch = flags.add<std::size_t>("batch", 256, example::flag_help::batch);
+  auto& servers_text = flags.add<std::string>("server-counts", "1,2,4", example::flag_help::server_counts);
+  auto& seed = flags.add<std::uint64_t>("seed", 1, example::flag_help::seed);
   flags.at_least("workers", 1).at_least("batch", 1);
   if (!flags.parse(argc, argv, std::cout)) return 0;
   if (train.empty() == (lines == 0)) throw fl::ConfigError("give either --train FILE or --lines N (see --help)");
@@ -86,7 +88,7 @@ int run(int argc, char** argv) {
 
   std::vector<fl::data::CtrExample> examples;
   if (!train.empty()) {
-    examples = fl::data::read_ctr_file<fl::data::CriteoFormat>(train, fl::data::ReaderOptions{});
+    examples = fl::data::read_ctr_file<fl::data::CriteoFormat>(train.string(), fl::data::ReaderOptions{});
   } else {
     fl::data::CtrGeneratorOptions o;
     o.seed = seed;
@@ -98,7 +100,7 @@ int run(int argc, char** argv) {
   }
   const std::size_t W = workers, B = batch, global_batch = W * B;
   if (examples.size() < global_batch)
-    throw fl::ConfigError((train.empty() ? std::string("--lines") : train) + ": " + std::to_string(examples.size()) + " examples, fewer than one global batch of " +
+    throw fl::ConfigError((train.empty() ? std::string("--lines") : train.string()) + ": " + std::to_string(examples.size()) + " examples, fewer than one global batch of " +
                           std::to_string(global_batch));
   const std::size_t steps = examples.size() / global_batch;
   const auto order = fl::sparse::detail::epoch_order(examples.size(), seed, 0);

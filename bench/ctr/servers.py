@@ -78,7 +78,7 @@ def main():
     for z in exponents:
         train, test, planted = generate(args, workdir, suffix="_z%g" % z, extra=["--zipf", str(z)])
         out = subprocess.run([args.server_load, "--train", train, "--workers", str(args.workers), "--batch",
-                              str(args.batch), "--servers", args.servers, "--seed", str(args.seed)],
+                              str(args.batch), "--server-counts", args.servers, "--seed", str(args.seed)],
                              capture_output=True, text=True)
         if out.returncode != 0:
             raise SystemExit("flotilla_ctr_server_load failed: %s" % out.stderr)

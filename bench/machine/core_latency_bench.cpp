@@ -25,6 +25,8 @@
 #include <string>
 #include <thread>
 
+#include "../../examples/flag_help.hpp"
+
 namespace {
 
 void pin_to(int cpu) {
@@ -75,14 +77,14 @@ int main(int argc, char** argv) {
     flotilla::cli::Flags flags("flotilla_core_latency_bench", "round trip of a cache line between two CPUs");
     auto& cpus = flags.add<std::string>("cpus", "0,1", "the two CPUs, comma-separated");
     auto& trips = flags.add<long>("trips", 200000, "round trips per measurement");
-    auto& repeat = flags.add<long>("repeat", 5, "measurements");
+    auto& repeat = flags.add<std::size_t>("repeat", 5, example::flag_help::repeat);
     if (!flags.parse(argc, argv, std::cout)) return 0;
     const auto comma = cpus.find(',');
     if (comma == std::string::npos) throw std::runtime_error("--cpus needs two CPUs, e.g. 0,1");
     const int a = std::stoi(cpus.substr(0, comma)), b = std::stoi(cpus.substr(comma + 1));
     if (trips < 1 || repeat < 1) throw std::runtime_error("--trips and --repeat must be at least 1");
-    for (long r = 0; r < repeat; ++r)
-      std::printf("{\"cpus\":[%d,%d],\"trips\":%ld,\"rep\":%ld,\"round_trip_ns\":%.1f}\n", a, b, trips, r,
+    for (std::size_t r = 0; r < repeat; ++r)
+      std::printf("{\"cpus\":[%d,%d],\"trips\":%ld,\"rep\":%zu,\"round_trip_ns\":%.1f}\n", a, b, trips, r,
                   round_trip_ns(a, b, trips));
     return 0;
   } catch (const std::exception& e) {

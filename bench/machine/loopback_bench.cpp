@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "../allreduce/allreduce_common.hpp"
+#include "../../examples/flag_help.hpp"
 
 namespace {
 
@@ -221,7 +222,7 @@ int main(int argc, char** argv) {
     auto& sizes = flags.add<std::string>("sizes", "", "comma-separated bytes with K/M suffixes (default 4K..64M, powers of 4)");
     auto& methods = flags.add<std::string>("methods", "stream,exchange,exchange-add,exchange-spin",
                                            "stream, exchange, exchange-add, exchange-spin");
-    auto& repeat = flags.add<std::size_t>("repeat", 5, "measurements of each (size, method)");
+    auto& repeat = flags.add<std::size_t>("repeat", 5, example::flag_help::repeat);
     auto& target = flags.add<double>("target", 0.25, "seconds per measurement");
     auto& write_quantum = flags.add<std::string>("write-quantum", "256K", "exchange: bytes written before the next read");
     auto& read_quantum = flags.add<std::string>("read-quantum", "0", "exchange: most bytes one read takes (0: all there are)");

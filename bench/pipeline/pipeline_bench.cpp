@@ -4,8 +4,8 @@
 // the theory and against the unsplit model in the same run. Stages are threads of this process
 // (in-process transport), one rank each; the data are random (these figures do not depend on it).
 //
-//   flotilla_pipeline_bench [--model uniform|cnn] [--stages 2,4] [--micro 1,2,4,8,16] [--batch 256]
-//                           [--steps 20] [--warmup 3] [--repeat 3]
+//   flotilla_pipeline_bench [--model uniform|cnn] [--stage-counts 2,4] [--micro-batch-counts 1,2,4,8,16]
+//                           [--batch 256] [--steps 20] [--warmup 3] [--repeat 3]
 //
 // For each stage count P, micro-batch count M and schedule (GPipe fill-drain, 1F1B), one row:
 //  - theory: the bubble of equal stages with free communication, (P - 1) / (M + P - 1);
@@ -205,14 +205,16 @@ void table(const std::vector<std::size_t>& stages, const std::vector<std::size_t
 
 int main(int argc, char** argv) {
   try {
-    flotilla::cli::Flags flags("flotilla_pipeline_bench", "pipeline bubble, throughput and activation memory");
+    flotilla::cli::Flags flags("flotilla_pipeline_bench",
+                               "pipeline bubble, throughput and activation memory (medians of --repeat runs)");
     auto& model = flags.add<std::string>("model", "uniform", "uniform (8 x Dense<512> + ReLU, equal stages) or cnn");
-    auto& stages = flags.add<std::string>("stages", "2,4", "stage counts P");
-    auto& micro = flags.add<std::string>("micro", "1,2,4,8,16", "micro-batch counts M");
-    auto& batch = flags.add<std::size_t>("batch", 256, "samples per step");
-    auto& steps = flags.add<std::size_t>("steps", 20, "timed steps per row");
-    auto& warmup = flags.add<std::size_t>("warmup", 3, "untimed steps first");
-    auto& repeat = flags.add<std::size_t>("repeat", 3, "turns of unsplit and pipeline per row (medians reported)");
+    auto& stages = flags.add<std::string>("stage-counts", "2,4", "stage counts P, comma-separated");
+    auto& micro = flags.add<std::string>("micro-batch-counts", "1,2,4,8,16", "micro-batch counts M, comma-separated");
+    auto& batch = flags.add<std::size_t>("batch", 256, example::flag_help::batch);
+    auto& steps = flags.add<std::size_t>("steps", 20, example::flag_help::steps);
+    auto& warmup = flags.add<std::size_t>("warmup", 3, example::flag_help::warmup);
+    auto& repeat = flags.add<std::size_t>("repeat", 3, example::flag_help::repeat);
+    flags.at_least("batch", 1);
     if (!flags.parse(argc, argv, std::cout)) return 0;
     if (model == "uniform")
       table<UniformModel>(parse_list(stages), parse_list(micro), batch, steps, warmup, repeat);

@@ -4,9 +4,9 @@
 // the same global batch, with in-process workers, on the Fashion-MNIST MLP and CNN.
 //
 //   flotilla_reproducible_bench [--models mlp,cnn] [--configs 1x1,1x2,2x1] [--shards 8,16,32]
-//                               [--batch 64] [--steps 100] [--repeat 5]
+//                               [--global-batch 64] [--steps 100] [--repeat 5]
 //
-// A configuration WxT is W workers of T cores each (--batch is the global batch, split among the
+// A configuration WxT is W workers of T cores each (--global-batch is split among the
 // workers). For each model, configuration and shard size, both trainers start from the same seed
 // and take timed runs of --steps updates in turn (synchronous, reproducible, synchronous, ...),
 // after a warm-up of each; one JSON line gives each policy's median samples/s and their ratio.
@@ -86,13 +86,16 @@ int main(int argc, char** argv) {
     auto& models = flags.add<std::string>("models", "mlp,cnn", "comma-separated: mlp, cnn");
     auto& configs = flags.add<std::string>("configs", "1x1,1x2,2x1", "comma-separated WORKERSxTHREADS");
     auto& shards = flags.add<std::string>("shards", "8,16,32", "comma-separated samples per virtual shard");
-    auto& batch = flags.add<std::size_t>("batch", 64, "samples per update (the global batch)");
-    auto& steps = flags.add<std::size_t>("steps", 100, "updates per timed run");
-    auto& repeat = flags.add<std::size_t>("repeat", 5, "timed runs of each policy");
-    auto& seed = flags.add<std::uint64_t>("seed", 1, "initial weights and data order");
-    auto& synthetic = flags.add<std::size_t>("synthetic", 0, "use this many random samples instead of Fashion-MNIST");
+    // A global batch, not --batch's per-worker one: configurations of different worker counts are
+    // compared at the same samples per update.
+    auto& batch = flags.add<std::size_t>("global-batch", 64,
+                                         "samples per update, split evenly over each configuration's workers");
+    auto& steps = flags.add<std::size_t>("steps", 100, example::flag_help::steps);
+    auto& repeat = flags.add<std::size_t>("repeat", 5, example::flag_help::repeat);
+    auto& seed = flags.add<std::uint64_t>("seed", 1, example::flag_help::seed);
+    auto& synthetic = flags.add<std::size_t>("synthetic", 0, example::flag_help::synthetic);
     auto& data = flags.add<std::filesystem::path>("data", flotilla::data::fashion_mnist::default_directory(),
-                                                  "Fashion-MNIST directory", "FLOTILLA_FASHION_MNIST");
+                                                  example::flag_help::data, "FLOTILLA_FASHION_MNIST");
     if (!flags.parse(argc, argv, std::cout)) return 0;
     const Settings s{batch, steps, repeat, synthetic, seed, data};
     const auto train = bench::whole_batches(bench::load(flotilla::data::Split::train, s.data, s.synthetic), s.batch);

@@ -2,7 +2,7 @@
 // SPDX-FileCopyrightText: 2026 The flotilla authors
 // flotilla_straggler_bench: in-process data-parallel training of the Fashion-MNIST MLP with one slow
 // worker, under each update policy. Every configuration trains a fresh trainer from the same seed
-// for one epoch (or --steps updates), then evaluates the whole test set; one JSON line each.
+// for one epoch (or --max-steps updates), then evaluates the whole test set; one JSON line each.
 //
 //   flotilla_straggler_bench --workers 4 --straggler 3 --factor 2 [--policies sync,sync-ps,...]
 //
@@ -75,20 +75,22 @@ void run(const std::string& name, const Settings& s, const flotilla::data::Datas
 
 int main(int argc, char** argv) {
   try {
-    flotilla::cli::Flags flags("flotilla_straggler_bench", "update policies with a slow worker (MLP, Fashion-MNIST)");
-    auto& workers = flags.add<std::size_t>("workers", 4, "workers (threads of this process, one core each)");
+    flotilla::cli::Flags flags("flotilla_straggler_bench",
+                               "update policies with a slow worker (MLP, Fashion-MNIST, SGD with momentum 0.9)");
+    auto& workers = flags.add<std::size_t>("workers", 4, example::flag_help::workers);
     auto& straggler = flags.add<std::size_t>("straggler", 3, "the slow worker's rank");
     auto& factor = flags.add<double>("factor", 2.0, "how much slower it is (1: no straggler)");
     auto& policies = flags.add<std::string>("policies", "sync,sync-ps,ssp1,ssp2,ssp4,ssp8,async", "comma-separated");
-    auto& batch = flags.add<std::size_t>("batch", 64, "samples per worker per step");
-    auto& epochs = flags.add<std::size_t>("epochs", 1, "epochs (each a pass of all workers together over the data)");
-    auto& steps = flags.add<std::size_t>("steps", 0, "stop after this many updates per worker (0: no limit)");
-    auto& repeat = flags.add<std::size_t>("repeat", 1, "runs of each configuration");
-    auto& lr = flags.add<double>("lr", 0.05, "learning rate (SGD, momentum 0.9)");
-    auto& seed = flags.add<std::uint64_t>("seed", 1, "initial weights and data order");
-    auto& synthetic = flags.add<std::size_t>("synthetic", 0, "use this many random samples instead of Fashion-MNIST");
+    auto& batch = flags.add<std::size_t>("batch", 64, example::flag_help::batch);
+    auto& epochs = flags.add<std::size_t>("epochs", 1, example::flag_help::epochs);
+    auto& steps = flags.add<std::size_t>("max-steps", 0, example::flag_help::max_steps);
+    auto& repeat = flags.add<std::size_t>("repeat", 1, example::flag_help::repeat);
+    auto& lr = flags.add<double>("lr", 0.05, example::flag_help::lr);
+    auto& seed = flags.add<std::uint64_t>("seed", 1, example::flag_help::seed);
+    auto& synthetic = flags.add<std::size_t>("synthetic", 0, example::flag_help::synthetic);
     auto& data = flags.add<std::filesystem::path>("data", flotilla::data::fashion_mnist::default_directory(),
-                                                  "Fashion-MNIST directory", "FLOTILLA_FASHION_MNIST");
+                                                  example::flag_help::data, "FLOTILLA_FASHION_MNIST");
+    flags.at_least("workers", 1).at_least("batch", 1).at_least("epochs", 1).above("lr", 0);
     if (!flags.parse(argc, argv, std::cout)) return 0;
     const Settings s{workers, straggler, batch, steps, epochs, synthetic, repeat, factor, lr, seed, data};
     if (s.factor > 1 && s.straggler >= s.workers) throw flotilla::ConfigError("--straggler must be below --workers");

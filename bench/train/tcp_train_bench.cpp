@@ -25,22 +25,24 @@
 int main(int argc, char** argv) {
   try {
     namespace tr = flotilla::transport;
-    flotilla::cli::Flags flags("flotilla_tcp_train_bench", "synchronous data-parallel MLP training over TCP");
-    auto& steps = flags.add<std::size_t>("steps", 1000, "updates per timed call");
-    auto& warmup = flags.add<std::size_t>("warmup", 200, "untimed updates first");
-    auto& repeat = flags.add<std::size_t>("repeat", 3, "timed calls");
-    auto& batch = flags.add<std::size_t>("batch", 64, "samples per worker per step");
-    auto& threads = flags.add<std::size_t>("threads", 1, "cores of each worker");
-    auto& lr = flags.add<double>("lr", 0.05, "learning rate (momentum 0.9)");
+    flotilla::cli::Flags flags("flotilla_tcp_train_bench",
+                               "synchronous data-parallel MLP training over TCP (SGD, momentum 0.9), timed calls");
+    auto& steps = flags.add<std::size_t>("steps", 1000, example::flag_help::steps);
+    auto& warmup = flags.add<std::size_t>("warmup", 200, example::flag_help::warmup);
+    auto& repeat = flags.add<std::size_t>("repeat", 3, example::flag_help::repeat);
+    auto& batch = flags.add<std::size_t>("batch", 64, example::flag_help::batch);
+    auto& threads = flags.add<std::size_t>("threads", 1, example::flag_help::threads);
+    auto& lr = flags.add<double>("lr", 0.05, example::flag_help::lr);
     auto& stream = flags.add<bool>("stream-gradients", false, "layers report parts of their gradient during backward");
     auto& bucket_bytes = flags.add<std::size_t>("bucket-bytes", flotilla::policy::Synchronous<>{}.bucket_bytes,
                                                  "bytes of gradient per allreduce bucket");
-    auto& overlap = flags.add<std::string>("overlap", "auto", "gradient communication during backward: auto, always, never");
-    auto& synthetic = flags.add<std::size_t>("synthetic", 0, "use this many random samples instead of Fashion-MNIST");
-    auto& step_log = flags.add<std::filesystem::path>("step-log", {}, "per-step counters of the timed calls (JSON lines)");
-    auto& trace = flags.add<std::filesystem::path>("trace", {}, "Chrome-trace timeline of the timed calls");
+    auto& overlap = flags.add<std::string>("overlap", "auto", example::flag_help::overlap);
+    auto& synthetic = flags.add<std::size_t>("synthetic", 0, example::flag_help::synthetic);
+    auto& step_log = flags.add<std::filesystem::path>("step-log", {}, example::flag_help::step_log);
+    auto& trace = flags.add<std::filesystem::path>("trace", {}, example::flag_help::trace);
     auto& data = flags.add<std::filesystem::path>("data", flotilla::data::fashion_mnist::default_directory(),
-                                                  "Fashion-MNIST directory", "FLOTILLA_FASHION_MNIST");
+                                                  example::flag_help::data, "FLOTILLA_FASHION_MNIST");
+    flags.at_least("batch", 1).at_least("threads", 1).above("lr", 0);
     if (!flags.parse(argc, argv, std::cout)) return 0;
 
     const tr::TcpOptions options = tr::TcpOptions::from_environment();

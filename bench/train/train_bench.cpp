@@ -120,24 +120,27 @@ int run(const Settings& s) {
 
 int main(int argc, char** argv) {
   try {
-    flotilla::cli::Flags flags("flotilla_train_bench", "training throughput and curves of the Fashion-MNIST MLP and CNN");
+    flotilla::cli::Flags flags("flotilla_train_bench",
+                               "training throughput and curves of the Fashion-MNIST MLP and CNN (SGD with momentum)");
     auto& model = flags.add<std::string>("model", "mlp", "mlp, cnn or resnet");
-    auto& mode = flags.add<std::string>("mode", "run", "run, serve or curve (see the top of train_bench.cpp)");
-    auto& threads = flags.add<std::size_t>("threads", 1, "cores sharing each batch (TrainerOptions::threads)");
-    auto& batch = flags.add<std::size_t>("batch", 64, "samples per step");
-    auto& steps = flags.add<std::size_t>("steps", 300, "run: updates per timed run");
-    auto& warmup = flags.add<std::size_t>("warmup", 50, "run: untimed updates first");
-    auto& repeat = flags.add<std::size_t>("repeat", 3, "run: timed runs");
-    auto& epochs = flags.add<std::size_t>("epochs", 5, "curve: epochs");
-    auto& lr = flags.add<double>("lr", 0.05, "learning rate");
-    auto& momentum = flags.add<double>("momentum", 0.9, "momentum");
-    auto& seed = flags.add<std::uint64_t>("seed", 1, "initial weights and data order");
+    auto& mode = flags.add<std::string>(
+        "mode", "run", "run (--steps, --warmup, --repeat), serve or curve (--epochs); see the top of train_bench.cpp");
+    auto& threads = flags.add<std::size_t>("threads", 1, example::flag_help::threads);
+    auto& batch = flags.add<std::size_t>("batch", 64, example::flag_help::batch);
+    auto& steps = flags.add<std::size_t>("steps", 300, example::flag_help::steps);
+    auto& warmup = flags.add<std::size_t>("warmup", 50, example::flag_help::warmup);
+    auto& repeat = flags.add<std::size_t>("repeat", 3, example::flag_help::repeat);
+    auto& epochs = flags.add<std::size_t>("epochs", 5, example::flag_help::epochs);
+    auto& lr = flags.add<double>("lr", 0.05, example::flag_help::lr);
+    auto& momentum = flags.add<double>("momentum", 0.9, example::flag_help::momentum);
+    auto& seed = flags.add<std::uint64_t>("seed", 1, example::flag_help::seed);
     auto& prefetch = flags.add<std::size_t>("prefetch", 0,
                                             "batches gathered ahead on a background thread (0: on the training thread, "
                                             "so that the run uses exactly --threads threads)");
-    auto& synthetic = flags.add<std::size_t>("synthetic", 0, "use this many random samples instead of Fashion-MNIST");
+    auto& synthetic = flags.add<std::size_t>("synthetic", 0, example::flag_help::synthetic);
     auto& data = flags.add<std::filesystem::path>("data", flotilla::data::fashion_mnist::default_directory(),
-                                                  "Fashion-MNIST directory", "FLOTILLA_FASHION_MNIST");
+                                                  example::flag_help::data, "FLOTILLA_FASHION_MNIST");
+    flags.at_least("threads", 1).at_least("batch", 1).at_least("epochs", 1).above("lr", 0).at_least("momentum", 0);
     if (!flags.parse(argc, argv, std::cout)) return 0;
     const Settings s{model, mode, threads, batch, steps, warmup, repeat, epochs, synthetic, prefetch, lr, momentum, seed, data};
     if (s.model == "mlp") return run<bench::Mlp>(s);

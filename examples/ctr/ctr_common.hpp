@@ -30,6 +30,7 @@
 #include "flotilla/data/criteo.hpp"
 #include "flotilla/data/ctr_generator.hpp"
 #include "flotilla/sparse/trainer.hpp"
+#include "../flag_help.hpp"
 
 namespace example {
 
@@ -156,27 +157,28 @@ int run(int argc, char** argv, const char* program) {
   fl::cli::Flags flags(program, "Click-through prediction with embedding rows on parameter servers");
   TransportFlags transport_flags(flags);
   Settings s;
-  auto& train_path = flags.add<std::filesystem::path>("train", {}, "Criteo-format training file (default: generate one)");
-  auto& test_path = flags.add<std::filesystem::path>("test", {}, "Criteo-format held-out file (default: generate one)");
-  auto& dir = flags.add<std::filesystem::path>("data-dir", "ctr-data", "where generated files go");
-  auto& lines = flags.add<std::size_t>("lines", 2'000'000, "training lines to generate");
-  auto& test_lines = flags.add<std::size_t>("test-lines", 200'000, "held-out lines to generate");
-  auto& epochs = flags.add<std::size_t>("epochs", 1, "passes over the training set");
-  auto& batch = flags.add<std::size_t>("batch", 1024, "examples per worker and step");
-  auto& workers = flags.add<std::size_t>("workers", 2, "workers");
-  auto& servers = flags.add<std::size_t>("servers", 2, "parameter servers (the embedding rows spread over them)");
+  auto& train_path = flags.add<std::filesystem::path>("train", {}, flag_help::train);
+  auto& test_path = flags.add<std::filesystem::path>(
+      "test", {}, "Criteo-format held-out file (without --train: --test-lines generated lines, in --data)");
+  auto& dir = flags.add<std::filesystem::path>("data", "ctr-data", flag_help::data);
+  auto& lines = flags.add<std::size_t>("lines", 2'000'000, flag_help::lines);
+  auto& test_lines = flags.add<std::size_t>("test-lines", 200'000, "held-out lines to generate without --train");
+  auto& epochs = flags.add<std::size_t>("epochs", 1, flag_help::epochs);
+  auto& batch = flags.add<std::size_t>("batch", 1024, flag_help::batch);
+  auto& workers = flags.add<std::size_t>("workers", 2, flag_help::workers);
+  auto& servers = flags.add<std::size_t>("servers", 2, flag_help::servers);
   auto& policy = flags.add<std::string>("policy", "sync", "sync, async or stale (bounded staleness 2)");
   auto& codec = flags.add<std::string>("codec", "fp32", "rows and gradients on the wire: fp32, fp16 or bf16");
   auto& row_lr = flags.add<double>("row-lr", 0.05, "Adagrad learning rate of the embedding rows");
   auto& tower_lr = flags.add<double>("tower-lr", 1e-3, "Adam learning rate of the tower");
-  auto& seed = flags.add<std::uint64_t>("seed", 1, "seed of the data, the initial values and the order");
-  auto& metrics = flags.add<std::filesystem::path>("metrics", {}, "metrics file, one record per epoch (.jsonl or .csv)");
-  auto& plot = flags.add<std::filesystem::path>("plot", {}, "SVG plot of the losses and the AUC per epoch");
+  auto& seed = flags.add<std::uint64_t>("seed", 1, flag_help::seed);
+  auto& metrics = flags.add<std::filesystem::path>("metrics", {}, flag_help::metrics);
+  auto& plot = flags.add<std::filesystem::path>("plot", {}, flag_help::plot);
   auto& stream = flags.add<bool>("stream", false, "stream the training file (larger than memory) instead of loading it");
   auto& shuffle = flags.add<std::size_t>("shuffle-buffer", 0, "with --stream: examples in each worker's shuffle buffer (0: file order)");
   auto& skip_malformed = flags.add<std::uint64_t>(
       "skip-malformed", 0, "skip and count up to this many malformed lines per pass (0: the first one is an error)");
-  flags.at_least("epochs", 1).at_least("batch", 1).at_least("workers", 1).at_least("servers", 1).at_least("lines", 1);
+  flags.at_least("epochs", 1).at_least("batch", 1).at_least("workers", 1).at_least("servers", 1);
   if (!flags.parse(argc, argv, std::cout)) return 0;
   s = Settings{train_path, test_path, dir, lines, test_lines, epochs, batch, workers, servers, policy, codec, row_lr,
                tower_lr, seed, metrics, plot, stream, shuffle, skip_malformed};
@@ -190,6 +192,7 @@ int run(int argc, char** argv, const char* program) {
   if (generated && !TransportFlags::generates)
     throw fl::ConfigError("--train and --test: every rank reads the same files; write them first (flotilla-ctr-generate)");
   if (generated) {
+    if (s.lines == 0) throw fl::ConfigError("--lines: 0 training lines to generate (give --train FILE, or --lines N >= 1)");
     s.train = s.data_dir / "train.tsv";
     s.test = s.data_dir / "test.tsv";
     if (reporter) {

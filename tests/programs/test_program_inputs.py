@@ -7,8 +7,9 @@
 
 Each PROGRAM is the path of a built Fashion-MNIST example (fashion_mnist_distributed,
 fashion_mnist_tcp, fashion_mnist_mlp, ...). Every program must refuse a zero batch, a negative
-learning rate and one that is not a number with exit status 1 and a message naming the flag (not
-a signal, not a run that trains to nothing). A program whose name ends in _tcp is also run by hand,
+learning rate and one that is not a number, and --resume without the checkpoint flag it reads
+(--checkpoint, or --checkpoint-dir), with exit status 1 and a message naming the flags (not a
+signal, not a run that trains to nothing). A program whose name ends in _tcp is also run by hand,
 without the launcher, on a small made-up data set: it must print its final report, also with the
 TCP flags of docs/transports.md given, and refuse their bad values by name. With --launcher, it is
 also run as a 3-rank job that loses a rank mid-run and goes on (--on-worker-loss continue). A
@@ -242,11 +243,15 @@ def main() -> int:
         for program in programs:
             name = program.name
             extra = ["--baseline-steps", "0"] if "distributed" in name or name.endswith(("_tcp", "_mpi")) else []
+            # --resume continues from the checkpoint the program writes: a file of --checkpoint, or
+            # the sets of --checkpoint-dir; without it there is nothing to continue from.
+            sets = "distributed" in name or "pipeline" in name or name.endswith(("_tcp", "_mpi"))
             cases = [
                 (["--batch", "0"], "--batch: '0' must be at least 1"),
                 (["--lr", "-1"], "--lr: '-1' must be above 0"),
                 (["--lr", "nan"], "--lr: 'nan' is not a finite number"),
                 (["--lr", "inf"], "--lr: 'inf' is not a finite number"),
+                (["--resume"], "--resume need --checkpoint-dir" if sets else "--resume needs --checkpoint"),
             ]
             for flags, message in cases:
                 r = subprocess.run([str(program), *common, *extra, *flags], cwd=work, env=environment(),
