@@ -397,7 +397,7 @@ TEST_CASE("checkpoints: failed saves are kept and logged") {
   failures.note(8, "stage 1: disk full", &log);
   failures.note(4, "stage 0: read-only", nullptr);
   CHECK(failures.list() == std::vector<std::string>{"stage 1: disk full", "stage 0: read-only"});
-  CHECK(log.str() == "checkpoint: save failed, training goes on: stage 1: disk full\n");
+  CHECK(log.str() == "flotilla: checkpoint: save failed, training goes on: stage 1: disk full\n");
   CHECK(failures.steps_since(0) == std::vector<std::uint64_t>{4, 8});
   CHECK(failures.summary(2, "d").empty());
   CHECK(failures.summary(1, "d") == "the checkpoint set of step 4 could not be saved in d (1 failed save; stage 0: read-only)");
