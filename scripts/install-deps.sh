@@ -11,7 +11,7 @@ set -euo pipefail
 packages=(
   build-essential cmake g++ clang git python3     # toolchain; python3 runs scripts/amalgamate.py
   libclang-rt-14-dev                              # clang's libFuzzer and sanitizer runtimes (tests/fuzz)
-  libeigen3-dev libboost-dev doctest-dev          # Eigen 3.4; Boost's headers (Asio: TCP transport); tests
+  libeigen3-dev libboost-dev libssl-dev doctest-dev  # Eigen 3.4; Boost's headers (Asio) and OpenSSL (TCP transport); tests
   libopenmpi-dev openmpi-bin                      # the MPI transport
   dataset-fashion-mnist                           # /usr/share/datasets/fashion-mnist, for examples
   iproute2 util-linux                             # ip, tc, unshare: the emulated cluster (scripts/cluster.sh)

@@ -10,6 +10,8 @@
 #include <doctest/doctest.h>
 
 #include <netinet/in.h>
+#include <poll.h>
+#include <openssl/evp.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <signal.h>
@@ -36,7 +38,6 @@
 #include "flotilla/cli/flags.hpp"
 #include "flotilla/collective/broadcast.hpp"
 #include "flotilla/collective/ring_allreduce.hpp"
-#include "flotilla/core/hmac.hpp"
 #include "flotilla/transport/tcp.hpp"
 #include "../../tools/launch_command_line.hpp"
 
@@ -75,7 +76,7 @@ class ScopedEnv {
                                           "FLOTILLA_BIND",         "FLOTILLA_TIMEOUT_MS",   "FLOTILLA_CONNECT_TIMEOUT_MS",
                                           "FLOTILLA_SOCKET_BUFFER", "FLOTILLA_SECRET",      "FLOTILLA_SECRET_FILE",
                                           "FLOTILLA_UNSENT_LIMIT", "FLOTILLA_READ_WHILE_SENDING",
-                                          "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA", "FLOTILLA_SHARED_MEMORY",
+                                          "FLOTILLA_HEARTBEAT_MS", "FLOTILLA_CHECKSUM_DATA", "FLOTILLA_FRAME_MAC", "FLOTILLA_SHARED_MEMORY",
                                           "FLOTILLA_SPIN_US",      "FLOTILLA_REJOIN",       "FLOTILLA_LOCAL_RANK",
                                           // other launchers' (transport/launcher.hpp)
                                           "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
@@ -1751,7 +1752,7 @@ TEST_CASE("launcher: argument parsing") {
 
 namespace {
 
-std::string hex(const Sha256::Digest& d) {
+std::string hex(std::span<const std::uint8_t> d) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string s;
   for (const auto b : d) {
@@ -1761,28 +1762,17 @@ std::string hex(const Sha256::Digest& d) {
   return s;
 }
 
+std::span<const std::byte> view_bytes(std::string_view s) { return std::as_bytes(std::span<const char>(s.data(), s.size())); }
+
 std::string hmac_hex(const std::string& key, const std::string& data) {
-  return hex(HmacSha256(key).update(data).digest());
+  // In two pieces: the parts are one message.
+  const std::string_view d(data);
+  return hex(transport::tcp::hmac_sha256(key, {view_bytes(d.substr(0, d.size() / 3)), view_bytes(d.substr(d.size() / 3))}));
 }
 
 }  // namespace
 
-TEST_CASE("auth: SHA-256 and HMAC-SHA256 match the FIPS 180-4 and RFC 4231 test vectors") {
-  CHECK(hex(sha256(std::string_view(""))) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  CHECK(hex(sha256(std::string_view("abc"))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  CHECK(hex(sha256(std::string_view("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"))) ==
-        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  {  // a million 'a', fed in uneven pieces: the block boundary handling of update()
-    Sha256 h;
-    const std::string chunk(997, 'a');
-    std::size_t left = 1'000'000;
-    while (left > 0) {
-      const std::size_t n = std::min(left, chunk.size());
-      h.update(std::string_view(chunk).substr(0, n));
-      left -= n;
-    }
-    CHECK(hex(h.digest()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-  }
+TEST_CASE("auth: HMAC-SHA-256 (OpenSSL's) matches RFC 4231's test vectors; proofs compare in constant time") {
   // RFC 4231 test cases 1, 2, 3, 4, 6 and 7 (6 and 7: keys longer than a block, hashed first).
   CHECK(hmac_hex(std::string(20, '\x0b'), "Hi There") ==
         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
@@ -1799,10 +1789,68 @@ TEST_CASE("auth: SHA-256 and HMAC-SHA256 match the FIPS 180-4 and RFC 4231 test 
                  "This is a test using a larger than block-size key and a larger than block-size data. The key needs "
                  "to be hashed before being used by the HMAC algorithm.") ==
         "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
-  const std::array<std::uint8_t, 3> a{1, 2, 3}, b{1, 2, 3}, c{1, 2, 4};
+  using transport::tcp::constant_time_equal;
+  const std::array<std::byte, 3> a{std::byte{1}, std::byte{2}, std::byte{3}}, b = a,
+                                 c{std::byte{1}, std::byte{2}, std::byte{4}};
   CHECK(constant_time_equal(a, b));
   CHECK(!constant_time_equal(a, c));
-  CHECK(!constant_time_equal(std::span<const std::uint8_t>(a).first(2), b));
+  CHECK(!constant_time_equal(std::span<const std::byte>(a).first(2), b));
+}
+
+TEST_CASE("auth: a frame tag is AES-256-GMAC over header and payload, the sequence number its nonce") {
+  using transport::tcp::FrameMac;
+  transport::tcp::Digest key{};
+  for (std::size_t i = 0; i < key.size(); ++i) key[i] = static_cast<std::uint8_t>(7 * i + 1);
+  FrameMac mac(key);
+  std::vector<std::byte> header(wire::header_size, std::byte{0x11}), payload(100000);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 31);
+  const auto tag = mac.tag(42, header, payload);
+  CHECK(mac.tag(42, header, payload) == tag);  // the context is reused: nothing carries over
+  CHECK(FrameMac(key).tag(42, header, payload) == tag);
+  CHECK(mac.tag(43, header, payload) != tag);  // another frame number
+  auto changed = payload;
+  changed[77777] ^= std::byte{1};
+  CHECK(mac.tag(42, header, changed) != tag);
+  header[20] ^= std::byte{1};
+  CHECK(mac.tag(42, header, payload) != tag);
+  header[20] ^= std::byte{1};
+  transport::tcp::Digest other = key;
+  other[0] ^= 1;
+  CHECK(FrameMac(other).tag(42, header, payload) != tag);
+  // The construction wire.hpp documents, checked by OpenSSL's GCM decryption: the nonce is the
+  // sequence number in 8 little-endian bytes and 4 zero bytes, the additional data the header then
+  // the payload, nothing encrypted.
+  auto verifies = [&](const FrameMac::Tag& t) {
+    EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+    std::array<unsigned char, 12> nonce{42};
+    int n = 0;
+    bool ok = EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key.data(), nonce.data()) == 1;
+    ok = ok && EVP_DecryptUpdate(ctx, nullptr, &n, reinterpret_cast<const unsigned char*>(header.data()),
+                                 static_cast<int>(header.size())) == 1;
+    ok = ok && EVP_DecryptUpdate(ctx, nullptr, &n, reinterpret_cast<const unsigned char*>(payload.data()),
+                                 static_cast<int>(payload.size())) == 1;
+    auto copy = t;
+    ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16, copy.data()) == 1;
+    unsigned char none[16];
+    ok = ok && EVP_DecryptFinal_ex(ctx, none, &n) == 1;
+    EVP_CIPHER_CTX_free(ctx);
+    return ok;
+  };
+  CHECK(verifies(tag));
+  auto forged = tag;
+  forged[3] ^= std::byte{1};
+  CHECK(!verifies(forged));
+  // The two ends of a connection derive the same keys, crossed; another hello gives others.
+  const auto hello_c = view_bytes("client hello");
+  const auto hello_s = view_bytes("server hello");
+  const std::string secret = "0123456789abcdef";
+  const auto kc = wire::frame_keys(secret, wire::Role::client, hello_c, hello_s);
+  const auto ks = wire::frame_keys(secret, wire::Role::server, hello_c, hello_s);
+  CHECK(kc.send == ks.receive);
+  CHECK(kc.receive == ks.send);
+  CHECK(kc.send != kc.receive);
+  CHECK(wire::frame_keys(secret, wire::Role::client, view_bytes("client hellp"), hello_s).send != kc.send);
+  CHECK(kc.send != wire::auth_proof(secret, wire::Role::client, hello_c, hello_s));
 }
 
 TEST_CASE("auth: the secret from a file only its owner can read; required off loopback") {
@@ -1853,6 +1901,19 @@ TEST_CASE("auth: the secret from a file only its owner can read; required off lo
     ScopedEnv env({{"FLOTILLA_CHECKSUM_DATA", "yes"}});
     CHECK(contains(config_error([] { TcpOptions::from_environment(); }),
                    "FLOTILLA_CHECKSUM_DATA: 'yes' is not auto (connections to other hosts), 0 (none) or 1 (all)"));
+  }
+  {
+    using transport::tcp::FrameMacs;
+    CHECK(TcpOptions{}.frame_mac == FrameMacs::other_hosts);
+    ScopedEnv env({{"FLOTILLA_FRAME_MAC", "1"}});
+    CHECK(TcpOptions::from_environment().frame_mac == FrameMacs::all);
+    ::setenv("FLOTILLA_FRAME_MAC", "0", 1);
+    CHECK(TcpOptions::from_environment().frame_mac == FrameMacs::off);
+    ::setenv("FLOTILLA_FRAME_MAC", "auto", 1);
+    CHECK(TcpOptions::from_environment().frame_mac == FrameMacs::other_hosts);
+    ::setenv("FLOTILLA_FRAME_MAC", "on", 1);
+    CHECK(contains(config_error([] { TcpOptions::from_environment(); }),
+                   "FLOTILLA_FRAME_MAC: 'on' is not auto (connections to other hosts), 0 (none) or 1 (all)"));
   }
   // Listening beyond loopback without a secret: refused before anything listens.
   auto o = job(1, 2, 29500);
@@ -2291,6 +2352,189 @@ TEST_CASE("hostile: a payload that does not match its CRC fails the receive, nam
   CAPTURE(e0);
   CHECK(contains(e0, "recv from rank 1 at 127.0.0.1:1 (tag 5) failed"));
   CHECK(contains(e0, "bad payload CRC"));
+}
+
+namespace {
+
+/// A man in the middle on loopback: accepts one connection on its own port, connects it to
+/// `upstream`, and copies the bytes both ways, XOR-ing `flip` into the byte at offset `at` of the
+/// stream from the accepted side (the client) to upstream (none when `flip` is 0).
+class FlippingProxy {
+ public:
+  FlippingProxy(std::uint16_t upstream, std::uint64_t at, std::byte flip)
+      : listener_(::socket(AF_INET, SOCK_STREAM, 0)), upstream_(upstream), at_(at), flip_(flip) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(listener_, 4) == 0);
+    socklen_t n = sizeof a;
+    REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &n) == 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { run(); });
+  }
+  FlippingProxy(const FlippingProxy&) = delete;
+  FlippingProxy& operator=(const FlippingProxy&) = delete;
+  ~FlippingProxy() {
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+  }
+  std::uint16_t port() const { return port_; }
+  /// Bytes copied from the client to upstream so far.
+  std::uint64_t forwarded() const { return forwarded_; }
+
+ private:
+  void run() {
+    const int client = ::accept(listener_, nullptr, nullptr);
+    if (client < 0) return;
+    const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(upstream_);
+    if (::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      std::vector<std::byte> buffer(1 << 16);
+      for (;;) {
+        pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+        if (::poll(fds, 2, 10000) <= 0) break;
+        const bool up = (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+        const int from = up ? client : server, to = up ? server : client;
+        const ssize_t r = ::read(from, buffer.data(), buffer.size());
+        if (r <= 0) break;
+        if (up && flip_ != std::byte{0} && at_ >= forwarded_ && at_ < forwarded_ + static_cast<std::uint64_t>(r))
+          buffer[at_ - forwarded_] ^= flip_;
+        if (up) forwarded_ += static_cast<std::uint64_t>(r);
+        for (ssize_t done = 0; done < r;) {
+          const ssize_t w = ::send(to, buffer.data() + done, static_cast<std::size_t>(r - done), MSG_NOSIGNAL);
+          if (w <= 0) break;
+          done += w;
+        }
+      }
+    }
+    ::close(server);
+    ::close(client);
+  }
+
+  int listener_;
+  std::uint16_t upstream_, port_ = 0;
+  std::uint64_t at_;
+  std::byte flip_;
+  std::atomic<std::uint64_t> forwarded_{0};
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("hostile: a byte changed on the way after the handshake is caught by the frame tag, or the CRC") {
+  // Rank 1 reaches rank 0 through the proxy, which changes one byte in the middle of the 1 MiB
+  // message that rank 1 sends after the handshake (the handshake and setup take a few hundred
+  // bytes). With frame tags the change is caught whatever it is, since only the ends know the
+  // key; with CRCs alone, an accident is caught; with neither, the message arrives changed.
+  struct Case {
+    transport::tcp::FrameMacs mac;
+    transport::tcp::DataChecksums crc;
+    const char* expected;  // in rank 0's error; nullptr: no error, the message arrives changed
+  };
+  using transport::tcp::DataChecksums;
+  using transport::tcp::FrameMacs;
+  for (const Case c : {Case{FrameMacs::all, DataChecksums::off, "whose frame tag does not match its bytes"},
+                       Case{FrameMacs::all, DataChecksums::all, "whose frame tag does not match its bytes"},
+                       Case{FrameMacs::off, DataChecksums::all, "bad payload CRC"},
+                       Case{FrameMacs::off, DataChecksums::off, nullptr}}) {
+    CAPTURE(static_cast<int>(c.mac));
+    CAPTURE(static_cast<int>(c.crc));
+    const auto port = transport::pick_free_port();
+    FlippingProxy proxy(port, 500'000, std::byte{0x20});
+    auto o0 = job(0, 2, port), o1 = job(1, 2, proxy.port());
+    for (auto* o : {&o0, &o1}) {
+      o->secret = "a secret of twenty-four!";
+      o->frame_mac = c.mac;
+      o->checksum_data = c.crc;
+      o->shared_memory = transport::tcp::SharedMemory::off;
+    }
+    std::vector<std::byte> sent(1 << 20);
+    for (std::size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<std::byte>(i % 251);
+    std::vector<std::byte> got(sent.size());
+    std::string caught;
+    RankThread r0(o0, [&](TcpEndpoint& e) {
+      try {
+        e.recv(1, 5, got);
+      } catch (const TransportError& err) {
+        caught = err.what();
+        throw;
+      }
+    });
+    RankThread r1(o1, [&](TcpEndpoint& e) { e.send(0, 5, sent); });
+    const std::string e0 = r0.error(), e1 = r1.error();
+    CAPTURE(e0);
+    CAPTURE(e1);
+    CHECK(proxy.forwarded() > 500'000);  // the change did happen
+    if (c.expected) {
+      CHECK(contains(caught, "recv from rank 1 at 127.0.0.1:"));
+      CHECK(contains(caught, "sent a bad frame"));
+      CHECK(contains(caught, c.expected));
+      CHECK(!e1.empty());  // rank 1 learns of it too (the abort, or the closed connection)
+    } else {
+      CHECK(e0.empty());
+      CHECK(got != sent);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) differ += got[i] != sent[i];
+      CHECK(differ == 1);
+    }
+  }
+}
+
+TEST_CASE("hostile: on a connection that must carry frame tags, a frame without one drops it") {
+  // Both ranks know the secret; rank 1 sends no tags, rank 0 requires them on every connection.
+  const auto port = transport::pick_free_port();
+  auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+  o0.secret = o1.secret = "a secret of twenty-four!";
+  o0.frame_mac = transport::tcp::FrameMacs::all;
+  o1.frame_mac = transport::tcp::FrameMacs::off;
+  RankThread r0(o0, [](TcpEndpoint& e) { e.barrier(); });
+  RankThread r1(o1, [](TcpEndpoint& e) { e.barrier(); });
+  const std::string e0 = r0.error();
+  CAPTURE(e0);
+  CHECK(contains(e0, "sent a bad frame"));
+  CHECK(contains(e0, "without a frame tag, on a connection whose frames must carry one (TcpOptions::frame_mac"));
+  CHECK(!r1.error().empty());
+}
+
+TEST_CASE("wire: with frame tags on, a job's messages arrive intact and each frame costs 16 bytes more") {
+  auto run = [](transport::tcp::FrameMacs mac) {
+    const auto port = transport::pick_free_port();
+    auto o0 = job(0, 2, port), o1 = job(1, 2, port);
+    for (auto* o : {&o0, &o1}) {
+      o->secret = "a secret of twenty-four!";
+      o->frame_mac = mac;
+      o->shared_memory = transport::tcp::SharedMemory::off;
+    }
+    std::array<TrafficCounters, 2> before{}, after{};
+    auto body = [&](TcpEndpoint& e) {
+      std::vector<std::byte> out(300000), in(300000);
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::byte>((i * 7 + e.rank()) % 256);
+      before[e.rank()] = e.counters();
+      for (int round = 0; round < 10; ++round) e.sendrecv(1 - e.rank(), 1, out, 1 - e.rank(), in);
+      e.barrier();
+      after[e.rank()] = e.counters();
+      for (std::size_t i = 0; i < in.size(); ++i)
+        if (in[i] != static_cast<std::byte>((i * 7 + (1 - e.rank())) % 256)) throw std::runtime_error("corrupted");
+    };
+    RankThread r0(o0, body), r1(o1, body);
+    CHECK(r0.error() == "");
+    CHECK(r1.error() == "");
+    return std::array<TrafficCounters, 2>{after[0] - before[0], after[1] - before[1]};
+  };
+  const auto tagged = run(transport::tcp::FrameMacs::all), plain = run(transport::tcp::FrameMacs::off);
+  for (std::size_t r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    CHECK(tagged[r].payload_bytes_sent == plain[r].payload_bytes_sent);
+    // 10 data frames and one barrier frame each way: 11 tags of 16 bytes.
+    CHECK(tagged[r].header_bytes_sent == plain[r].header_bytes_sent + 11 * 16);
+    CHECK(tagged[r].header_bytes_received == plain[r].header_bytes_received + 11 * 16);
+  }
 }
 
 TEST_CASE("wire: checked data frames and operation fingerprints; ranks in different collectives fail at once") {

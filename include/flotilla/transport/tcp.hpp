@@ -91,6 +91,7 @@ using Tcp = tcp::Backend;
 using TcpOptions = tcp::Options;
 using TcpSharedMemory = tcp::SharedMemory;
 using TcpDataChecksums = tcp::DataChecksums;
+using TcpFrameMacs = tcp::FrameMacs;
 using TcpFlags = tcp::Flags;
 using TcpEndpoint = tcp::Endpoint;
 namespace wire = tcp::wire;

@@ -267,6 +267,7 @@ class Endpoint {
     l.lost = true;
     l.in_frame = false;
     l.frame_done = 0;
+    l.mac_done = 0;
     l.sink = Link::Sink::staging;
     l.user = nullptr;
     l.staging.reset();
@@ -481,6 +482,8 @@ class Endpoint {
   bool link_on_this_host(const detail::TcpLink& l) const;
   /// Whether data frames on `l` carry a payload CRC (Options::checksum_data).
   bool checksums_on(const detail::TcpLink& l) const;
+  /// Sets `l`'s frame tags from its keys and Options::frame_mac.
+  void set_frame_macs(detail::TcpLink& l) const;
   std::optional<std::size_t> hung_up_peer() noexcept;
   /// The shared-memory sum's watch on the peer it waits for: PeerLostError when it closed its
   /// connection or has been silent for the stall limit since `since` (its last frame, if later).

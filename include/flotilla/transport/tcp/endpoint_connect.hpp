@@ -40,6 +40,7 @@ inline Endpoint Endpoint::connect(const Options& options) {
     if (l.open()) {
       detail::limit_unsent(l.socket, options.unsent_limit_bytes);
       l.checksum = e.checksums_on(l);
+      e.set_frame_macs(l);
     }
   e.ranks_on_host_ = 1 + static_cast<std::size_t>(std::count_if(e.links_.begin(), e.links_.end(), [&e](const auto& l) {
                        return e.open_peer_link(l) && e.link_on_this_host(l);
@@ -59,6 +60,18 @@ inline Endpoint Endpoint::connect(const Options& options) {
 inline bool Endpoint::checksums_on(const detail::TcpLink& l) const {
   return options_.checksum_data == DataChecksums::all ||
          (options_.checksum_data == DataChecksums::other_hosts && !link_on_this_host(l));
+}
+
+inline void Endpoint::set_frame_macs(detail::TcpLink& l) const {
+  l.mac_send.reset();
+  l.mac_receive.reset();
+  l.mac_required = false;
+  if (!l.keys) return;
+  l.mac_receive.emplace(l.keys->receive);
+  if (options_.frame_mac == FrameMacs::all || (options_.frame_mac == FrameMacs::other_hosts && !link_on_this_host(l))) {
+    l.mac_send.emplace(l.keys->send);
+    l.mac_required = true;
+  }
 }
 
 inline bool Endpoint::link_on_this_host(const detail::TcpLink& l) const {
@@ -433,6 +446,8 @@ inline void Endpoint::admit_rejoiner(detail::TcpRendezvous& rv, detail::TcpRende
   l.socket = std::move(a.link.socket);
   detail::limit_unsent(l.socket, options_.unsent_limit_bytes);
   l.checksum = checksums_on(l);
+  l.keys = a.link.keys;
+  set_frame_macs(l);
   l.send_sequence = a.link.send_sequence;
   l.recv_sequence = a.link.recv_sequence;
   l.read_armed = l.write_armed = l.read_fired = false;
@@ -441,6 +456,7 @@ inline void Endpoint::admit_rejoiner(detail::TcpRendezvous& rv, detail::TcpRende
   l.begin = l.end = 0;
   l.frame = {};
   l.frame_done = 0;
+  l.mac_done = 0;
   l.sink = Link::Sink::staging;
   l.user = nullptr;
   l.staging.reset();

@@ -35,9 +35,18 @@ inline detail::TcpOutgoing Endpoint::frame(Link& l, wire::FrameType type, Tag ta
   h.sequence = l.send_sequence++;
   h.payload_length = payload.size();
   if (type == wire::FrameType::data) h.fingerprint = current_fingerprint(tag);
-  if (type != wire::FrameType::data || l.checksum) wire::seal_payload(h, payload);
-  wire::encode(h, o.header);
   o.payload = payload;
+  if (l.tagged()) {
+    // The tag covers the header and the payload: no CRC besides.
+    h.flags |= wire::header_flags::frame_tag;
+    wire::encode(h, o.header);
+    o.mac = l.mac_send->tag(h.sequence, o.header, payload);
+    o.mac_bytes = o.mac.size();
+    counters_.header_bytes_sent += o.mac_bytes;
+  } else {
+    if (type != wire::FrameType::data || l.checksum) wire::seal_payload(h, payload);
+    wire::encode(h, o.header);
+  }
   if (type == wire::FrameType::goodbye || type == wire::FrameType::abort) {
     std::lock_guard lock(l.guard->m);  // the last frame on this connection: no heartbeat after it
     l.guard->beating = false;
@@ -66,15 +75,17 @@ inline bool Endpoint::push(detail::TcpOutgoing& o, std::size_t quantum) {
   const std::size_t left = o.total() - o.written;
   const std::size_t stop_at = o.written + (left - std::min(quantum, left) < quantum / 2 ? left : quantum);
   while (o.written < stop_at) {
-    // One gather write (sendmsg): the rest of the header, then the payload up to `stop_at`.
-    std::array<detail::asio::const_buffer, 2> bufs;
+    // One gather write (sendmsg): the rest of the header, then the payload up to `stop_at`, then
+    // the frame tag (when the link has them) as far as `stop_at` goes.
+    std::array<detail::asio::const_buffer, 3> bufs;
     std::size_t n = 0;
     if (o.written < wire::header_size)
       bufs[n++] = detail::asio::buffer(o.header.data() + o.written, wire::header_size - o.written);
-    const std::size_t off = o.written > wire::header_size ? o.written - wire::header_size : 0;
-    if (off < o.payload.size())
-      bufs[n++] = detail::asio::buffer(o.payload.data() + off,
-                               std::min(o.payload.size() - off, stop_at - std::max(o.written, wire::header_size)));
+    const std::size_t payload_end = wire::header_size + o.payload.size();
+    if (const std::size_t from = std::max(o.written, wire::header_size), to = std::min(payload_end, stop_at); from < to)
+      bufs[n++] = detail::asio::buffer(o.payload.data() + (from - wire::header_size), to - from);
+    if (const std::size_t from = std::max(o.written, payload_end), to = std::min(o.total(), stop_at); from < to)
+      bufs[n++] = detail::asio::buffer(o.mac.data() + (from - payload_end), to - from);
     detail::ErrorCode ec;
     std::size_t r = 0;
     {
@@ -174,6 +185,15 @@ inline void Endpoint::pump(Link& l, bool lazy) {
       continue;
     }
     const std::uint64_t left = l.frame.payload_length - l.frame_done;
+    if (left == 0) {  // the payload is in: its frame tag follows
+      if (l.begin == l.end && !fill(l)) return;
+      const std::size_t take = std::min(l.end - l.begin, l.mac_in.size() - l.mac_done);
+      std::memcpy(l.mac_in.data() + l.mac_done, l.buffer.get() + l.begin, take);
+      l.begin += take;
+      l.mac_done += take;
+      if (l.mac_done == l.mac_in.size()) finish_frame(l);
+      continue;
+    }
     if (const std::size_t avail = l.end - l.begin; avail > 0) {
       const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(avail, left));
       if (l.sink == Link::Sink::user) std::memcpy(l.user + l.frame_done, l.buffer.get() + l.begin, take);
@@ -188,12 +208,13 @@ inline void Endpoint::pump(Link& l, bool lazy) {
       if (!fill(l)) return;
       continue;
     }
-    if (l.frame_done == l.frame.payload_length) finish_frame(l);
+    if (l.frame_done == l.frame.payload_length && !l.mac_due()) finish_frame(l);
   }
 }
 
 inline void Endpoint::start_frame(Link& l) {
-  const auto d = wire::decode(std::span<const std::byte, wire::header_size>(l.buffer.get() + l.begin, wire::header_size));
+  std::memcpy(l.frame_bytes.data(), l.buffer.get() + l.begin, wire::header_size);
+  const auto d = wire::decode(l.frame_bytes);
   l.begin += wire::header_size;
   // Heartbeats are the transport's own, like the TCP acknowledgements: not counted as traffic.
   if (d.header.type != wire::FrameType::heartbeat) counters_.header_bytes_received += wire::header_size;
@@ -208,6 +229,17 @@ inline void Endpoint::start_frame(Link& l) {
                             " was due (a frame was lost or repeated)");
     ++l.recv_sequence;
   }
+  if ((h.flags & wire::header_flags::frame_tag) != 0) {
+    if (h.type == wire::FrameType::heartbeat) protocol_error(l, "a heartbeat with a frame tag");
+    if (!l.mac_receive)
+      protocol_error(l, "a frame with a tag on a connection without frame keys (the job has no shared secret here)");
+    counters_.header_bytes_received += l.mac_in.size();
+  } else if (l.mac_required && h.type != wire::FrameType::heartbeat) {
+    protocol_error(l, "a " + std::string(wire::type_name(h.type)) +
+                          " frame without a frame tag, on a connection whose frames must carry one (TcpOptions::frame_mac; "
+                          "FLOTILLA_FRAME_MAC is the same on every rank?)");
+  }
+  l.mac_done = 0;
   l.large = h.payload_length >= detail::tcp_read_buffer;
   l.frame = h;
   l.frame_done = 0;
@@ -262,12 +294,21 @@ inline void Endpoint::start_frame(Link& l) {
     default:
       protocol_error(l, "an unexpected " + std::string(wire::type_name(h.type)) + " frame after the handshake");
   }
-  if (h.payload_length == 0) finish_frame(l);
+  if (h.payload_length == 0 && !l.mac_due()) finish_frame(l);
 }
 
 inline void Endpoint::finish_frame(Link& l) {
   l.in_frame = false;
   const wire::Header& h = l.frame;
+  if ((h.flags & wire::header_flags::frame_tag) != 0 && l.sink != Link::Sink::discard) {
+    const std::byte* got = l.sink == Link::Sink::user ? l.user : l.staging.get();
+    const auto want = l.mac_receive->tag(h.sequence, l.frame_bytes, {got, static_cast<std::size_t>(h.payload_length)});
+    if (!constant_time_equal(want, l.mac_in))
+      protocol_error(l, "a " + std::string(wire::type_name(h.type)) + " frame (number " + std::to_string(h.sequence) +
+                            ", tag " + std::to_string(h.tag) +
+                            ") whose frame tag does not match its bytes: changed on the way, or not sent by a rank that "
+                            "knows the job's secret");
+  }
   if ((h.flags & wire::header_flags::payload_crc) != 0 && l.sink != Link::Sink::discard) {
     const std::byte* got = l.sink == Link::Sink::user ? l.user : l.staging.get();
     if (auto problem = wire::payload_problem(h, {got, static_cast<std::size_t>(h.payload_length)}); !problem.empty())

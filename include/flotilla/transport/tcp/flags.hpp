@@ -15,7 +15,7 @@ namespace flotilla::transport::tcp {
 
 /// The TCP settings as command-line flags of a cli::Flags, each falling back to its environment
 /// variable: --rank, --world-size, --coordinator, --bind, --timeout-ms, --connect-timeout-ms,
-/// --socket-buffer, --secret-file, --heartbeat-ms, --checksum-data, --shared-memory, --spin-us, --rejoin. (The secret
+/// --socket-buffer, --secret-file, --heartbeat-ms, --checksum-data, --frame-mac, --shared-memory, --spin-us, --rejoin. (The secret
 /// itself has no flag: a command line is visible to every user of the machine. FLOTILLA_SECRET still applies.)
 ///
 ///   cli::Flags flags("train", "...");
@@ -56,6 +56,10 @@ class Flags {
         checksum_data_(flags.add<std::string>("checksum-data", "auto",
                                               "data frames with a CRC-32C of their payload: auto (on connections to other hosts), 0 or 1",
                                               "FLOTILLA_CHECKSUM_DATA")),
+        frame_mac_(flags.add<std::string>("frame-mac", "auto",
+                                          "frames with a tag (AES-256-GMAC, keyed by the secret) that nobody without the secret can forge: "
+                                          "auto (on connections to other hosts), 0 or 1",
+                                          "FLOTILLA_FRAME_MAC")),
         shared_memory_(flags.add<std::string>("shared-memory", "auto",
                                               "ranks that share a host sum through shared memory (hierarchically across hosts): auto, on, off, or on with "
                                               "pieces of this many bytes",
@@ -89,6 +93,7 @@ class Flags {
                                      item(secret_file_, "secret-file", "FLOTILLA_SECRET_FILE"),
                                      item(heartbeat_, "heartbeat-ms", "FLOTILLA_HEARTBEAT_MS"),
                                      item(checksum_data_, "checksum-data", "FLOTILLA_CHECKSUM_DATA"),
+                                     item(frame_mac_, "frame-mac", "FLOTILLA_FRAME_MAC"),
                                      item(shared_memory_, "shared-memory", "FLOTILLA_SHARED_MEMORY"),
                                      item(spin_, "spin-us", "FLOTILLA_SPIN_US"), item(rejoin_, "rejoin", "FLOTILLA_REJOIN"),
                                      detail::tcp_setting_from_env("FLOTILLA_LAUNCH_SECRET"), launch_environment()});
@@ -97,7 +102,7 @@ class Flags {
  private:
   const std::string &rank_, &world_size_, &coordinator_, &bind_, &timeout_, &connect_timeout_, &socket_buffer_, &unsent_limit_,
       &read_while_sending_;
-  const std::string &secret_file_, &heartbeat_, &checksum_data_, &shared_memory_, &spin_, &rejoin_;
+  const std::string &secret_file_, &heartbeat_, &checksum_data_, &frame_mac_, &shared_memory_, &spin_, &rejoin_;
 };
 
 }  // namespace flotilla::transport::tcp

@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "flotilla/concepts/transport.hpp"
+#include "flotilla/transport/tcp/crypto.hpp"
 #include "flotilla/transport/tcp/socket.hpp"
 #include "flotilla/transport/tcp/wire.hpp"
 
@@ -161,6 +163,18 @@ struct TcpLink {
   std::shared_ptr<TcpSendGuard> guard = std::make_shared<TcpSendGuard>();
   Clock::time_point heard{};  // when anything last arrived from the peer
   bool checksum = false;      // data frames sent on it carry a payload CRC (Options::checksum_data)
+  // The keys of its frame tags, from the handshake (a job with a secret). Frames sent carry tags
+  // when Options::frame_mac says so (mac_send), every one but heartbeats; frames received are
+  // checked whenever there are keys (mac_receive), and must carry tags when this rank's
+  // Options::frame_mac says so (mac_required).
+  std::optional<wire::FrameKeys> keys;
+  std::optional<FrameMac> mac_send, mac_receive;
+  bool mac_required = false;
+  bool tagged() const noexcept { return mac_send.has_value(); }
+  /// The frame being read has a tag that has not been read whole yet.
+  bool mac_due() const noexcept {
+    return in_frame && (frame.flags & wire::header_flags::frame_tag) != 0 && mac_done < mac_in.size();
+  }
   bool lost = false;          // the peer died or stalled (see TcpEndpoint::continue_without_lost_peers)
 
   std::unique_ptr<std::byte[]> buffer = std::make_unique_for_overwrite<std::byte[]>(tcp_read_buffer);
@@ -170,10 +184,13 @@ struct TcpLink {
   bool in_frame = false;  // a header has been read, its payload has not (all)
   bool large = false;     // the last frame's payload was larger than `buffer`
   wire::Header frame{};
+  wire::HeaderBytes frame_bytes{};  // as read: a frame tag covers them
   std::uint64_t frame_done = 0;  // payload bytes of `frame` read so far
   Sink sink = Sink::staging;
   std::byte* user = nullptr;              // Sink::user: the posted receive's buffer
   std::unique_ptr<std::byte[]> staging;   // Sink::staging: memory of the frame's own
+  FrameMac::Tag mac_in{};                 // the frame's tag, as read after its payload
+  std::size_t mac_done = 0;
 
   std::deque<TcpMessage> queue;           // data frames read, not yet received
   std::vector<std::uint64_t> tokens;      // barrier tokens read: epoch << 32 | round
@@ -248,8 +265,10 @@ struct TcpOutgoing {
   TcpLink* link = nullptr;
   wire::HeaderBytes header{};
   std::span<const std::byte> payload;
+  FrameMac::Tag mac{};   // written after the payload when the link is tagged
+  std::size_t mac_bytes = 0;
   std::size_t written = 0;
-  std::size_t total() const noexcept { return wire::header_size + payload.size(); }
+  std::size_t total() const noexcept { return wire::header_size + payload.size() + mac_bytes; }
   bool done() const noexcept { return written == total(); }
 };
 

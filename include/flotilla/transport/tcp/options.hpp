@@ -45,6 +45,14 @@ enum class DataChecksums {
   all,          ///< every one
 };
 
+/// Which connections' frames carry a frame tag, AES-256-GMAC under a key of the connection
+/// (Options::frame_mac; wire.hpp).
+enum class FrameMacs {
+  off,          ///< none: frames carry CRCs only (Options::checksum_data)
+  other_hosts,  ///< those to other hosts, in a job with a shared secret (the default)
+  all,          ///< every connection, in a job with a shared secret
+};
+
 /// The settings of a TCP job. Each one can come from an environment variable (from_environment())
 /// or a command-line flag (TcpFlags); flotilla-launch sets the first three for every rank.
 struct Options {
@@ -132,6 +140,17 @@ struct Options {
   /// a pass over every message on both sides (docs/reliability.md has the measurement).
   /// FLOTILLA_CHECKSUM_DATA (auto, 0 or 1), --checksum-data.
   DataChecksums checksum_data = DataChecksums::other_hosts;
+  /// Which connections' frames carry a frame tag: AES-256-GMAC over the header and the payload,
+  /// under a key that the two ends derive from the shared secret and the handshake's nonces, so
+  /// that a frame changed on the way, or one put in by anyone without the secret, drops the
+  /// connection with an error naming the peer (a CRC, which anyone can recompute, only catches
+  /// accidents). By default the connections to other hosts of a job with a secret (one is required
+  /// off loopback): the tag costs a pass over each message on both sides, several GB/s with AES
+  /// and carry-less multiply in hardware (docs/reliability.md has the measurement), and nothing
+  /// leaves a host between its own ranks. A tagged frame needs no CRC. Without a secret there are
+  /// no keys and no tags. A rank checks every tag it receives, and requires them where this
+  /// setting says. FLOTILLA_FRAME_MAC (auto, 0 or 1), --frame-mac.
+  FrameMacs frame_mac = FrameMacs::other_hosts;
   /// How long a wait keeps retrying its sockets before it sleeps in the reactor (epoll). A rank
   /// that sleeps must be woken when its message arrives: by the kernel, and on a virtual machine by
   /// the host resuming its virtual CPU, tens of microseconds per message, which is most of the time
@@ -159,7 +178,7 @@ struct Options {
   /// The options from FLOTILLA_RANK, FLOTILLA_WORLD_SIZE, FLOTILLA_COORDINATOR, FLOTILLA_BIND,
   /// FLOTILLA_TIMEOUT_MS, FLOTILLA_CONNECT_TIMEOUT_MS, FLOTILLA_SOCKET_BUFFER, FLOTILLA_UNSENT_LIMIT,
   /// FLOTILLA_READ_WHILE_SENDING, FLOTILLA_SECRET,
-  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA, FLOTILLA_SHARED_MEMORY,
+  /// FLOTILLA_SECRET_FILE, FLOTILLA_HEARTBEAT_MS, FLOTILLA_CHECKSUM_DATA, FLOTILLA_FRAME_MAC, FLOTILLA_SHARED_MEMORY,
   /// FLOTILLA_SPIN_US and FLOTILLA_REJOIN (and FLOTILLA_LAUNCH_SECRET, flotilla-launch's secret for
   /// the job, when no secret is given); unset variables keep the defaults above. Without
   /// FLOTILLA_RANK and FLOTILLA_WORLD_SIZE, the rank, world size and coordinator of torchrun's,
@@ -177,7 +196,7 @@ struct TcpSettingText {
 };
 struct TcpSettingTexts {
   TcpSettingText rank, world_size, coordinator, bind, timeout_ms, connect_timeout_ms, socket_buffer, unsent_limit, read_while_sending;
-  TcpSettingText secret, secret_file, heartbeat_ms, checksum_data, shared_memory, spin_us, rejoin;
+  TcpSettingText secret, secret_file, heartbeat_ms, checksum_data, frame_mac, shared_memory, spin_us, rejoin;
   /// FLOTILLA_LAUNCH_SECRET: flotilla-launch's secret for the job, used when no secret was given.
   TcpSettingText launch_secret;
   /// What another launcher's variables say (transport/launcher.hpp): the rank, world size and
@@ -256,13 +275,15 @@ inline std::uint64_t tcp_parse_number(const TcpSettingText& s, const char* what,
   return v;
 }
 
-/// A setting that is 0 or 1.
-inline DataChecksums tcp_parse_checksums(const TcpSettingText& s) {
-  if (*s.text == "auto") return DataChecksums::other_hosts;
-  if (*s.text == "0") return DataChecksums::off;
-  if (*s.text == "1") return DataChecksums::all;
+/// A setting that is auto, 0 or 1, for DataChecksums or FrameMacs.
+template <class Scope>
+inline Scope tcp_parse_link_scope(const TcpSettingText& s) {
+  if (*s.text == "auto") return Scope::other_hosts;
+  if (*s.text == "0") return Scope::off;
+  if (*s.text == "1") return Scope::all;
   throw ConfigError(s.name + ": '" + *s.text + "' is not auto (connections to other hosts), 0 (none) or 1 (all)");
 }
+
 
 inline bool tcp_parse_switch(const TcpSettingText& s) {
   if (*s.text != "0" && *s.text != "1") throw ConfigError(s.name + ": '" + *s.text + "' is not 0 or 1");
@@ -415,7 +436,8 @@ inline Options tcp_options_from(TcpSettingTexts t) {
     if (o.heartbeat_interval.count() == 0)
       throw ConfigError(t.heartbeat_ms.name + ": '0' must be a positive number of milliseconds");
   }
-  if (t.checksum_data.text) o.checksum_data = tcp_parse_checksums(t.checksum_data);
+  if (t.checksum_data.text) o.checksum_data = tcp_parse_link_scope<DataChecksums>(t.checksum_data);
+  if (t.frame_mac.text) o.frame_mac = tcp_parse_link_scope<FrameMacs>(t.frame_mac);
   if (t.spin_us.text)  // a second at most: anything longer is a typo, and burns a core
     o.spin = std::chrono::microseconds(tcp_parse_number(t.spin_us, "a number of microseconds", 1'000'000));
   if (t.rejoin.text) {
@@ -444,7 +466,7 @@ inline Options Options::from_environment() {
                                    env("FLOTILLA_BIND"), env("FLOTILLA_TIMEOUT_MS"), env("FLOTILLA_CONNECT_TIMEOUT_MS"),
                                    env("FLOTILLA_SOCKET_BUFFER"), env("FLOTILLA_UNSENT_LIMIT"),
                                    env("FLOTILLA_READ_WHILE_SENDING"), env("FLOTILLA_SECRET"), env("FLOTILLA_SECRET_FILE"),
-                                   env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA"),
+                                   env("FLOTILLA_HEARTBEAT_MS"), env("FLOTILLA_CHECKSUM_DATA"), env("FLOTILLA_FRAME_MAC"),
                                    env("FLOTILLA_SHARED_MEMORY"), env("FLOTILLA_SPIN_US"), env("FLOTILLA_REJOIN"),
                                    env("FLOTILLA_LAUNCH_SECRET"), launch_environment()});
 }

@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "flotilla/core/error.hpp"
-#include "flotilla/core/hmac.hpp"
 #include "flotilla/core/log.hpp"
 #include "flotilla/transport/tcp/link.hpp"
 #include "flotilla/transport/tcp/options.hpp"
@@ -356,7 +355,7 @@ class TcpRendezvous {
     return wire::encode_hello(h);
   }
 
-  std::span<const std::byte> proof_bytes(const Sha256::Digest& d) const {
+  std::span<const std::byte> proof_bytes(const Digest& d) const {
     return {reinterpret_cast<const std::byte*>(d.data()), d.size()};
   }
 
@@ -378,6 +377,7 @@ class TcpRendezvous {
                       " does not know this job's shared secret (is FLOTILLA_SECRET the same on every rank?)");
       send_frame(l, wire::FrameType::auth, proof_bytes(wire::auth_proof(o_.secret, wire::Role::client, sent, reply.payload)),
                  peer);
+      l.keys = wire::frame_keys(o_.secret, wire::Role::client, sent, reply.payload);
     }
     return *hello;
   }
@@ -604,6 +604,7 @@ class TcpRendezvous {
     a.link.socket = std::move(p.socket);
     a.link.send_sequence = p.send_sequence;
     a.link.recv_sequence = p.recv_sequence;
+    if (!o_.secret.empty()) a.link.keys = wire::frame_keys(o_.secret, wire::Role::server, p.their_hello, p.our_hello);
     return a;
   }
 

@@ -8,13 +8,15 @@
 // contract: ranks of one job must agree on it byte for byte.
 //
 // A connection carries frames. Every frame is a fixed 48-byte header, then `payload_length` bytes
-// of payload. All integers are little-endian whatever the host's byte order.
+// of payload, then, when flags bit 1 is set, a 16-byte tag. All integers are little-endian
+// whatever the host's byte order.
 //
 //   offset size field
 //        0    4 magic           'F' 'L' 'O' 'T'
 //        4    2 version         protocol_version; a peer of another version is refused
 //        6    1 type            FrameType
-//        7    1 flags           bit 0: payload_crc is set and must match
+//        7    1 flags           bit 0: payload_crc is set and must match;
+//                               bit 1: a 16-byte frame tag follows the payload
 //        8    4 tag             the message's tag (data), the round (barrier), else 0
 //       12    4 aux             the barrier's epoch; the rank that failed first (abort); else 0
 //       16    8 sequence        frames sent on this connection in this direction before this one,
@@ -31,6 +33,16 @@
 // check that both sides of a message are in the same collective call; the payload CRC, that the
 // payload arrived intact. Control frames always carry a payload CRC; data frames as the sender's
 // TcpOptions::checksum_data says (by default, those on connections to other hosts).
+//
+// The frame tag (flags bit 1) is AES-256-GMAC (crypto.hpp) over the 48 header bytes and the
+// payload, with the sequence number as the nonce, under the key of the connection and direction
+// (frame_keys(): derived from the shared secret and both hellos, so fresh for every connection).
+// It is sent on every frame after the handshake but heartbeats when TcpOptions::frame_mac says so
+// (by default on connections to other hosts of a job with a secret), and then required: a frame
+// without it, or whose tag does not match, drops the connection. A CRC catches a corrupted byte;
+// the tag also catches one changed on purpose, since only the ends know the key. A tagged frame
+// leaves payload_crc 0: the tag covers more. Heartbeats carry nothing and are not tagged (a forged
+// one can only make a dead peer look alive for a while, no longer than its connection stays up).
 //
 // A connection starts with a handshake (the side that connected is the client):
 //   client -> server  hello   (its Hello, with a fresh random nonce)
@@ -58,7 +70,7 @@
 
 #include "flotilla/core/crc32.hpp"
 #include "flotilla/core/crc32c.hpp"
-#include "flotilla/core/hmac.hpp"
+#include "flotilla/transport/tcp/crypto.hpp"
 
 namespace flotilla::transport::tcp::wire {
 
@@ -66,8 +78,9 @@ inline constexpr std::size_t header_size = 48;
 inline constexpr std::uint32_t magic = 0x544F4C46u;  // "FLOT" as little-endian bytes
 /// 1: the first; 2: payload CRC, operation fingerprint, heartbeats, authentication; 3: the
 /// shared-memory setup that ends every rendezvous of more than one rank (TcpOptions::shared_memory);
-/// 4: the payload CRC is CRC-32C (core/crc32c.hpp: in hardware, four times the speed of CRC-32).
-inline constexpr std::uint16_t protocol_version = 4;
+/// 4: the payload CRC is CRC-32C (core/crc32c.hpp: in hardware, four times the speed of CRC-32);
+/// 5: frame tags (AES-256-GMAC) on connections that leave the host.
+inline constexpr std::uint16_t protocol_version = 5;
 
 /// The largest payload of a frame other than data (hello, table, refusal, abort). A header that
 /// announces more is refused before anything is allocated.
@@ -87,8 +100,10 @@ enum class FrameType : std::uint8_t {
 };
 
 namespace header_flags {
-/// payload_crc holds the CRC-32 of the payload, and the receiver checks it.
+/// payload_crc holds the CRC-32C of the payload, and the receiver checks it.
 inline constexpr std::uint8_t payload_crc = 1u << 0;
+/// A frame tag (FrameMac::tag_size bytes) follows the payload, and the receiver checks it.
+inline constexpr std::uint8_t frame_tag = 1u << 1;
 }  // namespace header_flags
 
 inline constexpr std::string_view type_name(FrameType t) noexcept {
@@ -236,7 +251,7 @@ inline std::string header_problem(const Decoded& d, std::uint64_t max_payload) {
   const bool empty_kind = h.type == FrameType::barrier || h.type == FrameType::goodbye || h.type == FrameType::heartbeat;
   if (empty_kind && h.payload_length != 0)
     return "a " + std::string(type_name(h.type)) + " frame with a " + std::to_string(h.payload_length) + "-byte payload";
-  if (h.type == FrameType::auth && h.payload_length != Sha256::Digest{}.size())
+  if (h.type == FrameType::auth && h.payload_length != Digest{}.size())
     return "an auth frame of " + std::to_string(h.payload_length) + " bytes (a proof has 32)";
   const std::uint64_t limit = h.type == FrameType::data ? max_payload : max_control_payload;
   if (h.payload_length > limit)
@@ -398,26 +413,46 @@ inline std::optional<Table> decode_table(std::span<const std::byte> payload) {
 
 enum class Role : std::uint8_t { client, server };
 
-/// The proof that the sender of an auth frame in `role` knows `secret`: an HMAC over both hello
-/// payloads as sent (the client's first), each with its length, so that no field of either can be
-/// changed and no pair of hellos is taken for another.
-inline Sha256::Digest auth_proof(std::string_view secret, Role role, std::span<const std::byte> client_hello,
-                                 std::span<const std::byte> server_hello) {
-  HmacSha256 mac(secret);
-  mac.update(std::string_view(role == Role::client ? "flotilla client" : "flotilla server"));
-  for (const auto part : {client_hello, server_hello}) {
-    std::array<std::byte, 8> n{};
-    detail::wire_put<std::uint64_t>(n.data(), part.size());
-    mac.update(std::span<const std::byte>(n));
-    mac.update(part);
-  }
-  return mac.digest();
+}  // namespace flotilla::transport::tcp::wire
+
+namespace flotilla::transport::tcp::detail {
+/// HMAC-SHA-256 with `secret` over `label` and both hello payloads as sent (the client's first),
+/// each with its length, so that no field of either can be changed and no pair of hellos is taken
+/// for another.
+inline Digest over_hellos(std::string_view secret, std::string_view label, std::span<const std::byte> client_hello,
+                          std::span<const std::byte> server_hello) {
+  std::array<std::byte, 8> n1{}, n2{};
+  wire_put<std::uint64_t>(n1.data(), client_hello.size());
+  wire_put<std::uint64_t>(n2.data(), server_hello.size());
+  return hmac_sha256(secret, {std::as_bytes(std::span<const char>(label.data(), label.size())), n1, client_hello, n2,
+                              server_hello});
+}
+}  // namespace flotilla::transport::tcp::detail
+
+namespace flotilla::transport::tcp::wire {
+
+/// The proof that the sender of an auth frame in `role` knows `secret`, over both hellos.
+inline Digest auth_proof(std::string_view secret, Role role, std::span<const std::byte> client_hello,
+                         std::span<const std::byte> server_hello) {
+  return detail::over_hellos(secret, role == Role::client ? "flotilla client" : "flotilla server", client_hello,
+                             server_hello);
 }
 
 /// Whether `proof` (an auth frame's payload) is what `expected` says, in constant time.
-inline bool proof_matches(std::span<const std::byte> proof, const Sha256::Digest& expected) noexcept {
-  return constant_time_equal(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(proof.data()), proof.size()),
-                             expected);
+inline bool proof_matches(std::span<const std::byte> proof, const Digest& expected) noexcept {
+  return constant_time_equal(proof, std::as_bytes(std::span<const std::uint8_t>(expected)));
+}
+
+/// The keys of a connection's frame tags, one per direction, as the side in `role` uses them.
+/// Derived like the proofs, under labels of their own, so that a proof reveals nothing of a key.
+struct FrameKeys {
+  Digest send{}, receive{};
+};
+inline FrameKeys frame_keys(std::string_view secret, Role role, std::span<const std::byte> client_hello,
+                            std::span<const std::byte> server_hello) {
+  const Digest from_client = detail::over_hellos(secret, "flotilla frames from client", client_hello, server_hello);
+  const Digest from_server = detail::over_hellos(secret, "flotilla frames from server", client_hello, server_hello);
+  return role == Role::client ? FrameKeys{from_client, from_server} : FrameKeys{from_server, from_client};
 }
 
 }  // namespace flotilla::transport::tcp::wire
