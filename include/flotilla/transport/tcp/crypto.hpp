@@ -70,10 +70,11 @@ inline bool constant_time_equal(std::span<const std::byte> a, std::span<const st
 
 /// The tag that authenticates one frame: AES-256-GMAC (GCM, NIST SP 800-38D, with the frame as
 /// additional data and nothing encrypted) under a key of one connection and direction, with the
-/// frame's sequence number as the nonce. GMAC runs at several GB/s where the processor has AES
-/// and carry-less multiplication instructions, and, unlike a CRC, cannot be recomputed by whoever
-/// changes the bytes on the way. A nonce must never repeat under one key: the sequence numbers
-/// of a connection's direction do not, and a connection made anew (a rejoin) has new keys.
+/// frame's sequence number as the nonce. GMAC runs at about 9 GB/s on one core where the
+/// processor has AES and carry-less multiplication instructions (docs/benchmarks.md), and,
+/// unlike a CRC, cannot be recomputed by whoever changes the bytes on the way. A nonce must never
+/// repeat under one key: the sequence numbers of a connection's direction do not, and a
+/// connection made anew (a rejoin) has new keys.
 class FrameMac {
  public:
   static constexpr std::size_t tag_size = 16;
